@@ -1,0 +1,2 @@
+//! The `velos` command-line tool.
+fn main() {}

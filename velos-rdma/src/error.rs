@@ -1,0 +1,58 @@
+//! Typed operating errors of the programming model.
+
+use crate::ids::{Loc, NodeId, WorkId};
+use thiserror::Error;
+
+/// Why an operation failed. Operating errors are values: a backend never panics for one.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Error)]
+#[non_exhaustive]
+pub enum RdmaError {
+    /// The remote node crashed; operations towards it fail (or, if so configured, never
+    /// complete).
+    #[error("remote node {node} crashed")]
+    RemoteCrashed {
+        /// The crashed node.
+        node: NodeId,
+    },
+    /// The queue pair towards `node` is in the error state; every operation on it fails.
+    #[error("queue pair towards {node} is in error")]
+    QueuePairError {
+        /// The target node of the queue pair.
+        node: NodeId,
+    },
+    /// A remote operation was refused by the target's memory protection (for example a
+    /// write into a region whose key this queue pair does not hold).
+    #[error("remote access to {loc} refused")]
+    RemoteAccess {
+        /// The word the operation targeted.
+        loc: Loc,
+    },
+    /// A remote atomic or word access whose address is not 8-byte aligned.
+    #[error("misaligned access to {loc}: word operations need 8-byte alignment")]
+    MisalignedAtomic {
+        /// The offending location.
+        loc: Loc,
+    },
+    /// An access beyond the node's registered region.
+    #[error("access to {loc} is outside the registered region")]
+    OutOfBounds {
+        /// The offending location.
+        loc: Loc,
+    },
+    /// A CPU operation on a word of another node.
+    #[error("CPU access to {loc}, which is not on the thread's node {node}")]
+    NotLocal {
+        /// The offending location.
+        loc: Loc,
+        /// The node of the issuing thread.
+        node: NodeId,
+    },
+    /// A `wait` for which one of the awaited operations failed; the first failure.
+    #[error("an operation with work id {} failed: {cause}", work_id.0)]
+    WorkFailed {
+        /// The work id waited for.
+        work_id: WorkId,
+        /// The failure of the first failed operation.
+        cause: Box<RdmaError>,
+    },
+}

@@ -1,0 +1,58 @@
+//! # velos-rdma: the RDMA programming model of Velos
+//!
+//! Programs are written once, as [`Process`]es: sans-IO state machines that issue one
+//! [`Op`] at a time and are resumed with its [`Reply`]. The operations are those of the
+//! rdma-rmw model (Ambal et al., "Specifying and Verifying RDMA Synchronisation"):
+//!
+//! * CPU operations on the thread's own node: [`Op::Load`], [`Op::Store`], [`Op::Cas`],
+//!   [`Op::Mfence`] (x86-TSO);
+//! * remote operations with a [`WorkId`]: [`Op::Put`], [`Op::PutInline`], [`Op::Get`],
+//!   [`Op::Atomic`] (remote CAS / FAA); they are asynchronous;
+//! * the rdmawait layer: [`Op::Wait`], [`Op::Rfence`], [`Op::GlobalFence`], and rdmatso's
+//!   [`Op::Poll`].
+//!
+//! Backends: the emulator in `velos-sim` (exhaustive and simulated), the in-process
+//! [`mem`] backend (real threads), and real verbs behind the `verbs` feature.
+//!
+//! ```
+//! use velos_rdma::{drive, Layout, Loc, NodeId, Op, Process, Reply, Step, WorkId};
+//! use velos_rdma::mem::{MemFabric, Mode};
+//!
+//! /// Writes 7 into word 0 of node 1 with an inline put, then waits for it.
+//! #[derive(Clone, Debug, PartialEq, Eq, Hash)]
+//! struct Writer { pc: u8 }
+//!
+//! impl Process for Writer {
+//!     fn resume(&mut self, _reply: Reply) -> Step {
+//!         self.pc += 1;
+//!         let w = WorkId(1);
+//!         match self.pc {
+//!             1 => Step::Op(Op::PutInline { remote: Loc::word(NodeId(1), 0), value: 7, work_id: w }),
+//!             2 => Step::Op(Op::Wait { work_id: w }),
+//!             3 => Step::Op(Op::GlobalFence { node: NodeId(1) }),
+//!             _ => Step::Done,
+//!         }
+//!     }
+//! }
+//!
+//! let fabric = MemFabric::new(Layout::uniform(2, 4), Mode::Inline);
+//! let mut writer = Writer { pc: 0 };
+//! drive(&mut writer, &mut fabric.endpoint(NodeId(0)));
+//! assert_eq!(fabric.read(Loc::word(NodeId(1), 0)), Ok(7));
+//! ```
+#![deny(unsafe_code)]
+
+mod endpoint;
+mod error;
+mod ids;
+mod layout;
+pub mod mem;
+mod op;
+mod process;
+
+pub use endpoint::{Endpoint, drive};
+pub use error::RdmaError;
+pub use ids::{Loc, NodeId, WorkId};
+pub use layout::Layout;
+pub use op::{Op, Reply, Rmw};
+pub use process::{Process, Step};

@@ -1,0 +1,1 @@
+//! The in-process backend: real threads, node memory as atomics. (Being written.)

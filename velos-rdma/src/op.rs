@@ -1,0 +1,168 @@
+//! The operations a process issues, and the replies it gets back.
+
+use crate::error::RdmaError;
+use crate::ids::{Loc, NodeId, WorkId};
+use serde::{Deserialize, Serialize};
+
+/// The read-modify-write a remote atomic performs at its target.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Rmw {
+    /// Compare-and-swap: write `new` if the word equals `expected`.
+    Cas {
+        /// The value the word must hold for the swap to happen.
+        expected: u64,
+        /// The value written on success.
+        new: u64,
+    },
+    /// Fetch-and-add of `add` (wrapping).
+    Faa {
+        /// The increment.
+        add: u64,
+    },
+}
+
+impl Rmw {
+    /// The value the atomic writes given the old value, or `None` when a CAS fails.
+    pub fn apply(self, old: u64) -> Option<u64> {
+        match self {
+            Rmw::Cas { expected, new } => (old == expected).then_some(new),
+            Rmw::Faa { add } => Some(old.wrapping_add(add)),
+        }
+    }
+}
+
+/// One operation of the programming model. CPU operations touch the issuing thread's own
+/// node; remote operations carry a work id and are asynchronous: posting returns at once.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Op {
+    /// CPU read of a local word; replies [`Reply::Value`].
+    Load {
+        /// The word read (on the thread's node).
+        loc: Loc,
+    },
+    /// CPU write of a local word (through the TSO store buffer).
+    Store {
+        /// The word written (on the thread's node).
+        loc: Loc,
+        /// The value.
+        value: u64,
+    },
+    /// CPU compare-and-swap on a local word; waits for the store buffer to drain; replies
+    /// the old value.
+    Cas {
+        /// The word (on the thread's node).
+        loc: Loc,
+        /// Expected old value.
+        expected: u64,
+        /// Value written on success.
+        new: u64,
+    },
+    /// CPU memory fence: waits for the store buffer to drain.
+    Mfence,
+    /// RDMA write: the NIC reads `local` and writes the value to `remote`.
+    Put {
+        /// Destination word (its node is the target of the queue pair).
+        remote: Loc,
+        /// Source word on the thread's node, read by the NIC, not at post time.
+        local: Loc,
+        /// rdmawait tag.
+        work_id: WorkId,
+    },
+    /// Inline RDMA write of a constant captured at post time.
+    PutInline {
+        /// Destination word.
+        remote: Loc,
+        /// The value written.
+        value: u64,
+        /// rdmawait tag.
+        work_id: WorkId,
+    },
+    /// RDMA read of `remote` into the local word `local`.
+    Get {
+        /// Destination word on the thread's node.
+        local: Loc,
+        /// Source word (its node is the target of the queue pair).
+        remote: Loc,
+        /// rdmawait tag.
+        work_id: WorkId,
+    },
+    /// Remote atomic (CAS or FAA) on `remote`; the old value lands in `local`.
+    Atomic {
+        /// Where the NIC writes the old value (on the thread's node).
+        local: Loc,
+        /// The target word; must be 8-byte aligned.
+        remote: Loc,
+        /// What the atomic does.
+        rmw: Rmw,
+        /// rdmawait tag.
+        work_id: WorkId,
+    },
+    /// rdmawait `wait`: blocks until every earlier remote operation of this thread with
+    /// this work id is complete.
+    Wait {
+        /// The tag waited for.
+        work_id: WorkId,
+    },
+    /// rdmatso `poll`: consumes the oldest completion notification of the queue pair
+    /// towards `node`, blocking until there is one.
+    Poll {
+        /// Target node of the queue pair.
+        node: NodeId,
+    },
+    /// Remote fence towards `node`: later operations on that queue pair start only after
+    /// every earlier one has completed. Does not block the CPU.
+    Rfence {
+        /// Target node of the queue pair.
+        node: NodeId,
+    },
+    /// Global fence towards `node`: blocks until every earlier operation of this thread
+    /// towards `node` is fully done, remote writes in memory included.
+    GlobalFence {
+        /// Target node.
+        node: NodeId,
+    },
+}
+
+impl Op {
+    /// The node a remote operation targets, or `None` for a CPU operation or a wait.
+    pub fn target(&self) -> Option<NodeId> {
+        match *self {
+            Op::Put { remote, .. }
+            | Op::PutInline { remote, .. }
+            | Op::Get { remote, .. }
+            | Op::Atomic { remote, .. } => Some(remote.node),
+            Op::Rfence { node } => Some(node),
+            Op::Load { .. }
+            | Op::Store { .. }
+            | Op::Cas { .. }
+            | Op::Mfence
+            | Op::Wait { .. }
+            | Op::Poll { .. }
+            | Op::GlobalFence { .. } => None,
+        }
+    }
+
+    /// The work id of a remote operation.
+    pub fn work_id(&self) -> Option<WorkId> {
+        match *self {
+            Op::Put { work_id, .. }
+            | Op::PutInline { work_id, .. }
+            | Op::Get { work_id, .. }
+            | Op::Atomic { work_id, .. } => Some(work_id),
+            _ => None,
+        }
+    }
+}
+
+/// What a backend answers to an operation.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Reply {
+    /// The first resumption of a process: no operation has run yet.
+    Start,
+    /// The operation is done (or, for a remote operation, posted).
+    Done,
+    /// A value: the word read by `Load`, the old value of a CPU `Cas`.
+    Value(u64),
+    /// The operation failed; see [`RdmaError`].
+    Failed(RdmaError),
+}

@@ -1,0 +1,32 @@
+//! The unit of execution: a sans-IO process that issues one operation at a time.
+
+use crate::op::{Op, Reply};
+use std::fmt::Debug;
+use std::hash::Hash;
+
+/// What a process wants next.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Step {
+    /// Execute this operation and resume me with its reply.
+    Op(Op),
+    /// I have finished.
+    Done,
+}
+
+/// A thread of an RDMA program, written as a state machine: the backend resumes it with
+/// the reply to its previous operation and it answers with the next one.
+///
+/// Every backend runs the same `Process` values unchanged: the emulator interleaves them
+/// deterministically (and, because a process is `Clone + Hash + Eq`, the explorer can
+/// deduplicate states and find spin loops that never end); the in-process and verbs
+/// backends run each on a real thread.
+pub trait Process: Clone + Eq + Hash + Debug + Send + 'static {
+    /// Resume with the reply to the previous operation ([`Reply::Start`] the first time).
+    fn resume(&mut self, reply: Reply) -> Step;
+
+    /// Whether this process uses rdmatso `poll`. Backends keep completion notifications
+    /// for pollers only; rdmawait processes consume theirs through `wait`.
+    fn polls(&self) -> bool {
+        false
+    }
+}
