@@ -1,2 +1,30 @@
 //! The `velos` command-line tool.
-fn main() {}
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+mod cli;
+
+/// Velos: one-sided Paxos for RDMA, its emulator and its tools.
+#[derive(Parser)]
+#[command(name = "velos", version, about)]
+struct Args {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run `.litmus` tests on the emulator (exhaustively) or on the in-process backend.
+    Litmus(cli::litmus::LitmusArgs),
+    /// Measure the emulator: explorer states/s, suite time, simulated operations/s.
+    Bench(cli::bench::BenchArgs),
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    match args.command {
+        Command::Litmus(a) => cli::litmus::run(a),
+        Command::Bench(a) => cli::bench::run(a),
+    }
+}

@@ -1,0 +1,4 @@
+//! The subcommands of the `velos` tool.
+
+pub mod bench;
+pub mod litmus;

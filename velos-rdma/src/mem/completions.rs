@@ -1,0 +1,121 @@
+//! Completion bookkeeping of one endpoint: what has completed, and what failed.
+
+use crate::error::RdmaError;
+use crate::ids::{NodeId, WorkId};
+use std::sync::{Condvar, Mutex, MutexGuard};
+
+/// Identifies one posted remote operation of an endpoint.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Ticket {
+    /// Position among every remote operation of the endpoint, from 1 (posting order).
+    pub(crate) seq: u64,
+    /// The target node of the queue pair.
+    pub(crate) target: NodeId,
+    /// Position on the queue pair, from 1 (posting order there).
+    pub(crate) qp_seq: u64,
+    /// The operation's work id.
+    pub(crate) work_id: WorkId,
+}
+
+/// What completed so far. Operations complete in posting order on each queue pair, so a
+/// counter per queue pair says which ones are done.
+#[derive(Debug)]
+pub(crate) struct Completions {
+    /// Per target node: how many operations on the queue pair have completed.
+    completed: Vec<u64>,
+    /// Completed operations that failed and whose failure nobody has reported yet.
+    failures: Vec<(Ticket, RdmaError)>,
+}
+
+impl Completions {
+    /// No completions, for a fabric of `nodes` nodes.
+    pub(crate) fn new(nodes: usize) -> Completions {
+        Completions {
+            completed: vec![0; nodes],
+            failures: Vec::new(),
+        }
+    }
+
+    /// Records the completion of the operation `ticket` with `result`.
+    pub(crate) fn complete(&mut self, ticket: Ticket, result: Result<(), RdmaError>) {
+        let completed = &mut self.completed[ticket.target.index()];
+        // Queue pairs are FIFO: the backend's ordering guarantee depends on it.
+        assert_eq!(*completed + 1, ticket.qp_seq, "out-of-order completion");
+        *completed = ticket.qp_seq;
+        if let Err(error) = result {
+            self.failures.push((ticket, error));
+        }
+    }
+
+    /// How many operations on the queue pair towards `target` have completed.
+    pub(crate) fn completed(&self, target: NodeId) -> u64 {
+        self.completed[target.index()]
+    }
+
+    /// Whether, on every queue pair, the first `qp_seqs[target]` operations have completed.
+    pub(crate) fn covers(&self, qp_seqs: &[u64]) -> bool {
+        self.completed
+            .iter()
+            .zip(qp_seqs)
+            .all(|(completed, qp_seq)| completed >= qp_seq)
+    }
+
+    /// Removes every recorded failure that `covered` selects and returns the one of the
+    /// earliest posted operation among them.
+    pub(crate) fn take_failure(
+        &mut self,
+        covered: impl Fn(&Ticket) -> bool,
+    ) -> Option<RdmaError> {
+        if self.failures.is_empty() {
+            return None;
+        }
+        let (taken, kept): (Vec<_>, Vec<_>) = std::mem::take(&mut self.failures)
+            .into_iter()
+            .partition(|(ticket, _)| covered(ticket));
+        self.failures = kept;
+        taken
+            .into_iter()
+            .min_by_key(|(ticket, _)| ticket.seq)
+            .map(|(_, error)| error)
+    }
+}
+
+/// [`Completions`] shared between an endpoint and its node's NIC worker.
+#[derive(Debug)]
+pub(crate) struct SharedCompletions {
+    state: Mutex<Completions>,
+    changed: Condvar,
+}
+
+impl SharedCompletions {
+    /// No completions, for a fabric of `nodes` nodes.
+    pub(crate) fn new(nodes: usize) -> SharedCompletions {
+        SharedCompletions {
+            state: Mutex::new(Completions::new(nodes)),
+            changed: Condvar::new(),
+        }
+    }
+
+    /// Records a completion and wakes the endpoint if it waits.
+    pub(crate) fn complete(&self, ticket: Ticket, result: Result<(), RdmaError>) {
+        self.lock().complete(ticket, result);
+        self.changed.notify_one();
+    }
+
+    /// Blocks (parked, not spinning) until `ready` holds, then runs `then` on the state.
+    pub(crate) fn settle<R>(
+        &self,
+        ready: impl Fn(&Completions) -> bool,
+        then: impl FnOnce(&mut Completions) -> R,
+    ) -> R {
+        let mut state = self
+            .changed
+            .wait_while(self.lock(), |state| !ready(state))
+            .expect("completion lock poisoned");
+        then(&mut state)
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Completions> {
+        self.state.lock().expect("completion lock poisoned")
+    }
+}

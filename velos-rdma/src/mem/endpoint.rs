@@ -1,0 +1,267 @@
+//! A thread's endpoint on a [`MemFabric`].
+
+use super::completions::{Completions, SharedCompletions, Ticket};
+use super::fabric::MemFabric;
+use super::jitter::Jitter;
+use super::task::Task;
+use super::worker::Job;
+use crate::endpoint::Endpoint;
+use crate::error::RdmaError;
+use crate::ids::{Loc, NodeId, WorkId};
+use crate::op::{Op, Reply};
+use crossbeam_channel::Sender;
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{self, AtomicU64, Ordering};
+
+/// One thread's connection to a [`MemFabric`]; made by [`MemFabric::endpoint`].
+///
+/// CPU operations (`Load`, `Store`, `Cas`, `Mfence`) act on the thread's own node at once,
+/// as `SeqCst` atomics. Remote operations are posted: the reply is [`Reply::Done`] and the
+/// operation executes later (in [`Mode::Worker`](super::Mode::Worker)) or inside the post
+/// (in [`Mode::Inline`](super::Mode::Inline)). The operations of one queue pair (this
+/// endpoint towards one node) execute one at a time, in posting order.
+///
+/// # Failures
+/// A remote operation replies `Failed` at post only when there is no queue pair for it (its
+/// target is not a node of the layout) or its local operand is on another node. Any other
+/// failure (bad address, crashed node, queue pair in error) is the operation's completion
+/// status, reported once, by the first of these that covers the operation:
+/// * `Wait` for its work id, as [`RdmaError::WorkFailed`] (the earliest posted failure
+///   among the awaited operations);
+/// * `Poll` acknowledging it, as the plain cause;
+/// * `GlobalFence` towards its target, as the plain cause. A global fence towards a crashed
+///   node or through a queue pair in error fails even when no operation failed.
+///
+/// Dropping an endpoint waits until its posted operations have completed.
+#[derive(Debug)]
+pub struct MemEndpoint<'f> {
+    fabric: &'f MemFabric,
+    node: NodeId,
+    id: u64,
+    nic: Nic<'f>,
+    jitter: Option<Jitter>,
+    /// Remote operations posted so far.
+    seq: u64,
+    /// Per target node: operations posted on the queue pair so far.
+    posted: Vec<u64>,
+    /// Per target node: completions acknowledged by `Poll` so far.
+    polled: Vec<u64>,
+    /// Per work id not awaited since its last post: per target node, the queue-pair
+    /// position of the newest operation with that id (0: none).
+    newest: HashMap<WorkId, Vec<u64>>,
+    /// Operations executed so far.
+    ops: u64,
+}
+
+/// Where the endpoint's remote operations execute.
+#[derive(Debug)]
+enum Nic<'f> {
+    /// On this thread, inside the post; the completions are this endpoint's alone.
+    Inline(Completions),
+    /// On the node's NIC worker, which reports into the shared completions.
+    Worker {
+        jobs: &'f Sender<Job>,
+        completions: Arc<SharedCompletions>,
+    },
+}
+
+impl<'f> MemEndpoint<'f> {
+    pub(super) fn new(
+        fabric: &'f MemFabric,
+        node: NodeId,
+        id: u64,
+        jitter: Option<Jitter>,
+    ) -> MemEndpoint<'f> {
+        let nodes = usize::from(fabric.layout().nodes());
+        let nic = match fabric.worker(node) {
+            None => Nic::Inline(Completions::new(nodes)),
+            Some(jobs) => Nic::Worker {
+                jobs,
+                completions: Arc::new(SharedCompletions::new(nodes)),
+            },
+        };
+        MemEndpoint {
+            fabric,
+            node,
+            id,
+            nic,
+            jitter,
+            seq: 0,
+            posted: vec![0; nodes],
+            polled: vec![0; nodes],
+            newest: HashMap::new(),
+            ops: 0,
+        }
+    }
+
+    /// The word at `loc` for a CPU access by this thread.
+    fn local_word(&self, loc: Loc) -> Result<&'f AtomicU64, RdmaError> {
+        if loc.node != self.node {
+            return Err(RdmaError::NotLocal {
+                loc,
+                node: self.node,
+            });
+        }
+        let memory = self.fabric.memory();
+        let word = memory.word(loc)?;
+        memory.alive(self.node)?;
+        Ok(word)
+    }
+
+    /// Posts a remote operation.
+    fn post(&mut self, op: &Op) -> Result<(), RdmaError> {
+        let work_id = op.work_id().expect("a remote operation has a work id");
+        let task = Task::post(op, self.node, self.fabric.memory())?;
+        let target = task.target.index();
+        self.seq += 1;
+        self.posted[target] += 1;
+        let ticket = Ticket {
+            seq: self.seq,
+            target: task.target,
+            qp_seq: self.posted[target],
+            work_id,
+        };
+        let nodes = self.posted.len();
+        self.newest.entry(work_id).or_insert_with(|| vec![0; nodes])[target] = ticket.qp_seq;
+        match &mut self.nic {
+            Nic::Inline(completions) => {
+                completions.complete(ticket, task.execute(self.fabric.memory()));
+            }
+            Nic::Worker { jobs, completions } => jobs
+                .send(Job {
+                    endpoint: self.id,
+                    ticket,
+                    task,
+                    completions: Arc::clone(completions),
+                })
+                .expect("NIC workers live as long as the fabric"),
+        }
+        Ok(())
+    }
+
+    /// `Wait`: every earlier operation with `work_id` has completed.
+    fn wait(&mut self, work_id: WorkId) -> Result<(), RdmaError> {
+        let Some(newest) = self.newest.remove(&work_id) else {
+            return Ok(());
+        };
+        match self.settle(
+            |completions| completions.covers(&newest),
+            |completions| completions.take_failure(|ticket| ticket.work_id == work_id),
+        ) {
+            None => Ok(()),
+            Some(cause) => Err(RdmaError::WorkFailed {
+                work_id,
+                cause: Box::new(cause),
+            }),
+        }
+    }
+
+    /// `Poll`: the oldest unacknowledged operation on the queue pair towards `node` has
+    /// completed.
+    fn poll(&mut self, node: NodeId) -> Result<(), RdmaError> {
+        let target = self.queue_pair(node)?;
+        // In the model such a poll is never enabled: the thread would block forever.
+        assert!(
+            self.polled[target] < self.posted[target],
+            "poll towards {node} with no unacknowledged operation on the queue pair: \
+             it would block forever"
+        );
+        self.polled[target] += 1;
+        let qp_seq = self.polled[target];
+        self.settle(
+            |completions| completions.completed(node) >= qp_seq,
+            |completions| {
+                completions.take_failure(|ticket| ticket.target == node && ticket.qp_seq == qp_seq)
+            },
+        )
+        .map_or(Ok(()), Err)
+    }
+
+    /// `GlobalFence`: every earlier operation towards `node` has completed.
+    fn global_fence(&mut self, node: NodeId) -> Result<(), RdmaError> {
+        let posted = self.posted[self.queue_pair(node)?];
+        self.settle(
+            |completions| completions.completed(node) >= posted,
+            |completions| completions.take_failure(|ticket| ticket.target == node),
+        )
+        .map_or(Ok(()), Err)?;
+        self.fabric.memory().queue_pair(self.node, node)
+    }
+
+    /// The index of the queue pair towards `node`, if `node` exists.
+    fn queue_pair(&self, node: NodeId) -> Result<usize, RdmaError> {
+        if self.fabric.memory().has_node(node) {
+            Ok(node.index())
+        } else {
+            Err(RdmaError::OutOfBounds {
+                loc: Loc { node, offset: 0 },
+            })
+        }
+    }
+
+    /// Blocks until `ready` holds of the completions, then runs `then` on them.
+    fn settle<R>(
+        &mut self,
+        ready: impl Fn(&Completions) -> bool,
+        then: impl FnOnce(&mut Completions) -> R,
+    ) -> R {
+        match &mut self.nic {
+            Nic::Inline(completions) => {
+                assert!(ready(completions), "inline operations complete at post");
+                then(completions)
+            }
+            Nic::Worker { completions, .. } => completions.settle(ready, then),
+        }
+    }
+
+    fn execute_op(&mut self, op: &Op) -> Result<Reply, RdmaError> {
+        let done = |result: Result<(), RdmaError>| result.map(|()| Reply::Done);
+        match *op {
+            Op::Load { loc } => Ok(Reply::Value(self.local_word(loc)?.load(Ordering::SeqCst))),
+            Op::Store { loc, value } => {
+                self.local_word(loc)?.store(value, Ordering::SeqCst);
+                Ok(Reply::Done)
+            }
+            Op::Cas { loc, expected, new } => Ok(Reply::Value(
+                self.local_word(loc)?
+                    .compare_exchange(expected, new, Ordering::SeqCst, Ordering::SeqCst)
+                    .unwrap_or_else(|actual| actual),
+            )),
+            Op::Mfence => {
+                atomic::fence(Ordering::SeqCst);
+                Ok(Reply::Done)
+            }
+            Op::Put { .. } | Op::PutInline { .. } | Op::Get { .. } | Op::Atomic { .. } => {
+                done(self.post(op))
+            }
+            Op::Wait { work_id } => done(self.wait(work_id)),
+            Op::Poll { node } => done(self.poll(node)),
+            // Queue pairs already run one operation at a time, in order.
+            Op::Rfence { node } => done(self.queue_pair(node).map(drop)),
+            Op::GlobalFence { node } => done(self.global_fence(node)),
+        }
+    }
+}
+
+impl Endpoint for MemEndpoint<'_> {
+    fn node(&self) -> NodeId {
+        self.node
+    }
+
+    fn execute(&mut self, op: &Op) -> Reply {
+        self.ops += 1;
+        if let Some(jitter) = &mut self.jitter {
+            jitter.delay();
+        }
+        self.execute_op(op).unwrap_or_else(Reply::Failed)
+    }
+}
+
+impl Drop for MemEndpoint<'_> {
+    fn drop(&mut self) {
+        let posted = std::mem::take(&mut self.posted);
+        self.settle(|completions| completions.covers(&posted), |_| ());
+        self.fabric.count_ops(self.ops);
+    }
+}

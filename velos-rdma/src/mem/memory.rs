@@ -1,0 +1,105 @@
+//! The registered memory of every node, and the fault state of nodes and queue pairs.
+
+use crate::error::RdmaError;
+use crate::ids::{Loc, NodeId};
+use crate::layout::Layout;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+/// Node memories as atomic words, plus which nodes crashed and which queue pairs are broken.
+///
+/// Every access is `SeqCst`: the backend relies on one total order of all memory accesses
+/// (see the module documentation of [`crate::mem`]).
+#[derive(Debug)]
+pub(crate) struct Memory {
+    layout: Layout,
+    /// One region per node, `layout.words(node)` words long.
+    words: Vec<Vec<AtomicU64>>,
+    /// Per node: whether it crashed.
+    crashed: Vec<AtomicBool>,
+    /// Per (from, to) pair, row-major: whether queue pairs from `from` towards `to` are in
+    /// the error state.
+    queue_pair_error: Vec<AtomicBool>,
+}
+
+impl Memory {
+    /// Zeroed memory for `layout`, no faults.
+    pub(crate) fn new(layout: Layout) -> Memory {
+        let nodes = usize::from(layout.nodes());
+        let words = layout
+            .node_ids()
+            .map(|node| (0..layout.words(node)).map(|_| AtomicU64::new(0)).collect())
+            .collect();
+        Memory {
+            layout,
+            words,
+            crashed: (0..nodes).map(|_| AtomicBool::new(false)).collect(),
+            queue_pair_error: (0..nodes * nodes).map(|_| AtomicBool::new(false)).collect(),
+        }
+    }
+
+    /// The layout this memory was built for.
+    pub(crate) fn layout(&self) -> &Layout {
+        &self.layout
+    }
+
+    /// Whether `node` is a node of the layout.
+    pub(crate) fn has_node(&self, node: NodeId) -> bool {
+        node.index() < self.words.len()
+    }
+
+    /// The word at `loc`, after checking alignment and bounds.
+    pub(crate) fn word(&self, loc: Loc) -> Result<&AtomicU64, RdmaError> {
+        let index = self.layout.check(loc)?;
+        Ok(&self.words[loc.node.index()][index])
+    }
+
+    /// The word with index `index` on `node`; the index was checked by [`Memory::word`]'s
+    /// rules before (see `Task`).
+    pub(crate) fn word_at(&self, node: NodeId, index: usize) -> &AtomicU64 {
+        &self.words[node.index()][index]
+    }
+
+    /// `Err(RemoteCrashed)` if `node` crashed.
+    pub(crate) fn alive(&self, node: NodeId) -> Result<(), RdmaError> {
+        if self.crashed[node.index()].load(Ordering::SeqCst) {
+            Err(RdmaError::RemoteCrashed { node })
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Whether a queue pair from `from` towards `to` can carry operations: both nodes are
+    /// alive and the pair is not in the error state.
+    pub(crate) fn queue_pair(&self, from: NodeId, to: NodeId) -> Result<(), RdmaError> {
+        self.alive(from)?;
+        self.alive(to)?;
+        if self.queue_pair_error[self.pair_index(from, to)].load(Ordering::SeqCst) {
+            return Err(RdmaError::QueuePairError { node: to });
+        }
+        Ok(())
+    }
+
+    /// Marks `node` crashed.
+    pub(crate) fn crash(&self, node: NodeId) {
+        self.crashed[node.index()].store(true, Ordering::SeqCst);
+    }
+
+    /// Puts the queue pairs from `from` towards `to` into the error state.
+    pub(crate) fn set_queue_pair_error(&self, from: NodeId, to: NodeId) {
+        self.queue_pair_error[self.pair_index(from, to)].store(true, Ordering::SeqCst);
+    }
+
+    /// A copy of every word, node by node.
+    pub(crate) fn snapshot(&self) -> Vec<Vec<u64>> {
+        self.words
+            .iter()
+            .map(|region| region.iter().map(|w| w.load(Ordering::SeqCst)).collect())
+            .collect()
+    }
+
+    fn pair_index(&self, from: NodeId, to: NodeId) -> usize {
+        assert!(self.has_node(from), "unknown node {from}");
+        assert!(self.has_node(to), "unknown node {to}");
+        from.index() * self.words.len() + to.index()
+    }
+}

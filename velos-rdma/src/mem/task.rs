@@ -1,0 +1,120 @@
+//! A posted remote operation, as the NIC executes it.
+
+use super::memory::Memory;
+use crate::error::RdmaError;
+use crate::ids::{Loc, NodeId};
+use crate::op::{Op, Rmw};
+use std::sync::atomic::Ordering;
+
+/// A remote operation on the queue pair from `source` towards `target`.
+#[derive(Clone, Debug)]
+pub(crate) struct Task {
+    /// The node of the posting thread (its NIC executes the task).
+    pub(crate) source: NodeId,
+    /// The target node of the queue pair.
+    pub(crate) target: NodeId,
+    /// What to do, or the address error found at post, which is the task's failure: like a
+    /// NIC, the backend reports a bad address in the completion, not at post.
+    access: Result<Access, RdmaError>,
+}
+
+/// The memory accesses of a task, with checked word indices.
+#[derive(Clone, Copy, Debug)]
+enum Access {
+    Put { remote: usize, local: usize },
+    PutInline { remote: usize, value: u64 },
+    Get { local: usize, remote: usize },
+    Atomic { local: usize, remote: usize, rmw: Rmw },
+}
+
+impl Task {
+    /// The task of the remote operation `op` posted by a thread of `source`.
+    ///
+    /// `Err` is the failure to reply at post: `op` is not a remote operation, its target is
+    /// not a node of the layout (there is no queue pair towards it), or its local operand is
+    /// on another node.
+    pub(crate) fn post(op: &Op, source: NodeId, memory: &Memory) -> Result<Task, RdmaError> {
+        let (remote, local) = match *op {
+            Op::Put { remote, local, .. }
+            | Op::Get { remote, local, .. }
+            | Op::Atomic { remote, local, .. } => (remote, Some(local)),
+            Op::PutInline { remote, .. } => (remote, None),
+            _ => panic!("not a remote operation: {op:?}"),
+        };
+        if !memory.has_node(remote.node) {
+            return Err(RdmaError::OutOfBounds { loc: remote });
+        }
+        if let Some(local) = local.filter(|local| local.node != source) {
+            return Err(RdmaError::NotLocal {
+                loc: local,
+                node: source,
+            });
+        }
+        Ok(Task {
+            source,
+            target: remote.node,
+            access: Access::check(op, memory),
+        })
+    }
+
+    /// Executes the task in full: the local read, the remote access and the local write.
+    pub(crate) fn execute(&self, memory: &Memory) -> Result<(), RdmaError> {
+        memory.queue_pair(self.source, self.target)?;
+        let local = |index| memory.word_at(self.source, index);
+        let remote = |index| memory.word_at(self.target, index);
+        match self.access.clone()? {
+            Access::Put {
+                remote: r,
+                local: l,
+            } => remote(r).store(local(l).load(Ordering::SeqCst), Ordering::SeqCst),
+            Access::PutInline { remote: r, value } => remote(r).store(value, Ordering::SeqCst),
+            Access::Get {
+                local: l,
+                remote: r,
+            } => local(l).store(remote(r).load(Ordering::SeqCst), Ordering::SeqCst),
+            Access::Atomic {
+                local: l,
+                remote: r,
+                rmw,
+            } => {
+                let old = match rmw {
+                    Rmw::Cas { expected, new } => remote(r)
+                        .compare_exchange(expected, new, Ordering::SeqCst, Ordering::SeqCst)
+                        .unwrap_or_else(|actual| actual),
+                    Rmw::Faa { add } => remote(r).fetch_add(add, Ordering::SeqCst),
+                };
+                local(l).store(old, Ordering::SeqCst);
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Access {
+    /// The accesses of `op` with their word indices, or the first address error.
+    fn check(op: &Op, memory: &Memory) -> Result<Access, RdmaError> {
+        let index = |loc: Loc| memory.layout().check(loc);
+        Ok(match *op {
+            Op::Put { remote, local, .. } => Access::Put {
+                local: index(local)?,
+                remote: index(remote)?,
+            },
+            Op::PutInline { remote, value, .. } => Access::PutInline {
+                remote: index(remote)?,
+                value,
+            },
+            Op::Get { local, remote, .. } => Access::Get {
+                local: index(local)?,
+                remote: index(remote)?,
+            },
+            Op::Atomic {
+                local, remote, rmw, ..
+            } => Access::Atomic {
+                local: index(local)?,
+                remote: index(remote)?,
+                rmw,
+            },
+            _ => unreachable!("checked by Task::post"),
+        })
+    }
+}

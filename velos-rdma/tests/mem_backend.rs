@@ -1,0 +1,512 @@
+//! The in-process backend: operation semantics, failures, faults and `run`, in every mode.
+
+use velos_rdma::mem::{MemFabric, MemOptions, Mode};
+use velos_rdma::{Endpoint, Layout, Loc, NodeId, Op, Process, RdmaError, Reply, Rmw, Step, WorkId};
+
+/// Runs a fixed list of operations and records the replies.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct Script {
+    ops: Vec<Op>,
+    pc: usize,
+    replies: Vec<Reply>,
+}
+
+impl Script {
+    fn new(ops: Vec<Op>) -> Script {
+        Script {
+            ops,
+            pc: 0,
+            replies: Vec::new(),
+        }
+    }
+}
+
+impl Process for Script {
+    fn resume(&mut self, reply: Reply) -> Step {
+        if reply != Reply::Start {
+            self.replies.push(reply);
+        }
+        let op = self.ops.get(self.pc).copied();
+        self.pc += 1;
+        op.map_or(Step::Done, Step::Op)
+    }
+
+    fn polls(&self) -> bool {
+        self.ops.iter().any(|op| matches!(op, Op::Poll { .. }))
+    }
+}
+
+const D: WorkId = WorkId(1);
+const E: WorkId = WorkId(2);
+
+/// Every way to build a fabric: inline, worker, worker with jitter.
+const OPTIONS: [MemOptions; 3] = [
+    MemOptions {
+        mode: Mode::Inline,
+        jitter: None,
+    },
+    MemOptions {
+        mode: Mode::Worker,
+        jitter: None,
+    },
+    MemOptions {
+        mode: Mode::Worker,
+        jitter: Some(0x5EED),
+    },
+];
+
+/// One fabric of `nodes` nodes with 8 words each, per entry of [`OPTIONS`].
+fn fabrics(nodes: u16) -> impl Iterator<Item = MemFabric> {
+    OPTIONS
+        .into_iter()
+        .map(move |options| MemFabric::with_options(Layout::uniform(nodes, 8), options))
+}
+
+fn w(node: u16, word: u32) -> Loc {
+    Loc::word(NodeId(node), word)
+}
+
+/// Runs `ops` on a thread of `node` and returns the replies.
+fn script(fabric: &MemFabric, node: u16, ops: Vec<Op>) -> Vec<Reply> {
+    let mut done = fabric.run(vec![(NodeId(node), Script::new(ops))]);
+    done.remove(0).replies
+}
+
+fn put_inline(remote: Loc, value: u64, work_id: WorkId) -> Op {
+    Op::PutInline {
+        remote,
+        value,
+        work_id,
+    }
+}
+
+fn get(local: Loc, remote: Loc, work_id: WorkId) -> Op {
+    Op::Get {
+        local,
+        remote,
+        work_id,
+    }
+}
+
+fn atomic(local: Loc, remote: Loc, rmw: Rmw) -> Op {
+    Op::Atomic {
+        local,
+        remote,
+        rmw,
+        work_id: D,
+    }
+}
+
+fn work_failed(work_id: WorkId, cause: RdmaError) -> Reply {
+    Reply::Failed(RdmaError::WorkFailed {
+        work_id,
+        cause: Box::new(cause),
+    })
+}
+
+#[test]
+fn put_get_and_inline_put() {
+    for fabric in fabrics(2) {
+        let replies = script(
+            &fabric,
+            0,
+            vec![
+                Op::Store {
+                    loc: w(0, 0),
+                    value: 5,
+                },
+                Op::Put {
+                    remote: w(1, 0),
+                    local: w(0, 0),
+                    work_id: D,
+                },
+                put_inline(w(1, 1), 9, D),
+                Op::Wait { work_id: D },
+                get(w(0, 2), w(1, 1), E),
+                Op::Wait { work_id: E },
+                Op::Load { loc: w(0, 2) },
+            ],
+        );
+        let mut expected = vec![Reply::Done; 6];
+        expected.push(Reply::Value(9));
+        assert_eq!(replies, expected, "{:?}", fabric.options());
+        assert_eq!(fabric.read(w(1, 0)), Ok(5));
+        assert_eq!(fabric.read(w(1, 1)), Ok(9));
+        assert_eq!(fabric.snapshot()[1][..2], [5, 9]);
+    }
+}
+
+#[test]
+fn remote_cas_hit_and_miss_and_faa_wraps_around() {
+    for fabric in fabrics(2) {
+        fabric.write(w(1, 1), u64::MAX - 1).unwrap();
+        let wait = Op::Wait { work_id: D };
+        let replies = script(
+            &fabric,
+            0,
+            vec![
+                atomic(w(0, 0), w(1, 0), Rmw::Cas { expected: 0, new: 1 }),
+                wait,
+                Op::Load { loc: w(0, 0) },
+                atomic(w(0, 1), w(1, 0), Rmw::Cas { expected: 0, new: 2 }),
+                wait,
+                Op::Load { loc: w(0, 1) },
+                atomic(w(0, 2), w(1, 1), Rmw::Faa { add: 3 }),
+                wait,
+                Op::Load { loc: w(0, 2) },
+            ],
+        );
+        let loads: Vec<_> = replies.iter().skip(2).step_by(3).cloned().collect();
+        assert_eq!(
+            loads,
+            [Reply::Value(0), Reply::Value(1), Reply::Value(u64::MAX - 1)]
+        );
+        assert_eq!(fabric.read(w(1, 0)), Ok(1), "the missed CAS wrote nothing");
+        assert_eq!(fabric.read(w(1, 1)), Ok(1), "FAA wraps around");
+    }
+}
+
+#[test]
+fn put_reads_its_local_word_when_the_nic_executes_it() {
+    for fabric in fabrics(2) {
+        fabric.write(w(1, 0), 77).unwrap();
+        // At post time the put's local word is still 0; the get before it on the same
+        // queue pair fills it before the put executes.
+        let ops = vec![
+            get(w(0, 0), w(1, 0), D),
+            Op::Put {
+                remote: w(1, 1),
+                local: w(0, 0),
+                work_id: D,
+            },
+            Op::Wait { work_id: D },
+        ];
+        assert_eq!(script(&fabric, 0, ops), vec![Reply::Done; 3]);
+        assert_eq!(fabric.read(w(1, 1)), Ok(77));
+    }
+}
+
+#[test]
+fn queue_pair_is_fifo() {
+    for fabric in fabrics(2) {
+        let ops = (1..=100)
+            .flat_map(|value| {
+                [
+                    put_inline(w(1, 0), value, D),
+                    get(w(0, 0), w(1, 0), E),
+                    Op::Wait { work_id: E },
+                    Op::Load { loc: w(0, 0) },
+                ]
+            })
+            .collect();
+        let replies = script(&fabric, 0, ops);
+        let loads: Vec<_> = replies.into_iter().skip(3).step_by(4).collect();
+        assert_eq!(loads, (1..=100).map(Reply::Value).collect::<Vec<_>>());
+    }
+}
+
+#[test]
+fn wait_without_operations_returns_at_once() {
+    for fabric in fabrics(1) {
+        assert_eq!(
+            script(&fabric, 0, vec![Op::Wait { work_id: D }]),
+            [Reply::Done]
+        );
+    }
+}
+
+#[test]
+fn misaligned_atomic_fails_at_the_wait_once() {
+    for fabric in fabrics(2) {
+        let remote = Loc {
+            node: NodeId(1),
+            offset: 4,
+        };
+        let replies = script(
+            &fabric,
+            0,
+            vec![
+                atomic(w(0, 0), remote, Rmw::Faa { add: 1 }),
+                Op::Wait { work_id: D },
+                Op::Wait { work_id: D },
+            ],
+        );
+        let cause = RdmaError::MisalignedAtomic { loc: remote };
+        assert_eq!(replies, [Reply::Done, work_failed(D, cause), Reply::Done]);
+    }
+}
+
+#[test]
+fn out_of_bounds_fails_at_the_wait_of_its_work_id() {
+    for fabric in fabrics(2) {
+        let replies = script(
+            &fabric,
+            0,
+            vec![
+                put_inline(w(1, 0), 1, E),
+                get(w(0, 0), w(1, 100), D),
+                get(w(0, 100), w(1, 0), D),
+                Op::Wait { work_id: E },
+                Op::Wait { work_id: D },
+            ],
+        );
+        let first = RdmaError::OutOfBounds { loc: w(1, 100) };
+        assert_eq!(
+            replies,
+            [
+                Reply::Done,
+                Reply::Done,
+                Reply::Done,
+                Reply::Done,
+                work_failed(D, first)
+            ]
+        );
+    }
+}
+
+#[test]
+fn posting_fails_at_once_without_a_queue_pair_or_with_a_foreign_local_word() {
+    for fabric in fabrics(2) {
+        let replies = script(
+            &fabric,
+            0,
+            vec![
+                put_inline(w(5, 0), 1, D),
+                get(w(1, 0), w(1, 1), D),
+                Op::GlobalFence { node: NodeId(5) },
+                Op::Wait { work_id: D },
+            ],
+        );
+        assert_eq!(
+            replies,
+            [
+                Reply::Failed(RdmaError::OutOfBounds { loc: w(5, 0) }),
+                Reply::Failed(RdmaError::NotLocal {
+                    loc: w(1, 0),
+                    node: NodeId(0)
+                }),
+                Reply::Failed(RdmaError::OutOfBounds { loc: w(5, 0) }),
+                Reply::Done,
+            ]
+        );
+    }
+}
+
+#[test]
+fn cpu_operations_are_local_and_checked() {
+    for fabric in fabrics(2) {
+        let misaligned = Loc {
+            node: NodeId(0),
+            offset: 3,
+        };
+        let replies = script(
+            &fabric,
+            0,
+            vec![
+                Op::Load { loc: w(1, 0) },
+                Op::Store {
+                    loc: w(1, 0),
+                    value: 1,
+                },
+                Op::Load { loc: w(0, 8) },
+                Op::Load { loc: misaligned },
+                Op::Store {
+                    loc: w(0, 0),
+                    value: 4,
+                },
+                Op::Cas {
+                    loc: w(0, 0),
+                    expected: 4,
+                    new: 5,
+                },
+                Op::Cas {
+                    loc: w(0, 0),
+                    expected: 4,
+                    new: 6,
+                },
+                Op::Mfence,
+                Op::Load { loc: w(0, 0) },
+            ],
+        );
+        let not_local = Reply::Failed(RdmaError::NotLocal {
+            loc: w(1, 0),
+            node: NodeId(0),
+        });
+        assert_eq!(
+            replies,
+            [
+                not_local.clone(),
+                not_local,
+                Reply::Failed(RdmaError::OutOfBounds { loc: w(0, 8) }),
+                Reply::Failed(RdmaError::MisalignedAtomic { loc: misaligned }),
+                Reply::Done,
+                Reply::Value(4),
+                Reply::Value(5),
+                Reply::Done,
+                Reply::Value(5),
+            ]
+        );
+        assert_eq!(fabric.read(w(1, 0)), Ok(0));
+    }
+}
+
+#[test]
+fn crashed_node_fails_later_operations() {
+    for fabric in fabrics(3) {
+        let mut endpoint = fabric.endpoint(NodeId(0));
+        let mut execute = |op| endpoint.execute(&op);
+        assert_eq!(execute(put_inline(w(1, 0), 1, D)), Reply::Done);
+        assert_eq!(execute(Op::Wait { work_id: D }), Reply::Done);
+        fabric.crash(NodeId(1));
+        let crashed = RdmaError::RemoteCrashed { node: NodeId(1) };
+        assert_eq!(execute(put_inline(w(1, 0), 2, D)), Reply::Done);
+        assert_eq!(
+            execute(Op::Wait { work_id: D }),
+            work_failed(D, crashed.clone())
+        );
+        assert_eq!(
+            execute(Op::GlobalFence { node: NodeId(1) }),
+            Reply::Failed(crashed.clone())
+        );
+        assert_eq!(execute(put_inline(w(2, 0), 3, D)), Reply::Done);
+        assert_eq!(execute(Op::GlobalFence { node: NodeId(2) }), Reply::Done);
+        drop(endpoint);
+
+        let own = fabric.endpoint(NodeId(1)).execute(&Op::Load { loc: w(1, 0) });
+        assert_eq!(own, Reply::Failed(crashed.clone()));
+        assert_eq!(fabric.read(w(1, 0)), Err(crashed.clone()));
+        assert_eq!(fabric.write(w(1, 0), 4), Err(crashed));
+        assert_eq!(fabric.read(w(2, 0)), Ok(3));
+    }
+}
+
+#[test]
+fn queue_pair_error_fails_only_that_direction() {
+    for fabric in fabrics(3) {
+        fabric.set_queue_pair_error(NodeId(0), NodeId(1));
+        let broken = RdmaError::QueuePairError { node: NodeId(1) };
+        let replies = script(
+            &fabric,
+            0,
+            vec![
+                put_inline(w(1, 0), 1, D),
+                Op::Wait { work_id: D },
+                put_inline(w(2, 0), 2, D),
+                Op::Wait { work_id: D },
+                Op::GlobalFence { node: NodeId(1) },
+            ],
+        );
+        assert_eq!(
+            replies,
+            [
+                Reply::Done,
+                work_failed(D, broken.clone()),
+                Reply::Done,
+                Reply::Done,
+                Reply::Failed(broken),
+            ]
+        );
+        let other = script(
+            &fabric,
+            2,
+            vec![put_inline(w(1, 0), 3, D), Op::Wait { work_id: D }],
+        );
+        assert_eq!(other, [Reply::Done, Reply::Done]);
+        assert_eq!(fabric.read(w(1, 0)), Ok(3));
+    }
+}
+
+#[test]
+fn poll_acknowledges_the_oldest_operation_and_reports_its_failure() {
+    for fabric in fabrics(2) {
+        let replies = script(
+            &fabric,
+            0,
+            vec![
+                put_inline(w(1, 0), 1, D),
+                put_inline(w(1, 100), 2, D),
+                Op::Rfence { node: NodeId(1) },
+                put_inline(w(1, 1), 3, D),
+                Op::Poll { node: NodeId(1) },
+                Op::Poll { node: NodeId(1) },
+                Op::Poll { node: NodeId(1) },
+                Op::Wait { work_id: D },
+            ],
+        );
+        let oob = RdmaError::OutOfBounds { loc: w(1, 100) };
+        let mut expected = vec![Reply::Done; 5];
+        expected.extend([Reply::Failed(oob), Reply::Done, Reply::Done]);
+        assert_eq!(replies, expected);
+        assert_eq!(fabric.read(w(1, 1)), Ok(3));
+    }
+}
+
+#[test]
+#[should_panic(expected = "block forever")]
+fn poll_without_an_operation_panics() {
+    let fabric = MemFabric::new(Layout::uniform(2, 8), Mode::Worker);
+    fabric
+        .endpoint(NodeId(0))
+        .execute(&Op::Poll { node: NodeId(1) });
+}
+
+#[test]
+fn global_fence_waits_for_the_remote_write() {
+    for fabric in fabrics(2) {
+        let mut endpoint = fabric.endpoint(NodeId(0));
+        for value in 1..=50 {
+            assert_eq!(endpoint.execute(&put_inline(w(1, 0), value, D)), Reply::Done);
+            let fence = endpoint.execute(&Op::GlobalFence { node: NodeId(1) });
+            assert_eq!(fence, Reply::Done);
+            assert_eq!(fabric.read(w(1, 0)), Ok(value));
+        }
+    }
+}
+
+#[test]
+fn run_four_threads_of_remote_faa_count_exactly() {
+    for fabric in fabrics(4) {
+        let procs = (0..4)
+            .map(|node| {
+                let mut ops = vec![atomic(w(node, 1), w(0, 0), Rmw::Faa { add: 1 }); 1000];
+                ops.push(Op::Wait { work_id: D });
+                (NodeId(node), Script::new(ops))
+            })
+            .collect();
+        let done = fabric.run(procs);
+        assert_eq!(fabric.read(w(0, 0)), Ok(4000), "{:?}", fabric.options());
+        assert!(done.iter().all(|p| p.replies == vec![Reply::Done; 1001]));
+        assert_eq!(fabric.ops(), 4 * 1001);
+    }
+}
+
+#[test]
+fn run_returns_processes_in_order_with_their_posts_complete() {
+    for fabric in fabrics(3) {
+        // No waits: `run` itself waits for the posted operations.
+        let procs = (0..3)
+            .map(|node| {
+                let ops = vec![put_inline(w((node + 1) % 3, node.into()), 10 + u64::from(node), D)];
+                (NodeId(node), Script::new(ops))
+            })
+            .collect();
+        let done = fabric.run(procs);
+        assert_eq!(done.iter().map(|p| p.pc).collect::<Vec<_>>(), [2, 2, 2]);
+        assert_eq!(fabric.read(w(1, 0)), Ok(10));
+        assert_eq!(fabric.read(w(2, 1)), Ok(11));
+        assert_eq!(fabric.read(w(0, 2)), Ok(12));
+    }
+}
+
+#[test]
+fn dropping_the_fabric_stops_its_workers() {
+    for _ in 0..20 {
+        let fabric = MemFabric::new(Layout::uniform(3, 8), Mode::Worker);
+        let mut endpoint = fabric.endpoint(NodeId(0));
+        for value in 0..100 {
+            endpoint.execute(&put_inline(w(value % 3, 0), value.into(), D));
+        }
+        drop(endpoint);
+        assert_eq!(fabric.read(w(0, 0)), Ok(99));
+    }
+}

@@ -1,0 +1,133 @@
+//! The exhaustive driver: every interleaving of every enabled step, states deduplicated,
+//! final and stuck states found by graph analysis.
+
+use crate::machine::{Machine, NoDelay, Transition};
+use std::collections::{BTreeSet, HashMap};
+use std::hash::Hash;
+use velos_rdma::Process;
+
+/// The result of exploring a machine's whole state graph.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Exploration<O> {
+    /// Distinct states reached (the initial one included).
+    pub states: usize,
+    /// Transitions followed.
+    pub transitions: usize,
+    /// Distinct final states (end condition holds).
+    pub finals: usize,
+    /// States from which no final state can be reached (deadlocks and livelocks).
+    pub stuck: usize,
+    /// The final states, projected by the caller's function; sorted and deduplicated.
+    pub outcomes: BTreeSet<O>,
+}
+
+/// The exploration would exceed its state budget: no verdict was established.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("state budget exceeded: more than {max_states} states")]
+pub struct BudgetExceeded {
+    /// The budget.
+    pub max_states: usize,
+}
+
+/// Explores every reachable state of `initial`, at most `max_states` of them.
+pub fn explore<P, O, F>(
+    initial: Machine<P>,
+    max_states: usize,
+    project: F,
+) -> Result<Exploration<O>, BudgetExceeded>
+where
+    P: Process,
+    O: Ord,
+    F: Fn(&Machine<P>) -> O,
+{
+    assert!(max_states > 0, "a state budget of at least one state");
+    let mut graph = Graph::default();
+    let mut outcomes = BTreeSet::new();
+    let mut index: HashMap<Machine<P>, u32> = HashMap::new();
+    index.insert(initial.clone(), 0);
+    graph.add_state();
+    let mut stack = vec![(0u32, initial)];
+    let mut enabled: Vec<(Transition, u64)> = Vec::new();
+    let mut transitions = 0usize;
+    while let Some((id, state)) = stack.pop() {
+        state.enabled(&mut enabled);
+        if enabled.is_empty() && state.is_complete() {
+            graph.finals.push(id);
+            outcomes.insert(project(&state));
+            continue;
+        }
+        for &(transition, _) in &enabled {
+            let mut next = state.clone();
+            next.fire(transition, 0, &mut NoDelay);
+            transitions += 1;
+            let next_id = match index.get(&next) {
+                Some(&known) => known,
+                None => {
+                    if index.len() >= max_states {
+                        return Err(BudgetExceeded { max_states });
+                    }
+                    let new_id = graph.add_state();
+                    index.insert(next.clone(), new_id);
+                    stack.push((new_id, next));
+                    new_id
+                }
+            };
+            graph.preds[next_id as usize].push(id);
+        }
+    }
+    let stuck = graph.count_stuck();
+    let exploration = Exploration {
+        states: index.len(),
+        transitions,
+        finals: graph.finals.len(),
+        stuck,
+        outcomes,
+    };
+    assert!(exploration.stuck + exploration.finals <= exploration.states, "graph accounting");
+    Ok(exploration)
+}
+
+/// The reverse state graph.
+#[derive(Default)]
+struct Graph {
+    preds: Vec<Vec<u32>>,
+    finals: Vec<u32>,
+}
+
+impl Graph {
+    fn add_state(&mut self) -> u32 {
+        self.preds.push(Vec::new());
+        u32::try_from(self.preds.len() - 1).expect("state ids fit u32")
+    }
+
+    /// States that cannot reach any final state: all minus those reached backwards from
+    /// the finals.
+    fn count_stuck(&self) -> usize {
+        let mut reaches = vec![false; self.preds.len()];
+        let mut work: Vec<u32> = self.finals.clone();
+        for &f in &self.finals {
+            reaches[f as usize] = true;
+        }
+        while let Some(s) = work.pop() {
+            for &p in &self.preds[s as usize] {
+                if !reaches[p as usize] {
+                    reaches[p as usize] = true;
+                    work.push(p);
+                }
+            }
+        }
+        reaches.iter().filter(|r| !**r).count()
+    }
+}
+
+/// Explores and returns only the projected outcomes: a convenience for tests.
+pub fn outcomes<P, O, F>(initial: Machine<P>, max_states: usize, project: F) -> BTreeSet<O>
+where
+    P: Process,
+    O: Ord + Hash,
+    F: Fn(&Machine<P>) -> O,
+{
+    explore(initial, max_states, project)
+        .expect("exploration within budget")
+        .outcomes
+}

@@ -1,0 +1,94 @@
+//! Latency models for the simulator: what each step costs in virtual nanoseconds.
+
+use crate::machine::Delay;
+use serde::{Deserialize, Serialize};
+
+/// A per-step cost table with seeded jitter. Profiles are data: add one by adding a
+/// constructor that fills this table, never a code path.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LatencyModel {
+    /// Profile name.
+    pub name: String,
+    /// CPU operation on local memory.
+    pub cpu_local_ns: u64,
+    /// CPU cost of posting a remote operation (building the work request).
+    pub cpu_post_ns: u64,
+    /// Store-buffer flush to memory.
+    pub flush_ns: u64,
+    /// Doorbell (MMIO) until the NIC sees a posted operation.
+    pub doorbell_ns: u64,
+    /// NIC read of local memory for a put (PCIe read).
+    pub nic_local_read_ns: u64,
+    /// One way on the wire, NIC to NIC.
+    pub wire_ns: u64,
+    /// Remote write into the responder's memory (PCIe write).
+    pub remote_mem_write_ns: u64,
+    /// Remote atomic execution at the responder.
+    pub atomic_ns: u64,
+    /// NIC local write into the requester's memory, with its completion.
+    pub local_mem_write_ns: u64,
+    /// Each delay gets a uniformly drawn extra in `0..=jitter_ns`.
+    pub jitter_ns: u64,
+}
+
+impl LatencyModel {
+    /// A generic RDMA NIC, in the range of published ConnectX numbers (the consensus
+    /// benchmarks calibrate their own profile).
+    pub fn generic() -> LatencyModel {
+        LatencyModel {
+            name: "generic".into(),
+            cpu_local_ns: 5,
+            cpu_post_ns: 50,
+            flush_ns: 10,
+            doorbell_ns: 300,
+            nic_local_read_ns: 250,
+            wire_ns: 300,
+            remote_mem_write_ns: 150,
+            atomic_ns: 200,
+            local_mem_write_ns: 150,
+            jitter_ns: 20,
+        }
+    }
+
+    /// Every step costs 1 ns and nothing is jittered: the order of steps is decided by
+    /// the seeded tie-breaker alone, which explores interleavings widely.
+    pub fn uniform() -> LatencyModel {
+        LatencyModel {
+            name: "uniform".into(),
+            cpu_local_ns: 1,
+            cpu_post_ns: 1,
+            flush_ns: 1,
+            doorbell_ns: 1,
+            nic_local_read_ns: 1,
+            wire_ns: 1,
+            remote_mem_write_ns: 1,
+            atomic_ns: 1,
+            local_mem_write_ns: 1,
+            jitter_ns: 0,
+        }
+    }
+
+    /// The named profile, if known.
+    pub fn by_name(name: &str) -> Option<LatencyModel> {
+        match name {
+            "generic" => Some(LatencyModel::generic()),
+            "uniform" => Some(LatencyModel::uniform()),
+            _ => None,
+        }
+    }
+
+    /// The base cost of a step of `kind`, before jitter.
+    pub fn base(&self, kind: Delay) -> u64 {
+        match kind {
+            Delay::CpuLocal => self.cpu_local_ns,
+            Delay::CpuPost => self.cpu_post_ns,
+            Delay::Flush => self.flush_ns,
+            Delay::Doorbell => self.doorbell_ns,
+            Delay::NicLocalRead => self.nic_local_read_ns,
+            Delay::Wire => self.wire_ns,
+            Delay::RemoteMemWrite => self.remote_mem_write_ns,
+            Delay::Atomic => self.atomic_ns,
+            Delay::LocalMemWrite => self.local_mem_write_ns,
+        }
+    }
+}

@@ -1,0 +1,196 @@
+//! Runs litmus tests: exhaustively on the emulator, or as randomised real executions on
+//! the in-process backend checked against the emulator's verdict.
+
+use super::ast::{Expect, LitmusTest};
+use super::compile::{compile, holds, project, Outcome, Program};
+use super::parse::parse;
+use super::program::LitmusThread;
+use crate::explore::explore;
+use crate::machine::Machine;
+use serde::Serialize;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+/// Which backend runs the tests.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backend {
+    /// The emulator, exhaustively.
+    Sim,
+    /// The in-process backend: randomised real executions, each checked against the
+    /// outcomes the emulator allows.
+    Mem,
+}
+
+/// Options of a litmus run.
+#[derive(Clone, Debug)]
+pub struct RunOptions {
+    /// The backend.
+    pub backend: Backend,
+    /// The explorer's state budget.
+    pub max_states: usize,
+    /// Executions per test on the `mem` backend.
+    pub runs: u64,
+    /// Seed of the `mem` backend's jitter.
+    pub seed: u64,
+}
+
+impl Default for RunOptions {
+    fn default() -> Self {
+        RunOptions { backend: Backend::Sim, max_states: 5_000_000, runs: 200, seed: 1 }
+    }
+}
+
+/// What running one test established.
+#[derive(Clone, Debug, Serialize)]
+pub struct Report {
+    /// The test's name.
+    pub name: String,
+    /// The file it came from.
+    pub file: PathBuf,
+    /// The model's verdict.
+    pub verdict: &'static str,
+    /// The expected verdict.
+    pub expect: &'static str,
+    /// Verdict equals expectation, no unallowed stuck state, and on `mem` nothing the model
+    /// forbids was observed.
+    pub pass: bool,
+    /// Stuck states.
+    pub stuck: usize,
+    /// The model's distinct final states, projected on the condition's names.
+    pub outcomes: Vec<BTreeMap<String, u64>>,
+    /// States explored.
+    pub states: usize,
+    /// The `mem` backend's executions, if it ran.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mem: Option<MemReport>,
+}
+
+/// What the in-process backend observed.
+#[derive(Clone, Debug, Serialize)]
+pub struct MemReport {
+    /// Executions run.
+    pub runs: u64,
+    /// Distinct outcomes observed.
+    pub observed: Vec<BTreeMap<String, u64>>,
+    /// Observed outcomes the model does not allow (must be empty).
+    pub forbidden: Vec<BTreeMap<String, u64>>,
+}
+
+/// A test that could not be run: a bad file or an exceeded budget. Exit status 2.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct RunError(pub String);
+
+fn expect_name(e: Expect) -> &'static str {
+    match e {
+        Expect::Allowed => "allowed",
+        Expect::Forbidden => "forbidden",
+    }
+}
+
+/// Builds the emulator's initial state for a compiled test.
+pub fn initial_machine(program: &Program) -> Machine<LitmusThread> {
+    let mut machine = Machine::new(&program.layout);
+    for &(loc, value) in &program.init {
+        machine.init(loc, value).expect("compiled locations are in the layout");
+    }
+    for (node, thread) in &program.threads {
+        machine.spawn(*node, thread.clone());
+    }
+    machine
+}
+
+/// Parses, compiles and runs one file.
+pub fn run_file(path: &Path, options: &RunOptions) -> Result<Report, RunError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| RunError(format!("{}: {e}", path.display())))?;
+    let test = parse(&text).map_err(|e| RunError(format!("{}:{}: {}", path.display(), e.line, e.message)))?;
+    run_test(&test, path, options)
+}
+
+/// Runs one parsed test.
+pub fn run_test(test: &LitmusTest, path: &Path, options: &RunOptions) -> Result<Report, RunError> {
+    let program = compile(test).map_err(|e| RunError(format!("{}:{}: {}", path.display(), e.line, e.message)))?;
+    let machine = initial_machine(&program);
+    let exploration = explore(machine, options.max_states, |m| {
+        project(&program.observed, |loc| m.read(loc).unwrap_or(0), |t| m.threads[t].process.regs.clone())
+    })
+    .map_err(|e| RunError(format!("{}: {} ({e}; raise --max-states)", path.display(), test.name)))?;
+    let allowed = exploration.outcomes.iter().any(|o| holds(&test.exists, &program.observed, o));
+    let verdict = if allowed { Expect::Allowed } else { Expect::Forbidden };
+    let mut pass = verdict == test.expect && (test.allow_stuck || exploration.stuck == 0);
+    let mem = match options.backend {
+        Backend::Sim => None,
+        Backend::Mem => {
+            let report = super::mem_runs::run_mem(&program, &exploration.outcomes, options);
+            pass &= report.forbidden.is_empty();
+            Some(report)
+        }
+    };
+    Ok(Report {
+        name: test.name.clone(),
+        file: path.to_path_buf(),
+        verdict: expect_name(verdict),
+        expect: expect_name(test.expect),
+        pass,
+        stuck: exploration.stuck,
+        outcomes: exploration.outcomes.iter().map(|o| named(&program, o)).collect(),
+        states: exploration.states,
+        mem,
+    })
+}
+
+/// An outcome as a map from the condition's names to values.
+pub(crate) fn named(program: &Program, outcome: &Outcome) -> BTreeMap<String, u64> {
+    program.observed.iter().map(|o| o.key.clone()).zip(outcome.iter().copied()).collect()
+}
+
+/// The `.litmus` files under `path` (the file itself, or every one below a directory,
+/// recursively), sorted.
+pub fn collect_files(path: &Path) -> Result<Vec<PathBuf>, RunError> {
+    let meta = std::fs::metadata(path).map_err(|e| RunError(format!("{}: {e}", path.display())))?;
+    if meta.is_file() {
+        return Ok(vec![path.to_path_buf()]);
+    }
+    let mut files = BTreeSet::new();
+    let mut dirs = vec![path.to_path_buf()];
+    while let Some(dir) = dirs.pop() {
+        let entries = std::fs::read_dir(&dir).map_err(|e| RunError(format!("{}: {e}", dir.display())))?;
+        for entry in entries {
+            let entry = entry.map_err(|e| RunError(format!("{}: {e}", dir.display())))?;
+            let p = entry.path();
+            if p.is_dir() {
+                dirs.push(p);
+            } else if p.extension().is_some_and(|x| x == "litmus") {
+                files.insert(p);
+            }
+        }
+    }
+    Ok(files.into_iter().collect())
+}
+
+/// The text report of one test.
+pub fn render(report: &Report) -> String {
+    let mut s = String::new();
+    for o in &report.outcomes {
+        let fields: Vec<String> = o.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        s += &format!("  outcome {}\n", fields.join(" "));
+    }
+    s += &format!("  states {} stuck {}\n", report.states, report.stuck);
+    if let Some(mem) = &report.mem {
+        s += &format!("  mem runs {} observed {} forbidden {}\n", mem.runs, mem.observed.len(), mem.forbidden.len());
+        for o in &mem.forbidden {
+            let fields: Vec<String> = o.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            s += &format!("  FORBIDDEN OUTCOME OBSERVED {}\n", fields.join(" "));
+        }
+    }
+    s += &format!(
+        "RESULT {} {} expect={} stuck={} {}\n",
+        report.name,
+        report.verdict,
+        report.expect,
+        report.stuck,
+        if report.pass { "PASS" } else { "FAIL" }
+    );
+    s
+}

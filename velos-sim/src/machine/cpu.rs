@@ -1,0 +1,176 @@
+//! The CPU rules (x86-TSO) and the posting of remote operations: a thread executes its
+//! pending operation and its process is resumed with the reply.
+
+use super::delay::{Clock, Delay};
+use super::items::{LocalWriteEntry, PipeItem, SbEntry, Timed};
+use super::state::{Machine, Next, NodeStatus};
+use velos_rdma::{Loc, NodeId, Op, Process, RdmaError, Reply, Step};
+
+impl<P: Process> Machine<P> {
+    /// Thread t executes its pending operation at `now` and is resumed with the reply.
+    pub(crate) fn cpu_step(&mut self, t: usize, now: u64, clock: &mut dyn Clock) {
+        let Next::Pending(op) = self.threads[t].next.clone() else {
+            unreachable!("a CPU step needs a pending operation")
+        };
+        let reply = self.execute(t, &op, now, clock);
+        let kind = if op.target().is_some() { Delay::CpuPost } else { Delay::CpuLocal };
+        let thread = &mut self.threads[t];
+        thread.next = match thread.process.resume(reply) {
+            Step::Op(next) => Next::Pending(next),
+            Step::Done => Next::Finished,
+        };
+        thread.ready = now + clock.delay(kind, None);
+    }
+
+    /// The effect and reply of one operation of thread t (its premise holds).
+    fn execute(&mut self, t: usize, op: &Op, now: u64, clock: &mut dyn Clock) -> Reply {
+        let node = self.threads[t].node;
+        match *op {
+            Op::Load { loc } => match self.check_local(node, loc) {
+                Err(e) => Reply::Failed(e),
+                Ok(()) => Reply::Value(self.tso_read(t, loc)),
+            },
+            Op::Store { loc, value } => match self.check_local(node, loc) {
+                Err(e) => Reply::Failed(e),
+                Ok(()) => {
+                    let ready = now + clock.delay(Delay::Flush, None);
+                    self.threads[t].sb.push_back(Timed { item: SbEntry::Write { loc, value }, ready });
+                    Reply::Done
+                }
+            },
+            Op::Cas { loc, expected, new } => match self.check_local(node, loc) {
+                Err(e) => Reply::Failed(e),
+                Ok(()) => {
+                    assert!(self.threads[t].sb.is_empty(), "TSO: CPU CAS with an empty store buffer");
+                    let old = self.read(loc).expect("checked");
+                    if old == expected {
+                        self.write(loc, new);
+                    }
+                    Reply::Value(old)
+                }
+            },
+            Op::Mfence => {
+                assert!(self.threads[t].sb.is_empty(), "TSO: mfence with an empty store buffer");
+                Reply::Done
+            }
+            Op::Put { remote, local, work_id } => {
+                self.post(t, remote, Some(local), PipeItem::PutRead { remote, local, work_id }, now, clock)
+            }
+            Op::PutInline { remote, value, work_id } => {
+                self.post(t, remote, None, PipeItem::PutWrite { remote, value, work_id }, now, clock)
+            }
+            Op::Get { local, remote, work_id } => {
+                self.post(t, remote, Some(local), PipeItem::GetRead { local, remote, work_id }, now, clock)
+            }
+            Op::Atomic { local, remote, rmw, work_id } => {
+                self.post(t, remote, Some(local), PipeItem::AtomicRead { local, remote, rmw, work_id }, now, clock)
+            }
+            Op::Rfence { node: target } => match self.check_node(target) {
+                Err(e) => Reply::Failed(e),
+                Ok(()) => {
+                    self.push_remote(t, target, PipeItem::Fence, now, clock);
+                    Reply::Done
+                }
+            },
+            Op::Wait { work_id } => {
+                assert!(!self.work_pending(t, work_id), "rdmawait: wait with its operations complete");
+                let failed = &mut self.threads[t].failed;
+                let first = failed.iter().position(|(w, _)| *w == work_id);
+                match first {
+                    None => Reply::Done,
+                    Some(i) => {
+                        let cause = failed[i].1.clone();
+                        failed.retain(|(w, _)| *w != work_id);
+                        Reply::Failed(RdmaError::WorkFailed { work_id, cause: Box::new(cause) })
+                    }
+                }
+            }
+            Op::Poll { node: target } => match self.check_node(target) {
+                Err(e) => Reply::Failed(e),
+                Ok(()) => {
+                    let q = self.qp_index(t, target);
+                    let head = self.qps[q].lw.pop_front().expect("poll: a completion at the head of lW");
+                    assert!(matches!(head.item, LocalWriteEntry::Completion), "poll consumes a cn");
+                    Reply::Done
+                }
+            },
+            Op::GlobalFence { node: target } => match self.check_node(target) {
+                Err(e) => Reply::Failed(e),
+                Ok(()) => {
+                    assert!(self.fully_done_towards(t, target), "global fence: all done towards the node");
+                    let q = self.qp_index(t, target);
+                    match self.qp_failure(q, target) {
+                        Some(e) => Reply::Failed(e),
+                        None if !self.is_up(target) => Reply::Failed(RdmaError::RemoteCrashed { node: target }),
+                        None => Reply::Done,
+                    }
+                }
+            },
+        }
+    }
+
+    /// Posts a remote operation: it enters the store buffer (rdma-semantics.md: every
+    /// remote operation enters its queue pair through the thread's store buffer). Bad
+    /// addresses fail the operation: a bad local operand at once, a bad remote one at its
+    /// `wait`, as a NIC reports it.
+    fn post(
+        &mut self,
+        t: usize,
+        remote: Loc,
+        local: Option<Loc>,
+        item: PipeItem,
+        now: u64,
+        clock: &mut dyn Clock,
+    ) -> Reply {
+        let node = self.threads[t].node;
+        if let Some(local) = local
+            && let Err(e) = self.check_local(node, local)
+        {
+            return Reply::Failed(e);
+        }
+        if let Err(e) = self.check_word(remote) {
+            self.fail_item(t, &item, e);
+            return Reply::Done;
+        }
+        self.push_remote(t, remote.node, item, now, clock);
+        Reply::Done
+    }
+
+    fn push_remote(&mut self, t: usize, target: NodeId, item: PipeItem, now: u64, clock: &mut dyn Clock) {
+        let ready = now + clock.delay(Delay::Doorbell, Some(target));
+        self.threads[t].sb.push_back(Timed { item: SbEntry::Remote { target, item }, ready });
+    }
+
+    /// TSO read: the newest write to `loc` in the store buffer, else memory.
+    fn tso_read(&self, t: usize, loc: Loc) -> u64 {
+        self.threads[t]
+            .sb
+            .iter()
+            .rev()
+            .find_map(|e| match e.item {
+                SbEntry::Write { loc: l, value } if l == loc => Some(value),
+                _ => None,
+            })
+            .unwrap_or_else(|| self.read(loc).expect("checked"))
+    }
+
+    fn check_local(&self, node: NodeId, loc: Loc) -> Result<(), RdmaError> {
+        if loc.node != node {
+            return Err(RdmaError::NotLocal { loc, node });
+        }
+        self.check_word(loc)
+    }
+
+    fn check_node(&self, node: NodeId) -> Result<(), RdmaError> {
+        if node.index() < self.node_count() {
+            Ok(())
+        } else {
+            Err(RdmaError::OutOfBounds { loc: Loc { node, offset: 0 } })
+        }
+    }
+
+    /// Whether thread t's node is up.
+    pub fn thread_up(&self, t: usize) -> bool {
+        matches!(self.nodes[self.threads[t].node.index()], NodeStatus::Up)
+    }
+}

@@ -1,0 +1,43 @@
+//! What each step of the machine costs in virtual time.
+
+use velos_rdma::NodeId;
+
+/// The kinds of delay the machine asks for when it creates an entry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Delay {
+    /// A CPU operation on local memory, until the next CPU step.
+    CpuLocal,
+    /// Posting a remote operation (building the work request), until the next CPU step.
+    CpuPost,
+    /// A CPU write's trip from the store buffer to memory.
+    Flush,
+    /// A posted operation's trip from the store buffer to the NIC (doorbell, MMIO).
+    Doorbell,
+    /// The NIC's read of local memory for a put (PCIe read at the requester).
+    NicLocalRead,
+    /// One way on the wire between two NICs.
+    Wire,
+    /// A remote write reaching the responder's memory (PCIe write at the responder).
+    RemoteMemWrite,
+    /// Executing a remote atomic at the responder NIC.
+    Atomic,
+    /// A NIC local write reaching the requester's memory, with its completion.
+    LocalMemWrite,
+}
+
+/// A source of delays. The explorer uses [`NoDelay`]; the simulator a latency model.
+pub trait Clock {
+    /// Virtual nanoseconds for a step of `kind`, on the queue pair towards `target`
+    /// when the step belongs to one.
+    fn delay(&mut self, kind: Delay, target: Option<NodeId>) -> u64;
+}
+
+/// Every step costs nothing: time plays no part in exhaustive exploration.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NoDelay;
+
+impl Clock for NoDelay {
+    fn delay(&mut self, _kind: Delay, _target: Option<NodeId>) -> u64 {
+        0
+    }
+}

@@ -1,0 +1,17 @@
+//! The emulated machine: one state and its steps. The explorer and the simulator are two
+//! drivers of this one state machine.
+
+mod cpu;
+mod delay;
+mod fault;
+mod items;
+mod mutation;
+mod rules;
+mod state;
+mod transition;
+
+pub use delay::{Clock, Delay, NoDelay};
+pub use mutation::Mutation;
+pub use items::{LocalWriteEntry, PipeItem, RemoteWrite, SbEntry, Timed};
+pub use state::{CrashMode, Machine, Next, NodeStatus, QpStatus, QueuePair, ThreadState};
+pub use transition::Transition;

@@ -1,0 +1,230 @@
+//! The state of the emulated machine: memory, threads with store buffers, queue pairs and
+//! the per-node remote-atomic locks `L[n]` (rdma-semantics.md, "State").
+
+use super::mutation::Mutation;
+use super::items::{LocalWriteEntry, PipeItem, RemoteWrite, SbEntry, Timed};
+use std::collections::VecDeque;
+use velos_rdma::{Layout, Loc, NodeId, Op, Process, RdmaError, WorkId};
+
+/// What a thread does next.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Next {
+    /// It waits to execute this operation.
+    Pending(Op),
+    /// Its process has finished.
+    Finished,
+    /// Its node crashed.
+    Crashed,
+}
+
+/// A thread: its process, its next operation, and its TSO store buffer `B[t]`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct ThreadState<P> {
+    /// The node it runs on.
+    pub node: NodeId,
+    /// The program, as a state machine.
+    pub process: P,
+    /// The next operation.
+    pub next: Next,
+    /// Earliest virtual time of the next CPU step.
+    pub ready: u64,
+    /// Store buffer: CPU writes and posted remote operations, oldest first.
+    pub sb: VecDeque<Timed<SbEntry>>,
+    /// Whether completion notifications are kept for `poll`.
+    pub polls: bool,
+    /// Failures of asynchronous operations not yet reported by a `wait`, oldest first.
+    pub failed: Vec<(WorkId, RdmaError)>,
+}
+
+/// Why a queue pair cannot carry operations any more.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum QpStatus {
+    /// Working.
+    Ready,
+    /// Put in the error state by a fault: every operation on it fails.
+    Error,
+}
+
+/// A queue pair `Q[(t,n)]`: pipe, remote write buffer and local write buffer.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct QueuePair {
+    /// Pending and in-progress operations, oldest at the front.
+    pub pipe: VecDeque<Timed<PipeItem>>,
+    /// `rW`: remote writes on their way to the target's memory.
+    pub rw: VecDeque<Timed<RemoteWrite>>,
+    /// `lW`: NIC local writes and completion notifications.
+    pub lw: VecDeque<Timed<LocalWriteEntry>>,
+    /// Ready or in error.
+    pub status: QpStatus,
+}
+
+impl QueuePair {
+    fn new() -> QueuePair {
+        QueuePair {
+            pipe: VecDeque::new(),
+            rw: VecDeque::new(),
+            lw: VecDeque::new(),
+            status: QpStatus::Ready,
+        }
+    }
+
+    /// Whether `lW` holds only completion notifications (premise of rule 2).
+    pub fn lw_only_completions(&self) -> bool {
+        self.lw
+            .iter()
+            .all(|e| matches!(e.item, LocalWriteEntry::Completion))
+    }
+
+    /// Whether every operation is fully done: the global-fence condition.
+    pub fn drained(&self) -> bool {
+        self.pipe.is_empty() && self.rw.is_empty() && self.lw_only_completions()
+    }
+}
+
+/// How operations towards a crashed node end.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum CrashMode {
+    /// They never complete (the paper's model: a crashed process never answers).
+    #[default]
+    Hang,
+    /// They complete with [`RdmaError::RemoteCrashed`] (a NIC that reports a broken
+    /// connection after its retries run out).
+    Error,
+}
+
+/// Whether a node is up.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum NodeStatus {
+    /// Running.
+    Up,
+    /// Crashed: its memory is gone and its threads stopped.
+    Crashed(CrashMode),
+}
+
+/// The whole emulated machine. `Clone + Hash + Eq` so that the explorer can deduplicate.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Machine<P> {
+    /// Registered memory, one vector of words per node: `M`.
+    pub mem: Vec<Vec<u64>>,
+    /// Threads, in spawn order.
+    pub threads: Vec<ThreadState<P>>,
+    /// Queue pairs, `threads × nodes`, index `t * nodes + n`.
+    pub qps: Vec<QueuePair>,
+    /// `L[n]`: whether a remote atomic holds node n's atomic lock.
+    pub atomic_busy: Vec<bool>,
+    /// Per node: up or crashed.
+    pub nodes: Vec<NodeStatus>,
+    /// A deliberately wrong rule, for tests only; `None` is the model.
+    pub mutation: Option<Mutation>,
+}
+
+impl<P: Process> Machine<P> {
+    /// A machine with `layout`'s memory zeroed and no threads.
+    pub fn new(layout: &Layout) -> Machine<P> {
+        let n = usize::from(layout.nodes());
+        Machine {
+            mem: layout
+                .node_ids()
+                .map(|id| vec![0; layout.words(id) as usize])
+                .collect(),
+            threads: Vec::new(),
+            qps: Vec::new(),
+            atomic_busy: vec![false; n],
+            nodes: vec![NodeStatus::Up; n],
+            mutation: None,
+        }
+    }
+
+    /// Number of nodes.
+    pub fn node_count(&self) -> usize {
+        self.mem.len()
+    }
+
+    /// Sets a word before the run starts.
+    pub fn init(&mut self, loc: Loc, value: u64) -> Result<(), RdmaError> {
+        let index = self.word_index(loc)?;
+        self.mem[loc.node.index()][index] = value;
+        Ok(())
+    }
+
+    /// Adds a thread running `process` on `node`; it starts with [`velos_rdma::Reply::Start`].
+    pub fn spawn(&mut self, node: NodeId, mut process: P) -> usize {
+        assert!(node.index() < self.node_count(), "spawn on unknown {node}");
+        assert!(self.threads.iter().all(|t| t.sb.is_empty()), "spawn before the run starts");
+        let polls = process.polls();
+        let next = match process.resume(velos_rdma::Reply::Start) {
+            velos_rdma::Step::Op(op) => Next::Pending(op),
+            velos_rdma::Step::Done => Next::Finished,
+        };
+        self.threads.push(ThreadState {
+            node,
+            process,
+            next,
+            ready: 0,
+            sb: VecDeque::new(),
+            polls,
+            failed: Vec::new(),
+        });
+        for _ in 0..self.node_count() {
+            self.qps.push(QueuePair::new());
+        }
+        self.threads.len() - 1
+    }
+
+    /// The queue pair `Q[(t,n)]`'s index.
+    pub fn qp_index(&self, thread: usize, node: NodeId) -> usize {
+        thread * self.node_count() + node.index()
+    }
+
+    /// The thread and target node of queue pair `q`.
+    pub fn qp_ends(&self, q: usize) -> (usize, NodeId) {
+        let n = self.node_count();
+        (q / n, NodeId((q % n) as u16))
+    }
+
+    /// Checks a location against the memory's shape.
+    pub fn word_index(&self, loc: Loc) -> Result<usize, RdmaError> {
+        let index = loc
+            .word_index()
+            .ok_or(RdmaError::MisalignedAtomic { loc })?;
+        match self.mem.get(loc.node.index()) {
+            Some(words) if index < words.len() => Ok(index),
+            _ => Err(RdmaError::OutOfBounds { loc }),
+        }
+    }
+
+    /// Reads a word of memory (`M`), or `None` for a bad location.
+    pub fn read(&self, loc: Loc) -> Option<u64> {
+        let index = self.word_index(loc).ok()?;
+        Some(self.mem[loc.node.index()][index])
+    }
+
+    /// Writes a word of memory (`M`). Locations were checked when the operation was posted.
+    pub(crate) fn write(&mut self, loc: Loc, value: u64) {
+        let index = self.word_index(loc).expect("locations are checked at post");
+        self.mem[loc.node.index()][index] = value;
+    }
+
+    /// Whether the rules run with mutation `m`.
+    pub fn mutated(&self, m: Mutation) -> bool {
+        self.mutation == Some(m)
+    }
+
+    /// Whether `node` is up.
+    pub fn is_up(&self, node: NodeId) -> bool {
+        matches!(self.nodes[node.index()], NodeStatus::Up)
+    }
+
+    /// The end condition: every live thread finished and every store buffer, pipe and
+    /// `rW` empty, every `lW` only completions. Queue pairs towards a node that crashed in
+    /// `Hang` mode never drain and are not counted.
+    pub fn is_complete(&self) -> bool {
+        self.threads
+            .iter()
+            .all(|t| !matches!(t.next, Next::Pending(_)) && t.sb.is_empty())
+            && self.qps.iter().enumerate().all(|(q, qp)| {
+                let (_, target) = self.qp_ends(q);
+                qp.drained() || !self.is_up(target)
+            })
+    }
+}

@@ -1,0 +1,188 @@
+//! Which steps are enabled in a state (the premises of rules 1–13 and of the CPU rules).
+
+use super::items::{LocalWriteEntry, PipeItem, RemoteWrite, SbEntry};
+use super::mutation::Mutation;
+use super::state::{Machine, Next, QpStatus};
+use velos_rdma::{NodeId, Op, Process, WorkId};
+
+/// One step of the machine.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Transition {
+    /// Thread t executes its pending operation and resumes its process.
+    Cpu(usize),
+    /// The head of thread t's store buffer leaves it: a CPU write is flushed to memory, or
+    /// a remote operation enters the tail of its queue pair's pipe.
+    StoreBufferHead(usize),
+    /// Pipe item `i` of queue pair `q` takes its step (rules 1, 2, 3, 5, 6, 7, 9–12).
+    Pipe(usize, usize),
+    /// Entry `i` (the head, in the model) of queue pair q's `rW` commits (rules 4 and 13).
+    RemoteCommit(usize, usize),
+    /// Entry `i` of queue pair q's `lW`, its first non-completion entry, commits (rule 8).
+    LocalCommit(usize, usize),
+}
+
+impl<P: Process> Machine<P> {
+    /// Appends every enabled transition, with the virtual time from which it may fire.
+    pub fn enabled(&self, out: &mut Vec<(Transition, u64)>) {
+        out.clear();
+        for (t, thread) in self.threads.iter().enumerate() {
+            if !self.is_up(thread.node) {
+                continue;
+            }
+            if let Next::Pending(op) = &thread.next
+                && self.cpu_enabled(t, op)
+            {
+                out.push((Transition::Cpu(t), thread.ready));
+            }
+            if let Some(head) = thread.sb.front() {
+                out.push((Transition::StoreBufferHead(t), head.ready));
+            }
+        }
+        for q in 0..self.qps.len() {
+            self.qp_enabled(q, out);
+        }
+    }
+
+    fn qp_enabled(&self, q: usize, out: &mut Vec<(Transition, u64)>) {
+        let (_, target) = self.qp_ends(q);
+        let qp = &self.qps[q];
+        if self.is_up(target) && qp.status == QpStatus::Ready {
+            let lw_clean = qp.lw_only_completions();
+            let rw_empty = qp.rw.is_empty();
+            let lock_free = !self.atomic_busy[target.index()];
+            let mut pre_put_read = false;
+            let mut pre_overtakable = true;
+            let rw_all_empty = !self.mutated(Mutation::Rule13Stronger) || self.rw_empty_towards(target);
+            for (i, entry) in qp.pipe.iter().enumerate() {
+                let head = i == 0;
+                let enabled = match entry.item {
+                    PipeItem::Fence if self.mutated(Mutation::Rule1Weaker) => true,
+                    PipeItem::Fence if self.mutated(Mutation::Rule1Stronger) => head && rw_empty,
+                    PipeItem::Fence => head,
+                    PipeItem::PutRead { .. } if self.mutated(Mutation::Rule2Weaker) => !pre_put_read,
+                    PipeItem::PutRead { .. } if self.mutated(Mutation::Rule2Stronger) => head && lw_clean,
+                    PipeItem::PutRead { .. } => !pre_put_read && lw_clean,
+                    PipeItem::PutWrite { .. } if self.mutated(Mutation::Rule3Weaker) => true,
+                    PipeItem::PutWrite { .. } if self.mutated(Mutation::Rule3Stronger) => head,
+                    PipeItem::PutWrite { .. } => pre_overtakable,
+                    PipeItem::Ack { .. } if self.mutated(Mutation::Rule5Weaker) => true,
+                    PipeItem::Ack { .. } if self.mutated(Mutation::Rule5Stronger) => head && rw_empty,
+                    PipeItem::Ack { .. } => head,
+                    PipeItem::GetRead { .. } if self.mutated(Mutation::Rule6Weaker) => pre_overtakable,
+                    PipeItem::GetRead { .. } if self.mutated(Mutation::Rule6Stronger) => head && rw_empty,
+                    PipeItem::GetRead { .. } => pre_overtakable && rw_empty && rw_all_empty,
+                    PipeItem::LocalWrite { .. } if self.mutated(Mutation::Rule7Weaker) => true,
+                    PipeItem::LocalWrite { .. } if self.mutated(Mutation::Rule7Stronger) => head && rw_empty,
+                    PipeItem::LocalWrite { .. } => head,
+                    PipeItem::AtomicRead { .. } if self.mutated(Mutation::Rule9Weaker) => pre_overtakable && rw_empty,
+                    PipeItem::AtomicRead { .. } if self.mutated(Mutation::Rule9Stronger) => {
+                        head && rw_empty && lock_free
+                    }
+                    PipeItem::AtomicRead { .. } => pre_overtakable && rw_empty && lock_free && rw_all_empty,
+                    PipeItem::AtomicWrite { .. } if self.mutated(Mutation::Rule12Weaker) => true,
+                    PipeItem::AtomicWrite { .. } if self.mutated(Mutation::Rule12Stronger) => head,
+                    PipeItem::AtomicWrite { .. } => pre_overtakable,
+                };
+                if enabled {
+                    out.push((Transition::Pipe(q, i), entry.ready));
+                }
+                // Rule 1: nothing behind an F may act.
+                if matches!(entry.item, PipeItem::Fence) && !self.mutated(Mutation::Rule1Weaker) {
+                    break;
+                }
+                pre_put_read |= matches!(entry.item, PipeItem::PutRead { .. });
+                pre_overtakable &= entry.item.overtakable();
+                if pre_put_read && !pre_overtakable && self.mutation.is_none() {
+                    break; // every later item is blocked by some older one
+                }
+            }
+            if self.mutated(Mutation::Rule4Weaker) {
+                for (i, entry) in qp.rw.iter().enumerate() {
+                    out.push((Transition::RemoteCommit(q, i), entry.ready));
+                }
+            } else if let Some(head) = qp.rw.front() {
+                let blocked = self.mutated(Mutation::Rule4Stronger)
+                    && matches!(head.item, RemoteWrite::Put { .. })
+                    && !qp.pipe.is_empty();
+                if !blocked {
+                    out.push((Transition::RemoteCommit(q, 0), head.ready));
+                }
+            }
+        }
+        // Rule 8: local writes land in the requester's memory even if the target crashed.
+        let mut writes = qp
+            .lw
+            .iter()
+            .enumerate()
+            .filter(|(_, e)| !matches!(e.item, LocalWriteEntry::Completion));
+        if self.mutated(Mutation::Rule8Weaker) {
+            for (i, entry) in writes {
+                out.push((Transition::LocalCommit(q, i), entry.ready));
+            }
+        } else if let Some((i, entry)) = writes.next()
+            && !(self.mutated(Mutation::Rule8Stronger) && !qp.pipe.is_empty())
+        {
+            out.push((Transition::LocalCommit(q, i), entry.ready));
+        }
+    }
+
+    /// Whether every queue pair's `rW` towards `node` is empty.
+    fn rw_empty_towards(&self, node: NodeId) -> bool {
+        (0..self.threads.len()).all(|t| self.qps[self.qp_index(t, node)].rw.is_empty())
+    }
+
+    /// Whether thread t's pending CPU operation may execute now.
+    fn cpu_enabled(&self, t: usize, op: &Op) -> bool {
+        let thread = &self.threads[t];
+        match *op {
+            Op::Cas { .. } | Op::Mfence => thread.sb.is_empty(),
+            Op::Wait { work_id } => !self.work_pending(t, work_id),
+            Op::Poll { node } => match self.qps.get(self.qp_index(t, node)) {
+                Some(qp) => matches!(
+                    qp.lw.front().map(|e| &e.item),
+                    Some(LocalWriteEntry::Completion)
+                ),
+                None => true, // an unknown node: the step replies with an error
+            },
+            Op::GlobalFence { node } => {
+                node.index() >= self.node_count() || self.fully_done_towards(t, node)
+            }
+            Op::Load { .. }
+            | Op::Store { .. }
+            | Op::Put { .. }
+            | Op::PutInline { .. }
+            | Op::Get { .. }
+            | Op::Atomic { .. }
+            | Op::Rfence { .. } => true,
+        }
+    }
+
+    /// rdmawait: some earlier operation of thread t with `work_id` is incomplete: still in
+    /// the store buffer, in a pipe (a put completes when its ACK leaves the pipe), or a get
+    /// or RMW whose local write has not reached memory.
+    pub fn work_pending(&self, t: usize, work_id: WorkId) -> bool {
+        let thread = &self.threads[t];
+        let in_sb = thread.sb.iter().any(
+            |e| matches!(&e.item, SbEntry::Remote { item, .. } if item.work_id() == Some(work_id)),
+        );
+        in_sb
+            || (0..self.node_count()).any(|n| {
+                let qp = &self.qps[self.qp_index(t, NodeId(n as u16))];
+                qp.pipe.iter().any(|e| e.item.work_id() == Some(work_id))
+                    || qp.lw.iter().any(|e| {
+                        matches!(e.item, LocalWriteEntry::Write { work_id: w, .. } if w == work_id)
+                    })
+            })
+    }
+
+    /// The global-fence condition: every earlier operation of thread t towards `node` is
+    /// fully done: none left in the store buffer, the pipe and `rW` empty, no pending `nlw`.
+    pub fn fully_done_towards(&self, t: usize, node: NodeId) -> bool {
+        let thread = &self.threads[t];
+        let in_sb = thread
+            .sb
+            .iter()
+            .any(|e| matches!(&e.item, SbEntry::Remote { target, .. } if *target == node));
+        !in_sb && self.qps[self.qp_index(t, node)].drained()
+    }
+}

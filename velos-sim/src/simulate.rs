@@ -1,0 +1,256 @@
+//! The simulation driver: a seeded scheduler over the same enabled steps as the explorer,
+//! with virtual time from a latency model and scheduled faults. Same seed, same trace, bit
+//! for bit.
+
+use crate::latency::LatencyModel;
+use crate::machine::{Clock, CrashMode, Delay, Machine, Transition};
+use crate::rng::{Fnv64, Rng};
+use serde::{Deserialize, Serialize};
+use velos_rdma::{NodeId, Process};
+
+/// A fault the simulator injects at a virtual time.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Fault {
+    /// The node crashes: memory gone, threads stopped; operations towards it hang or fail.
+    Crash {
+        /// The node.
+        node: NodeId,
+        /// Whether operations towards it hang or fail.
+        #[serde(skip)]
+        mode: CrashMode,
+    },
+    /// The queue pairs from threads on `from` towards `to` go into the error state.
+    QueuePairError {
+        /// Requester node.
+        from: NodeId,
+        /// Target node.
+        to: NodeId,
+    },
+    /// Every step on a queue pair towards `node` costs `extra_ns` more for `duration_ns`.
+    Delay {
+        /// The slowed node.
+        node: NodeId,
+        /// Extra cost of each step.
+        extra_ns: u64,
+        /// How long the slowdown lasts.
+        duration_ns: u64,
+    },
+}
+
+/// A fault and its virtual time.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ScheduledFault {
+    /// When it happens (virtual ns).
+    pub at_ns: u64,
+    /// What happens.
+    pub fault: Fault,
+}
+
+/// What a simulation needs besides the machine.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SimConfig {
+    /// The seed: it fixes the whole run.
+    pub seed: u64,
+    /// Step costs.
+    pub latency: LatencyModel,
+    /// Faults, in any order.
+    pub faults: Vec<ScheduledFault>,
+}
+
+impl SimConfig {
+    /// A fault-free configuration.
+    pub fn new(seed: u64, latency: LatencyModel) -> SimConfig {
+        SimConfig { seed, latency, faults: Vec::new() }
+    }
+}
+
+/// Why a run stopped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stop {
+    /// The end condition holds.
+    Complete,
+    /// Nothing can move and the end condition does not hold (or only hung operations
+    /// towards crashed nodes remain).
+    Deadlock,
+    /// The virtual-time limit was reached.
+    TimeLimit,
+    /// The step limit was reached.
+    StepLimit,
+}
+
+/// The simulation's clock: the latency model, its jitter stream, and active slowdowns.
+#[derive(Clone, Debug)]
+struct SimClock {
+    latency: LatencyModel,
+    jitter: Rng,
+    slow: Vec<(NodeId, u64, u64)>,
+    now: u64,
+}
+
+impl Clock for SimClock {
+    fn delay(&mut self, kind: Delay, target: Option<NodeId>) -> u64 {
+        let mut d = self.latency.base(kind);
+        if self.latency.jitter_ns > 0 {
+            d += self.jitter.below(self.latency.jitter_ns + 1);
+        }
+        if let Some(target) = target {
+            for &(node, extra, until) in &self.slow {
+                if node == target && self.now < until {
+                    d += extra;
+                }
+            }
+        }
+        d
+    }
+}
+
+/// A machine under simulation.
+pub struct Simulator<P> {
+    machine: Machine<P>,
+    clock: SimClock,
+    scheduler: Rng,
+    faults: Vec<ScheduledFault>,
+    trace: Fnv64,
+    steps: u64,
+    cpu_steps: u64,
+    enabled: Vec<(Transition, u64)>,
+    seed: u64,
+}
+
+impl<P: Process> Simulator<P> {
+    /// Starts a simulation of `machine` at virtual time 0.
+    pub fn new(machine: Machine<P>, config: SimConfig) -> Simulator<P> {
+        let mut faults = config.faults;
+        faults.sort_by_key(|f| f.at_ns);
+        faults.reverse(); // pop from the back in time order
+        let mut root = Rng::new(config.seed);
+        Simulator {
+            machine,
+            clock: SimClock { latency: config.latency, jitter: Rng::new(root.next_u64()), slow: Vec::new(), now: 0 },
+            scheduler: Rng::new(root.next_u64()),
+            faults,
+            trace: Fnv64::default(),
+            steps: 0,
+            cpu_steps: 0,
+            enabled: Vec::new(),
+            seed: config.seed,
+        }
+    }
+
+    /// The machine.
+    pub fn machine(&self) -> &Machine<P> {
+        &self.machine
+    }
+
+    /// The machine, mutably (to inject faults or inspect processes between steps).
+    pub fn machine_mut(&mut self) -> &mut Machine<P> {
+        &mut self.machine
+    }
+
+    /// Virtual time now (ns).
+    pub fn now(&self) -> u64 {
+        self.clock.now
+    }
+
+    /// The seed of this run.
+    pub fn seed(&self) -> u64 {
+        self.seed
+    }
+
+    /// Steps fired so far.
+    pub fn steps(&self) -> u64 {
+        self.steps
+    }
+
+    /// CPU steps (operations executed by processes) so far.
+    pub fn cpu_steps(&self) -> u64 {
+        self.cpu_steps
+    }
+
+    /// A hash of every step fired and its time: equal seeds give equal hashes.
+    pub fn trace_hash(&self) -> u64 {
+        self.trace.finish()
+    }
+
+    /// Fires one step (or one fault). Returns `false` when nothing can happen any more.
+    pub fn step(&mut self) -> bool {
+        self.machine.enabled(&mut self.enabled);
+        let earliest = self.enabled.iter().map(|&(_, ready)| ready.max(self.clock.now)).min();
+        let fault_due = self.faults.last().map(|f| f.at_ns.max(self.clock.now));
+        let fault_first = match (earliest, fault_due) {
+            (_, None) => false,
+            (None, Some(_)) => true,
+            (Some(e), Some(f)) => f <= e,
+        };
+        if fault_first {
+            let fault = self.faults.pop().expect("a due fault");
+            self.clock.now = fault.at_ns.max(self.clock.now);
+            self.apply(fault.fault);
+            return true;
+        }
+        let Some(at) = earliest else {
+            return false;
+        };
+        let ties: Vec<Transition> = self
+            .enabled
+            .iter()
+            .filter(|&&(_, ready)| ready.max(self.clock.now) == at)
+            .map(|&(t, _)| t)
+            .collect();
+        let pick = ties[self.scheduler.below(ties.len() as u64) as usize];
+        self.clock.now = at;
+        self.fire(pick);
+        true
+    }
+
+    fn fire(&mut self, transition: Transition) {
+        let code = match transition {
+            Transition::Cpu(t) => {
+                self.cpu_steps += 1;
+                (1 << 56) | t as u64
+            }
+            Transition::StoreBufferHead(t) => (2 << 56) | t as u64,
+            Transition::Pipe(q, i) => (3 << 56) | ((q as u64) << 24) | i as u64,
+            Transition::RemoteCommit(q, i) => (4 << 56) | ((q as u64) << 24) | i as u64,
+            Transition::LocalCommit(q, i) => (5 << 56) | ((q as u64) << 24) | i as u64,
+        };
+        self.trace.word(code);
+        self.trace.word(self.clock.now);
+        self.steps += 1;
+        let now = self.clock.now;
+        self.machine.fire(transition, now, &mut self.clock);
+    }
+
+    fn apply(&mut self, fault: Fault) {
+        self.trace.word(6 << 56);
+        self.trace.word(self.clock.now);
+        match fault {
+            Fault::Crash { node, mode } => self.machine.crash(node, mode),
+            Fault::QueuePairError { from, to } => self.machine.queue_pair_error(from, to),
+            Fault::Delay { node, extra_ns, duration_ns } => {
+                self.clock.slow.push((node, extra_ns, self.clock.now + duration_ns));
+            }
+        }
+    }
+
+    /// Runs until the end condition, a deadlock, `until_ns` of virtual time, or
+    /// `max_steps` steps, whichever comes first.
+    pub fn run(&mut self, until_ns: u64, max_steps: u64) -> Stop {
+        let mut budget = max_steps;
+        loop {
+            if self.machine.is_complete() && self.faults.is_empty() {
+                return Stop::Complete;
+            }
+            if self.clock.now >= until_ns {
+                return Stop::TimeLimit;
+            }
+            if budget == 0 {
+                return Stop::StepLimit;
+            }
+            budget -= 1;
+            if !self.step() {
+                return if self.machine.is_complete() { Stop::Complete } else { Stop::Deadlock };
+            }
+        }
+    }
+}
