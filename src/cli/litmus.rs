@@ -45,6 +45,7 @@ pub fn run(args: LitmusArgs) -> ExitCode {
         max_states: args.max_states,
         runs: args.runs,
         seed: args.seed,
+        mutation: None,
     };
     let mut files = Vec::new();
     for path in &args.paths {

@@ -145,10 +145,24 @@ fn remote_cas_hit_and_miss_and_faa_wraps_around() {
             &fabric,
             0,
             vec![
-                atomic(w(0, 0), w(1, 0), Rmw::Cas { expected: 0, new: 1 }),
+                atomic(
+                    w(0, 0),
+                    w(1, 0),
+                    Rmw::Cas {
+                        expected: 0,
+                        new: 1,
+                    },
+                ),
                 wait,
                 Op::Load { loc: w(0, 0) },
-                atomic(w(0, 1), w(1, 0), Rmw::Cas { expected: 0, new: 2 }),
+                atomic(
+                    w(0, 1),
+                    w(1, 0),
+                    Rmw::Cas {
+                        expected: 0,
+                        new: 2,
+                    },
+                ),
                 wait,
                 Op::Load { loc: w(0, 1) },
                 atomic(w(0, 2), w(1, 1), Rmw::Faa { add: 3 }),
@@ -372,7 +386,9 @@ fn crashed_node_fails_later_operations() {
         assert_eq!(execute(Op::GlobalFence { node: NodeId(2) }), Reply::Done);
         drop(endpoint);
 
-        let own = fabric.endpoint(NodeId(1)).execute(&Op::Load { loc: w(1, 0) });
+        let own = fabric
+            .endpoint(NodeId(1))
+            .execute(&Op::Load { loc: w(1, 0) });
         assert_eq!(own, Reply::Failed(crashed.clone()));
         assert_eq!(fabric.read(w(1, 0)), Err(crashed.clone()));
         assert_eq!(fabric.write(w(1, 0), 4), Err(crashed));
@@ -455,7 +471,10 @@ fn global_fence_waits_for_the_remote_write() {
     for fabric in fabrics(2) {
         let mut endpoint = fabric.endpoint(NodeId(0));
         for value in 1..=50 {
-            assert_eq!(endpoint.execute(&put_inline(w(1, 0), value, D)), Reply::Done);
+            assert_eq!(
+                endpoint.execute(&put_inline(w(1, 0), value, D)),
+                Reply::Done
+            );
             let fence = endpoint.execute(&Op::GlobalFence { node: NodeId(1) });
             assert_eq!(fence, Reply::Done);
             assert_eq!(fabric.read(w(1, 0)), Ok(value));
@@ -486,7 +505,11 @@ fn run_returns_processes_in_order_with_their_posts_complete() {
         // No waits: `run` itself waits for the posted operations.
         let procs = (0..3)
             .map(|node| {
-                let ops = vec![put_inline(w((node + 1) % 3, node.into()), 10 + u64::from(node), D)];
+                let ops = vec![put_inline(
+                    w((node + 1) % 3, node.into()),
+                    10 + u64::from(node),
+                    D,
+                )];
                 (NodeId(node), Script::new(ops))
             })
             .collect();

@@ -62,10 +62,7 @@ impl Completions {
 
     /// Removes every recorded failure that `covered` selects and returns the one of the
     /// earliest posted operation among them.
-    pub(crate) fn take_failure(
-        &mut self,
-        covered: impl Fn(&Ticket) -> bool,
-    ) -> Option<RdmaError> {
+    pub(crate) fn take_failure(&mut self, covered: impl Fn(&Ticket) -> bool) -> Option<RdmaError> {
         if self.failures.is_empty() {
             return None;
         }
@@ -117,5 +114,57 @@ impl SharedCompletions {
 
     fn lock(&self) -> MutexGuard<'_, Completions> {
         self.state.lock().expect("completion lock poisoned")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Completions, Ticket};
+    use crate::error::RdmaError;
+    use crate::ids::{Loc, NodeId, WorkId};
+
+    fn ticket(seq: u64, target: u16, qp_seq: u64) -> Ticket {
+        Ticket {
+            seq,
+            target: NodeId(target),
+            qp_seq,
+            work_id: WorkId(1),
+        }
+    }
+
+    fn crashed(node: u16) -> RdmaError {
+        RdmaError::RemoteCrashed { node: NodeId(node) }
+    }
+
+    #[test]
+    fn failures_are_reported_once_earliest_posted_first() {
+        let mut completions = Completions::new(3);
+        // Posted: seq 1 towards node 1, seq 2 towards node 2; node 2 completes first.
+        completions.complete(ticket(2, 2, 1), Err(crashed(2)));
+        completions.complete(ticket(1, 1, 1), Err(crashed(1)));
+        assert!(completions.covers(&[0, 1, 1]));
+        assert!(!completions.covers(&[0, 2, 1]));
+        assert_eq!(completions.take_failure(|_| true), Some(crashed(1)));
+        assert_eq!(completions.take_failure(|_| true), None);
+    }
+
+    #[test]
+    fn taking_leaves_uncovered_failures() {
+        let mut completions = Completions::new(2);
+        let oob = RdmaError::OutOfBounds {
+            loc: Loc::word(NodeId(1), 9),
+        };
+        completions.complete(ticket(1, 1, 1), Ok(()));
+        completions.complete(ticket(2, 1, 2), Err(oob.clone()));
+        assert_eq!(completions.completed(NodeId(1)), 2);
+        assert_eq!(completions.take_failure(|t| t.qp_seq == 1), None);
+        assert_eq!(completions.take_failure(|t| t.qp_seq == 2), Some(oob));
+    }
+
+    #[test]
+    #[should_panic(expected = "out-of-order completion")]
+    fn completions_of_a_queue_pair_come_in_order() {
+        let mut completions = Completions::new(2);
+        completions.complete(ticket(2, 1, 2), Ok(()));
     }
 }

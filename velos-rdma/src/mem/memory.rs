@@ -53,8 +53,8 @@ impl Memory {
         Ok(&self.words[loc.node.index()][index])
     }
 
-    /// The word with index `index` on `node`; the index was checked by [`Memory::word`]'s
-    /// rules before (see `Task`).
+    /// The word with index `index` on `node`, an index already checked against the layout
+    /// (a `Task` checks its addresses at post).
     pub(crate) fn word_at(&self, node: NodeId, index: usize) -> &AtomicU64 {
         &self.words[node.index()][index]
     }

@@ -21,10 +21,23 @@ pub(crate) struct Task {
 /// The memory accesses of a task, with checked word indices.
 #[derive(Clone, Copy, Debug)]
 enum Access {
-    Put { remote: usize, local: usize },
-    PutInline { remote: usize, value: u64 },
-    Get { local: usize, remote: usize },
-    Atomic { local: usize, remote: usize, rmw: Rmw },
+    Put {
+        remote: usize,
+        local: usize,
+    },
+    PutInline {
+        remote: usize,
+        value: u64,
+    },
+    Get {
+        local: usize,
+        remote: usize,
+    },
+    Atomic {
+        local: usize,
+        remote: usize,
+        rmw: Rmw,
+    },
 }
 
 impl Task {

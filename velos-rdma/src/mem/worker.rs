@@ -71,10 +71,10 @@ impl Worker {
     /// borrow theirs from the fabric) must be gone, or this blocks.
     pub(crate) fn stop(self) {
         drop(self.jobs);
-        if let Err(payload) = self.thread.join() {
-            if !thread::panicking() {
-                panic::resume_unwind(payload);
-            }
+        if let Err(payload) = self.thread.join()
+            && !thread::panicking()
+        {
+            panic::resume_unwind(payload);
         }
     }
 }
@@ -103,10 +103,10 @@ fn run_jittered(memory: &Memory, queue: &Receiver<Job>, mut jitter: Jitter) {
 
 fn enqueue(ready: &mut Vec<VecDeque<Job>>, job: Job) {
     let queue_pair = job.queue_pair();
-    match ready
-        .iter_mut()
-        .find(|fifo| fifo.front().is_some_and(|head| head.queue_pair() == queue_pair))
-    {
+    match ready.iter_mut().find(|fifo| {
+        fifo.front()
+            .is_some_and(|head| head.queue_pair() == queue_pair)
+    }) {
         Some(fifo) => fifo.push_back(job),
         None => ready.push(VecDeque::from([job])),
     }

@@ -13,7 +13,10 @@ use super::ast::{ParseError, Reg};
 
 /// Builds a [`ParseError`] for `line`.
 pub(crate) fn error(line: usize, message: impl Into<String>) -> ParseError {
-    ParseError { line, message: message.into() }
+    ParseError {
+        line,
+        message: message.into(),
+    }
 }
 
 /// One token of a line.
@@ -118,7 +121,10 @@ pub(crate) fn tokenize(text: &str, line: usize) -> Result<Vec<Tok<'_>>, ParseErr
                 if c == '&' { Tok::And } else { Tok::Or }
             }
             other => {
-                return Err(error(line, format!("unexpected character `{}`", other.escape_debug())));
+                return Err(error(
+                    line,
+                    format!("unexpected character `{}`", other.escape_debug()),
+                ));
             }
         };
         toks.push(tok);
@@ -179,7 +185,10 @@ impl<'a> Cursor<'a> {
         if self.eat(tok) {
             return Ok(());
         }
-        Err(self.error(format!("expected {tok} {context}, found {}", describe(self.peek()))))
+        Err(self.error(format!(
+            "expected {tok} {context}, found {}",
+            describe(self.peek())
+        )))
     }
 
     /// Consumes a word, or fails saying that `what` was expected.
@@ -206,7 +215,10 @@ impl<'a> Cursor<'a> {
 pub(crate) fn parse_int(word: &str, line: usize) -> Result<u64, ParseError> {
     if let Some(magnitude) = word.strip_prefix('-') {
         if parse_int(magnitude, line).is_ok() {
-            return Err(error(line, format!("negative integer {word}: integers are unsigned")));
+            return Err(error(
+                line,
+                format!("negative integer {word}: integers are unsigned"),
+            ));
         }
     }
     let (digits, radix) = match word.strip_prefix("0x") {
@@ -214,7 +226,11 @@ pub(crate) fn parse_int(word: &str, line: usize) -> Result<u64, ParseError> {
         None => (word, 10),
     };
     if digits.is_empty() || !digits.chars().all(|c| c.is_digit(radix)) {
-        let kind = if radix == 16 { "hexadecimal integer" } else { "integer" };
+        let kind = if radix == 16 {
+            "hexadecimal integer"
+        } else {
+            "integer"
+        };
         return Err(error(line, format!("bad {kind} `{word}`")));
     }
     // Every character is a digit of the radix, so the only possible failure is overflow.
@@ -224,25 +240,33 @@ pub(crate) fn parse_int(word: &str, line: usize) -> Result<u64, ParseError> {
 
 /// Whether `word` has the form of a register: `r` followed by digits.
 pub(crate) fn is_reg_like(word: &str) -> bool {
-    word.strip_prefix('r').is_some_and(|digits| !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()))
+    word.strip_prefix('r')
+        .is_some_and(|digits| !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()))
 }
 
 /// Parses a register `rN` with `N` fitting in 32 bits.
 pub(crate) fn parse_reg(word: &str, line: usize) -> Result<Reg, ParseError> {
     if !is_reg_like(word) {
-        return Err(error(line, format!("expected a register (r0, r1, ...), found `{word}`")));
+        return Err(error(
+            line,
+            format!("expected a register (r0, r1, ...), found `{word}`"),
+        ));
     }
-    word[1..]
-        .parse::<u32>()
-        .map(Reg)
-        .map_err(|_| error(line, format!("register number of {word} does not fit in 32 bits")))
+    word[1..].parse::<u32>().map(Reg).map_err(|_| {
+        error(
+            line,
+            format!("register number of {word} does not fit in 32 bits"),
+        )
+    })
 }
 
 /// Whether `word` is a valid name of a location, variable, lock or thread: a letter or `_`
 /// followed by letters, digits and `_`.
 pub(crate) fn is_ident(word: &str) -> bool {
     let mut chars = word.chars();
-    chars.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
@@ -251,13 +275,17 @@ pub(crate) fn check_ident(word: &str, what: &str, line: usize) -> Result<(), Par
     if !is_ident(word) {
         return Err(error(
             line,
-            format!("bad {what} name `{word}`: a name is a letter or `_` followed by letters, digits or `_`"),
+            format!(
+                "bad {what} name `{word}`: a name is a letter or `_` followed by letters, digits or `_`"
+            ),
         ));
     }
     if is_reg_like(word) {
         return Err(error(
             line,
-            format!("{word} cannot name a {what}: names of the form r0, r1, ... are reserved for registers"),
+            format!(
+                "{word} cannot name a {what}: names of the form r0, r1, ... are reserved for registers"
+            ),
         ));
     }
     Ok(())

@@ -8,8 +8,12 @@
 
 use std::path::Path;
 
-use super::ast::{Cond, Decl, DeclKind, Expect, Instr, InstrKind, LitmusTest, LockKind, ParseError, Thread};
-use super::lex::{Cursor, Tok, describe, error, is_blank, is_work_name, parse_int, parse_reg, tokenize};
+use super::ast::{
+    Cond, Decl, DeclKind, Expect, Instr, InstrKind, LitmusTest, LockKind, ParseError, Thread,
+};
+use super::lex::{
+    Cursor, Tok, describe, error, is_blank, is_work_name, parse_int, parse_reg, tokenize,
+};
 use super::validate::{MAX_NODES, NodeCount, Scope, Sym};
 
 /// Parses and validates one `.litmus` file's text.
@@ -55,7 +59,11 @@ fn source_lines(text: &str) -> Vec<SourceLine<'_>> {
             let code = raw.find('#').map_or(raw, |hash| &raw[..hash]);
             let body = code.trim_matches(is_blank);
             let indented = code.starts_with([' ', '\t']);
-            (!body.is_empty()).then_some(SourceLine { number: index + 1, indented, body })
+            (!body.is_empty()).then_some(SourceLine {
+                number: index + 1,
+                indented,
+                body,
+            })
         })
         .collect()
 }
@@ -92,7 +100,9 @@ fn nodes_operand(mut cur: Cursor<'_>) -> Result<u16, ParseError> {
     }
     match u16::try_from(count) {
         Ok(count) if u64::from(count) <= MAX_NODES => Ok(count),
-        _ => Err(cur.error(format!("at most {MAX_NODES} nodes are supported, found {word}"))),
+        _ => Err(cur.error(format!(
+            "at most {MAX_NODES} nodes are supported, found {word}"
+        ))),
     }
 }
 
@@ -124,11 +134,16 @@ const INSTRUCTIONS: &[&str] = &[
 const WORK_SUFFIX: &str = "[w=W]";
 
 fn usage_of(mnemonic: &str) -> Option<&'static str> {
-    INSTRUCTIONS.iter().copied().find(|usage| usage.split(' ').next() == Some(mnemonic))
+    INSTRUCTIONS
+        .iter()
+        .copied()
+        .find(|usage| usage.split(' ').next() == Some(mnemonic))
 }
 
 /// The directives, for telling a misplaced directive from an unknown word.
-const DIRECTIVES: &[&str] = &["litmus", "nodes", "loc", "var", "lock", "scloc", "thread", "exists", "expect", "allow"];
+const DIRECTIVES: &[&str] = &[
+    "litmus", "nodes", "loc", "var", "lock", "scloc", "thread", "exists", "expect", "allow",
+];
 
 /// The state of the walk over the file.
 #[derive(Debug)]
@@ -174,7 +189,9 @@ impl Parser {
         }
         let keyword = match cur.bump() {
             Some(Tok::Word(word)) => word,
-            other => return Err(cur.error(format!("expected a directive, found {}", describe(other)))),
+            other => {
+                return Err(cur.error(format!("expected a directive, found {}", describe(other))));
+            }
         };
         match keyword {
             "litmus" => Err(cur.error("repeated `litmus` line")),
@@ -200,7 +217,10 @@ impl Parser {
 
     fn litmus_line(&mut self, indented: bool, mut cur: Cursor<'_>) -> Result<(), ParseError> {
         if indented || cur.peek() != Some(Tok::Word("litmus")) {
-            return Err(cur.error(format!("the first line must be `litmus NAME`, found {}", describe(cur.peek()))));
+            return Err(cur.error(format!(
+                "the first line must be `litmus NAME`, found {}",
+                describe(cur.peek())
+            )));
         }
         cur.bump();
         let name = cur.word("a test name (letters, digits and `_.+-`)")?;
@@ -230,7 +250,9 @@ impl Parser {
         let line = cur.line;
         if keyword == "nodes" {
             if let Some((_, first)) = self.nodes {
-                return Err(cur.error(format!("repeated `nodes` line (the first is at line {first})")));
+                return Err(cur.error(format!(
+                    "repeated `nodes` line (the first is at line {first})"
+                )));
             }
             self.nodes = Some((nodes_operand(cur)?, line));
             return Ok(());
@@ -240,7 +262,9 @@ impl Parser {
             "loc" | "scloc" => {
                 let usage = format!("{keyword} NAME@NODE [= INT]");
                 cur.expect(Tok::At, &format!("after the name ({usage})"))?;
-                let node = self.scope.node(cur.word("a node number after `@`")?, line)?;
+                let node = self
+                    .scope
+                    .node(cur.word("a node number after `@`")?, line)?;
                 let init = initial_value(&mut cur)?;
                 cur.finish(&usage)?;
                 if keyword == "loc" {
@@ -261,7 +285,11 @@ impl Parser {
             }
         };
         self.scope.declare(name, sym, line)?;
-        self.decls.push(Decl { name: name.to_owned(), kind, line });
+        self.decls.push(Decl {
+            name: name.to_owned(),
+            kind,
+            line,
+        });
         Ok(())
     }
 
@@ -271,9 +299,14 @@ impl Parser {
             "slock" => Ok(LockKind::Slock),
             "nlock" => {
                 cur.expect(Tok::At, "after nlock (nlock@NODE)")?;
-                Ok(LockKind::Nlock(self.scope.node(cur.word("a node number after `@`")?, cur.line)?))
+                Ok(LockKind::Nlock(
+                    self.scope
+                        .node(cur.word("a node number after `@`")?, cur.line)?,
+                ))
             }
-            other => Err(cur.error(format!("unknown lock kind `{other}`: expected wlock, slock or nlock@NODE"))),
+            other => Err(cur.error(format!(
+                "unknown lock kind `{other}`: expected wlock, slock or nlock@NODE"
+            ))),
         }
     }
 
@@ -284,25 +317,45 @@ impl Parser {
         }
         let name = cur.word("a thread name")?;
         cur.expect(Tok::At, "after the thread name (thread NAME@NODE)")?;
-        let node = self.scope.node(cur.word("a node number after `@`")?, line)?;
+        let node = self
+            .scope
+            .node(cur.word("a node number after `@`")?, line)?;
         cur.finish("thread NAME@NODE")?;
         self.scope.declare(name, Sym::Thread(node), line)?;
-        self.threads.push(Thread { name: name.to_owned(), node, instrs: Vec::new(), line });
+        self.threads.push(Thread {
+            name: name.to_owned(),
+            node,
+            instrs: Vec::new(),
+            line,
+        });
         Ok(())
     }
 
     fn instruction_line(&mut self, mut cur: Cursor<'_>) -> Result<(), ParseError> {
         let line = cur.line;
         let thread = match self.threads.last_mut() {
-            Some(thread) if self.exists.is_none() && self.expect.is_none() && self.allow_stuck.is_none() => thread,
-            Some(_) => return Err(cur.error("indented line after exists/expect: instructions belong to a thread")),
+            Some(thread)
+                if self.exists.is_none() && self.expect.is_none() && self.allow_stuck.is_none() =>
+            {
+                thread
+            }
+            Some(_) => {
+                return Err(
+                    cur.error("indented line after exists/expect: instructions belong to a thread")
+                );
+            }
             None => {
                 return Err(cur.error("indented line before any thread: instructions go under a `thread NAME@NODE` line"));
             }
         };
         let mnemonic = match cur.bump() {
             Some(Tok::Word(word)) => word,
-            other => return Err(cur.error(format!("expected an instruction, found {}", describe(other)))),
+            other => {
+                return Err(cur.error(format!(
+                    "expected an instruction, found {}",
+                    describe(other)
+                )));
+            }
         };
         let kind = instruction(&self.scope, mnemonic, cur.rest(), line)?;
         self.scope.check_instr(thread, &kind, line)?;
@@ -318,11 +371,18 @@ impl Parser {
             _ => self.allow_stuck,
         };
         if let Some(first) = first {
-            return Err(cur.error(format!("repeated `{keyword}` line (the first is at line {first})")));
+            return Err(cur.error(format!(
+                "repeated `{keyword}` line (the first is at line {first})"
+            )));
         }
         match keyword {
             "exists" => {
-                let cond = CondParser { scope: &self.scope, cur, depth: 0 }.parse()?;
+                let cond = CondParser {
+                    scope: &self.scope,
+                    cur,
+                    depth: 0,
+                }
+                .parse()?;
                 self.scope.check_cond(&cond, line)?;
                 self.exists = Some((cond, line));
             }
@@ -331,9 +391,10 @@ impl Parser {
                     Some(Tok::Word("allowed")) => Expect::Allowed,
                     Some(Tok::Word("forbidden")) => Expect::Forbidden,
                     other => {
-                        return Err(
-                            cur.error(format!("expect must be `allowed` or `forbidden`, found {}", describe(other)))
-                        );
+                        return Err(cur.error(format!(
+                            "expect must be `allowed` or `forbidden`, found {}",
+                            describe(other)
+                        )));
                     }
                 };
                 cur.finish("expect allowed|forbidden")?;
@@ -341,7 +402,10 @@ impl Parser {
             }
             _ => {
                 if !cur.eat(Tok::Word("stuck")) {
-                    return Err(cur.error(format!("`allow` must be followed by `stuck`, found {}", describe(cur.peek()))));
+                    return Err(cur.error(format!(
+                        "`allow` must be followed by `stuck`, found {}",
+                        describe(cur.peek())
+                    )));
                 }
                 cur.finish("allow stuck")?;
                 self.allow_stuck = Some(line);
@@ -352,13 +416,21 @@ impl Parser {
 
     /// Checks the whole-file requirements; `last` is the line they are reported on.
     fn finish(self, last: usize) -> Result<LitmusTest, ParseError> {
-        let name = self.name.ok_or_else(|| error(last, "missing `litmus NAME` line"))?;
-        let (nodes, _) = self.nodes.ok_or_else(|| error(last, "missing `nodes N` line"))?;
+        let name = self
+            .name
+            .ok_or_else(|| error(last, "missing `litmus NAME` line"))?;
+        let (nodes, _) = self
+            .nodes
+            .ok_or_else(|| error(last, "missing `nodes N` line"))?;
         if self.threads.is_empty() {
             return Err(error(last, "the test has no threads"));
         }
-        let (exists, _) = self.exists.ok_or_else(|| error(last, "missing `exists COND` line"))?;
-        let (expect, _) = self.expect.ok_or_else(|| error(last, "missing `expect allowed|forbidden` line"))?;
+        let (exists, _) = self
+            .exists
+            .ok_or_else(|| error(last, "missing `exists COND` line"))?;
+        let (expect, _) = self
+            .expect
+            .ok_or_else(|| error(last, "missing `expect allowed|forbidden` line"))?;
         Ok(LitmusTest {
             name,
             nodes,
@@ -373,7 +445,11 @@ impl Parser {
 
 /// The optional `= INT` of a declaration (0 when absent).
 fn initial_value(cur: &mut Cursor<'_>) -> Result<u64, ParseError> {
-    if cur.eat(Tok::Eq) { parse_int(cur.word("an initial value after `=`")?, cur.line) } else { Ok(0) }
+    if cur.eat(Tok::Eq) {
+        parse_int(cur.word("an initial value after `=`")?, cur.line)
+    } else {
+        Ok(0)
+    }
 }
 
 /// An operand of an instruction.
@@ -398,7 +474,12 @@ struct Operands<'s, 'a> {
 }
 
 /// Parses the instruction `mnemonic` with operand tokens `toks`.
-fn instruction(scope: &Scope, mnemonic: &str, toks: &[Tok<'_>], line: usize) -> Result<InstrKind, ParseError> {
+fn instruction(
+    scope: &Scope,
+    mnemonic: &str,
+    toks: &[Tok<'_>],
+    line: usize,
+) -> Result<InstrKind, ParseError> {
     let Some(usage) = usage_of(mnemonic) else {
         let message = if DIRECTIVES.contains(&mnemonic) {
             format!("`{mnemonic}` is a directive, not an instruction: directives are not indented")
@@ -412,19 +493,38 @@ fn instruction(scope: &Scope, mnemonic: &str, toks: &[Tok<'_>], line: usize) -> 
         _ => (toks, None),
     };
     if let Some(work) = work.filter(|work| !is_work_name(work)) {
-        return Err(error(line, format!("bad work id `{work}`: a work id is letters, digits and `_`")));
+        return Err(error(
+            line,
+            format!("bad work id `{work}`: a work id is letters, digits and `_`"),
+        ));
     }
     let ops = split_operands(toks, line)?;
-    let arity = usage.split(' ').skip(1).filter(|word| *word != WORK_SUFFIX).count();
+    let arity = usage
+        .split(' ')
+        .skip(1)
+        .filter(|word| *word != WORK_SUFFIX)
+        .count();
     if work.is_some() && !usage.ends_with(WORK_SUFFIX) {
-        return Err(error(line, format!("{mnemonic} takes no work id (`{usage}`)")));
+        return Err(error(
+            line,
+            format!("{mnemonic} takes no work id (`{usage}`)"),
+        ));
     }
     if ops.len() != arity {
         let plural = if arity == 1 { "" } else { "s" };
         let found = ops.len();
-        return Err(error(line, format!("{mnemonic} takes {arity} operand{plural} (`{usage}`), found {found}")));
+        return Err(error(
+            line,
+            format!("{mnemonic} takes {arity} operand{plural} (`{usage}`), found {found}"),
+        ));
     }
-    let ops = Operands { scope, mnemonic, ops, work: work.map(str::to_owned), line };
+    let ops = Operands {
+        scope,
+        mnemonic,
+        ops,
+        work: work.map(str::to_owned),
+        line,
+    };
     ops.build()
 }
 
@@ -437,7 +537,12 @@ fn split_operands<'a>(toks: &[Tok<'a>], line: usize) -> Result<Vec<Operand<'a>>,
             Tok::Word(word) => Operand::Word(word),
             Tok::Star => Operand::Star,
             Tok::LBrace => Operand::Set(node_set(&mut iter, line)?),
-            Tok::Eq => return Err(error(line, "malformed work id: write `w=NAME` as the last operand")),
+            Tok::Eq => {
+                return Err(error(
+                    line,
+                    "malformed work id: write `w=NAME` as the last operand",
+                ));
+            }
             other => return Err(error(line, format!("unexpected {other} in an instruction"))),
         });
     }
@@ -445,18 +550,37 @@ fn split_operands<'a>(toks: &[Tok<'a>], line: usize) -> Result<Vec<Operand<'a>>,
 }
 
 /// The rest of `{N1,N2,..}` after its `{`; spaces are free, commas are required.
-fn node_set<'a>(iter: &mut impl Iterator<Item = Tok<'a>>, line: usize) -> Result<Vec<&'a str>, ParseError> {
+fn node_set<'a>(
+    iter: &mut impl Iterator<Item = Tok<'a>>,
+    line: usize,
+) -> Result<Vec<&'a str>, ParseError> {
     let mut items = Vec::new();
     loop {
         match iter.next() {
             Some(Tok::Word(word)) => items.push(word),
             Some(Tok::RBrace) if items.is_empty() => return Ok(items),
-            other => return Err(error(line, format!("expected a node number in `{{...}}`, found {}", describe(other)))),
+            other => {
+                return Err(error(
+                    line,
+                    format!(
+                        "expected a node number in `{{...}}`, found {}",
+                        describe(other)
+                    ),
+                ));
+            }
         }
         match iter.next() {
             Some(Tok::Comma) => {}
             Some(Tok::RBrace) => return Ok(items),
-            other => return Err(error(line, format!("expected `,` or `}}` in `{{...}}`, found {}", describe(other)))),
+            other => {
+                return Err(error(
+                    line,
+                    format!(
+                        "expected `,` or `}}` in `{{...}}`, found {}",
+                        describe(other)
+                    ),
+                ));
+            }
         }
     }
 }
@@ -468,7 +592,14 @@ impl Operands<'_, '_> {
             Operand::Star => "`*`".to_owned(),
             Operand::Set(_) => "a node set `{...}`".to_owned(),
         };
-        error(self.line, format!("operand {} of {}: expected {expected}, found {found}", index + 1, self.mnemonic))
+        error(
+            self.line,
+            format!(
+                "operand {} of {}: expected {expected}, found {found}",
+                index + 1,
+                self.mnemonic
+            ),
+        )
     }
 
     fn word(&self, index: usize, expected: &str) -> Result<&str, ParseError> {
@@ -492,7 +623,8 @@ impl Operands<'_, '_> {
     }
 
     fn node(&self, index: usize) -> Result<u16, ParseError> {
-        self.scope.node(self.word(index, "a node number")?, self.line)
+        self.scope
+            .node(self.word(index, "a node number")?, self.line)
     }
 
     fn node_set(&self, index: usize) -> Result<Vec<u16>, ParseError> {
@@ -500,13 +632,19 @@ impl Operands<'_, '_> {
             return Err(self.error(index, "a node set `{N1,N2,..}`"));
         };
         if items.is_empty() {
-            return Err(error(self.line, format!("{} needs at least one node in `{{...}}`", self.mnemonic)));
+            return Err(error(
+                self.line,
+                format!("{} needs at least one node in `{{...}}`", self.mnemonic),
+            ));
         }
         let mut nodes = Vec::with_capacity(items.len());
         for item in items {
             let node = self.scope.node(item, self.line)?;
             if nodes.contains(&node) {
-                return Err(error(self.line, format!("node {node} is listed twice in `{{...}}`")));
+                return Err(error(
+                    self.line,
+                    format!("node {node} is listed twice in `{{...}}`"),
+                ));
             }
             nodes.push(node);
         }
@@ -526,13 +664,36 @@ impl Operands<'_, '_> {
         use InstrKind as I;
         let work = self.work.clone();
         Ok(match self.mnemonic {
-            "store" => I::Store { loc: self.name(0)?, value: self.int(1)? },
-            "load" => I::Load { reg: self.reg(0)?, loc: self.name(1)? },
-            "cas" => I::Cas { reg: self.reg(0)?, loc: self.name(1)?, expected: self.int(2)?, new: self.int(3)? },
+            "store" => I::Store {
+                loc: self.name(0)?,
+                value: self.int(1)?,
+            },
+            "load" => I::Load {
+                reg: self.reg(0)?,
+                loc: self.name(1)?,
+            },
+            "cas" => I::Cas {
+                reg: self.reg(0)?,
+                loc: self.name(1)?,
+                expected: self.int(2)?,
+                new: self.int(3)?,
+            },
             "mfence" => I::Mfence,
-            "put" => I::Put { remote: self.name(0)?, local: self.name(1)?, work },
-            "puti" => I::PutInline { remote: self.name(0)?, value: self.int(1)?, work },
-            "get" => I::Get { local: self.name(0)?, remote: self.name(1)?, work },
+            "put" => I::Put {
+                remote: self.name(0)?,
+                local: self.name(1)?,
+                work,
+            },
+            "puti" => I::PutInline {
+                remote: self.name(0)?,
+                value: self.int(1)?,
+                work,
+            },
+            "get" => I::Get {
+                local: self.name(0)?,
+                remote: self.name(1)?,
+                work,
+            },
             "rcas" => I::Rcas {
                 local: self.name(0)?,
                 remote: self.name(1)?,
@@ -540,21 +701,57 @@ impl Operands<'_, '_> {
                 new: self.int(3)?,
                 work,
             },
-            "rfaa" => I::Rfaa { local: self.name(0)?, remote: self.name(1)?, add: self.int(2)?, work },
-            "wait" => I::Wait { work: self.work_name(0)? },
-            "poll" => I::Poll { node: self.node(0)? },
-            "rfence" => I::Rfence { node: self.node(0)? },
+            "rfaa" => I::Rfaa {
+                local: self.name(0)?,
+                remote: self.name(1)?,
+                add: self.int(2)?,
+                work,
+            },
+            "wait" => I::Wait {
+                work: self.work_name(0)?,
+            },
+            "poll" => I::Poll {
+                node: self.node(0)?,
+            },
+            "rfence" => I::Rfence {
+                node: self.node(0)?,
+            },
             "gf" => match self.ops[0] {
                 Operand::Star => I::Gf { node: None },
-                _ => I::Gf { node: Some(self.node(0)?) },
+                _ => I::Gf {
+                    node: Some(self.node(0)?),
+                },
             },
-            "bcast" => I::Bcast { var: self.name(0)?, nodes: self.node_set(1)?, work },
-            "acq" => I::Acq { lock: self.name(0)? },
-            "rel" => I::Rel { lock: self.name(0)? },
-            "sc_write" => I::ScWrite { loc: self.name(0)?, value: self.int(1)? },
-            "sc_read" => I::ScRead { reg: self.reg(0)?, loc: self.name(1)? },
-            "sc_cas" => I::ScCas { reg: self.reg(0)?, loc: self.name(1)?, expected: self.int(2)?, new: self.int(3)? },
-            "sc_faa" => I::ScFaa { reg: self.reg(0)?, loc: self.name(1)?, add: self.int(2)? },
+            "bcast" => I::Bcast {
+                var: self.name(0)?,
+                nodes: self.node_set(1)?,
+                work,
+            },
+            "acq" => I::Acq {
+                lock: self.name(0)?,
+            },
+            "rel" => I::Rel {
+                lock: self.name(0)?,
+            },
+            "sc_write" => I::ScWrite {
+                loc: self.name(0)?,
+                value: self.int(1)?,
+            },
+            "sc_read" => I::ScRead {
+                reg: self.reg(0)?,
+                loc: self.name(1)?,
+            },
+            "sc_cas" => I::ScCas {
+                reg: self.reg(0)?,
+                loc: self.name(1)?,
+                expected: self.int(2)?,
+                new: self.int(3)?,
+            },
+            "sc_faa" => I::ScFaa {
+                reg: self.reg(0)?,
+                loc: self.name(1)?,
+                add: self.int(2)?,
+            },
             other => return Err(error(self.line, format!("unknown instruction `{other}`"))),
         })
     }
@@ -604,7 +801,9 @@ impl CondParser<'_, '_> {
 
     fn unary(&mut self) -> Result<Cond, ParseError> {
         if self.depth >= MAX_COND_DEPTH {
-            return Err(self.cur.error(format!("condition nested more than {MAX_COND_DEPTH} deep")));
+            return Err(self
+                .cur
+                .error(format!("condition nested more than {MAX_COND_DEPTH} deep")));
         }
         self.depth += 1;
         let cond = if self.cur.eat(Tok::Not) {
@@ -616,7 +815,9 @@ impl CondParser<'_, '_> {
                     Ok(inner)
                 }
                 None => Err(self.cur.error("missing `)` in the condition")),
-                Some(tok) => Err(self.cur.error(format!("expected `)`, && or || in the condition, found {tok}"))),
+                Some(tok) => Err(self.cur.error(format!(
+                    "expected `)`, && or || in the condition, found {tok}"
+                ))),
             })
         } else {
             self.atom().map(Cond::Atom)
@@ -639,18 +840,31 @@ impl CondParser<'_, '_> {
         };
         let (node, reg, written) = if self.cur.eat(Tok::At) {
             let word = self.cur.word("a node number after `@`")?;
-            (Some(self.scope.node(word, line)?), None, format!("{name}@{word}"))
+            (
+                Some(self.scope.node(word, line)?),
+                None,
+                format!("{name}@{word}"),
+            )
         } else if self.cur.eat(Tok::Colon) {
             let word = self.cur.word("a register after `:`")?;
             (None, Some(parse_reg(word, line)?), format!("{name}:{word}"))
         } else {
             (None, None, name.to_owned())
         };
-        self.cur.expect(Tok::Eq, &format!("after {written} in the condition"))?;
+        self.cur
+            .expect(Tok::Eq, &format!("after {written} in the condition"))?;
         let value = parse_int(self.cur.word("an integer after `=`")?, line)?;
         Ok(match reg {
-            Some(reg) => Atom::Reg { thread: name.to_owned(), reg, value },
-            None => Atom::Mem { name: name.to_owned(), node, value },
+            Some(reg) => Atom::Reg {
+                thread: name.to_owned(),
+                reg,
+                value,
+            },
+            None => Atom::Mem {
+                name: name.to_owned(),
+                node,
+                value,
+            },
         })
     }
 }

@@ -6,7 +6,7 @@ use super::compile::{compile, holds, project, Outcome, Program};
 use super::parse::parse;
 use super::program::LitmusThread;
 use crate::explore::explore;
-use crate::machine::Machine;
+use crate::machine::{Machine, Mutation};
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -32,11 +32,13 @@ pub struct RunOptions {
     pub runs: u64,
     /// Seed of the `mem` backend's jitter.
     pub seed: u64,
+    /// A deliberately wrong rule (tests of the suite's power only).
+    pub mutation: Option<Mutation>,
 }
 
 impl Default for RunOptions {
     fn default() -> Self {
-        RunOptions { backend: Backend::Sim, max_states: 5_000_000, runs: 200, seed: 1 }
+        RunOptions { backend: Backend::Sim, max_states: 5_000_000, runs: 200, seed: 1, mutation: None }
     }
 }
 
@@ -111,7 +113,8 @@ pub fn run_file(path: &Path, options: &RunOptions) -> Result<Report, RunError> {
 /// Runs one parsed test.
 pub fn run_test(test: &LitmusTest, path: &Path, options: &RunOptions) -> Result<Report, RunError> {
     let program = compile(test).map_err(|e| RunError(format!("{}:{}: {}", path.display(), e.line, e.message)))?;
-    let machine = initial_machine(&program);
+    let mut machine = initial_machine(&program);
+    machine.mutation = options.mutation;
     let exploration = explore(machine, options.max_states, |m| {
         project(&program.observed, |loc| m.read(loc).unwrap_or(0), |t| m.threads[t].process.regs.clone())
     })

@@ -74,7 +74,10 @@ impl Scope {
     /// A scope without names. `nodes` is the count found by a scan that precedes the walk,
     /// so that the `nodes` line may be anywhere among the declarations.
     pub(crate) fn new(nodes: NodeCount) -> Self {
-        Scope { nodes, names: HashMap::new() }
+        Scope {
+            nodes,
+            names: HashMap::new(),
+        }
     }
 
     /// The node count, or the error of its absence (`line` is the line that needs it).
@@ -82,9 +85,10 @@ impl Scope {
         match &self.nodes {
             NodeCount::Known(count) => Ok(*count),
             NodeCount::Broken(err) => Err(err.clone()),
-            NodeCount::Missing => {
-                Err(error(line, "missing `nodes N` line: the node count is declared before the first thread"))
-            }
+            NodeCount::Missing => Err(error(
+                line,
+                "missing `nodes N` line: the node count is declared before the first thread",
+            )),
         }
     }
 
@@ -94,7 +98,10 @@ impl Scope {
         let count = self.node_count(line)?;
         match u16::try_from(node) {
             Ok(node) if (1..=count).contains(&node) => Ok(node),
-            _ => Err(error(line, format!("node {word} is out of range: this test has nodes 1..{count}"))),
+            _ => Err(error(
+                line,
+                format!("node {word} is out of range: this test has nodes 1..{count}"),
+            )),
         }
     }
 
@@ -110,7 +117,10 @@ impl Scope {
         if let Some((old, old_line)) = self.names.get(name) {
             return Err(error(
                 line,
-                format!("duplicate name {name}: already declared as {} at line {old_line}", old.describe()),
+                format!(
+                    "duplicate name {name}: already declared as {} at line {old_line}",
+                    old.describe()
+                ),
             ));
         }
         self.names.insert(name.to_owned(), (sym, line));
@@ -138,7 +148,13 @@ impl Scope {
     }
 
     /// Checks a location operand of `thread`'s instruction.
-    fn check_loc(&self, thread: &Thread, name: &str, access: Access, line: usize) -> Result<(), ParseError> {
+    fn check_loc(
+        &self,
+        thread: &Thread,
+        name: &str,
+        access: Access,
+        line: usize,
+    ) -> Result<(), ParseError> {
         let sym = self.lookup(name, "a location", line)?;
         let home = match sym {
             Sym::Loc(node) | Sym::ScLoc(node) => node,
@@ -154,7 +170,9 @@ impl Scope {
                     )),
                 };
             }
-            Sym::Lock(_) | Sym::Thread(_) => return Err(Self::wrong_kind(name, sym, "a location", line)),
+            Sym::Lock(_) | Sym::Thread(_) => {
+                return Err(Self::wrong_kind(name, sym, "a location", line));
+            }
         };
         let (who, node) = (&thread.name, thread.node);
         match access {
@@ -162,23 +180,42 @@ impl Scope {
             _ if home == node => Ok(()),
             Access::Cpu => Err(error(
                 line,
-                format!("CPU access to {name}, which is on node {home}, from thread {who} on node {node}"),
+                format!(
+                    "CPU access to {name}, which is on node {home}, from thread {who} on node {node}"
+                ),
             )),
             Access::Local(op) => Err(error(
                 line,
-                format!("{op} with local operand {name}, which is on node {home}, from thread {who} on node {node}"),
+                format!(
+                    "{op} with local operand {name}, which is on node {home}, from thread {who} on node {node}"
+                ),
             )),
         }
     }
 
     /// Checks that `name` is declared as a kind accepted by `accept`, described as `wanted`.
-    fn check_kind(&self, name: &str, wanted: &str, accept: fn(Sym) -> bool, line: usize) -> Result<(), ParseError> {
+    fn check_kind(
+        &self,
+        name: &str,
+        wanted: &str,
+        accept: fn(Sym) -> bool,
+        line: usize,
+    ) -> Result<(), ParseError> {
         let sym = self.lookup(name, wanted, line)?;
-        if accept(sym) { Ok(()) } else { Err(Self::wrong_kind(name, sym, wanted, line)) }
+        if accept(sym) {
+            Ok(())
+        } else {
+            Err(Self::wrong_kind(name, sym, wanted, line))
+        }
     }
 
     /// Checks one instruction of `thread`, whose `instrs` are the instructions before it.
-    pub(crate) fn check_instr(&self, thread: &Thread, kind: &InstrKind, line: usize) -> Result<(), ParseError> {
+    pub(crate) fn check_instr(
+        &self,
+        thread: &Thread,
+        kind: &InstrKind,
+        line: usize,
+    ) -> Result<(), ParseError> {
         use InstrKind as I;
         let is_lock = |sym| matches!(sym, Sym::Lock(_));
         let is_scloc = |sym| matches!(sym, Sym::ScLoc(_));
@@ -188,22 +225,41 @@ impl Scope {
                 self.check_loc(thread, loc, Access::Cpu, line)
             }
             I::Mfence | I::Poll { .. } | I::Rfence { .. } | I::Gf { .. } => Ok(()),
-            I::Put { remote, local, .. } => self.check_rdma("put", thread, Some(local), remote, line),
+            I::Put { remote, local, .. } => {
+                self.check_rdma("put", thread, Some(local), remote, line)
+            }
             I::PutInline { remote, .. } => self.check_rdma("puti", thread, None, remote, line),
-            I::Get { local, remote, .. } => self.check_rdma("get", thread, Some(local), remote, line),
-            I::Rcas { local, remote, .. } => self.check_rdma("rcas", thread, Some(local), remote, line),
-            I::Rfaa { local, remote, .. } => self.check_rdma("rfaa", thread, Some(local), remote, line),
+            I::Get { local, remote, .. } => {
+                self.check_rdma("get", thread, Some(local), remote, line)
+            }
+            I::Rcas { local, remote, .. } => {
+                self.check_rdma("rcas", thread, Some(local), remote, line)
+            }
+            I::Rfaa { local, remote, .. } => {
+                self.check_rdma("rfaa", thread, Some(local), remote, line)
+            }
             I::Wait { work } => {
-                let carried = thread.instrs.iter().any(|instr| work_of(&instr.kind) == Some(work.as_str()));
+                let carried = thread
+                    .instrs
+                    .iter()
+                    .any(|instr| work_of(&instr.kind) == Some(work.as_str()));
                 if carried {
                     Ok(())
                 } else {
-                    Err(error(line, format!("wait for work id {work} that no earlier operation of this thread carries")))
+                    Err(error(
+                        line,
+                        format!(
+                            "wait for work id {work} that no earlier operation of this thread carries"
+                        ),
+                    ))
                 }
             }
             I::Bcast { var, .. } => self.check_kind(var, "a variable", is_var, line),
             I::Acq { lock } | I::Rel { lock } => self.check_kind(lock, "a lock", is_lock, line),
-            I::ScWrite { loc, .. } | I::ScRead { loc, .. } | I::ScCas { loc, .. } | I::ScFaa { loc, .. } => {
+            I::ScWrite { loc, .. }
+            | I::ScRead { loc, .. }
+            | I::ScCas { loc, .. }
+            | I::ScFaa { loc, .. } => {
                 self.check_kind(loc, "an SC location (declared with scloc)", is_scloc, line)
             }
         }
@@ -218,7 +274,11 @@ impl Scope {
         remote: &str,
         line: usize,
     ) -> Result<(), ParseError> {
-        let check_local = || local.map_or(Ok(()), |local| self.check_loc(thread, local, Access::Local(op), line));
+        let check_local = || {
+            local.map_or(Ok(()), |local| {
+                self.check_loc(thread, local, Access::Local(op), line)
+            })
+        };
         // `put Lremote Llocal` names the remote operand first, the others the local one.
         if op == "put" {
             self.check_loc(thread, remote, Access::Remote(op), line)?;
@@ -248,16 +308,27 @@ impl Scope {
                 Some((sym, _)) => Err(Self::wrong_kind(thread, *sym, "a thread", line)),
                 None => Err(error(line, format!("unknown thread {thread}"))),
             },
-            Atom::Mem { name, node: None, .. } => match self.lookup(name, "a location", line)? {
+            Atom::Mem {
+                name, node: None, ..
+            } => match self.lookup(name, "a location", line)? {
                 Sym::Loc(_) | Sym::ScLoc(_) => Ok(()),
                 Sym::Var => Err(error(
                     line,
-                    format!("{name} is a variable, with one copy per node: write {name}@NODE = INT"),
+                    format!(
+                        "{name} is a variable, with one copy per node: write {name}@NODE = INT"
+                    ),
                 )),
-                Sym::Thread(_) => Err(error(line, format!("{name} is a thread: write {name}:rN = INT"))),
+                Sym::Thread(_) => Err(error(
+                    line,
+                    format!("{name} is a thread: write {name}:rN = INT"),
+                )),
                 sym @ Sym::Lock(_) => Err(Self::wrong_kind(name, sym, "a location", line)),
             },
-            Atom::Mem { name, node: Some(node), .. } => match self.lookup(name, "a variable", line)? {
+            Atom::Mem {
+                name,
+                node: Some(node),
+                ..
+            } => match self.lookup(name, "a variable", line)? {
                 Sym::Var => Ok(()),
                 sym => Err(error(
                     line,

@@ -1,0 +1,186 @@
+//! The simulation driver: determinism (trace hashes), exact virtual time, and every fault.
+
+use velos_rdma::{Loc, NodeId, Op, RdmaError, Rmw, WorkId};
+use velos_sim::latency::LatencyModel;
+use velos_sim::litmus::compile::compile;
+use velos_sim::litmus::parse;
+use velos_sim::litmus::program::{Compiled, LitmusThread};
+use velos_sim::litmus::run::initial_machine;
+use velos_sim::machine::{CrashMode, Machine, Next};
+use velos_sim::simulate::{Fault, ScheduledFault, SimConfig, Simulator, Stop};
+
+fn machine_of(text: &str) -> Machine<LitmusThread> {
+    let test = parse(text).expect("test parses");
+    initial_machine(&compile(&test).expect("test compiles"))
+}
+
+const FIG5: &str = "litmus fig5\nnodes 2\nloc y@1 = 0\nloc x@2 = 0\n\
+thread T1@1\n  puti x 1 w=d\n  wait d\n  load r1 y\n\
+thread T2@2\n  puti y 1 w=f\n  wait f\n  load r2 x\n\
+exists T1:r1 = 0 && T2:r2 = 0\nexpect allowed\n";
+
+fn run(seed: u64, latency: LatencyModel) -> (u64, u64, Stop) {
+    let mut sim = Simulator::new(machine_of(FIG5), SimConfig::new(seed, latency));
+    let stop = sim.run(u64::MAX, 100_000);
+    (sim.trace_hash(), sim.now(), stop)
+}
+
+#[test]
+fn same_seed_same_trace_bit_for_bit() {
+    for seed in 0..20 {
+        let a = run(seed, LatencyModel::generic());
+        let b = run(seed, LatencyModel::generic());
+        assert_eq!(a, b, "seed {seed} replays differently");
+        assert_eq!(a.2, Stop::Complete);
+    }
+}
+
+#[test]
+fn different_seeds_explore_different_traces() {
+    let hashes: std::collections::BTreeSet<u64> =
+        (0..50).map(|seed| run(seed, LatencyModel::uniform()).0).collect();
+    assert!(hashes.len() > 10, "only {} distinct traces over 50 seeds", hashes.len());
+}
+
+#[test]
+fn pinned_trace_hash_of_seed_42() {
+    // A change of the scheduler, the PRNG or a rule's timing shows up here: replaying old
+    // seeds depends on it. Update only together with a note on why replays changed.
+    let (hash, now, stop) = run(42, LatencyModel::generic());
+    assert_eq!(stop, Stop::Complete);
+    assert_eq!((hash, now), (PINNED_HASH, PINNED_NOW));
+}
+
+const PINNED_HASH: u64 = 5_493_843_642_732_936_699;
+const PINNED_NOW: u64 = 933;
+
+/// One thread on node 0 running `ops`, over `nodes` nodes of 4 words.
+fn script(nodes: u16, ops: Vec<Op>) -> Machine<LitmusThread> {
+    let mut machine = Machine::new(&velos_rdma::Layout::uniform(nodes, 4));
+    let code = ops.into_iter().map(|op| Compiled { op, reg: None }).collect();
+    machine.spawn(NodeId(0), LitmusThread::new(code, 0));
+    machine
+}
+
+const W: WorkId = WorkId(1);
+
+fn put_wait(to: u16) -> Vec<Op> {
+    vec![
+        Op::PutInline { remote: Loc::word(NodeId(to), 0), value: 5, work_id: W },
+        Op::Wait { work_id: W },
+    ]
+}
+
+#[test]
+fn virtual_time_of_a_put_is_exact() {
+    // uniform: every step costs 1 ns. post at 0 -> doorbell: in the pipe at 1 -> remote
+    // write issued at 2 (the inline value needs no local read) -> ACK completes and the
+    // write commits at 3 -> wait returns at 3.
+    let mut sim = Simulator::new(script(2, put_wait(1)), SimConfig::new(7, LatencyModel::uniform()));
+    assert_eq!(sim.run(u64::MAX, 1000), Stop::Complete);
+    assert_eq!(sim.now(), 3);
+    assert_eq!(sim.machine().read(Loc::word(NodeId(1), 0)), Some(5));
+}
+
+#[test]
+fn crash_with_error_mode_fails_the_wait() {
+    let mut config = SimConfig::new(1, LatencyModel::uniform());
+    config.faults.push(ScheduledFault { at_ns: 0, fault: Fault::Crash { node: NodeId(1), mode: CrashMode::Error } });
+    let mut sim = Simulator::new(script(2, put_wait(1)), config);
+    assert_eq!(sim.run(u64::MAX, 1000), Stop::Complete);
+    let error = sim.machine().threads[0].process.error.clone();
+    assert_eq!(
+        error,
+        Some(RdmaError::WorkFailed { work_id: W, cause: Box::new(RdmaError::RemoteCrashed { node: NodeId(1) }) })
+    );
+}
+
+#[test]
+fn crash_with_hang_mode_never_completes_the_wait() {
+    let mut config = SimConfig::new(1, LatencyModel::uniform());
+    config.faults.push(ScheduledFault { at_ns: 0, fault: Fault::Crash { node: NodeId(1), mode: CrashMode::Hang } });
+    let mut sim = Simulator::new(script(2, put_wait(1)), config);
+    assert_eq!(sim.run(u64::MAX, 1000), Stop::Deadlock);
+    assert!(matches!(sim.machine().threads[0].next, Next::Pending(Op::Wait { .. })));
+    assert_eq!(sim.machine().threads[0].process.error, None);
+}
+
+#[test]
+fn crash_of_the_own_node_stops_the_thread() {
+    let mut config = SimConfig::new(1, LatencyModel::uniform());
+    config.faults.push(ScheduledFault { at_ns: 1, fault: Fault::Crash { node: NodeId(0), mode: CrashMode::Hang } });
+    let mut sim = Simulator::new(script(2, put_wait(1)), config);
+    sim.run(u64::MAX, 1000);
+    assert_eq!(sim.machine().threads[0].next, Next::Crashed);
+}
+
+#[test]
+fn queue_pair_error_fails_the_wait_and_later_posts() {
+    let mut config = SimConfig::new(1, LatencyModel::uniform());
+    config.faults.push(ScheduledFault { at_ns: 0, fault: Fault::QueuePairError { from: NodeId(0), to: NodeId(1) } });
+    let mut ops = put_wait(1);
+    ops.push(Op::Atomic {
+        local: Loc::word(NodeId(0), 1),
+        remote: Loc::word(NodeId(1), 1),
+        rmw: Rmw::Faa { add: 1 },
+        work_id: WorkId(2),
+    });
+    ops.push(Op::Wait { work_id: WorkId(2) });
+    let mut sim = Simulator::new(script(2, ops), config);
+    assert_eq!(sim.run(u64::MAX, 1000), Stop::Complete);
+    assert_eq!(
+        sim.machine().threads[0].process.error,
+        Some(RdmaError::WorkFailed { work_id: W, cause: Box::new(RdmaError::QueuePairError { node: NodeId(1) }) })
+    );
+}
+
+#[test]
+fn delay_fault_adds_exactly_its_cost() {
+    let base = {
+        let mut sim = Simulator::new(script(2, put_wait(1)), SimConfig::new(3, LatencyModel::uniform()));
+        sim.run(u64::MAX, 1000);
+        sim.now()
+    };
+    let mut config = SimConfig::new(3, LatencyModel::uniform());
+    config.faults.push(ScheduledFault {
+        at_ns: 0,
+        fault: Fault::Delay { node: NodeId(1), extra_ns: 100, duration_ns: 1_000 },
+    });
+    let mut sim = Simulator::new(script(2, put_wait(1)), config);
+    assert_eq!(sim.run(u64::MAX, 1000), Stop::Complete);
+    // Three delayed steps on the queue pair towards node 1: doorbell, wire, wire back.
+    assert_eq!(sim.now(), base + 300);
+}
+
+#[test]
+fn bad_addresses_are_errors_not_panics() {
+    let ops = vec![
+        Op::Atomic {
+            local: Loc::word(NodeId(0), 0),
+            remote: Loc { node: NodeId(1), offset: 4 },
+            rmw: Rmw::Cas { expected: 0, new: 1 },
+            work_id: W,
+        },
+        Op::Wait { work_id: W },
+    ];
+    let mut sim = Simulator::new(script(2, ops), SimConfig::new(1, LatencyModel::uniform()));
+    assert_eq!(sim.run(u64::MAX, 1000), Stop::Complete);
+    assert_eq!(
+        sim.machine().threads[0].process.error,
+        Some(RdmaError::WorkFailed {
+            work_id: W,
+            cause: Box::new(RdmaError::MisalignedAtomic { loc: Loc { node: NodeId(1), offset: 4 } })
+        })
+    );
+    let oob = vec![Op::Get { local: Loc::word(NodeId(0), 0), remote: Loc::word(NodeId(1), 99), work_id: W }, Op::Wait { work_id: W }];
+    let mut sim = Simulator::new(script(2, oob), SimConfig::new(1, LatencyModel::uniform()));
+    sim.run(u64::MAX, 1000);
+    assert!(matches!(
+        sim.machine().threads[0].process.error,
+        Some(RdmaError::WorkFailed { ref cause, .. }) if matches!(**cause, RdmaError::OutOfBounds { .. })
+    ));
+    let not_local = vec![Op::Store { loc: Loc::word(NodeId(1), 0), value: 1 }];
+    let mut sim = Simulator::new(script(2, not_local), SimConfig::new(1, LatencyModel::uniform()));
+    sim.run(u64::MAX, 1000);
+    assert!(matches!(sim.machine().threads[0].process.error, Some(RdmaError::NotLocal { .. })));
+}
