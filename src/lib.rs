@@ -3,6 +3,11 @@
 //! The facade: re-exports the member crates.
 #![deny(unsafe_code)]
 
+pub mod bench;
+
 pub use velos_core as core;
 pub use velos_rdma as rdma;
 pub use velos_sim as sim;
+
+#[cfg(test)]
+mod layering;

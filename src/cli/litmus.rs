@@ -66,7 +66,10 @@ pub fn run(args: LitmusArgs) -> ExitCode {
         match run_file(file, &options) {
             Ok(report) => {
                 if args.json {
-                    println!("{}", serde_json::to_string(&report).expect("reports serialise"));
+                    println!(
+                        "{}",
+                        serde_json::to_string(&report).expect("reports serialise")
+                    );
                 } else {
                     print!("{}", render(&report));
                 }

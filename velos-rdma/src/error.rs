@@ -47,6 +47,19 @@ pub enum RdmaError {
         /// The node of the issuing thread.
         node: NodeId,
     },
+    /// An operation names a node that the fabric does not have.
+    #[error("{node} is not a node of the fabric")]
+    UnknownNode {
+        /// The node named.
+        node: NodeId,
+    },
+    /// A `poll` with no unacknowledged operation on its queue pair: in the model it would
+    /// block forever; a real backend reports it instead of hanging.
+    #[error("poll towards {node} with no unacknowledged operation on that queue pair")]
+    NothingToPoll {
+        /// Target node of the queue pair.
+        node: NodeId,
+    },
     /// A `wait` for which one of the awaited operations failed; the first failure.
     #[error("an operation with work id {} failed: {cause}", work_id.0)]
     WorkFailed {

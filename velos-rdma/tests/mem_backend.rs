@@ -294,12 +294,12 @@ fn posting_fails_at_once_without_a_queue_pair_or_with_a_foreign_local_word() {
         assert_eq!(
             replies,
             [
-                Reply::Failed(RdmaError::OutOfBounds { loc: w(5, 0) }),
+                Reply::Failed(RdmaError::UnknownNode { node: NodeId(5) }),
                 Reply::Failed(RdmaError::NotLocal {
                     loc: w(1, 0),
                     node: NodeId(0)
                 }),
-                Reply::Failed(RdmaError::OutOfBounds { loc: w(5, 0) }),
+                Reply::Failed(RdmaError::UnknownNode { node: NodeId(5) }),
                 Reply::Done,
             ]
         );
@@ -458,12 +458,16 @@ fn poll_acknowledges_the_oldest_operation_and_reports_its_failure() {
 }
 
 #[test]
-#[should_panic(expected = "block forever")]
-fn poll_without_an_operation_panics() {
-    let fabric = MemFabric::new(Layout::uniform(2, 8), Mode::Worker);
-    fabric
-        .endpoint(NodeId(0))
-        .execute(&Op::Poll { node: NodeId(1) });
+fn poll_without_an_operation_is_an_error_not_a_hang() {
+    for fabric in fabrics(2) {
+        let reply = fabric
+            .endpoint(NodeId(0))
+            .execute(&Op::Poll { node: NodeId(1) });
+        assert_eq!(
+            reply,
+            Reply::Failed(RdmaError::NothingToPoll { node: NodeId(1) })
+        );
+    }
 }
 
 #[test]

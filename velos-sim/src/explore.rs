@@ -83,7 +83,10 @@ where
         stuck,
         outcomes,
     };
-    assert!(exploration.stuck + exploration.finals <= exploration.states, "graph accounting");
+    assert!(
+        exploration.stuck + exploration.finals <= exploration.states,
+        "graph accounting"
+    );
     Ok(exploration)
 }
 

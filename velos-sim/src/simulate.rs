@@ -60,7 +60,11 @@ pub struct SimConfig {
 impl SimConfig {
     /// A fault-free configuration.
     pub fn new(seed: u64, latency: LatencyModel) -> SimConfig {
-        SimConfig { seed, latency, faults: Vec::new() }
+        SimConfig {
+            seed,
+            latency,
+            faults: Vec::new(),
+        }
     }
 }
 
@@ -126,7 +130,12 @@ impl<P: Process> Simulator<P> {
         let mut root = Rng::new(config.seed);
         Simulator {
             machine,
-            clock: SimClock { latency: config.latency, jitter: Rng::new(root.next_u64()), slow: Vec::new(), now: 0 },
+            clock: SimClock {
+                latency: config.latency,
+                jitter: Rng::new(root.next_u64()),
+                slow: Vec::new(),
+                now: 0,
+            },
             scheduler: Rng::new(root.next_u64()),
             faults,
             trace: Fnv64::default(),
@@ -175,7 +184,11 @@ impl<P: Process> Simulator<P> {
     /// Fires one step (or one fault). Returns `false` when nothing can happen any more.
     pub fn step(&mut self) -> bool {
         self.machine.enabled(&mut self.enabled);
-        let earliest = self.enabled.iter().map(|&(_, ready)| ready.max(self.clock.now)).min();
+        let earliest = self
+            .enabled
+            .iter()
+            .map(|&(_, ready)| ready.max(self.clock.now))
+            .min();
         let fault_due = self.faults.last().map(|f| f.at_ns.max(self.clock.now));
         let fault_first = match (earliest, fault_due) {
             (_, None) => false,
@@ -191,13 +204,20 @@ impl<P: Process> Simulator<P> {
         let Some(at) = earliest else {
             return false;
         };
-        let ties: Vec<Transition> = self
+        let now = self.clock.now;
+        let ties = self
             .enabled
             .iter()
-            .filter(|&&(_, ready)| ready.max(self.clock.now) == at)
+            .filter(|&&(_, ready)| ready.max(now) == at)
+            .count();
+        let k = self.scheduler.below(ties as u64) as usize;
+        let pick = self
+            .enabled
+            .iter()
+            .filter(|&&(_, ready)| ready.max(now) == at)
+            .nth(k)
             .map(|&(t, _)| t)
-            .collect();
-        let pick = ties[self.scheduler.below(ties.len() as u64) as usize];
+            .expect("the k-th tie exists");
         self.clock.now = at;
         self.fire(pick);
         true
@@ -227,8 +247,14 @@ impl<P: Process> Simulator<P> {
         match fault {
             Fault::Crash { node, mode } => self.machine.crash(node, mode),
             Fault::QueuePairError { from, to } => self.machine.queue_pair_error(from, to),
-            Fault::Delay { node, extra_ns, duration_ns } => {
-                self.clock.slow.push((node, extra_ns, self.clock.now + duration_ns));
+            Fault::Delay {
+                node,
+                extra_ns,
+                duration_ns,
+            } => {
+                self.clock
+                    .slow
+                    .push((node, extra_ns, self.clock.now + duration_ns));
             }
         }
     }
@@ -238,9 +264,8 @@ impl<P: Process> Simulator<P> {
     pub fn run(&mut self, until_ns: u64, max_steps: u64) -> Stop {
         let mut budget = max_steps;
         loop {
-            if self.machine.is_complete() && self.faults.is_empty() {
-                return Stop::Complete;
-            }
+            // A complete state has no enabled step, so completion is checked only when the
+            // machine stops moving.
             if self.clock.now >= until_ns {
                 return Stop::TimeLimit;
             }
@@ -249,7 +274,11 @@ impl<P: Process> Simulator<P> {
             }
             budget -= 1;
             if !self.step() {
-                return if self.machine.is_complete() { Stop::Complete } else { Stop::Deadlock };
+                return if self.machine.is_complete() {
+                    Stop::Complete
+                } else {
+                    Stop::Deadlock
+                };
             }
         }
     }

@@ -1285,3 +1285,18 @@ fn mutated_files_never_panic() {
     }
     assert!(variants > 1000, "{variants}");
 }
+
+#[test]
+fn errors_pathological_sizes() {
+    assert_err(
+        &instrs(&["store x -18446744073709551616"]),
+        FIRST,
+        "negative integer",
+    );
+    assert_err(&instrs(&["store x --1"]), FIRST, "bad integer `--1`");
+    let dashes = format!("store x {}1", "-".repeat(100_000));
+    assert_err(&instrs(&[&dashes]), FIRST, "bad integer");
+    let long = vec!["x = 0"; 1001].join(" && ");
+    assert_err(&exists(&long), 10, "condition has more than 1000 atoms");
+    parse_ok(&exists(&vec!["x = 0"; 1000].join(" || ")));
+}

@@ -37,9 +37,14 @@ fn same_seed_same_trace_bit_for_bit() {
 
 #[test]
 fn different_seeds_explore_different_traces() {
-    let hashes: std::collections::BTreeSet<u64> =
-        (0..50).map(|seed| run(seed, LatencyModel::uniform()).0).collect();
-    assert!(hashes.len() > 10, "only {} distinct traces over 50 seeds", hashes.len());
+    let hashes: std::collections::BTreeSet<u64> = (0..50)
+        .map(|seed| run(seed, LatencyModel::uniform()).0)
+        .collect();
+    assert!(
+        hashes.len() > 10,
+        "only {} distinct traces over 50 seeds",
+        hashes.len()
+    );
 }
 
 #[test]
@@ -57,7 +62,10 @@ const PINNED_NOW: u64 = 933;
 /// One thread on node 0 running `ops`, over `nodes` nodes of 4 words.
 fn script(nodes: u16, ops: Vec<Op>) -> Machine<LitmusThread> {
     let mut machine = Machine::new(&velos_rdma::Layout::uniform(nodes, 4));
-    let code = ops.into_iter().map(|op| Compiled { op, reg: None }).collect();
+    let code = ops
+        .into_iter()
+        .map(|op| Compiled { op, reg: None })
+        .collect();
     machine.spawn(NodeId(0), LitmusThread::new(code, 0));
     machine
 }
@@ -66,7 +74,11 @@ const W: WorkId = WorkId(1);
 
 fn put_wait(to: u16) -> Vec<Op> {
     vec![
-        Op::PutInline { remote: Loc::word(NodeId(to), 0), value: 5, work_id: W },
+        Op::PutInline {
+            remote: Loc::word(NodeId(to), 0),
+            value: 5,
+            work_id: W,
+        },
         Op::Wait { work_id: W },
     ]
 }
@@ -76,7 +88,10 @@ fn virtual_time_of_a_put_is_exact() {
     // uniform: every step costs 1 ns. post at 0 -> doorbell: in the pipe at 1 -> remote
     // write issued at 2 (the inline value needs no local read) -> ACK completes and the
     // write commits at 3 -> wait returns at 3.
-    let mut sim = Simulator::new(script(2, put_wait(1)), SimConfig::new(7, LatencyModel::uniform()));
+    let mut sim = Simulator::new(
+        script(2, put_wait(1)),
+        SimConfig::new(7, LatencyModel::uniform()),
+    );
     assert_eq!(sim.run(u64::MAX, 1000), Stop::Complete);
     assert_eq!(sim.now(), 3);
     assert_eq!(sim.machine().read(Loc::word(NodeId(1), 0)), Some(5));
@@ -85,30 +100,54 @@ fn virtual_time_of_a_put_is_exact() {
 #[test]
 fn crash_with_error_mode_fails_the_wait() {
     let mut config = SimConfig::new(1, LatencyModel::uniform());
-    config.faults.push(ScheduledFault { at_ns: 0, fault: Fault::Crash { node: NodeId(1), mode: CrashMode::Error } });
+    config.faults.push(ScheduledFault {
+        at_ns: 0,
+        fault: Fault::Crash {
+            node: NodeId(1),
+            mode: CrashMode::Error,
+        },
+    });
     let mut sim = Simulator::new(script(2, put_wait(1)), config);
     assert_eq!(sim.run(u64::MAX, 1000), Stop::Complete);
     let error = sim.machine().threads[0].process.error.clone();
     assert_eq!(
         error,
-        Some(RdmaError::WorkFailed { work_id: W, cause: Box::new(RdmaError::RemoteCrashed { node: NodeId(1) }) })
+        Some(RdmaError::WorkFailed {
+            work_id: W,
+            cause: Box::new(RdmaError::RemoteCrashed { node: NodeId(1) })
+        })
     );
 }
 
 #[test]
 fn crash_with_hang_mode_never_completes_the_wait() {
     let mut config = SimConfig::new(1, LatencyModel::uniform());
-    config.faults.push(ScheduledFault { at_ns: 0, fault: Fault::Crash { node: NodeId(1), mode: CrashMode::Hang } });
+    config.faults.push(ScheduledFault {
+        at_ns: 0,
+        fault: Fault::Crash {
+            node: NodeId(1),
+            mode: CrashMode::Hang,
+        },
+    });
     let mut sim = Simulator::new(script(2, put_wait(1)), config);
     assert_eq!(sim.run(u64::MAX, 1000), Stop::Deadlock);
-    assert!(matches!(sim.machine().threads[0].next, Next::Pending(Op::Wait { .. })));
+    assert!(matches!(
+        sim.machine().threads[0].next,
+        Next::Pending(Op::Wait { .. })
+    ));
     assert_eq!(sim.machine().threads[0].process.error, None);
 }
 
 #[test]
 fn crash_of_the_own_node_stops_the_thread() {
     let mut config = SimConfig::new(1, LatencyModel::uniform());
-    config.faults.push(ScheduledFault { at_ns: 1, fault: Fault::Crash { node: NodeId(0), mode: CrashMode::Hang } });
+    config.faults.push(ScheduledFault {
+        at_ns: 1,
+        fault: Fault::Crash {
+            node: NodeId(0),
+            mode: CrashMode::Hang,
+        },
+    });
     let mut sim = Simulator::new(script(2, put_wait(1)), config);
     sim.run(u64::MAX, 1000);
     assert_eq!(sim.machine().threads[0].next, Next::Crashed);
@@ -117,7 +156,13 @@ fn crash_of_the_own_node_stops_the_thread() {
 #[test]
 fn queue_pair_error_fails_the_wait_and_later_posts() {
     let mut config = SimConfig::new(1, LatencyModel::uniform());
-    config.faults.push(ScheduledFault { at_ns: 0, fault: Fault::QueuePairError { from: NodeId(0), to: NodeId(1) } });
+    config.faults.push(ScheduledFault {
+        at_ns: 0,
+        fault: Fault::QueuePairError {
+            from: NodeId(0),
+            to: NodeId(1),
+        },
+    });
     let mut ops = put_wait(1);
     ops.push(Op::Atomic {
         local: Loc::word(NodeId(0), 1),
@@ -130,21 +175,31 @@ fn queue_pair_error_fails_the_wait_and_later_posts() {
     assert_eq!(sim.run(u64::MAX, 1000), Stop::Complete);
     assert_eq!(
         sim.machine().threads[0].process.error,
-        Some(RdmaError::WorkFailed { work_id: W, cause: Box::new(RdmaError::QueuePairError { node: NodeId(1) }) })
+        Some(RdmaError::WorkFailed {
+            work_id: W,
+            cause: Box::new(RdmaError::QueuePairError { node: NodeId(1) })
+        })
     );
 }
 
 #[test]
 fn delay_fault_adds_exactly_its_cost() {
     let base = {
-        let mut sim = Simulator::new(script(2, put_wait(1)), SimConfig::new(3, LatencyModel::uniform()));
+        let mut sim = Simulator::new(
+            script(2, put_wait(1)),
+            SimConfig::new(3, LatencyModel::uniform()),
+        );
         sim.run(u64::MAX, 1000);
         sim.now()
     };
     let mut config = SimConfig::new(3, LatencyModel::uniform());
     config.faults.push(ScheduledFault {
         at_ns: 0,
-        fault: Fault::Delay { node: NodeId(1), extra_ns: 100, duration_ns: 1_000 },
+        fault: Fault::Delay {
+            node: NodeId(1),
+            extra_ns: 100,
+            duration_ns: 1_000,
+        },
     });
     let mut sim = Simulator::new(script(2, put_wait(1)), config);
     assert_eq!(sim.run(u64::MAX, 1000), Stop::Complete);
@@ -157,8 +212,14 @@ fn bad_addresses_are_errors_not_panics() {
     let ops = vec![
         Op::Atomic {
             local: Loc::word(NodeId(0), 0),
-            remote: Loc { node: NodeId(1), offset: 4 },
-            rmw: Rmw::Cas { expected: 0, new: 1 },
+            remote: Loc {
+                node: NodeId(1),
+                offset: 4,
+            },
+            rmw: Rmw::Cas {
+                expected: 0,
+                new: 1,
+            },
             work_id: W,
         },
         Op::Wait { work_id: W },
@@ -169,18 +230,39 @@ fn bad_addresses_are_errors_not_panics() {
         sim.machine().threads[0].process.error,
         Some(RdmaError::WorkFailed {
             work_id: W,
-            cause: Box::new(RdmaError::MisalignedAtomic { loc: Loc { node: NodeId(1), offset: 4 } })
+            cause: Box::new(RdmaError::MisalignedAtomic {
+                loc: Loc {
+                    node: NodeId(1),
+                    offset: 4
+                }
+            })
         })
     );
-    let oob = vec![Op::Get { local: Loc::word(NodeId(0), 0), remote: Loc::word(NodeId(1), 99), work_id: W }, Op::Wait { work_id: W }];
+    let oob = vec![
+        Op::Get {
+            local: Loc::word(NodeId(0), 0),
+            remote: Loc::word(NodeId(1), 99),
+            work_id: W,
+        },
+        Op::Wait { work_id: W },
+    ];
     let mut sim = Simulator::new(script(2, oob), SimConfig::new(1, LatencyModel::uniform()));
     sim.run(u64::MAX, 1000);
     assert!(matches!(
         sim.machine().threads[0].process.error,
         Some(RdmaError::WorkFailed { ref cause, .. }) if matches!(**cause, RdmaError::OutOfBounds { .. })
     ));
-    let not_local = vec![Op::Store { loc: Loc::word(NodeId(1), 0), value: 1 }];
-    let mut sim = Simulator::new(script(2, not_local), SimConfig::new(1, LatencyModel::uniform()));
+    let not_local = vec![Op::Store {
+        loc: Loc::word(NodeId(1), 0),
+        value: 1,
+    }];
+    let mut sim = Simulator::new(
+        script(2, not_local),
+        SimConfig::new(1, LatencyModel::uniform()),
+    );
     sim.run(u64::MAX, 1000);
-    assert!(matches!(sim.machine().threads[0].process.error, Some(RdmaError::NotLocal { .. })));
+    assert!(matches!(
+        sim.machine().threads[0].process.error,
+        Some(RdmaError::NotLocal { .. })
+    ));
 }

@@ -161,12 +161,11 @@ impl<'f> MemEndpoint<'f> {
     /// completed.
     fn poll(&mut self, node: NodeId) -> Result<(), RdmaError> {
         let target = self.queue_pair(node)?;
-        // In the model such a poll is never enabled: the thread would block forever.
-        assert!(
-            self.polled[target] < self.posted[target],
-            "poll towards {node} with no unacknowledged operation on the queue pair: \
-             it would block forever"
-        );
+        // In the model such a poll is never enabled and the thread blocks forever; a real
+        // backend says so instead of hanging.
+        if self.polled[target] >= self.posted[target] {
+            return Err(RdmaError::NothingToPoll { node });
+        }
         self.polled[target] += 1;
         let qp_seq = self.polled[target];
         self.settle(
@@ -194,9 +193,7 @@ impl<'f> MemEndpoint<'f> {
         if self.fabric.memory().has_node(node) {
             Ok(node.index())
         } else {
-            Err(RdmaError::OutOfBounds {
-                loc: Loc { node, offset: 0 },
-            })
+            Err(RdmaError::UnknownNode { node })
         }
     }
 

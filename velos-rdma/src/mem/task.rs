@@ -55,7 +55,7 @@ impl Task {
             _ => panic!("not a remote operation: {op:?}"),
         };
         if !memory.has_node(remote.node) {
-            return Err(RdmaError::OutOfBounds { loc: remote });
+            return Err(RdmaError::UnknownNode { node: remote.node });
         }
         if let Some(local) = local.filter(|local| local.node != source) {
             return Err(RdmaError::NotLocal {

@@ -104,27 +104,92 @@ pub struct Instr {
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[allow(missing_docs)]
 pub enum InstrKind {
-    Store { loc: String, value: u64 },
-    Load { reg: Reg, loc: String },
-    Cas { reg: Reg, loc: String, expected: u64, new: u64 },
+    Store {
+        loc: String,
+        value: u64,
+    },
+    Load {
+        reg: Reg,
+        loc: String,
+    },
+    Cas {
+        reg: Reg,
+        loc: String,
+        expected: u64,
+        new: u64,
+    },
     Mfence,
-    Put { remote: String, local: String, work: WorkName },
-    PutInline { remote: String, value: u64, work: WorkName },
-    Get { local: String, remote: String, work: WorkName },
-    Rcas { local: String, remote: String, expected: u64, new: u64, work: WorkName },
-    Rfaa { local: String, remote: String, add: u64, work: WorkName },
-    Wait { work: String },
-    Poll { node: u16 },
-    Rfence { node: u16 },
+    Put {
+        remote: String,
+        local: String,
+        work: WorkName,
+    },
+    PutInline {
+        remote: String,
+        value: u64,
+        work: WorkName,
+    },
+    Get {
+        local: String,
+        remote: String,
+        work: WorkName,
+    },
+    Rcas {
+        local: String,
+        remote: String,
+        expected: u64,
+        new: u64,
+        work: WorkName,
+    },
+    Rfaa {
+        local: String,
+        remote: String,
+        add: u64,
+        work: WorkName,
+    },
+    Wait {
+        work: String,
+    },
+    Poll {
+        node: u16,
+    },
+    Rfence {
+        node: u16,
+    },
     /// `gf N` (`Some(N)`) or `gf *` (`None`).
-    Gf { node: Option<u16> },
-    Bcast { var: String, nodes: Vec<u16>, work: WorkName },
-    Acq { lock: String },
-    Rel { lock: String },
-    ScWrite { loc: String, value: u64 },
-    ScRead { reg: Reg, loc: String },
-    ScCas { reg: Reg, loc: String, expected: u64, new: u64 },
-    ScFaa { reg: Reg, loc: String, add: u64 },
+    Gf {
+        node: Option<u16>,
+    },
+    Bcast {
+        var: String,
+        nodes: Vec<u16>,
+        work: WorkName,
+    },
+    Acq {
+        lock: String,
+    },
+    Rel {
+        lock: String,
+    },
+    ScWrite {
+        loc: String,
+        value: u64,
+    },
+    ScRead {
+        reg: Reg,
+        loc: String,
+    },
+    ScCas {
+        reg: Reg,
+        loc: String,
+        expected: u64,
+        new: u64,
+    },
+    ScFaa {
+        reg: Reg,
+        loc: String,
+        add: u64,
+    },
 }
 
 /// The `exists` condition.

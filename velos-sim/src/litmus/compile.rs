@@ -68,9 +68,10 @@ impl Names {
         if let Some(&loc) = self.locs.get(name) {
             return loc;
         }
-        self.vars.get(name).map(|copies| copies[node.index()]).unwrap_or_else(|| {
-            panic!("validated test names {name} as a location")
-        })
+        self.vars
+            .get(name)
+            .map(|copies| copies[node.index()])
+            .unwrap_or_else(|| panic!("validated test names {name} as a location"))
     }
 }
 
@@ -88,7 +89,10 @@ pub fn compile(test: &LitmusTest) -> Result<Program, CompileError> {
         *w += 1;
         Loc::word(node, *w - 1)
     };
-    let mut names = Names { locs: HashMap::new(), vars: HashMap::new() };
+    let mut names = Names {
+        locs: HashMap::new(),
+        vars: HashMap::new(),
+    };
     let mut init = Vec::new();
     for decl in &test.decls {
         match decl.kind {
@@ -132,32 +136,90 @@ pub fn compile(test: &LitmusTest) -> Result<Program, CompileError> {
             };
             let word = |name: &str| names.word(name, node);
             let (op, reg) = match &instr.kind {
-                InstrKind::Store { loc, value } => (Op::Store { loc: word(loc), value: *value }, None),
-                InstrKind::Load { reg, loc } => (Op::Load { loc: word(loc) }, Some(reg_index(*reg))),
-                InstrKind::Cas { reg, loc, expected, new } => (
-                    Op::Cas { loc: word(loc), expected: *expected, new: *new },
+                InstrKind::Store { loc, value } => (
+                    Op::Store {
+                        loc: word(loc),
+                        value: *value,
+                    },
+                    None,
+                ),
+                InstrKind::Load { reg, loc } => {
+                    (Op::Load { loc: word(loc) }, Some(reg_index(*reg)))
+                }
+                InstrKind::Cas {
+                    reg,
+                    loc,
+                    expected,
+                    new,
+                } => (
+                    Op::Cas {
+                        loc: word(loc),
+                        expected: *expected,
+                        new: *new,
+                    },
                     Some(reg_index(*reg)),
                 ),
                 InstrKind::Mfence => (Op::Mfence, None),
-                InstrKind::Put { remote, local, work: w } => {
-                    (Op::Put { remote: word(remote), local: word(local), work_id: work(w) }, None)
-                }
-                InstrKind::PutInline { remote, value, work: w } => {
-                    (Op::PutInline { remote: word(remote), value: *value, work_id: work(w) }, None)
-                }
-                InstrKind::Get { local, remote, work: w } => {
-                    (Op::Get { local: word(local), remote: word(remote), work_id: work(w) }, None)
-                }
-                InstrKind::Rcas { local, remote, expected, new, work: w } => (
-                    Op::Atomic {
-                        local: word(local),
+                InstrKind::Put {
+                    remote,
+                    local,
+                    work: w,
+                } => (
+                    Op::Put {
                         remote: word(remote),
-                        rmw: Rmw::Cas { expected: *expected, new: *new },
+                        local: word(local),
                         work_id: work(w),
                     },
                     None,
                 ),
-                InstrKind::Rfaa { local, remote, add, work: w } => (
+                InstrKind::PutInline {
+                    remote,
+                    value,
+                    work: w,
+                } => (
+                    Op::PutInline {
+                        remote: word(remote),
+                        value: *value,
+                        work_id: work(w),
+                    },
+                    None,
+                ),
+                InstrKind::Get {
+                    local,
+                    remote,
+                    work: w,
+                } => (
+                    Op::Get {
+                        local: word(local),
+                        remote: word(remote),
+                        work_id: work(w),
+                    },
+                    None,
+                ),
+                InstrKind::Rcas {
+                    local,
+                    remote,
+                    expected,
+                    new,
+                    work: w,
+                } => (
+                    Op::Atomic {
+                        local: word(local),
+                        remote: word(remote),
+                        rmw: Rmw::Cas {
+                            expected: *expected,
+                            new: *new,
+                        },
+                        work_id: work(w),
+                    },
+                    None,
+                ),
+                InstrKind::Rfaa {
+                    local,
+                    remote,
+                    add,
+                    work: w,
+                } => (
                     Op::Atomic {
                         local: word(local),
                         remote: word(remote),
@@ -166,16 +228,39 @@ pub fn compile(test: &LitmusTest) -> Result<Program, CompileError> {
                     },
                     None,
                 ),
-                InstrKind::Wait { work: w } => (Op::Wait { work_id: work(&Some(w.clone())) }, None),
-                InstrKind::Poll { node } => (Op::Poll { node: node_id(*node) }, None),
-                InstrKind::Rfence { node } => (Op::Rfence { node: node_id(*node) }, None),
+                InstrKind::Wait { work: w } => (
+                    Op::Wait {
+                        work_id: work(&Some(w.clone())),
+                    },
+                    None,
+                ),
+                InstrKind::Poll { node } => (
+                    Op::Poll {
+                        node: node_id(*node),
+                    },
+                    None,
+                ),
+                InstrKind::Rfence { node } => (
+                    Op::Rfence {
+                        node: node_id(*node),
+                    },
+                    None,
+                ),
                 InstrKind::Gf { node: Some(n) } => (Op::GlobalFence { node: node_id(*n) }, None),
                 InstrKind::Gf { node: None } => {
                     // `gf *`: a global fence towards every node, in order.
                     for n in 0..test.nodes.saturating_sub(1) {
-                        code.push(Compiled { op: Op::GlobalFence { node: NodeId(n) }, reg: None });
+                        code.push(Compiled {
+                            op: Op::GlobalFence { node: NodeId(n) },
+                            reg: None,
+                        });
                     }
-                    (Op::GlobalFence { node: NodeId(test.nodes - 1) }, None)
+                    (
+                        Op::GlobalFence {
+                            node: NodeId(test.nodes - 1),
+                        },
+                        None,
+                    )
                 }
                 InstrKind::Bcast { .. }
                 | InstrKind::Acq { .. }
@@ -199,11 +284,20 @@ pub fn compile(test: &LitmusTest) -> Result<Program, CompileError> {
         threads.push((node, LitmusThread::new(code, count)));
     }
     let observed = observed_names(test, &names, &registers);
-    Ok(Program { layout: Layout::from_words(words), init, threads, observed })
+    Ok(Program {
+        layout: Layout::from_words(words),
+        init,
+        threads,
+        observed,
+    })
 }
 
 /// The condition's atoms, deduplicated and sorted by key.
-fn observed_names(test: &LitmusTest, names: &Names, registers: &[BTreeMap<Reg, usize>]) -> Vec<Observed> {
+fn observed_names(
+    test: &LitmusTest,
+    names: &Names,
+    registers: &[BTreeMap<Reg, usize>],
+) -> Vec<Observed> {
     let mut atoms = Vec::new();
     collect_atoms(&test.exists, &mut atoms);
     let mut observed: BTreeMap<String, Source> = BTreeMap::new();
@@ -211,7 +305,10 @@ fn observed_names(test: &LitmusTest, names: &Names, registers: &[BTreeMap<Reg, u
         let (key, source) = atom_source(test, names, registers, atom);
         observed.insert(key, source);
     }
-    observed.into_iter().map(|(key, source)| Observed { key, source }).collect()
+    observed
+        .into_iter()
+        .map(|(key, source)| Observed { key, source })
+        .collect()
 }
 
 fn collect_atoms<'a>(cond: &'a Cond, out: &mut Vec<&'a Atom>) {
@@ -228,23 +325,47 @@ fn collect_atoms<'a>(cond: &'a Cond, out: &mut Vec<&'a Atom>) {
 /// The printed key of an atom and where its value lives.
 pub(crate) fn atom_key(atom: &Atom) -> String {
     match atom {
-        Atom::Mem { name, node: None, .. } => name.clone(),
-        Atom::Mem { name, node: Some(n), .. } => format!("{name}@{n}"),
+        Atom::Mem {
+            name, node: None, ..
+        } => name.clone(),
+        Atom::Mem {
+            name,
+            node: Some(n),
+            ..
+        } => format!("{name}@{n}"),
         Atom::Reg { thread, reg, .. } => format!("{thread}:r{}", reg.0),
     }
 }
 
-fn atom_source(test: &LitmusTest, names: &Names, registers: &[BTreeMap<Reg, usize>], atom: &Atom) -> (String, Source) {
+fn atom_source(
+    test: &LitmusTest,
+    names: &Names,
+    registers: &[BTreeMap<Reg, usize>],
+    atom: &Atom,
+) -> (String, Source) {
     let source = match atom {
-        Atom::Mem { name, node: None, .. } => Source::Mem(names.word(name, NodeId(0))),
-        Atom::Mem { name, node: Some(n), .. } => Source::Mem(names.word(name, node_id(*n))),
+        Atom::Mem {
+            name, node: None, ..
+        } => Source::Mem(names.word(name, NodeId(0))),
+        Atom::Mem {
+            name,
+            node: Some(n),
+            ..
+        } => Source::Mem(names.word(name, node_id(*n))),
         Atom::Reg { thread, reg, .. } => {
-            let t = test.threads.iter().position(|th| &th.name == thread).expect("validated thread name");
+            let t = test
+                .threads
+                .iter()
+                .position(|th| &th.name == thread)
+                .expect("validated thread name");
             match registers[t].get(reg) {
                 Some(&r) => Source::Reg { thread: t, reg: r },
                 // A register the thread never writes stays 0: observe a constant 0 through
                 // a register slot that does not exist.
-                None => Source::Reg { thread: t, reg: usize::MAX },
+                None => Source::Reg {
+                    thread: t,
+                    reg: usize::MAX,
+                },
             }
         }
     };
@@ -256,7 +377,10 @@ pub fn holds(cond: &Cond, observed: &[Observed], outcome: &Outcome) -> bool {
     match cond {
         Cond::Atom(atom) => {
             let key = atom_key(atom);
-            let i = observed.iter().position(|o| o.key == key).expect("observed covers the condition");
+            let i = observed
+                .iter()
+                .position(|o| o.key == key)
+                .expect("observed covers the condition");
             let value = match atom {
                 Atom::Mem { value, .. } | Atom::Reg { value, .. } => *value,
             };
@@ -269,7 +393,11 @@ pub fn holds(cond: &Cond, observed: &[Observed], outcome: &Outcome) -> bool {
 }
 
 /// Reads an outcome off a final state given memory and thread registers.
-pub fn project(observed: &[Observed], read_mem: impl Fn(Loc) -> u64, regs: impl Fn(usize) -> Vec<u64>) -> Outcome {
+pub fn project(
+    observed: &[Observed],
+    read_mem: impl Fn(Loc) -> u64,
+    regs: impl Fn(usize) -> Vec<u64>,
+) -> Outcome {
     observed
         .iter()
         .map(|o| match o.source {

@@ -211,31 +211,41 @@ impl<'a> Cursor<'a> {
     }
 }
 
-/// Parses an unsigned 64-bit integer, decimal or `0x` hexadecimal.
-pub(crate) fn parse_int(word: &str, line: usize) -> Result<u64, ParseError> {
-    if let Some(magnitude) = word.strip_prefix('-') {
-        if parse_int(magnitude, line).is_ok() {
-            return Err(error(
-                line,
-                format!("negative integer {word}: integers are unsigned"),
-            ));
-        }
-    }
-    let (digits, radix) = match word.strip_prefix("0x") {
-        Some(hex) => (hex, 16),
-        None => (word, 10),
+/// Why a word is not an unsigned 64-bit integer.
+enum IntError {
+    /// Not digits of the radix; the kind of integer it tried to be.
+    Bad(&'static str),
+    /// Digits, but too many.
+    Overflow,
+}
+
+fn parse_unsigned(word: &str) -> Result<u64, IntError> {
+    let (digits, radix, kind) = match word.strip_prefix("0x") {
+        Some(hex) => (hex, 16, "hexadecimal integer"),
+        None => (word, 10, "integer"),
     };
     if digits.is_empty() || !digits.chars().all(|c| c.is_digit(radix)) {
-        let kind = if radix == 16 {
-            "hexadecimal integer"
-        } else {
-            "integer"
-        };
-        return Err(error(line, format!("bad {kind} `{word}`")));
+        return Err(IntError::Bad(kind));
     }
     // Every character is a digit of the radix, so the only possible failure is overflow.
-    u64::from_str_radix(digits, radix)
-        .map_err(|_| error(line, format!("integer {word} does not fit in 64 bits")))
+    u64::from_str_radix(digits, radix).map_err(|_| IntError::Overflow)
+}
+
+/// Parses an unsigned 64-bit integer, decimal or `0x` hexadecimal.
+pub(crate) fn parse_int(word: &str, line: usize) -> Result<u64, ParseError> {
+    let message = match parse_unsigned(word) {
+        Ok(value) => return Ok(value),
+        Err(_)
+            if word.strip_prefix('-').is_some_and(|magnitude| {
+                !matches!(parse_unsigned(magnitude), Err(IntError::Bad(_)))
+            }) =>
+        {
+            format!("negative integer {word}: integers are unsigned")
+        }
+        Err(IntError::Bad(kind)) => format!("bad {kind} `{word}`"),
+        Err(IntError::Overflow) => format!("integer {word} does not fit in 64 bits"),
+    };
+    Err(error(line, message))
 }
 
 /// Whether `word` has the form of a register: `r` followed by digits.

@@ -9,7 +9,8 @@
 use std::path::Path;
 
 use super::ast::{
-    Cond, Decl, DeclKind, Expect, Instr, InstrKind, LitmusTest, LockKind, ParseError, Thread,
+    Atom, Cond, Decl, DeclKind, Expect, Instr, InstrKind, LitmusTest, LockKind, ParseError, Reg,
+    Thread,
 };
 use super::lex::{
     Cursor, Tok, describe, error, is_blank, is_work_name, parse_int, parse_reg, tokenize,
@@ -333,20 +334,15 @@ impl Parser {
 
     fn instruction_line(&mut self, mut cur: Cursor<'_>) -> Result<(), ParseError> {
         let line = cur.line;
-        let thread = match self.threads.last_mut() {
-            Some(thread)
-                if self.exists.is_none() && self.expect.is_none() && self.allow_stuck.is_none() =>
-            {
-                thread
-            }
-            Some(_) => {
-                return Err(
-                    cur.error("indented line after exists/expect: instructions belong to a thread")
-                );
-            }
-            None => {
-                return Err(cur.error("indented line before any thread: instructions go under a `thread NAME@NODE` line"));
-            }
+        if self.in_tail() {
+            return Err(
+                cur.error("indented line after exists/expect: instructions belong to a thread")
+            );
+        }
+        let Some(thread) = self.threads.last_mut() else {
+            return Err(cur.error(
+                "indented line before any thread: instructions go under a `thread NAME@NODE` line",
+            ));
         };
         let mnemonic = match cur.bump() {
             Some(Tok::Word(word)) => word,
@@ -377,12 +373,7 @@ impl Parser {
         }
         match keyword {
             "exists" => {
-                let cond = CondParser {
-                    scope: &self.scope,
-                    cur,
-                    depth: 0,
-                }
-                .parse()?;
+                let cond = CondParser::new(&self.scope, cur).parse()?;
                 self.scope.check_cond(&cond, line)?;
                 self.exists = Some((cond, line));
             }
@@ -618,7 +609,7 @@ impl Operands<'_, '_> {
         parse_int(self.word(index, "an integer")?, self.line)
     }
 
-    fn reg(&self, index: usize) -> Result<super::ast::Reg, ParseError> {
+    fn reg(&self, index: usize) -> Result<Reg, ParseError> {
         parse_reg(self.word(index, "a register")?, self.line)
     }
 
@@ -760,15 +751,29 @@ impl Operands<'_, '_> {
 /// How deep `(` and `!` may nest in a condition: a bound on the parser's recursion.
 const MAX_COND_DEPTH: usize = 200;
 
+/// How many atoms a condition may have. With [`MAX_COND_DEPTH`] this bounds the depth of
+/// the [`Cond`] tree, which every consumer of the tree (and its `Drop`) walks recursively.
+const MAX_COND_ATOMS: usize = 1000;
+
 /// A recursive-descent parser of `exists` conditions: `!` binds tightest, then `&&`, then
 /// `||`; both binary operators associate to the left.
 struct CondParser<'s, 'a> {
     scope: &'s Scope,
     cur: Cursor<'a>,
     depth: usize,
+    atoms: usize,
 }
 
-impl CondParser<'_, '_> {
+impl<'s, 'a> CondParser<'s, 'a> {
+    fn new(scope: &'s Scope, cur: Cursor<'a>) -> Self {
+        CondParser {
+            scope,
+            cur,
+            depth: 0,
+            atoms: 0,
+        }
+    }
+
     fn parse(mut self) -> Result<Cond, ParseError> {
         if self.cur.peek().is_none() {
             return Err(self.cur.error("`exists` needs a condition"));
@@ -826,9 +831,14 @@ impl CondParser<'_, '_> {
         cond
     }
 
-    fn atom(&mut self) -> Result<super::ast::Atom, ParseError> {
-        use super::ast::Atom;
+    fn atom(&mut self) -> Result<Atom, ParseError> {
         let line = self.cur.line;
+        if self.atoms >= MAX_COND_ATOMS {
+            return Err(self
+                .cur
+                .error(format!("condition has more than {MAX_COND_ATOMS} atoms")));
+        }
+        self.atoms += 1;
         let name = match self.cur.bump() {
             Some(Tok::Word(word)) => word,
             other => {

@@ -2,7 +2,7 @@
 //! the in-process backend checked against the emulator's verdict.
 
 use super::ast::{Expect, LitmusTest};
-use super::compile::{compile, holds, project, Outcome, Program};
+use super::compile::{Outcome, Program, compile, holds, project};
 use super::parse::parse;
 use super::program::LitmusThread;
 use crate::explore::explore;
@@ -38,7 +38,13 @@ pub struct RunOptions {
 
 impl Default for RunOptions {
     fn default() -> Self {
-        RunOptions { backend: Backend::Sim, max_states: 5_000_000, runs: 200, seed: 1, mutation: None }
+        RunOptions {
+            backend: Backend::Sim,
+            max_states: 5_000_000,
+            runs: 200,
+            seed: 1,
+            mutation: None,
+        }
     }
 }
 
@@ -94,7 +100,9 @@ fn expect_name(e: Expect) -> &'static str {
 pub fn initial_machine(program: &Program) -> Machine<LitmusThread> {
     let mut machine = Machine::new(&program.layout);
     for &(loc, value) in &program.init {
-        machine.init(loc, value).expect("compiled locations are in the layout");
+        machine
+            .init(loc, value)
+            .expect("compiled locations are in the layout");
     }
     for (node, thread) in &program.threads {
         machine.spawn(*node, thread.clone());
@@ -104,23 +112,42 @@ pub fn initial_machine(program: &Program) -> Machine<LitmusThread> {
 
 /// Parses, compiles and runs one file.
 pub fn run_file(path: &Path, options: &RunOptions) -> Result<Report, RunError> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| RunError(format!("{}: {e}", path.display())))?;
-    let test = parse(&text).map_err(|e| RunError(format!("{}:{}: {}", path.display(), e.line, e.message)))?;
+    let text =
+        std::fs::read_to_string(path).map_err(|e| RunError(format!("{}: {e}", path.display())))?;
+    let test = parse(&text)
+        .map_err(|e| RunError(format!("{}:{}: {}", path.display(), e.line, e.message)))?;
     run_test(&test, path, options)
 }
 
 /// Runs one parsed test.
 pub fn run_test(test: &LitmusTest, path: &Path, options: &RunOptions) -> Result<Report, RunError> {
-    let program = compile(test).map_err(|e| RunError(format!("{}:{}: {}", path.display(), e.line, e.message)))?;
+    let program = compile(test)
+        .map_err(|e| RunError(format!("{}:{}: {}", path.display(), e.line, e.message)))?;
     let mut machine = initial_machine(&program);
     machine.mutation = options.mutation;
     let exploration = explore(machine, options.max_states, |m| {
-        project(&program.observed, |loc| m.read(loc).unwrap_or(0), |t| m.threads[t].process.regs.clone())
+        project(
+            &program.observed,
+            |loc| m.read(loc).unwrap_or(0),
+            |t| m.threads[t].process.regs.clone(),
+        )
     })
-    .map_err(|e| RunError(format!("{}: {} ({e}; raise --max-states)", path.display(), test.name)))?;
-    let allowed = exploration.outcomes.iter().any(|o| holds(&test.exists, &program.observed, o));
-    let verdict = if allowed { Expect::Allowed } else { Expect::Forbidden };
+    .map_err(|e| {
+        RunError(format!(
+            "{}: {} ({e}; raise --max-states)",
+            path.display(),
+            test.name
+        ))
+    })?;
+    let allowed = exploration
+        .outcomes
+        .iter()
+        .any(|o| holds(&test.exists, &program.observed, o));
+    let verdict = if allowed {
+        Expect::Allowed
+    } else {
+        Expect::Forbidden
+    };
     let mut pass = verdict == test.expect && (test.allow_stuck || exploration.stuck == 0);
     let mem = match options.backend {
         Backend::Sim => None,
@@ -137,7 +164,11 @@ pub fn run_test(test: &LitmusTest, path: &Path, options: &RunOptions) -> Result<
         expect: expect_name(test.expect),
         pass,
         stuck: exploration.stuck,
-        outcomes: exploration.outcomes.iter().map(|o| named(&program, o)).collect(),
+        outcomes: exploration
+            .outcomes
+            .iter()
+            .map(|o| named(&program, o))
+            .collect(),
         states: exploration.states,
         mem,
     })
@@ -145,7 +176,12 @@ pub fn run_test(test: &LitmusTest, path: &Path, options: &RunOptions) -> Result<
 
 /// An outcome as a map from the condition's names to values.
 pub(crate) fn named(program: &Program, outcome: &Outcome) -> BTreeMap<String, u64> {
-    program.observed.iter().map(|o| o.key.clone()).zip(outcome.iter().copied()).collect()
+    program
+        .observed
+        .iter()
+        .map(|o| o.key.clone())
+        .zip(outcome.iter().copied())
+        .collect()
 }
 
 /// The `.litmus` files under `path` (the file itself, or every one below a directory,
@@ -158,7 +194,8 @@ pub fn collect_files(path: &Path) -> Result<Vec<PathBuf>, RunError> {
     let mut files = BTreeSet::new();
     let mut dirs = vec![path.to_path_buf()];
     while let Some(dir) = dirs.pop() {
-        let entries = std::fs::read_dir(&dir).map_err(|e| RunError(format!("{}: {e}", dir.display())))?;
+        let entries =
+            std::fs::read_dir(&dir).map_err(|e| RunError(format!("{}: {e}", dir.display())))?;
         for entry in entries {
             let entry = entry.map_err(|e| RunError(format!("{}: {e}", dir.display())))?;
             let p = entry.path();
@@ -181,7 +218,12 @@ pub fn render(report: &Report) -> String {
     }
     s += &format!("  states {} stuck {}\n", report.states, report.stuck);
     if let Some(mem) = &report.mem {
-        s += &format!("  mem runs {} observed {} forbidden {}\n", mem.runs, mem.observed.len(), mem.forbidden.len());
+        s += &format!(
+            "  mem runs {} observed {} forbidden {}\n",
+            mem.runs,
+            mem.observed.len(),
+            mem.forbidden.len()
+        );
         for o in &mem.forbidden {
             let fields: Vec<String> = o.iter().map(|(k, v)| format!("{k}={v}")).collect();
             s += &format!("  FORBIDDEN OUTCOME OBSERVED {}\n", fields.join(" "));

@@ -13,7 +13,11 @@ impl<P: Process> Machine<P> {
             unreachable!("a CPU step needs a pending operation")
         };
         let reply = self.execute(t, &op, now, clock);
-        let kind = if op.target().is_some() { Delay::CpuPost } else { Delay::CpuLocal };
+        let kind = if op.target().is_some() {
+            Delay::CpuPost
+        } else {
+            Delay::CpuLocal
+        };
         let thread = &mut self.threads[t];
         thread.next = match thread.process.resume(reply) {
             Step::Op(next) => Next::Pending(next),
@@ -34,14 +38,20 @@ impl<P: Process> Machine<P> {
                 Err(e) => Reply::Failed(e),
                 Ok(()) => {
                     let ready = now + clock.delay(Delay::Flush, None);
-                    self.threads[t].sb.push_back(Timed { item: SbEntry::Write { loc, value }, ready });
+                    self.threads[t].sb.push_back(Timed {
+                        item: SbEntry::Write { loc, value },
+                        ready,
+                    });
                     Reply::Done
                 }
             },
             Op::Cas { loc, expected, new } => match self.check_local(node, loc) {
                 Err(e) => Reply::Failed(e),
                 Ok(()) => {
-                    assert!(self.threads[t].sb.is_empty(), "TSO: CPU CAS with an empty store buffer");
+                    assert!(
+                        self.threads[t].sb.is_empty(),
+                        "TSO: CPU CAS with an empty store buffer"
+                    );
                     let old = self.read(loc).expect("checked");
                     if old == expected {
                         self.write(loc, new);
@@ -50,21 +60,78 @@ impl<P: Process> Machine<P> {
                 }
             },
             Op::Mfence => {
-                assert!(self.threads[t].sb.is_empty(), "TSO: mfence with an empty store buffer");
+                assert!(
+                    self.threads[t].sb.is_empty(),
+                    "TSO: mfence with an empty store buffer"
+                );
                 Reply::Done
             }
-            Op::Put { remote, local, work_id } => {
-                self.post(t, remote, Some(local), PipeItem::PutRead { remote, local, work_id }, now, clock)
-            }
-            Op::PutInline { remote, value, work_id } => {
-                self.post(t, remote, None, PipeItem::PutWrite { remote, value, work_id }, now, clock)
-            }
-            Op::Get { local, remote, work_id } => {
-                self.post(t, remote, Some(local), PipeItem::GetRead { local, remote, work_id }, now, clock)
-            }
-            Op::Atomic { local, remote, rmw, work_id } => {
-                self.post(t, remote, Some(local), PipeItem::AtomicRead { local, remote, rmw, work_id }, now, clock)
-            }
+            Op::Put {
+                remote,
+                local,
+                work_id,
+            } => self.post(
+                t,
+                remote,
+                Some(local),
+                PipeItem::PutRead {
+                    remote,
+                    local,
+                    work_id,
+                },
+                now,
+                clock,
+            ),
+            Op::PutInline {
+                remote,
+                value,
+                work_id,
+            } => self.post(
+                t,
+                remote,
+                None,
+                PipeItem::PutWrite {
+                    remote,
+                    value,
+                    work_id,
+                },
+                now,
+                clock,
+            ),
+            Op::Get {
+                local,
+                remote,
+                work_id,
+            } => self.post(
+                t,
+                remote,
+                Some(local),
+                PipeItem::GetRead {
+                    local,
+                    remote,
+                    work_id,
+                },
+                now,
+                clock,
+            ),
+            Op::Atomic {
+                local,
+                remote,
+                rmw,
+                work_id,
+            } => self.post(
+                t,
+                remote,
+                Some(local),
+                PipeItem::AtomicRead {
+                    local,
+                    remote,
+                    rmw,
+                    work_id,
+                },
+                now,
+                clock,
+            ),
             Op::Rfence { node: target } => match self.check_node(target) {
                 Err(e) => Reply::Failed(e),
                 Ok(()) => {
@@ -73,7 +140,10 @@ impl<P: Process> Machine<P> {
                 }
             },
             Op::Wait { work_id } => {
-                assert!(!self.work_pending(t, work_id), "rdmawait: wait with its operations complete");
+                assert!(
+                    !self.work_pending(t, work_id),
+                    "rdmawait: wait with its operations complete"
+                );
                 let failed = &mut self.threads[t].failed;
                 let first = failed.iter().position(|(w, _)| *w == work_id);
                 match first {
@@ -81,7 +151,10 @@ impl<P: Process> Machine<P> {
                     Some(i) => {
                         let cause = failed[i].1.clone();
                         failed.retain(|(w, _)| *w != work_id);
-                        Reply::Failed(RdmaError::WorkFailed { work_id, cause: Box::new(cause) })
+                        Reply::Failed(RdmaError::WorkFailed {
+                            work_id,
+                            cause: Box::new(cause),
+                        })
                     }
                 }
             }
@@ -89,19 +162,30 @@ impl<P: Process> Machine<P> {
                 Err(e) => Reply::Failed(e),
                 Ok(()) => {
                     let q = self.qp_index(t, target);
-                    let head = self.qps[q].lw.pop_front().expect("poll: a completion at the head of lW");
-                    assert!(matches!(head.item, LocalWriteEntry::Completion), "poll consumes a cn");
+                    let head = self.qps[q]
+                        .lw
+                        .pop_front()
+                        .expect("poll: a completion at the head of lW");
+                    assert!(
+                        matches!(head.item, LocalWriteEntry::Completion),
+                        "poll consumes a cn"
+                    );
                     Reply::Done
                 }
             },
             Op::GlobalFence { node: target } => match self.check_node(target) {
                 Err(e) => Reply::Failed(e),
                 Ok(()) => {
-                    assert!(self.fully_done_towards(t, target), "global fence: all done towards the node");
+                    assert!(
+                        self.fully_done_towards(t, target),
+                        "global fence: all done towards the node"
+                    );
                     let q = self.qp_index(t, target);
                     match self.qp_failure(q, target) {
                         Some(e) => Reply::Failed(e),
-                        None if !self.is_up(target) => Reply::Failed(RdmaError::RemoteCrashed { node: target }),
+                        None if !self.is_up(target) => {
+                            Reply::Failed(RdmaError::RemoteCrashed { node: target })
+                        }
                         None => Reply::Done,
                     }
                 }
@@ -128,6 +212,9 @@ impl<P: Process> Machine<P> {
         {
             return Reply::Failed(e);
         }
+        if let Err(e) = self.check_node(remote.node) {
+            return Reply::Failed(e); // no queue pair towards it: the post itself fails
+        }
         if let Err(e) = self.check_word(remote) {
             self.fail_item(t, &item, e);
             return Reply::Done;
@@ -136,9 +223,19 @@ impl<P: Process> Machine<P> {
         Reply::Done
     }
 
-    fn push_remote(&mut self, t: usize, target: NodeId, item: PipeItem, now: u64, clock: &mut dyn Clock) {
+    fn push_remote(
+        &mut self,
+        t: usize,
+        target: NodeId,
+        item: PipeItem,
+        now: u64,
+        clock: &mut dyn Clock,
+    ) {
         let ready = now + clock.delay(Delay::Doorbell, Some(target));
-        self.threads[t].sb.push_back(Timed { item: SbEntry::Remote { target, item }, ready });
+        self.threads[t].sb.push_back(Timed {
+            item: SbEntry::Remote { target, item },
+            ready,
+        });
     }
 
     /// TSO read: the newest write to `loc` in the store buffer, else memory.
@@ -165,7 +262,7 @@ impl<P: Process> Machine<P> {
         if node.index() < self.node_count() {
             Ok(())
         } else {
-            Err(RdmaError::OutOfBounds { loc: Loc { node, offset: 0 } })
+            Err(RdmaError::UnknownNode { node })
         }
     }
 

@@ -11,7 +11,7 @@ mod state;
 mod transition;
 
 pub use delay::{Clock, Delay, NoDelay};
-pub use mutation::Mutation;
 pub use items::{LocalWriteEntry, PipeItem, RemoteWrite, SbEntry, Timed};
+pub use mutation::Mutation;
 pub use state::{CrashMode, Machine, Next, NodeStatus, QpStatus, QueuePair, ThreadState};
 pub use transition::Transition;

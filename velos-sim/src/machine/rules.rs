@@ -20,12 +20,20 @@ impl<P: Process> Machine<P> {
                 match self.qps[q].pipe[i].item {
                     PipeItem::Fence => self.rule1_rfence(q, i),
                     PipeItem::PutRead { .. } => self.rule2_put_local_read(q, i, now, clock, target),
-                    PipeItem::PutWrite { .. } => self.rule3_put_remote_write(q, i, now, clock, target),
+                    PipeItem::PutWrite { .. } => {
+                        self.rule3_put_remote_write(q, i, now, clock, target)
+                    }
                     PipeItem::Ack { .. } => self.rule5_put_completion(q, i, now),
-                    PipeItem::GetRead { .. } => self.rule6_get_remote_read(q, i, now, clock, target),
+                    PipeItem::GetRead { .. } => {
+                        self.rule6_get_remote_read(q, i, now, clock, target)
+                    }
                     PipeItem::LocalWrite { .. } => self.rule7_local_write_issued(q, i, now, clock),
-                    PipeItem::AtomicRead { .. } => self.rule9_10_11_atomic_read(q, i, now, clock, target),
-                    PipeItem::AtomicWrite { .. } => self.rule12_atomic_write_issued(q, i, now, clock, target),
+                    PipeItem::AtomicRead { .. } => {
+                        self.rule9_10_11_atomic_read(q, i, now, clock, target)
+                    }
+                    PipeItem::AtomicWrite { .. } => {
+                        self.rule12_atomic_write_issued(q, i, now, clock, target)
+                    }
                 }
             }
             Transition::RemoteCommit(q, i) => self.rule4_13_remote_commit(q, i),
@@ -35,31 +43,70 @@ impl<P: Process> Machine<P> {
 
     /// Rule 1: an F at the head of the pipe is removed.
     fn rule1_rfence(&mut self, q: usize, i: usize) {
-        assert!(i == 0 || self.mutation.is_some(), "rule 1: only the head F acts");
+        assert!(
+            i == 0 || self.mutation.is_some(),
+            "rule 1: only the head F acts"
+        );
         let item = self.qps[q].pipe.remove(i).expect("rule 1: pipe non-empty");
         assert!(matches!(item.item, PipeItem::Fence), "rule 1: head is an F");
     }
 
     /// Rule 2: a put's NIC local read: `P0(y,x)` becomes `P1(y, M[x])`.
-    fn rule2_put_local_read(&mut self, q: usize, i: usize, now: u64, clock: &mut dyn Clock, target: NodeId) {
-        assert!(self.qps[q].lw_only_completions() || self.mutation.is_some(), "rule 2: lW holds only cn");
-        let PipeItem::PutRead { remote, local, work_id } = self.qps[q].pipe[i].item else {
+    fn rule2_put_local_read(
+        &mut self,
+        q: usize,
+        i: usize,
+        now: u64,
+        clock: &mut dyn Clock,
+        target: NodeId,
+    ) {
+        assert!(
+            self.qps[q].lw_only_completions() || self.mutation.is_some(),
+            "rule 2: lW holds only cn"
+        );
+        let PipeItem::PutRead {
+            remote,
+            local,
+            work_id,
+        } = self.qps[q].pipe[i].item
+        else {
             unreachable!("rule 2 fires on P0")
         };
         let value = self.read(local).expect("rule 2: local checked at post");
         self.qps[q].pipe[i] = Timed {
-            item: PipeItem::PutWrite { remote, value, work_id },
+            item: PipeItem::PutWrite {
+                remote,
+                value,
+                work_id,
+            },
             ready: now + clock.delay(Delay::Wire, Some(target)),
         };
     }
 
     /// Rule 3: a put's remote write is issued: `P1(y,v)` becomes `ACK`, `nrw(y,v)` joins `rW`.
-    fn rule3_put_remote_write(&mut self, q: usize, i: usize, now: u64, clock: &mut dyn Clock, target: NodeId) {
-        let PipeItem::PutWrite { remote, value, work_id } = self.qps[q].pipe[i].item else {
+    fn rule3_put_remote_write(
+        &mut self,
+        q: usize,
+        i: usize,
+        now: u64,
+        clock: &mut dyn Clock,
+        target: NodeId,
+    ) {
+        let PipeItem::PutWrite {
+            remote,
+            value,
+            work_id,
+        } = self.qps[q].pipe[i].item
+        else {
             unreachable!("rule 3 fires on P1")
         };
         assert!(
-            self.qps[q].pipe.iter().take(i).all(|e| e.item.overtakable()) || self.mutation.is_some(),
+            self.qps[q]
+                .pipe
+                .iter()
+                .take(i)
+                .all(|e| e.item.overtakable())
+                || self.mutation.is_some(),
             "rule 3: pre ⊆ {{ACK,G0,LW}}"
         );
         self.qps[q].pipe[i] = Timed {
@@ -67,12 +114,18 @@ impl<P: Process> Machine<P> {
             ready: now + clock.delay(Delay::Wire, Some(target)),
         };
         let ready = now + clock.delay(Delay::RemoteMemWrite, Some(target));
-        self.qps[q].rw.push_back(Timed { item: RemoteWrite::Put { loc: remote, value }, ready });
+        self.qps[q].rw.push_back(Timed {
+            item: RemoteWrite::Put { loc: remote, value },
+            ready,
+        });
     }
 
     /// Rules 4 and 13: the head of `rW` commits to memory; an atomic write frees `L[n]`.
     fn rule4_13_remote_commit(&mut self, q: usize, i: usize) {
-        assert!(i == 0 || self.mutation.is_some(), "rules 4/13: the head of rW commits");
+        assert!(
+            i == 0 || self.mutation.is_some(),
+            "rules 4/13: the head of rW commits"
+        );
         let (_, target) = self.qp_ends(q);
         let entry = self.qps[q].rw.remove(i).expect("rules 4/13: rW non-empty");
         match entry.item {
@@ -90,41 +143,85 @@ impl<P: Process> Machine<P> {
 
     /// Rule 5: an ACK at the head of the pipe is removed; its `cn` joins `lW`.
     fn rule5_put_completion(&mut self, q: usize, i: usize, now: u64) {
-        assert!(i == 0 || self.mutation.is_some(), "rule 5: only the head ACK acts");
+        assert!(
+            i == 0 || self.mutation.is_some(),
+            "rule 5: only the head ACK acts"
+        );
         let entry = self.qps[q].pipe.remove(i).expect("rule 5: pipe non-empty");
-        assert!(matches!(entry.item, PipeItem::Ack { .. }), "rule 5: head is an ACK");
+        assert!(
+            matches!(entry.item, PipeItem::Ack { .. }),
+            "rule 5: head is an ACK"
+        );
         self.push_completion(q, now);
     }
 
     /// Rule 6: a get's remote read: `G0(a,y)` becomes `LW(a, M[y])`.
-    fn rule6_get_remote_read(&mut self, q: usize, i: usize, now: u64, clock: &mut dyn Clock, target: NodeId) {
-        assert!(self.qps[q].rw.is_empty() || self.mutation.is_some(), "rule 6: rW empty");
-        let PipeItem::GetRead { local, remote, work_id } = self.qps[q].pipe[i].item else {
+    fn rule6_get_remote_read(
+        &mut self,
+        q: usize,
+        i: usize,
+        now: u64,
+        clock: &mut dyn Clock,
+        target: NodeId,
+    ) {
+        assert!(
+            self.qps[q].rw.is_empty() || self.mutation.is_some(),
+            "rule 6: rW empty"
+        );
+        let PipeItem::GetRead {
+            local,
+            remote,
+            work_id,
+        } = self.qps[q].pipe[i].item
+        else {
             unreachable!("rule 6 fires on G0")
         };
         let value = self.read(remote).expect("rule 6: remote checked at post");
         self.qps[q].pipe[i] = Timed {
-            item: PipeItem::LocalWrite { local, value, work_id },
+            item: PipeItem::LocalWrite {
+                local,
+                value,
+                work_id,
+            },
             ready: now + clock.delay(Delay::Wire, Some(target)),
         };
     }
 
     /// Rule 7: an LW at the head of the pipe is removed; `nlw(a,v)` then `cn` join `lW`.
     fn rule7_local_write_issued(&mut self, q: usize, i: usize, now: u64, clock: &mut dyn Clock) {
-        assert!(i == 0 || self.mutation.is_some(), "rule 7: only the head LW acts");
+        assert!(
+            i == 0 || self.mutation.is_some(),
+            "rule 7: only the head LW acts"
+        );
         let entry = self.qps[q].pipe.remove(i).expect("rule 7: pipe non-empty");
-        let PipeItem::LocalWrite { local, value, work_id } = entry.item else {
+        let PipeItem::LocalWrite {
+            local,
+            value,
+            work_id,
+        } = entry.item
+        else {
             unreachable!("rule 7 fires on LW")
         };
         let ready = now + clock.delay(Delay::LocalMemWrite, None);
-        self.qps[q].lw.push_back(Timed { item: LocalWriteEntry::Write { loc: local, value, work_id }, ready });
+        self.qps[q].lw.push_back(Timed {
+            item: LocalWriteEntry::Write {
+                loc: local,
+                value,
+                work_id,
+            },
+            ready,
+        });
         self.push_completion(q, ready);
     }
 
     /// Rule 8: the first non-`cn` entry of `lW` commits to memory.
     fn rule8_local_write_commits(&mut self, q: usize, i: usize) {
         assert!(
-            self.qps[q].lw.iter().take(i).all(|e| matches!(e.item, LocalWriteEntry::Completion))
+            self.qps[q]
+                .lw
+                .iter()
+                .take(i)
+                .all(|e| matches!(e.item, LocalWriteEntry::Completion))
                 || self.mutation.is_some(),
             "rule 8: only completions precede the committing nlw"
         );
@@ -138,16 +235,38 @@ impl<P: Process> Machine<P> {
     /// Rules 9, 10, 11: a remote RMW's atomic read. A failing CAS (9) becomes `LW(a, M[y])`;
     /// a succeeding CAS (10) or an FAA (11) becomes `AW(y, new)` then `LW(a, M[y])` and
     /// takes `L[n]`.
-    fn rule9_10_11_atomic_read(&mut self, q: usize, i: usize, now: u64, clock: &mut dyn Clock, target: NodeId) {
-        assert!(!self.atomic_busy[target.index()] || self.mutation.is_some(), "rules 9-11: L[n] free");
+    fn rule9_10_11_atomic_read(
+        &mut self,
+        q: usize,
+        i: usize,
+        now: u64,
+        clock: &mut dyn Clock,
+        target: NodeId,
+    ) {
+        assert!(
+            !self.atomic_busy[target.index()] || self.mutation.is_some(),
+            "rules 9-11: L[n] free"
+        );
         assert!(self.qps[q].rw.is_empty(), "rules 9-11: rW empty");
-        let PipeItem::AtomicRead { local, remote, rmw, work_id } = self.qps[q].pipe[i].item else {
+        let PipeItem::AtomicRead {
+            local,
+            remote,
+            rmw,
+            work_id,
+        } = self.qps[q].pipe[i].item
+        else {
             unreachable!("rules 9-11 fire on A0")
         };
-        let old = self.read(remote).expect("rules 9-11: remote checked at post");
+        let old = self
+            .read(remote)
+            .expect("rules 9-11: remote checked at post");
         let atomic = clock.delay(Delay::Atomic, Some(target));
         let back = Timed {
-            item: PipeItem::LocalWrite { local, value: old, work_id },
+            item: PipeItem::LocalWrite {
+                local,
+                value: old,
+                work_id,
+            },
             ready: now + atomic + clock.delay(Delay::Wire, Some(target)),
         };
         match rmw.apply(old) {
@@ -162,7 +281,11 @@ impl<P: Process> Machine<P> {
                     self.atomic_busy[target.index()] = true;
                 }
                 self.qps[q].pipe[i] = Timed {
-                    item: PipeItem::AtomicWrite { remote, value: new, work_id },
+                    item: PipeItem::AtomicWrite {
+                        remote,
+                        value: new,
+                        work_id,
+                    },
                     ready: now + atomic,
                 };
                 self.qps[q].pipe.insert(i + 1, back);
@@ -171,13 +294,23 @@ impl<P: Process> Machine<P> {
     }
 
     /// Rule 12: an `AW(y,v)` is removed from the pipe; `nraw(y,v)` joins `rW`.
-    fn rule12_atomic_write_issued(&mut self, q: usize, i: usize, now: u64, clock: &mut dyn Clock, target: NodeId) {
+    fn rule12_atomic_write_issued(
+        &mut self,
+        q: usize,
+        i: usize,
+        now: u64,
+        clock: &mut dyn Clock,
+        target: NodeId,
+    ) {
         let entry = self.qps[q].pipe.remove(i).expect("rule 12: item exists");
         let PipeItem::AtomicWrite { remote, value, .. } = entry.item else {
             unreachable!("rule 12 fires on AW")
         };
         let ready = now + clock.delay(Delay::RemoteMemWrite, Some(target));
-        self.qps[q].rw.push_back(Timed { item: RemoteWrite::Atomic { loc: remote, value }, ready });
+        self.qps[q].rw.push_back(Timed {
+            item: RemoteWrite::Atomic { loc: remote, value },
+            ready,
+        });
         if self.mutated(Mutation::Rule13Weaker) {
             self.atomic_busy[target.index()] = false;
         }
@@ -188,14 +321,20 @@ impl<P: Process> Machine<P> {
     fn push_completion(&mut self, q: usize, ready: u64) {
         let (t, _) = self.qp_ends(q);
         if self.threads[t].polls {
-            self.qps[q].lw.push_back(Timed { item: LocalWriteEntry::Completion, ready });
+            self.qps[q].lw.push_back(Timed {
+                item: LocalWriteEntry::Completion,
+                ready,
+            });
         }
     }
 
     /// TSO flush, or the move of a posted operation into its queue pair (the paper's
     /// seventh hardware rule): the head of `B[t]` leaves the store buffer.
     fn store_buffer_head(&mut self, t: usize, now: u64, clock: &mut dyn Clock) {
-        let entry = self.threads[t].sb.pop_front().expect("store buffer non-empty");
+        let entry = self.threads[t]
+            .sb
+            .pop_front()
+            .expect("store buffer non-empty");
         match entry.item {
             SbEntry::Write { loc, value } => self.write(loc, value),
             SbEntry::Remote { target, item } => {
@@ -218,10 +357,13 @@ impl<P: Process> Machine<P> {
     /// The error an operation on queue pair q meets, if it cannot run.
     pub(crate) fn qp_failure(&self, q: usize, target: NodeId) -> Option<RdmaError> {
         match self.nodes[target.index()] {
-            NodeStatus::Crashed(CrashMode::Error) => return Some(RdmaError::RemoteCrashed { node: target }),
+            NodeStatus::Crashed(CrashMode::Error) => {
+                return Some(RdmaError::RemoteCrashed { node: target });
+            }
             NodeStatus::Crashed(CrashMode::Hang) | NodeStatus::Up => {}
         }
-        (self.qps[q].status == QpStatus::Error).then_some(RdmaError::QueuePairError { node: target })
+        (self.qps[q].status == QpStatus::Error)
+            .then_some(RdmaError::QueuePairError { node: target })
     }
 
     /// Records the failure of an asynchronous operation; its `wait` reports it.

@@ -1,8 +1,8 @@
 //! The state of the emulated machine: memory, threads with store buffers, queue pairs and
 //! the per-node remote-atomic locks `L[n]` (rdma-semantics.md, "State").
 
-use super::mutation::Mutation;
 use super::items::{LocalWriteEntry, PipeItem, RemoteWrite, SbEntry, Timed};
+use super::mutation::Mutation;
 use std::collections::VecDeque;
 use velos_rdma::{Layout, Loc, NodeId, Op, Process, RdmaError, WorkId};
 
@@ -150,7 +150,10 @@ impl<P: Process> Machine<P> {
     /// Adds a thread running `process` on `node`; it starts with [`velos_rdma::Reply::Start`].
     pub fn spawn(&mut self, node: NodeId, mut process: P) -> usize {
         assert!(node.index() < self.node_count(), "spawn on unknown {node}");
-        assert!(self.threads.iter().all(|t| t.sb.is_empty()), "spawn before the run starts");
+        assert!(
+            self.threads.iter().all(|t| t.sb.is_empty()),
+            "spawn before the run starts"
+        );
         let polls = process.polls();
         let next = match process.resume(velos_rdma::Reply::Start) {
             velos_rdma::Step::Op(op) => Next::Pending(op),

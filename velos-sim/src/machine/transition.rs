@@ -52,33 +52,50 @@ impl<P: Process> Machine<P> {
             let lock_free = !self.atomic_busy[target.index()];
             let mut pre_put_read = false;
             let mut pre_overtakable = true;
-            let rw_all_empty = !self.mutated(Mutation::Rule13Stronger) || self.rw_empty_towards(target);
+            let rw_all_empty =
+                !self.mutated(Mutation::Rule13Stronger) || self.rw_empty_towards(target);
             for (i, entry) in qp.pipe.iter().enumerate() {
                 let head = i == 0;
                 let enabled = match entry.item {
                     PipeItem::Fence if self.mutated(Mutation::Rule1Weaker) => true,
                     PipeItem::Fence if self.mutated(Mutation::Rule1Stronger) => head && rw_empty,
                     PipeItem::Fence => head,
-                    PipeItem::PutRead { .. } if self.mutated(Mutation::Rule2Weaker) => !pre_put_read,
-                    PipeItem::PutRead { .. } if self.mutated(Mutation::Rule2Stronger) => head && lw_clean,
+                    PipeItem::PutRead { .. } if self.mutated(Mutation::Rule2Weaker) => {
+                        !pre_put_read
+                    }
+                    PipeItem::PutRead { .. } if self.mutated(Mutation::Rule2Stronger) => {
+                        head && lw_clean
+                    }
                     PipeItem::PutRead { .. } => !pre_put_read && lw_clean,
                     PipeItem::PutWrite { .. } if self.mutated(Mutation::Rule3Weaker) => true,
                     PipeItem::PutWrite { .. } if self.mutated(Mutation::Rule3Stronger) => head,
                     PipeItem::PutWrite { .. } => pre_overtakable,
                     PipeItem::Ack { .. } if self.mutated(Mutation::Rule5Weaker) => true,
-                    PipeItem::Ack { .. } if self.mutated(Mutation::Rule5Stronger) => head && rw_empty,
+                    PipeItem::Ack { .. } if self.mutated(Mutation::Rule5Stronger) => {
+                        head && rw_empty
+                    }
                     PipeItem::Ack { .. } => head,
-                    PipeItem::GetRead { .. } if self.mutated(Mutation::Rule6Weaker) => pre_overtakable,
-                    PipeItem::GetRead { .. } if self.mutated(Mutation::Rule6Stronger) => head && rw_empty,
+                    PipeItem::GetRead { .. } if self.mutated(Mutation::Rule6Weaker) => {
+                        pre_overtakable
+                    }
+                    PipeItem::GetRead { .. } if self.mutated(Mutation::Rule6Stronger) => {
+                        head && rw_empty
+                    }
                     PipeItem::GetRead { .. } => pre_overtakable && rw_empty && rw_all_empty,
                     PipeItem::LocalWrite { .. } if self.mutated(Mutation::Rule7Weaker) => true,
-                    PipeItem::LocalWrite { .. } if self.mutated(Mutation::Rule7Stronger) => head && rw_empty,
+                    PipeItem::LocalWrite { .. } if self.mutated(Mutation::Rule7Stronger) => {
+                        head && rw_empty
+                    }
                     PipeItem::LocalWrite { .. } => head,
-                    PipeItem::AtomicRead { .. } if self.mutated(Mutation::Rule9Weaker) => pre_overtakable && rw_empty,
+                    PipeItem::AtomicRead { .. } if self.mutated(Mutation::Rule9Weaker) => {
+                        pre_overtakable && rw_empty
+                    }
                     PipeItem::AtomicRead { .. } if self.mutated(Mutation::Rule9Stronger) => {
                         head && rw_empty && lock_free
                     }
-                    PipeItem::AtomicRead { .. } => pre_overtakable && rw_empty && lock_free && rw_all_empty,
+                    PipeItem::AtomicRead { .. } => {
+                        pre_overtakable && rw_empty && lock_free && rw_all_empty
+                    }
                     PipeItem::AtomicWrite { .. } if self.mutated(Mutation::Rule12Weaker) => true,
                     PipeItem::AtomicWrite { .. } if self.mutated(Mutation::Rule12Stronger) => head,
                     PipeItem::AtomicWrite { .. } => pre_overtakable,
@@ -120,7 +137,7 @@ impl<P: Process> Machine<P> {
                 out.push((Transition::LocalCommit(q, i), entry.ready));
             }
         } else if let Some((i, entry)) = writes.next()
-            && !(self.mutated(Mutation::Rule8Stronger) && !qp.pipe.is_empty())
+            && (!self.mutated(Mutation::Rule8Stronger) || qp.pipe.is_empty())
         {
             out.push((Transition::LocalCommit(q, i), entry.ready));
         }

@@ -1,0 +1,4 @@
+//! Benchmarks shared by `velos bench` and `cargo bench`. They measure and report; they
+//! never assert speed.
+
+pub mod emulator;
