@@ -44,8 +44,11 @@ impl<P: Process> Machine<P> {
     }
 
     fn qp_enabled(&self, q: usize, out: &mut Vec<(Transition, u64)>) {
-        let (_, target) = self.qp_ends(q);
         let qp = &self.qps[q];
+        if qp.pipe.is_empty() && qp.rw.is_empty() && qp.lw.is_empty() {
+            return; // the common case in large clusters: nothing on this queue pair
+        }
+        let (_, target) = self.qp_ends(q);
         if self.is_up(target) && qp.status == QpStatus::Ready {
             let lw_clean = qp.lw_only_completions();
             let rw_empty = qp.rw.is_empty();
