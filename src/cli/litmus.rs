@@ -37,6 +37,11 @@ enum BackendArg {
 
 /// Runs the subcommand.
 pub fn run(args: LitmusArgs) -> ExitCode {
+    ExitCode::from(status(args))
+}
+
+/// Runs the subcommand and returns its exit status.
+pub fn status(args: LitmusArgs) -> u8 {
     let options = RunOptions {
         backend: match args.backend {
             BackendArg::Sim => Backend::Sim,
@@ -53,13 +58,13 @@ pub fn run(args: LitmusArgs) -> ExitCode {
             Ok(f) => files.extend(f),
             Err(e) => {
                 eprintln!("{e}");
-                return ExitCode::from(2);
+                return 2;
             }
         }
     }
     if files.is_empty() {
         eprintln!("no .litmus files found");
-        return ExitCode::from(2);
+        return 2;
     }
     let (mut failed, mut broken, mut passed) = (0usize, 0usize, 0usize);
     for file in &files {
@@ -89,10 +94,91 @@ pub fn run(args: LitmusArgs) -> ExitCode {
         println!("{passed} passed, {failed} failed");
     }
     if broken > 0 {
-        ExitCode::from(2)
+        2
     } else if failed > 0 {
-        ExitCode::from(1)
+        1
     } else {
-        ExitCode::SUCCESS
+        0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: LitmusArgs,
+    }
+
+    fn status_of(argv: &[&str]) -> u8 {
+        let cli = Cli::try_parse_from(std::iter::once("litmus").chain(argv.iter().copied()))
+            .expect("arguments parse");
+        status(cli.args)
+    }
+
+    /// A fresh directory under the system's temporary directory.
+    fn scratch(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("velos-cli-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("scratch dir");
+        dir
+    }
+
+    fn write(dir: &std::path::Path, file: &str, text: &str) -> String {
+        let p = dir.join(file);
+        std::fs::write(&p, text).expect("write test file");
+        p.display().to_string()
+    }
+
+    const FIG6C: &str = "litmus fig6c\nnodes 3\nloc x@2 = 0\nloc a@1 = 9\nloc b@3 = 9\n\
+thread T1@1\n  rcas a x 0 1\nthread T3@3\n  rfaa b x 1\nexists a = 0 && x = 1\nexpect forbidden\n";
+
+    #[test]
+    fn the_suite_passes_with_exit_0() {
+        let suite = concat!(env!("CARGO_MANIFEST_DIR"), "/velos-sim/litmus");
+        assert_eq!(status_of(&[suite]), 0);
+    }
+
+    #[test]
+    fn a_wrong_expectation_exits_1() {
+        let dir = scratch("wrong");
+        let f = write(&dir, "t.litmus", &FIG6C.replace("expect forbidden", "expect allowed"));
+        assert_eq!(status_of(&[&f]), 1);
+        assert_eq!(status_of(&[&f, "--json"]), 1);
+    }
+
+    #[test]
+    fn bad_input_exits_2_never_a_verdict() {
+        let dir = scratch("bad");
+        let parse_error = write(&dir, "p.litmus", &FIG6C.replace("rcas a x 0 1", "rcas a nowhere 0 1"));
+        assert_eq!(status_of(&[&parse_error]), 2);
+        let not_local = write(&dir, "n.litmus", &FIG6C.replace("rcas a x 0 1", "store x 1"));
+        assert_eq!(status_of(&[&not_local]), 2);
+        let no_lock = write(&dir, "l.litmus", &FIG6C.replace("rcas a x 0 1", "acq m"));
+        assert_eq!(status_of(&[&no_lock]), 2);
+        let ok = write(&dir, "ok.litmus", FIG6C);
+        assert_eq!(status_of(&[&ok, "--max-states", "5"]), 2, "budget exceeded is not a verdict");
+        assert_eq!(status_of(&[&ok, "--max-states", "1000"]), 0);
+        let missing = dir.join("missing.litmus").display().to_string();
+        assert_eq!(status_of(&[&missing]), 2);
+        let empty = scratch("empty").display().to_string();
+        assert_eq!(status_of(&[&empty]), 2);
+    }
+
+    #[test]
+    fn library_instructions_are_not_yet_supported_exit_2() {
+        let dir = scratch("lib");
+        let text = "litmus l\nnodes 1\nlock m wlock\nthread T@1\n  acq m\n  rel m\nexists T:r0 = 0\nexpect allowed\n";
+        let f = write(&dir, "l.litmus", text);
+        assert_eq!(status_of(&[&f]), 2);
+    }
+
+    #[test]
+    fn the_mem_backend_observes_nothing_forbidden() {
+        let suite = concat!(env!("CARGO_MANIFEST_DIR"), "/velos-sim/litmus/paper");
+        assert_eq!(status_of(&[suite, "--backend", "mem", "--runs", "20"]), 0);
     }
 }
