@@ -145,7 +145,11 @@ thread T1@1\n  rcas a x 0 1\nthread T3@3\n  rfaa b x 1\nexists a = 0 && x = 1\ne
     #[test]
     fn a_wrong_expectation_exits_1() {
         let dir = scratch("wrong");
-        let f = write(&dir, "t.litmus", &FIG6C.replace("expect forbidden", "expect allowed"));
+        let f = write(
+            &dir,
+            "t.litmus",
+            &FIG6C.replace("expect forbidden", "expect allowed"),
+        );
         assert_eq!(status_of(&[&f]), 1);
         assert_eq!(status_of(&[&f, "--json"]), 1);
     }
@@ -153,14 +157,26 @@ thread T1@1\n  rcas a x 0 1\nthread T3@3\n  rfaa b x 1\nexists a = 0 && x = 1\ne
     #[test]
     fn bad_input_exits_2_never_a_verdict() {
         let dir = scratch("bad");
-        let parse_error = write(&dir, "p.litmus", &FIG6C.replace("rcas a x 0 1", "rcas a nowhere 0 1"));
+        let parse_error = write(
+            &dir,
+            "p.litmus",
+            &FIG6C.replace("rcas a x 0 1", "rcas a nowhere 0 1"),
+        );
         assert_eq!(status_of(&[&parse_error]), 2);
-        let not_local = write(&dir, "n.litmus", &FIG6C.replace("rcas a x 0 1", "store x 1"));
+        let not_local = write(
+            &dir,
+            "n.litmus",
+            &FIG6C.replace("rcas a x 0 1", "store x 1"),
+        );
         assert_eq!(status_of(&[&not_local]), 2);
         let no_lock = write(&dir, "l.litmus", &FIG6C.replace("rcas a x 0 1", "acq m"));
         assert_eq!(status_of(&[&no_lock]), 2);
         let ok = write(&dir, "ok.litmus", FIG6C);
-        assert_eq!(status_of(&[&ok, "--max-states", "5"]), 2, "budget exceeded is not a verdict");
+        assert_eq!(
+            status_of(&[&ok, "--max-states", "5"]),
+            2,
+            "budget exceeded is not a verdict"
+        );
         assert_eq!(status_of(&[&ok, "--max-states", "1000"]), 0);
         let missing = dir.join("missing.litmus").display().to_string();
         assert_eq!(status_of(&[&missing]), 2);
