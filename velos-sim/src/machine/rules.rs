@@ -39,6 +39,37 @@ impl<P: Process> Machine<P> {
             Transition::RemoteCommit(q, i) => self.rule4_13_remote_commit(q, i),
             Transition::LocalCommit(q, i) => self.rule8_local_write_commits(q, i),
         }
+        if self.mutated(Mutation::Rule13StrongerLock) {
+            self.release_held_atomic_locks();
+        }
+    }
+
+    /// Under [`Mutation::Rule13StrongerLock`]: frees each `L[n]` whose atomic write has
+    /// committed once no NIC local write towards n is pending any more.
+    fn release_held_atomic_locks(&mut self) {
+        for n in 0..self.node_count() {
+            if !self.atomic_busy[n] {
+                continue;
+            }
+            let pending = (0..self.threads.len()).any(|t| {
+                let qp = &self.qps[self.qp_index(t, NodeId(n as u16))];
+                let held = |item: &PipeItem| {
+                    matches!(
+                        item,
+                        PipeItem::AtomicWrite { .. } | PipeItem::LocalWrite { .. }
+                    )
+                };
+                qp.pipe.iter().any(|e| held(&e.item))
+                    || qp
+                        .rw
+                        .iter()
+                        .any(|e| matches!(e.item, RemoteWrite::Atomic { .. }))
+                    || !qp.lw_only_completions()
+            });
+            if !pending {
+                self.atomic_busy[n] = false;
+            }
+        }
     }
 
     /// Rule 1: an F at the head of the pipe is removed.
@@ -136,7 +167,9 @@ impl<P: Process> Machine<P> {
                     "rule 13: L[n] is held by this atomic"
                 );
                 self.write(loc, value);
-                self.atomic_busy[target.index()] = false;
+                if !self.mutated(Mutation::Rule13StrongerLock) {
+                    self.atomic_busy[target.index()] = false;
+                }
             }
         }
     }

@@ -99,7 +99,6 @@ impl<P: Process> Machine<P> {
                     PipeItem::AtomicRead { .. } => {
                         pre_overtakable && rw_empty && lock_free && rw_all_empty
                     }
-                    PipeItem::AtomicWrite { .. } if self.mutated(Mutation::Rule12Weaker) => true,
                     PipeItem::AtomicWrite { .. } if self.mutated(Mutation::Rule12Stronger) => head,
                     PipeItem::AtomicWrite { .. } => pre_overtakable,
                 };
@@ -119,6 +118,15 @@ impl<P: Process> Machine<P> {
             if self.mutated(Mutation::Rule4Weaker) {
                 for (i, entry) in qp.rw.iter().enumerate() {
                     out.push((Transition::RemoteCommit(q, i), entry.ready));
+                }
+            } else if self.mutated(Mutation::Rule12Weaker) {
+                // Atomic writes keep no place in rW: an entry commits once only atomic
+                // writes are ahead of it.
+                for (i, entry) in qp.rw.iter().enumerate() {
+                    out.push((Transition::RemoteCommit(q, i), entry.ready));
+                    if !matches!(entry.item, RemoteWrite::Atomic { .. }) {
+                        break;
+                    }
                 }
             } else if let Some(head) = qp.rw.front() {
                 let blocked = self.mutated(Mutation::Rule4Stronger)
