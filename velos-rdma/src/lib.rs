@@ -46,13 +46,18 @@ mod endpoint;
 mod error;
 mod ids;
 mod layout;
+mod layout_builder;
 pub mod mem;
 mod op;
 mod process;
+mod shared;
+pub mod sync;
 
 pub use endpoint::{Endpoint, drive};
 pub use error::RdmaError;
 pub use ids::{Loc, NodeId, WorkId};
 pub use layout::Layout;
+pub use layout_builder::LayoutBuilder;
 pub use op::{Op, Reply, Rmw};
 pub use process::{Process, Step};
+pub use shared::Shared;

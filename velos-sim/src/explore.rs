@@ -2,8 +2,11 @@
 //! final and stuck states found by graph analysis.
 
 use crate::machine::{Machine, NoDelay, Transition};
-use std::collections::{BTreeSet, HashMap};
+use rustc_hash::FxHashMap;
+use std::collections::BTreeSet;
+use std::collections::hash_map::Entry;
 use std::hash::Hash;
+use std::rc::Rc;
 use velos_rdma::Process;
 
 /// The result of exploring a machine's whole state graph.
@@ -43,8 +46,11 @@ where
     assert!(max_states > 0, "a state budget of at least one state");
     let mut graph = Graph::default();
     let mut outcomes = BTreeSet::new();
-    let mut index: HashMap<Machine<P>, u32> = HashMap::new();
-    index.insert(initial.clone(), 0);
+    // States are shared between the index and the work stack; the fast (non-DoS-resistant)
+    // Fx hash is fine: the keys are our own states.
+    let mut index: FxHashMap<Rc<Machine<P>>, u32> = FxHashMap::default();
+    let initial = Rc::new(initial);
+    index.insert(Rc::clone(&initial), 0);
     graph.add_state();
     let mut stack = vec![(0u32, initial)];
     let mut enabled: Vec<(Transition, u64)> = Vec::new();
@@ -56,19 +62,38 @@ where
             outcomes.insert(project(&state));
             continue;
         }
-        for &(transition, _) in &enabled {
-            let mut next = state.clone();
-            next.fire(transition, 0, &mut NoDelay);
+        // Partial-order reduction: an invisible transition (see `Machine::is_invisible`)
+        // forms a persistent set on its own, so it is explored alone, unless its successor
+        // was seen before (the cycle proviso, taken conservatively: a loop made only of
+        // reduced steps would otherwise ignore the other threads forever).
+        let reduced = enabled
+            .iter()
+            .find(|&&(t, _)| state.is_invisible(t))
+            .and_then(|&(t, _)| {
+                let mut next = (*state).clone();
+                next.fire(t, 0, &mut NoDelay);
+                (!index.contains_key(&next)).then_some((t, next))
+            });
+        let successors: Vec<(Transition, Option<Machine<P>>)> = match reduced {
+            Some((t, next)) => vec![(t, Some(next))],
+            None => enabled.iter().map(|&(t, _)| (t, None)).collect(),
+        };
+        for (transition, ready) in successors {
+            let next = ready.unwrap_or_else(|| {
+                let mut next = (*state).clone();
+                next.fire(transition, 0, &mut NoDelay);
+                next
+            });
             transitions += 1;
-            let next_id = match index.get(&next) {
-                Some(&known) => known,
-                None => {
-                    if index.len() >= max_states {
+            let next_id = match index.entry(Rc::new(next)) {
+                Entry::Occupied(known) => *known.get(),
+                Entry::Vacant(slot) => {
+                    if graph.preds.len() >= max_states {
                         return Err(BudgetExceeded { max_states });
                     }
                     let new_id = graph.add_state();
-                    index.insert(next.clone(), new_id);
-                    stack.push((new_id, next));
+                    stack.push((new_id, Rc::clone(slot.key())));
+                    slot.insert(new_id);
                     new_id
                 }
             };

@@ -62,10 +62,7 @@ const PINNED_NOW: u64 = 933;
 /// One thread on node 0 running `ops`, over `nodes` nodes of 4 words.
 fn script(nodes: u16, ops: Vec<Op>) -> Machine<LitmusThread> {
     let mut machine = Machine::new(&velos_rdma::Layout::uniform(nodes, 4));
-    let code = ops
-        .into_iter()
-        .map(|op| Compiled { op, reg: None })
-        .collect();
+    let code = ops.into_iter().map(Compiled::op).collect();
     machine.spawn(NodeId(0), LitmusThread::new(code, 0));
     machine
 }

@@ -1,10 +1,16 @@
 //! Compiles a parsed litmus test for a backend: memory layout, initial values, one
 //! [`LitmusThread`] per thread, and the projection of final states on the condition's names.
 
-use super::ast::{Atom, Cond, DeclKind, InstrKind, LitmusTest, Reg};
-use super::program::{Compiled, LitmusThread};
+use super::ast::{Atom, Cond, DeclKind, InstrKind, LitmusTest, LockKind, Reg};
+use super::libcall::LibCall;
+use super::program::{Action, Compiled, LitmusThread};
 use std::collections::{BTreeMap, HashMap};
-use velos_rdma::{Layout, Loc, NodeId, Op, Rmw, WorkId};
+use velos_rdma::sync::nlock::{self, NLock};
+use velos_rdma::sync::sc::{self, ScAccess, ScLoc};
+use velos_rdma::sync::slock;
+use velos_rdma::sync::sv::SharedVar;
+use velos_rdma::sync::wlock::{self, WLock};
+use velos_rdma::{Layout, LayoutBuilder, Loc, NodeId, Op, Rmw, Shared, WorkId};
 
 /// A test ready to run: what every backend needs.
 #[derive(Clone, Debug)]
@@ -17,6 +23,8 @@ pub struct Program {
     pub threads: Vec<(NodeId, LitmusThread)>,
     /// The condition's names, in order: what an outcome holds.
     pub observed: Vec<Observed>,
+    /// Library words only one thread touches, with that thread (for the explorer).
+    pub private: Vec<(Loc, usize)>,
 }
 
 /// One name of the condition and where its final value lives.
@@ -58,8 +66,19 @@ pub struct CompileError {
 struct Names {
     /// loc / scloc name -> its word.
     locs: HashMap<String, Loc>,
-    /// var name -> its word on each node (index = node).
-    vars: HashMap<String, Vec<Loc>>,
+    /// var name -> the shared variable.
+    vars: HashMap<String, SharedVar>,
+    /// lock name -> the lock.
+    locks: HashMap<String, Lock>,
+    /// scloc name -> the SC location.
+    sclocs: HashMap<String, Shared<ScLoc>>,
+}
+
+/// A declared lock, built for every thread of the test (participant i = thread i).
+enum Lock {
+    Weak(Shared<WLock>),
+    Strong(Shared<WLock>),
+    Node(Shared<NLock>),
 }
 
 impl Names {
@@ -70,7 +89,7 @@ impl Names {
         }
         self.vars
             .get(name)
-            .map(|copies| copies[node.index()])
+            .map(|var| var.copy(node))
             .unwrap_or_else(|| panic!("validated test names {name} as a location"))
     }
 }
@@ -81,37 +100,72 @@ fn node_id(file_node: u16) -> NodeId {
     NodeId(file_node - 1)
 }
 
+/// The first work id of a named `w=NAME` (fresh ids count up from 1 below it); both stay
+/// below the libraries' reserved range.
+const NAMED_WORK_IDS: u32 = 0x2000_0000;
+
 /// Compiles a validated test.
 pub fn compile(test: &LitmusTest) -> Result<Program, CompileError> {
-    let mut words = vec![0u32; usize::from(test.nodes)];
-    let mut alloc = |node: NodeId| {
-        let w = &mut words[node.index()];
-        *w += 1;
-        Loc::word(node, *w - 1)
-    };
+    let mut layout = LayoutBuilder::new(test.nodes);
+    let participants: Vec<NodeId> = test.threads.iter().map(|t| node_id(t.node)).collect();
     let mut names = Names {
         locs: HashMap::new(),
         vars: HashMap::new(),
+        locks: HashMap::new(),
+        sclocs: HashMap::new(),
     };
     let mut init = Vec::new();
     for decl in &test.decls {
         match decl.kind {
-            DeclKind::Loc { node, init: v } | DeclKind::ScLoc { node, init: v } => {
-                let loc = alloc(node_id(node));
+            DeclKind::Loc { node, init: v } => {
+                let loc = layout.alloc(node_id(node));
                 names.locs.insert(decl.name.clone(), loc);
                 init.push((loc, v));
             }
-            DeclKind::Var { init: v } => {
-                let copies: Vec<Loc> = (0..test.nodes).map(|n| alloc(NodeId(n))).collect();
-                init.extend(copies.iter().map(|&l| (l, v)));
-                names.vars.insert(decl.name.clone(), copies);
+            DeclKind::ScLoc { node, init: v } => {
+                let x = ScLoc::new(&mut layout, node_id(node), &participants);
+                names.locs.insert(decl.name.clone(), x.loc());
+                init.push((x.loc(), v));
+                names.sclocs.insert(decl.name.clone(), x);
             }
-            DeclKind::Lock(_) => {}
+            DeclKind::Var { init: v } => {
+                let var = SharedVar::new(&mut layout);
+                init.extend((0..test.nodes).map(|n| (var.copy(NodeId(n)), v)));
+                names.vars.insert(decl.name.clone(), var);
+            }
+            DeclKind::Lock(kind) if participants.is_empty() => {
+                let _ = kind; // no thread can use it
+            }
+            DeclKind::Lock(LockKind::Wlock) => {
+                let lock = WLock::new(&mut layout, NodeId(0), &participants);
+                names.locks.insert(decl.name.clone(), Lock::Weak(lock));
+            }
+            DeclKind::Lock(LockKind::Slock) => {
+                let lock = WLock::new(&mut layout, NodeId(0), &participants);
+                names.locks.insert(decl.name.clone(), Lock::Strong(lock));
+            }
+            DeclKind::Lock(LockKind::Nlock(node)) => {
+                let lock = NLock::new(&mut layout, node_id(node), &participants);
+                names.locks.insert(decl.name.clone(), Lock::Node(lock));
+            }
+        }
+    }
+    let mut private = Vec::new();
+    for slot in 0..participants.len() {
+        for lock in names.locks.values() {
+            let words = match lock {
+                Lock::Weak(l) | Lock::Strong(l) => l.private_words(slot),
+                Lock::Node(l) => l.private_words(slot),
+            };
+            private.extend(words.into_iter().map(|w| (w, slot)));
+        }
+        for x in names.sclocs.values() {
+            private.extend(x.private_words(slot).into_iter().map(|w| (w, slot)));
         }
     }
     let mut threads = Vec::new();
     let mut registers: Vec<BTreeMap<Reg, usize>> = Vec::new();
-    for thread in &test.threads {
+    for (slot, thread) in test.threads.iter().enumerate() {
         let node = node_id(thread.node);
         let mut regs: BTreeMap<Reg, usize> = BTreeMap::new();
         let mut work_ids: HashMap<String, WorkId> = HashMap::new();
@@ -125,7 +179,7 @@ pub fn compile(test: &LitmusTest) -> Result<Program, CompileError> {
             let mut work = |w: &Option<String>| -> WorkId {
                 match w {
                     Some(name) => {
-                        let next = WorkId(1 << 31 | work_ids.len() as u32);
+                        let next = WorkId(NAMED_WORK_IDS | work_ids.len() as u32);
                         *work_ids.entry(name.clone()).or_insert(next)
                     }
                     None => {
@@ -135,16 +189,19 @@ pub fn compile(test: &LitmusTest) -> Result<Program, CompileError> {
                 }
             };
             let word = |name: &str| names.word(name, node);
-            let (op, reg) = match &instr.kind {
+            let lock = |name: &str| names.locks.get(name).expect("validated lock name");
+            let scloc = |name: &str| names.sclocs.get(name).expect("validated scloc name");
+            let op = |op: Op| Action::Op(op);
+            let (action, reg) = match &instr.kind {
                 InstrKind::Store { loc, value } => (
-                    Op::Store {
+                    op(Op::Store {
                         loc: word(loc),
                         value: *value,
-                    },
+                    }),
                     None,
                 ),
                 InstrKind::Load { reg, loc } => {
-                    (Op::Load { loc: word(loc) }, Some(reg_index(*reg)))
+                    (op(Op::Load { loc: word(loc) }), Some(reg_index(*reg)))
                 }
                 InstrKind::Cas {
                     reg,
@@ -152,24 +209,24 @@ pub fn compile(test: &LitmusTest) -> Result<Program, CompileError> {
                     expected,
                     new,
                 } => (
-                    Op::Cas {
+                    op(Op::Cas {
                         loc: word(loc),
                         expected: *expected,
                         new: *new,
-                    },
+                    }),
                     Some(reg_index(*reg)),
                 ),
-                InstrKind::Mfence => (Op::Mfence, None),
+                InstrKind::Mfence => (op(Op::Mfence), None),
                 InstrKind::Put {
                     remote,
                     local,
                     work: w,
                 } => (
-                    Op::Put {
+                    op(Op::Put {
                         remote: word(remote),
                         local: word(local),
                         work_id: work(w),
-                    },
+                    }),
                     None,
                 ),
                 InstrKind::PutInline {
@@ -177,11 +234,11 @@ pub fn compile(test: &LitmusTest) -> Result<Program, CompileError> {
                     value,
                     work: w,
                 } => (
-                    Op::PutInline {
+                    op(Op::PutInline {
                         remote: word(remote),
                         value: *value,
                         work_id: work(w),
-                    },
+                    }),
                     None,
                 ),
                 InstrKind::Get {
@@ -189,11 +246,11 @@ pub fn compile(test: &LitmusTest) -> Result<Program, CompileError> {
                     remote,
                     work: w,
                 } => (
-                    Op::Get {
+                    op(Op::Get {
                         local: word(local),
                         remote: word(remote),
                         work_id: work(w),
-                    },
+                    }),
                     None,
                 ),
                 InstrKind::Rcas {
@@ -203,7 +260,7 @@ pub fn compile(test: &LitmusTest) -> Result<Program, CompileError> {
                     new,
                     work: w,
                 } => (
-                    Op::Atomic {
+                    op(Op::Atomic {
                         local: word(local),
                         remote: word(remote),
                         rmw: Rmw::Cas {
@@ -211,7 +268,7 @@ pub fn compile(test: &LitmusTest) -> Result<Program, CompileError> {
                             new: *new,
                         },
                         work_id: work(w),
-                    },
+                    }),
                     None,
                 ),
                 InstrKind::Rfaa {
@@ -220,64 +277,116 @@ pub fn compile(test: &LitmusTest) -> Result<Program, CompileError> {
                     add,
                     work: w,
                 } => (
-                    Op::Atomic {
+                    op(Op::Atomic {
                         local: word(local),
                         remote: word(remote),
                         rmw: Rmw::Faa { add: *add },
                         work_id: work(w),
-                    },
+                    }),
                     None,
                 ),
                 InstrKind::Wait { work: w } => (
-                    Op::Wait {
+                    op(Op::Wait {
                         work_id: work(&Some(w.clone())),
-                    },
+                    }),
                     None,
                 ),
                 InstrKind::Poll { node } => (
-                    Op::Poll {
+                    op(Op::Poll {
                         node: node_id(*node),
-                    },
+                    }),
                     None,
                 ),
                 InstrKind::Rfence { node } => (
-                    Op::Rfence {
+                    op(Op::Rfence {
                         node: node_id(*node),
-                    },
+                    }),
                     None,
                 ),
-                InstrKind::Gf { node: Some(n) } => (Op::GlobalFence { node: node_id(*n) }, None),
+                InstrKind::Gf { node: Some(n) } => {
+                    (op(Op::GlobalFence { node: node_id(*n) }), None)
+                }
                 InstrKind::Gf { node: None } => {
                     // `gf *`: a global fence towards every node, in order.
                     for n in 0..test.nodes.saturating_sub(1) {
-                        code.push(Compiled {
-                            op: Op::GlobalFence { node: NodeId(n) },
-                            reg: None,
-                        });
+                        code.push(Compiled::op(Op::GlobalFence { node: NodeId(n) }));
                     }
                     (
-                        Op::GlobalFence {
+                        op(Op::GlobalFence {
                             node: NodeId(test.nodes - 1),
-                        },
+                        }),
                         None,
                     )
                 }
-                InstrKind::Bcast { .. }
-                | InstrKind::Acq { .. }
-                | InstrKind::Rel { .. }
-                | InstrKind::ScWrite { .. }
-                | InstrKind::ScRead { .. }
-                | InstrKind::ScCas { .. }
-                | InstrKind::ScFaa { .. } => {
-                    return Err(CompileError {
-                        line: instr.line,
-                        message: "this library instruction (bcast, acq, rel, sc_*) is not supported yet: \
-                                  it arrives with the synchronisation libraries"
-                            .into(),
-                    });
+                InstrKind::Bcast {
+                    var,
+                    nodes,
+                    work: w,
+                } => {
+                    let targets: Vec<NodeId> = nodes.iter().map(|&n| node_id(n)).collect();
+                    let shared = names.vars.get(var).expect("validated var name");
+                    (
+                        Action::Lib(LibCall::Bcast(shared.bcast(node, &targets, work(w)))),
+                        None,
+                    )
                 }
+                InstrKind::Acq { lock: name } => {
+                    let call = match lock(name) {
+                        Lock::Weak(l) | Lock::Strong(l) => {
+                            LibCall::WlockAcquire(wlock::acquire(l, slot))
+                        }
+                        Lock::Node(l) => LibCall::NlockAcquire(nlock::acquire(l, slot)),
+                    };
+                    (Action::Lib(call), None)
+                }
+                InstrKind::Rel { lock: name } => {
+                    let call = match lock(name) {
+                        Lock::Weak(l) => LibCall::WlockRelease(wlock::release(l, slot)),
+                        Lock::Strong(l) => {
+                            LibCall::SlockRelease(slock::release(l, slot, test.nodes))
+                        }
+                        Lock::Node(l) => LibCall::NlockRelease(nlock::release(l, slot)),
+                    };
+                    (Action::Lib(call), None)
+                }
+                InstrKind::ScWrite { loc, value } => (
+                    Action::Lib(LibCall::Sc(sc::access(
+                        scloc(loc),
+                        slot,
+                        ScAccess::Write(*value),
+                    ))),
+                    None,
+                ),
+                InstrKind::ScRead { reg, loc } => (
+                    Action::Lib(LibCall::Sc(sc::access(scloc(loc), slot, ScAccess::Read))),
+                    Some(reg_index(*reg)),
+                ),
+                InstrKind::ScCas {
+                    reg,
+                    loc,
+                    expected,
+                    new,
+                } => (
+                    Action::Lib(LibCall::Sc(sc::access(
+                        scloc(loc),
+                        slot,
+                        ScAccess::Rmw(Rmw::Cas {
+                            expected: *expected,
+                            new: *new,
+                        }),
+                    ))),
+                    Some(reg_index(*reg)),
+                ),
+                InstrKind::ScFaa { reg, loc, add } => (
+                    Action::Lib(LibCall::Sc(sc::access(
+                        scloc(loc),
+                        slot,
+                        ScAccess::Rmw(Rmw::Faa { add: *add }),
+                    ))),
+                    Some(reg_index(*reg)),
+                ),
             };
-            code.push(Compiled { op, reg });
+            code.push(Compiled { action, reg });
         }
         let count = regs.len();
         registers.push(regs);
@@ -285,10 +394,11 @@ pub fn compile(test: &LitmusTest) -> Result<Program, CompileError> {
     }
     let observed = observed_names(test, &names, &registers);
     Ok(Program {
-        layout: Layout::from_words(words),
+        layout: layout.build(),
         init,
         threads,
         observed,
+        private,
     })
 }
 

@@ -3,6 +3,7 @@
 pub mod ast;
 pub mod compile;
 pub mod lex;
+pub mod libcall;
 mod mem_runs;
 pub mod parse;
 pub mod program;

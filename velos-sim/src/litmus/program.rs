@@ -1,44 +1,48 @@
-//! A litmus thread as a [`Process`]: a list of operations, a program counter, registers.
+//! A litmus thread as a [`Process`]: a list of operations and library calls, a program
+//! counter, registers.
 
-use std::hash::{Hash, Hasher};
-use std::sync::Arc;
-use velos_rdma::{Op, Process, RdmaError, Reply, Step};
+use super::libcall::LibCall;
+use velos_rdma::sync::Yield;
+use velos_rdma::{Op, Process, RdmaError, Reply, Shared, Step};
 
-/// One compiled instruction: an operation, and the register that receives its value.
+/// What one compiled instruction does.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Action {
+    /// Issue one operation.
+    Op(Op),
+    /// Run a library routine (this is its initial state).
+    Lib(LibCall),
+}
+
+/// One compiled instruction, and the register that receives its value.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Compiled {
-    /// The operation issued.
-    pub op: Op,
-    /// Dense index of the register receiving a `Value` reply (`load`, `cas`).
+    /// What it does.
+    pub action: Action,
+    /// Dense index of the register receiving its value (`load`, `cas`, `sc_read`, ...).
     pub reg: Option<usize>,
 }
 
-/// The code of a thread, shared by every copy of its state. Compared and hashed by
-/// identity: all states of one exploration share the same code.
-#[derive(Clone, Debug)]
-pub struct Code(pub Arc<[Compiled]>);
-
-impl PartialEq for Code {
-    fn eq(&self, other: &Self) -> bool {
-        Arc::ptr_eq(&self.0, &other.0)
-    }
-}
-
-impl Eq for Code {}
-
-impl Hash for Code {
-    fn hash<H: Hasher>(&self, state: &mut H) {
-        (Arc::as_ptr(&self.0) as *const Compiled as usize).hash(state);
+impl Compiled {
+    /// An instruction that issues `op` and keeps no value.
+    pub fn op(op: Op) -> Compiled {
+        Compiled {
+            action: Action::Op(op),
+            reg: None,
+        }
     }
 }
 
 /// A litmus thread's state.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct LitmusThread {
-    code: Code,
-    /// Index of the instruction whose operation is outstanding (or the next one).
+    code: Shared<[Compiled]>,
+    /// Index of the instruction being executed (or the next one).
     pc: usize,
-    started: bool,
+    /// Whether the operation of instruction `pc` is outstanding.
+    awaiting: bool,
+    /// The library routine instruction `pc` is running, if any.
+    current: Option<LibCall>,
     /// Registers, densely indexed.
     pub regs: Vec<u64>,
     /// The first operation that failed, if any; the thread stops there.
@@ -49,40 +53,75 @@ pub struct LitmusThread {
 impl LitmusThread {
     /// A thread that will run `code` with `registers` registers, all 0.
     pub fn new(code: Vec<Compiled>, registers: usize) -> LitmusThread {
-        let polls = code.iter().any(|c| matches!(c.op, Op::Poll { .. }));
+        let polls = code
+            .iter()
+            .any(|c| matches!(c.action, Action::Op(Op::Poll { .. })));
+        let code: std::sync::Arc<[Compiled]> = code.into();
         LitmusThread {
-            code: Code(code.into()),
+            code: code.into(),
             pc: 0,
-            started: false,
+            awaiting: false,
+            current: None,
             regs: vec![0; registers],
             error: None,
             polls,
         }
     }
+
+    /// Instruction `pc` finished with `value`.
+    fn finish(&mut self, value: Option<u64>) {
+        if let (Some(r), Some(v)) = (self.code[self.pc].reg, value) {
+            self.regs[r] = v;
+        }
+        self.pc += 1;
+        self.awaiting = false;
+        self.current = None;
+    }
+
+    fn fail(&mut self, error: RdmaError) -> Step {
+        self.error = Some(error);
+        Step::Done
+    }
 }
 
 impl Process for LitmusThread {
     fn resume(&mut self, reply: Reply) -> Step {
-        if self.started {
-            let current = &self.code.0[self.pc];
+        // Deliver the reply to whoever asked.
+        if let Some(call) = self.current.as_mut() {
+            match call.resume(reply) {
+                Ok(Yield::Op(op)) => return Step::Op(op),
+                Ok(Yield::Done(v)) => self.finish(v),
+                Err(e) => return self.fail(e),
+            }
+        } else if self.awaiting {
             match reply {
-                Reply::Value(v) => {
-                    if let Some(r) = current.reg {
-                        self.regs[r] = v;
+                Reply::Value(v) => self.finish(Some(v)),
+                Reply::Failed(e) => return self.fail(e),
+                Reply::Done | Reply::Start => self.finish(None),
+            }
+        }
+        // Start the next instruction.
+        loop {
+            let Some(instr) = self.code.get(self.pc) else {
+                return Step::Done;
+            };
+            match &instr.action {
+                Action::Op(op) => {
+                    self.awaiting = true;
+                    return Step::Op(*op);
+                }
+                Action::Lib(call) => {
+                    let mut call = call.clone();
+                    match call.resume(Reply::Start) {
+                        Ok(Yield::Op(op)) => {
+                            self.current = Some(call);
+                            return Step::Op(op);
+                        }
+                        Ok(Yield::Done(v)) => self.finish(v),
+                        Err(e) => return self.fail(e),
                     }
                 }
-                Reply::Failed(e) => {
-                    self.error = Some(e);
-                    return Step::Done;
-                }
-                Reply::Done | Reply::Start => {}
             }
-            self.pc += 1;
-        }
-        self.started = true;
-        match self.code.0.get(self.pc) {
-            Some(c) => Step::Op(c.op),
-            None => Step::Done,
         }
     }
 

@@ -107,6 +107,9 @@ pub fn initial_machine(program: &Program) -> Machine<LitmusThread> {
     for (node, thread) in &program.threads {
         machine.spawn(*node, thread.clone());
     }
+    for &(loc, thread) in &program.private {
+        machine.set_private(loc, thread);
+    }
     machine
 }
 

@@ -4,7 +4,7 @@
 use super::items::{LocalWriteEntry, PipeItem, RemoteWrite, SbEntry, Timed};
 use super::mutation::Mutation;
 use std::collections::VecDeque;
-use velos_rdma::{Layout, Loc, NodeId, Op, Process, RdmaError, WorkId};
+use velos_rdma::{Layout, Loc, NodeId, Op, Process, RdmaError, Shared, WorkId};
 
 /// What a thread does next.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -116,6 +116,9 @@ pub struct Machine<P> {
     pub nodes: Vec<NodeStatus>,
     /// A deliberately wrong rule, for tests only; `None` is the model.
     pub mutation: Option<Mutation>,
+    /// Per node, per word: `t + 1` if only thread t ever touches the word (a library's
+    /// scratch word), else 0. Declared by the program; the explorer's reduction uses it.
+    pub owner: Shared<Vec<Vec<u32>>>,
 }
 
 impl<P: Process> Machine<P> {
@@ -132,6 +135,12 @@ impl<P: Process> Machine<P> {
             atomic_busy: vec![false; n],
             nodes: vec![NodeStatus::Up; n],
             mutation: None,
+            owner: Shared::new(
+                layout
+                    .node_ids()
+                    .map(|id| vec![0; layout.words(id) as usize])
+                    .collect(),
+            ),
         }
     }
 
@@ -206,6 +215,26 @@ impl<P: Process> Machine<P> {
     pub(crate) fn write(&mut self, loc: Loc, value: u64) {
         let index = self.word_index(loc).expect("locations are checked at post");
         self.mem[loc.node.index()][index] = value;
+    }
+
+    /// Declares that only thread `thread` ever touches `loc`.
+    pub fn set_private(&mut self, loc: Loc, thread: usize) {
+        let index = self
+            .word_index(loc)
+            .expect("a private word inside the layout");
+        // Set up before the run; the table is then shared by every state.
+        let mut owner: Vec<Vec<u32>> = (*self.owner).clone();
+        owner[loc.node.index()][index] = u32::try_from(thread + 1).expect("thread ids fit u32");
+        self.owner = Shared::new(owner);
+    }
+
+    /// The thread `loc` is private to, if any.
+    pub fn private_to(&self, loc: Loc) -> Option<usize> {
+        let index = loc.word_index()?;
+        match self.owner.get(loc.node.index())?.get(index)? {
+            0 => None,
+            &t => Some(t as usize - 1),
+        }
     }
 
     /// Whether the rules run with mutation `m`.

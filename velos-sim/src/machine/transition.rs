@@ -3,7 +3,7 @@
 use super::items::{LocalWriteEntry, PipeItem, RemoteWrite, SbEntry};
 use super::mutation::Mutation;
 use super::state::{Machine, Next, QpStatus};
-use velos_rdma::{NodeId, Op, Process, WorkId};
+use velos_rdma::{Loc, NodeId, Op, Process, WorkId};
 
 /// One step of the machine.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -212,5 +212,135 @@ impl<P: Process> Machine<P> {
             .iter()
             .any(|e| matches!(&e.item, SbEntry::Remote { target, .. } if *target == node));
         !in_sb && self.qps[self.qp_index(t, node)].drained()
+    }
+}
+
+impl<P: Process> Machine<P> {
+    /// Whether `transition` (enabled in this state) commutes with every transition that can
+    /// be enabled on any path that does not take it, disables none and is disabled by none,
+    /// and changes nothing the outcome shows: then exploring it alone from this state loses
+    /// no final or stuck state (a persistent set of one; see `explore.rs`). Never claimed
+    /// under a mutation. The cases:
+    /// * a CPU step that only appends to its own store buffer or only waits (store, posts,
+    ///   rfence, wait, poll, global fence, mfence);
+    /// * a posted operation entering its pipe; rules 1 (a fence leaves the head) and 5 (an
+    ///   ACK completes);
+    /// * steps on a word private to one thread (a library's scratch word: see
+    ///   [`Machine::set_private`]) that nothing else can order against: the owner's load of
+    ///   it, the flush of its store to it, and, while the owner waits for that very
+    ///   operation, rule 7 and rule 8 of a get or RMW returning into it.
+    pub fn is_invisible(&self, transition: Transition) -> bool {
+        if self.mutation.is_some() {
+            return false;
+        }
+        match transition {
+            Transition::Cpu(t) => match &self.threads[t].next {
+                Next::Pending(Op::Load { loc }) => {
+                    self.private_to(*loc) == Some(t) && self.nic_writes_to(t, *loc) == 0
+                }
+                Next::Pending(op) => matches!(
+                    op,
+                    Op::Store { .. }
+                        | Op::Put { .. }
+                        | Op::PutInline { .. }
+                        | Op::Get { .. }
+                        | Op::Atomic { .. }
+                        | Op::Rfence { .. }
+                        | Op::Wait { .. }
+                        | Op::Poll { .. }
+                        | Op::GlobalFence { .. }
+                        | Op::Mfence
+                ),
+                Next::Finished | Next::Crashed => false,
+            },
+            Transition::StoreBufferHead(t) => match self.threads[t].sb.front().map(|e| &e.item) {
+                Some(SbEntry::Remote { .. }) => true,
+                Some(SbEntry::Write { loc, .. }) => {
+                    self.private_to(*loc) == Some(t)
+                        && self.nic_writes_to(t, *loc) == 0
+                        && !self.nic_reads_from(t, *loc)
+                }
+                None => false,
+            },
+            Transition::Pipe(q, i) => match &self.qps[q].pipe[i].item {
+                PipeItem::Fence | PipeItem::Ack { .. } => i == 0,
+                PipeItem::LocalWrite { local, work_id, .. } => {
+                    let (t, _) = self.qp_ends(q);
+                    i == 0
+                        && self.private_to(*local) == Some(t)
+                        && self.blocked_on(t, *work_id)
+                        && !self.qps[q]
+                            .pipe
+                            .iter()
+                            .any(|e| matches!(e.item, PipeItem::PutRead { .. }))
+                }
+                _ => false,
+            },
+            Transition::LocalCommit(q, i) => {
+                let (t, _) = self.qp_ends(q);
+                let LocalWriteEntry::Write { loc, work_id, .. } = self.qps[q].lw[i].item else {
+                    return false;
+                };
+                self.private_to(loc) == Some(t)
+                    && self.blocked_on(t, work_id)
+                    && self.nic_writes_to(t, loc) == 1
+                    && !self.nic_reads_from(t, loc)
+                    && !self.threads[t]
+                        .sb
+                        .iter()
+                        .any(|e| matches!(e.item, SbEntry::Write { loc: l, .. } if l == loc))
+            }
+            Transition::RemoteCommit(..) => false,
+        }
+    }
+
+    /// Whether thread t is blocked in a `wait` for `work_id`.
+    fn blocked_on(&self, t: usize, work_id: WorkId) -> bool {
+        matches!(self.threads[t].next, Next::Pending(Op::Wait { work_id: w }) if w == work_id)
+    }
+
+    /// How many pending NIC writes of thread t's operations will land in `loc` (gets and
+    /// RMWs not yet returned, and their `nlw`s).
+    fn nic_writes_to(&self, t: usize, loc: Loc) -> usize {
+        let into = |item: &PipeItem| match item {
+            PipeItem::GetRead { local, .. }
+            | PipeItem::AtomicRead { local, .. }
+            | PipeItem::LocalWrite { local, .. } => *local == loc,
+            _ => false,
+        };
+        let in_sb = self.threads[t]
+            .sb
+            .iter()
+            .filter(|e| matches!(&e.item, SbEntry::Remote { item, .. } if into(item)))
+            .count();
+        let in_qps: usize = (0..self.node_count())
+            .map(|n| {
+                let qp = &self.qps[self.qp_index(t, NodeId(n as u16))];
+                qp.pipe.iter().filter(|e| into(&e.item)).count()
+                    + qp.lw
+                        .iter()
+                        .filter(
+                            |e| matches!(e.item, LocalWriteEntry::Write { loc: l, .. } if l == loc),
+                        )
+                        .count()
+            })
+            .sum();
+        in_sb + in_qps
+    }
+
+    /// Whether some put of thread t has still to read `loc` (rule 2).
+    fn nic_reads_from(&self, t: usize, loc: Loc) -> bool {
+        let reads =
+            |item: &PipeItem| matches!(item, PipeItem::PutRead { local, .. } if *local == loc);
+        self.threads[t]
+            .sb
+            .iter()
+            .any(|e| matches!(&e.item, SbEntry::Remote { item, .. } if reads(item)))
+            || (0..self.node_count()).any(|n| {
+                self.qps[self.qp_index(t, NodeId(n as u16))]
+                    .pipe
+                    .iter()
+                    .any(|e| reads(&e.item))
+            })
     }
 }
