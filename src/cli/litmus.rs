@@ -185,11 +185,17 @@ thread T1@1\n  rcas a x 0 1\nthread T3@3\n  rfaa b x 1\nexists a = 0 && x = 1\ne
     }
 
     #[test]
-    fn library_instructions_are_not_yet_supported_exit_2() {
+    fn library_instructions_run_their_real_implementations() {
         let dir = scratch("lib");
         let text = "litmus l\nnodes 1\nlock m wlock\nthread T@1\n  acq m\n  rel m\nexists T:r0 = 0\nexpect allowed\n";
         let f = write(&dir, "l.litmus", text);
-        assert_eq!(status_of(&[&f]), 2);
+        assert_eq!(status_of(&[&f]), 0);
+        let wrong = write(
+            &dir,
+            "w.litmus",
+            &text.replace("expect allowed", "expect forbidden"),
+        );
+        assert_eq!(status_of(&[&wrong]), 1);
     }
 
     #[test]
