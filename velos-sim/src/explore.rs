@@ -43,6 +43,45 @@ where
     O: Ord,
     F: Fn(&Machine<P>) -> O,
 {
+    match explore_checked(initial, max_states, project, |_| None) {
+        Ok(e) => Ok(e),
+        Err(ExploreError::Budget(b)) => Err(b),
+        Err(ExploreError::Invariant { .. }) => unreachable!("no invariant to break"),
+    }
+}
+
+/// Why a checked exploration stopped without a result.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ExploreError {
+    /// The state budget was exceeded.
+    #[error(transparent)]
+    Budget(#[from] BudgetExceeded),
+    /// A reachable state breaks the invariant.
+    #[error("invariant broken after {states} states: {message}")]
+    Invariant {
+        /// States explored when it was found.
+        states: usize,
+        /// What the invariant said.
+        message: String,
+    },
+}
+
+/// Like [`explore`], and checks `invariant` on every reachable state: it returns `None` when
+/// the state is fine, or a description of what is wrong. (With the reduction, the states
+/// checked are those the reduced graph visits; invariants over the processes' own states,
+/// such as mutual exclusion, are preserved by it.)
+pub fn explore_checked<P, O, F, I>(
+    initial: Machine<P>,
+    max_states: usize,
+    project: F,
+    invariant: I,
+) -> Result<Exploration<O>, ExploreError>
+where
+    P: Process,
+    O: Ord,
+    F: Fn(&Machine<P>) -> O,
+    I: Fn(&Machine<P>) -> Option<String>,
+{
     assert!(max_states > 0, "a state budget of at least one state");
     let mut graph = Graph::default();
     let mut outcomes = BTreeSet::new();
@@ -56,6 +95,12 @@ where
     let mut enabled: Vec<(Transition, u64)> = Vec::new();
     let mut transitions = 0usize;
     while let Some((id, state)) = stack.pop() {
+        if let Some(message) = invariant(&state) {
+            return Err(ExploreError::Invariant {
+                states: graph.preds.len(),
+                message,
+            });
+        }
         state.enabled(&mut enabled);
         if enabled.is_empty() && state.is_complete() {
             graph.finals.push(id);
@@ -89,7 +134,7 @@ where
                 Entry::Occupied(known) => *known.get(),
                 Entry::Vacant(slot) => {
                     if graph.preds.len() >= max_states {
-                        return Err(BudgetExceeded { max_states });
+                        return Err(BudgetExceeded { max_states }.into());
                     }
                     let new_id = graph.add_state();
                     stack.push((new_id, Rc::clone(slot.key())));
