@@ -3,6 +3,8 @@
 //! Events in, RDMA operations out; no clock, no threads, no I/O.
 #![deny(unsafe_code)]
 
+pub mod proposal;
+pub mod slot;
 pub mod word;
 
 pub use velos_rdma as rdma;

@@ -1,0 +1,618 @@
+//! One slot's proposer: Algorithm 5 of the Velos paper (abortable consensus over remote
+//! CAS with predicted acceptor states), sans-IO. The caller posts what [`SlotCommand`]s say
+//! and reports completions; the slot decides or aborts. An abort is a normal outcome.
+
+use crate::proposal::{Numbering, ProposerId};
+use crate::word::{AcceptorState, WordLayout};
+use std::collections::VecDeque;
+
+/// The fixed parameters of a slot proposer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct SlotConfig {
+    /// Acceptor word layout.
+    pub layout: WordLayout,
+    /// Number of acceptors.
+    pub acceptors: u16,
+    /// Proposal numbering.
+    pub numbering: Numbering,
+    /// Who I am.
+    pub me: ProposerId,
+    /// The slot's instance tag (0 without a ring).
+    pub tag: u16,
+}
+
+impl SlotConfig {
+    /// Acceptors needed for a majority.
+    pub fn majority(&self) -> usize {
+        usize::from(self.acceptors) / 2 + 1
+    }
+
+    /// Proposal numbers above this are not used with one-sided CAS: the overflow fallback
+    /// takes over (the paper's threshold: 2^31 - |Π| for 31-bit fields).
+    pub fn overflow_threshold(&self) -> u64 {
+        self.layout.max_proposal() - u64::from(self.numbering.proposers)
+    }
+}
+
+/// Which content an accept writes into my value buffer before its CAS.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Content {
+    /// My own input for this slot.
+    Mine,
+    /// The value read by the last [`SlotCommand::ReadValue`] (adopted).
+    Adopted,
+}
+
+/// An operation the slot wants posted. All operations towards one acceptor must be posted
+/// on one queue pair in the order given (the write before its CAS).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum SlotCommand {
+    /// Remote CAS on acceptor `acceptor`'s word of this slot; report its old value with
+    /// [`SlotProposer::on_cas`] and this `id`.
+    Cas {
+        /// Identifies this CAS to the slot.
+        id: u64,
+        /// The acceptor.
+        acceptor: u16,
+        /// The predicted word.
+        expected: u64,
+        /// The word the RPC would leave.
+        desired: u64,
+    },
+    /// Write `content`, stamped with `proposal`, into my value buffer of this slot at
+    /// `acceptor` (ahead of the accept CAS on the same queue pair).
+    WriteValue {
+        /// The acceptor.
+        acceptor: u16,
+        /// What to write.
+        content: Content,
+        /// The proposal number the buffer is stamped with.
+        proposal: u64,
+    },
+    /// Read `proposer`'s value buffer of this slot at `acceptor`; its stamp must be
+    /// `proposal`. Report with [`SlotProposer::on_value_read`].
+    ReadValue {
+        /// The acceptor that holds it.
+        acceptor: u16,
+        /// Whose buffer.
+        proposer: ProposerId,
+        /// The stamp expected.
+        proposal: u64,
+    },
+}
+
+/// Where a slot stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Outcome {
+    /// Nothing started, or a phase is under way.
+    Pending,
+    /// A majority accepted `proposal` with my buffer's content (`content`).
+    Decided {
+        /// The deciding proposal number.
+        proposal: u64,
+        /// Which content my buffer held.
+        content: Content,
+    },
+    /// The attempt aborted (a nack, or an overwritten value buffer); prepare again to retry.
+    Aborted,
+    /// The next proposal number would pass the overflow threshold: one-sided CAS must not
+    /// be used on this slot any more.
+    Overflow,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct Posted {
+    id: u64,
+    attempt: u32,
+    accept: bool,
+    expected: u64,
+    desired: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+enum Phase {
+    Idle,
+    /// Waiting for a majority of successful prepare CASes; `promised[a]` holds the state a
+    /// successful prepare CAS confirmed.
+    Preparing {
+        promised: Vec<Option<AcceptorState>>,
+    },
+    /// Waiting for the value to adopt.
+    Reading,
+    /// Waiting for a majority of successful accept CASes.
+    Accepting {
+        content: Content,
+        accepted: Vec<bool>,
+    },
+    Done(Outcome),
+}
+
+/// One slot's proposer state (Algorithm 5).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct SlotProposer {
+    config: SlotConfig,
+    /// Per acceptor: the word expected after every CAS posted on it so far.
+    predicted: Vec<u64>,
+    /// Per acceptor: CASes posted and not completed, oldest first (queue pairs are FIFO).
+    in_flight: Vec<VecDeque<Posted>>,
+    proposal: u64,
+    attempt: u32,
+    next_id: u64,
+    phase: Phase,
+}
+
+impl SlotProposer {
+    /// A slot proposer whose predictions start at `predicted` (one word per acceptor; the
+    /// initial state ⟨0,0,⊥⟩, or a new leader's local acceptor words).
+    pub fn new(config: SlotConfig, predicted: Vec<u64>) -> SlotProposer {
+        assert_eq!(
+            predicted.len(),
+            usize::from(config.acceptors),
+            "one prediction per acceptor"
+        );
+        assert!(
+            config.numbering.proposers as u64 <= config.layout.max_proposers(),
+            "value field names every proposer"
+        );
+        SlotProposer {
+            in_flight: vec![VecDeque::new(); predicted.len()],
+            config,
+            predicted,
+            proposal: 0,
+            attempt: 0,
+            next_id: 0,
+            phase: Phase::Idle,
+        }
+    }
+
+    /// A fresh slot: every acceptor predicted at ⟨tag, 0, 0, ⊥⟩.
+    pub fn fresh(config: SlotConfig) -> SlotProposer {
+        let initial = config
+            .layout
+            .encode(AcceptorState::initial(config.tag))
+            .expect("the tag fits the layout");
+        SlotProposer::new(config, vec![initial; usize::from(config.acceptors)])
+    }
+
+    /// Where the slot stands.
+    pub fn outcome(&self) -> Outcome {
+        match self.phase {
+            Phase::Done(outcome) => outcome,
+            _ => Outcome::Pending,
+        }
+    }
+
+    /// The current proposal number (0 before the first prepare).
+    pub fn proposal(&self) -> u64 {
+        self.proposal
+    }
+
+    /// The predicted state of `acceptor`'s word.
+    pub fn predicted(&self, acceptor: u16) -> AcceptorState {
+        self.config
+            .layout
+            .decode(self.predicted[usize::from(acceptor)])
+    }
+
+    /// CASes posted and not yet completed.
+    pub fn in_flight(&self) -> usize {
+        self.in_flight.iter().map(VecDeque::len).sum()
+    }
+
+    fn cas(
+        &mut self,
+        acceptor: usize,
+        desired: AcceptorState,
+        accept: bool,
+        out: &mut Vec<SlotCommand>,
+    ) {
+        let expected = self.predicted[acceptor];
+        let desired = self
+            .config
+            .layout
+            .encode(desired)
+            .expect("proposal numbers stay below the overflow threshold");
+        self.next_id += 1;
+        let id = self.next_id;
+        self.in_flight[acceptor].push_back(Posted {
+            id,
+            attempt: self.attempt,
+            accept,
+            expected,
+            desired,
+        });
+        // The optimistic update: predict that the CAS succeeds (Algorithm 5).
+        self.predicted[acceptor] = desired;
+        out.push(SlotCommand::Cas {
+            id,
+            acceptor: acceptor as u16,
+            expected,
+            desired,
+        });
+    }
+
+    /// PREPARE: raise the proposal number above every predicted `min_proposal` and post one
+    /// CAS per acceptor. Also the retry after an abort.
+    pub fn prepare(&mut self, out: &mut Vec<SlotCommand>) {
+        assert!(
+            matches!(self.phase, Phase::Idle | Phase::Done(Outcome::Aborted)),
+            "prepare from idle or after an abort, not {:?}",
+            self.phase
+        );
+        let highest = (0..self.predicted.len())
+            .map(|a| self.predicted(a as u16).min_proposal)
+            .max()
+            .unwrap_or(0);
+        let proposal = self
+            .config
+            .numbering
+            .next_above(self.config.me, highest.max(self.proposal));
+        if proposal > self.config.overflow_threshold() {
+            self.phase = Phase::Done(Outcome::Overflow);
+            return;
+        }
+        self.proposal = proposal;
+        self.attempt += 1;
+        for a in 0..self.predicted.len() {
+            let state = self.predicted(a as u16);
+            // compare(PREPARE(n), state) = n > min_proposal, true after the bump.
+            assert!(
+                proposal > state.min_proposal,
+                "the bump puts the proposal above every prediction"
+            );
+            self.cas(
+                a,
+                AcceptorState {
+                    min_proposal: proposal,
+                    ..state
+                },
+                false,
+                out,
+            );
+        }
+        self.phase = Phase::Preparing {
+            promised: vec![None; self.predicted.len()],
+        };
+        assert!(
+            self.in_flight() >= self.predicted.len(),
+            "one prepare CAS per acceptor in flight"
+        );
+    }
+
+    /// Reports the old value of CAS `id` (on `acceptor`). Completions of one acceptor
+    /// arrive in posting order.
+    pub fn on_cas(
+        &mut self,
+        acceptor: u16,
+        id: u64,
+        actual: u64,
+        previous: &[u8],
+        out: &mut Vec<SlotCommand>,
+    ) {
+        let a = usize::from(acceptor);
+        let posted = self.in_flight[a]
+            .pop_front()
+            .expect("a completion for a posted CAS");
+        assert_eq!(
+            posted.id, id,
+            "completions of one acceptor arrive in posting order"
+        );
+        let success = actual == posted.expected;
+        if self.in_flight[a].is_empty() {
+            // Nothing newer in flight: the prediction is now a fact.
+            self.predicted[a] = if success { posted.desired } else { actual };
+        }
+        if posted.attempt != self.attempt {
+            return; // an earlier attempt's CAS: it only corrects the prediction
+        }
+        match &mut self.phase {
+            Phase::Preparing { promised } if !posted.accept => {
+                if !success {
+                    self.phase = Phase::Done(Outcome::Aborted); // the paper: abort on a nack
+                    return;
+                }
+                // The word was exactly `expected`: a confirmed state, safe to adopt from.
+                promised[a] = Some(self.config.layout.decode(posted.expected));
+                if promised.iter().flatten().count() >= self.config.majority() {
+                    self.prepared(previous, out);
+                }
+            }
+            Phase::Accepting { content, accepted } if posted.accept => {
+                if !success {
+                    self.phase = Phase::Done(Outcome::Aborted);
+                    return;
+                }
+                // Only a successful CAS counts, never a prediction that equals the desired
+                // word ("a prediction is not a confirmation").
+                accepted[a] = true;
+                if accepted.iter().filter(|x| **x).count() >= self.config.majority() {
+                    let content = *content;
+                    self.phase = Phase::Done(Outcome::Decided {
+                        proposal: self.proposal,
+                        content,
+                    });
+                }
+            }
+            // A late completion of this attempt after the phase moved on: nothing to count.
+            _ => {}
+        }
+    }
+
+    /// A majority promised: adopt the value with the highest accepted proposal among the
+    /// confirmed states, or propose my own.
+    fn prepared(&mut self, previous: &[u8], out: &mut Vec<SlotCommand>) {
+        let Phase::Preparing { promised } = &self.phase else {
+            unreachable!("prepared from preparing")
+        };
+        let adopt = promised
+            .iter()
+            .enumerate()
+            .filter_map(|(a, s)| s.map(|s| (a, s)))
+            .filter(|(_, s)| s.has_accepted())
+            .max_by_key(|(_, s)| s.accepted_proposal);
+        match adopt {
+            Some((a, state)) => {
+                let proposer = ProposerId::from_value_tag(state.accepted_value)
+                    .expect("an accepted value names a proposer");
+                self.phase = Phase::Reading;
+                out.push(SlotCommand::ReadValue {
+                    acceptor: a as u16,
+                    proposer,
+                    proposal: state.accepted_proposal,
+                });
+            }
+            None => self.accept(Content::Mine, previous, out),
+        }
+    }
+
+    /// Reports the value read for adoption: `stamped_ok` says whether the buffer still bore
+    /// the expected stamp (else it was overwritten by a newer attempt: abort and retry).
+    pub fn on_value_read(&mut self, stamped_ok: bool, previous: &[u8], out: &mut Vec<SlotCommand>) {
+        assert!(
+            matches!(self.phase, Phase::Reading),
+            "a value read while reading, not {:?}",
+            self.phase
+        );
+        if stamped_ok {
+            self.accept(Content::Adopted, previous, out);
+        } else {
+            self.phase = Phase::Done(Outcome::Aborted);
+        }
+    }
+
+    /// ACCEPT: write the value into my buffer at every acceptor that may accept, then CAS
+    /// the word to ⟨prop, prop, me⟩ there. `previous[a]` is the previous-decision count to
+    /// write at acceptor a.
+    fn accept(&mut self, content: Content, previous: &[u8], out: &mut Vec<SlotCommand>) {
+        let proposal = self.proposal;
+        for a in 0..self.predicted.len() {
+            let state = self.predicted(a as u16);
+            // compare(ACCEPT(n), state) = n >= min_proposal; elsewhere the CAS would break a
+            // promise to a higher proposal, so it is not posted at all.
+            if proposal < state.min_proposal {
+                continue;
+            }
+            out.push(SlotCommand::WriteValue {
+                acceptor: a as u16,
+                content,
+                proposal,
+            });
+            let desired = AcceptorState {
+                min_proposal: proposal,
+                accepted_proposal: proposal,
+                accepted_value: self.config.me.value_tag(),
+                previous_decision: previous
+                    .get(a)
+                    .map_or(0, |&p| p.min(self.config.layout.max_previous() as u8)),
+                ..state
+            };
+            self.cas(a, desired, true, out);
+        }
+        self.phase = Phase::Accepting {
+            content,
+            accepted: vec![false; self.predicted.len()],
+        };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LAYOUT: WordLayout = WordLayout::PAPER;
+
+    fn config(me: u16) -> SlotConfig {
+        SlotConfig {
+            layout: LAYOUT,
+            acceptors: 3,
+            numbering: Numbering { proposers: 2 },
+            me: ProposerId(me),
+            tag: 0,
+        }
+    }
+
+    fn word(min: u64, accepted: u64, value: u16) -> u64 {
+        LAYOUT
+            .encode(AcceptorState {
+                min_proposal: min,
+                accepted_proposal: accepted,
+                accepted_value: value,
+                ..AcceptorState::default()
+            })
+            .unwrap()
+    }
+
+    fn cas(id: u64, acceptor: u16, expected: u64, desired: u64) -> SlotCommand {
+        SlotCommand::Cas {
+            id,
+            acceptor,
+            expected,
+            desired,
+        }
+    }
+
+    fn write(acceptor: u16, content: Content, proposal: u64) -> SlotCommand {
+        SlotCommand::WriteValue {
+            acceptor,
+            content,
+            proposal,
+        }
+    }
+
+    /// A slot of proposer 0 that has posted its prepare CASes.
+    fn preparing() -> (SlotProposer, Vec<SlotCommand>) {
+        let mut slot = SlotProposer::fresh(config(0));
+        let mut out = Vec::new();
+        slot.prepare(&mut out);
+        (slot, out)
+    }
+
+    #[test]
+    fn prepare_posts_one_cas_per_acceptor_with_the_first_proposal_number() {
+        let (slot, out) = preparing();
+        assert_eq!(
+            out,
+            vec![
+                cas(1, 0, word(0, 0, 0), word(1, 0, 0)),
+                cas(2, 1, word(0, 0, 0), word(1, 0, 0)),
+                cas(3, 2, word(0, 0, 0), word(1, 0, 0))
+            ]
+        );
+        assert_eq!(slot.proposal(), 1);
+        assert_eq!(slot.outcome(), Outcome::Pending);
+    }
+
+    #[test]
+    fn a_majority_of_promises_with_nothing_accepted_accepts_my_value_everywhere() {
+        let (mut slot, _) = preparing();
+        let mut out = Vec::new();
+        slot.on_cas(0, 1, word(0, 0, 0), &[], &mut out);
+        assert!(out.is_empty(), "one promise is not a majority");
+        slot.on_cas(1, 2, word(0, 0, 0), &[], &mut out);
+        // Acceptor 2's prepare is still in flight: its accept is chained on the optimistic
+        // prediction, on the same queue pair.
+        assert_eq!(
+            out,
+            vec![
+                write(0, Content::Mine, 1),
+                cas(4, 0, word(1, 0, 0), word(1, 1, 1)),
+                write(1, Content::Mine, 1),
+                cas(5, 1, word(1, 0, 0), word(1, 1, 1)),
+                write(2, Content::Mine, 1),
+                cas(6, 2, word(1, 0, 0), word(1, 1, 1)),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_majority_of_successful_accepts_decides() {
+        let (mut slot, _) = preparing();
+        let mut out = Vec::new();
+        slot.on_cas(0, 1, word(0, 0, 0), &[], &mut out);
+        slot.on_cas(1, 2, word(0, 0, 0), &[], &mut out);
+        slot.on_cas(0, 4, word(1, 0, 0), &[], &mut out);
+        assert_eq!(slot.outcome(), Outcome::Pending);
+        slot.on_cas(1, 5, word(1, 0, 0), &[], &mut out);
+        assert_eq!(
+            slot.outcome(),
+            Outcome::Decided {
+                proposal: 1,
+                content: Content::Mine
+            }
+        );
+    }
+
+    #[test]
+    fn a_nack_aborts_and_the_retry_bumps_above_the_actual_min_proposal() {
+        let (mut slot, _) = preparing();
+        let mut out = Vec::new();
+        // Acceptor 0 had promised proposal 4 (proposer 1's second number).
+        slot.on_cas(0, 1, word(4, 0, 0), &[], &mut out);
+        assert_eq!(slot.outcome(), Outcome::Aborted);
+        assert_eq!(
+            slot.predicted(0).min_proposal,
+            4,
+            "a failed CAS teaches the actual word"
+        );
+        out.clear();
+        slot.prepare(&mut out);
+        assert_eq!(
+            slot.proposal(),
+            5,
+            "the smallest of proposer 0's numbers above 4"
+        );
+        assert_eq!(out[0], cas(4, 0, word(4, 0, 0), word(5, 0, 0)));
+        // Acceptors 1 and 2 still have attempt 1's prepare in flight: chained on it.
+        assert_eq!(out[1], cas(5, 1, word(1, 0, 0), word(5, 0, 0)));
+    }
+
+    #[test]
+    fn prepare_adopts_the_confirmed_value_with_the_highest_accepted_proposal() {
+        let (mut slot, _) = preparing();
+        let mut out = Vec::new();
+        slot.on_cas(0, 1, word(4, 2, 2), &[], &mut out); // nack: proposer 1 accepted at 2
+        out.clear();
+        slot.prepare(&mut out); // proposal 5
+        slot.on_cas(1, 2, word(0, 0, 0), &[], &mut out); // attempt 1's prepare: ignored
+        slot.on_cas(2, 3, word(0, 0, 0), &[], &mut out);
+        out.clear();
+        slot.on_cas(0, 4, word(4, 2, 2), &[], &mut out); // promise, confirms ⟨4,2,p1⟩
+        assert!(out.is_empty());
+        slot.on_cas(1, 5, word(1, 0, 0), &[], &mut out);
+        assert_eq!(
+            out,
+            vec![SlotCommand::ReadValue {
+                acceptor: 0,
+                proposer: ProposerId(1),
+                proposal: 2
+            }]
+        );
+        out.clear();
+        slot.on_value_read(true, &[], &mut out);
+        assert_eq!(out[0], write(0, Content::Adopted, 5));
+        assert_eq!(out[1], cas(7, 0, word(5, 2, 2), word(5, 5, 1)));
+    }
+
+    #[test]
+    fn an_overwritten_value_buffer_aborts_the_adoption() {
+        let (mut slot, _) = preparing();
+        let mut out = Vec::new();
+        slot.on_cas(0, 1, word(0, 2, 2), &[], &mut out);
+        slot.prepare(&mut out);
+        slot.on_cas(1, 2, word(0, 0, 0), &[], &mut out);
+        slot.on_cas(2, 3, word(0, 0, 0), &[], &mut out);
+        slot.on_cas(0, 4, word(0, 2, 2), &[], &mut out);
+        slot.on_cas(1, 5, word(1, 0, 0), &[], &mut out);
+        out.clear();
+        slot.on_value_read(false, &[], &mut out);
+        assert!(out.is_empty());
+        assert_eq!(slot.outcome(), Outcome::Aborted);
+    }
+
+    #[test]
+    fn a_prediction_is_not_a_confirmation() {
+        // The brief's scenario: accept CASes in flight, an abort, a retry; predictions
+        // already equal the desired words, but only CAS successes may count.
+        let (mut slot, _) = preparing();
+        let mut out = Vec::new();
+        slot.on_cas(0, 1, word(0, 0, 0), &[], &mut out);
+        slot.on_cas(1, 2, word(0, 0, 0), &[], &mut out); // accepts 4, 5, 6 posted
+        slot.on_cas(2, 3, word(3, 0, 0), &[], &mut out); // a late nack of attempt 1's prepare
+        slot.on_cas(0, 4, word(3, 0, 0), &[], &mut out); // accept nack at 0: abort
+        assert_eq!(slot.outcome(), Outcome::Aborted);
+        out.clear();
+        slot.prepare(&mut out);
+        // Attempt 1's accept on acceptor 1 now succeeds: it must not count for attempt 2.
+        slot.on_cas(1, 5, word(1, 0, 0), &[], &mut out);
+        assert_eq!(slot.outcome(), Outcome::Pending);
+    }
+
+    #[test]
+    fn no_cas_past_the_overflow_threshold() {
+        let mut slot = SlotProposer::new(config(0), vec![word(LAYOUT.max_proposal() - 1, 0, 0); 3]);
+        let mut out = Vec::new();
+        slot.prepare(&mut out);
+        assert!(out.is_empty());
+        assert_eq!(slot.outcome(), Outcome::Overflow);
+    }
+}
