@@ -103,6 +103,15 @@ pub enum Op {
         /// The tag waited for.
         work_id: WorkId,
     },
+    /// rdmawait `test` (ours, the non-blocking twin of `wait`, as `MPI_Test` is of
+    /// `MPI_Wait`): replies `Value(1)` if every earlier remote operation of this thread with
+    /// this work id is complete — then exactly as `wait` would (its failures included) —
+    /// and `Value(0)` otherwise, consuming nothing. It lets a process wait for a majority of
+    /// operations when some target may never answer.
+    Test {
+        /// The tag tested.
+        work_id: WorkId,
+    },
     /// rdmatso `poll`: consumes the oldest completion notification of the queue pair
     /// towards `node`, blocking until there is one.
     Poll {
@@ -137,6 +146,7 @@ impl Op {
             | Op::Cas { .. }
             | Op::Mfence
             | Op::Wait { .. }
+            | Op::Test { .. }
             | Op::Poll { .. }
             | Op::GlobalFence { .. } => None,
         }

@@ -537,3 +537,34 @@ fn dropping_the_fabric_stops_its_workers() {
         assert_eq!(fabric.read(w(0, 0)), Ok(99));
     }
 }
+
+#[test]
+fn test_is_a_non_blocking_wait() {
+    for fabric in fabrics(2) {
+        let mut endpoint = fabric.endpoint(NodeId(0));
+        assert_eq!(
+            endpoint.execute(&Op::Test { work_id: D }),
+            Reply::Value(1),
+            "nothing posted: complete"
+        );
+        assert_eq!(endpoint.execute(&put_inline(w(1, 0), 7, D)), Reply::Done);
+        // Poll until complete; the worker finishes the put in bounded time.
+        while endpoint.execute(&Op::Test { work_id: D }) == Reply::Value(0) {
+            std::thread::yield_now();
+        }
+        assert_eq!(
+            endpoint.execute(&Op::GlobalFence { node: NodeId(1) }),
+            Reply::Done
+        );
+        assert_eq!(fabric.read(w(1, 0)), Ok(7));
+    }
+    // A failed operation is reported by the test that finds it complete, once.
+    let fabric = MemFabric::new(Layout::uniform(2, 8), Mode::Inline);
+    let mut endpoint = fabric.endpoint(NodeId(0));
+    endpoint.execute(&put_inline(w(1, 100), 7, D));
+    assert!(matches!(
+        endpoint.execute(&Op::Test { work_id: D }),
+        Reply::Failed(RdmaError::WorkFailed { .. })
+    ));
+    assert_eq!(endpoint.execute(&Op::Test { work_id: D }), Reply::Value(1));
+}

@@ -263,3 +263,55 @@ fn bad_addresses_are_errors_not_panics() {
         Some(RdmaError::NotLocal { .. })
     ));
 }
+
+/// `test` never blocks: 0 while the operation is pending, then 1 (and the op's failure).
+#[test]
+fn test_reports_completion_without_blocking() {
+    use velos_sim::litmus::program::Action;
+    let test = |reg| Compiled {
+        action: Action::Op(Op::Test { work_id: W }),
+        reg: Some(reg),
+    };
+    let program = |crash: bool| {
+        let mut machine = Machine::new(&velos_rdma::Layout::uniform(2, 4));
+        let mut code = vec![
+            Compiled::op(Op::PutInline {
+                remote: Loc::word(NodeId(1), 0),
+                value: 5,
+                work_id: W,
+            }),
+            test(0),
+        ];
+        // 1,000 local loads of 5 ns each: 5 µs pass, far more than a put's round trip.
+        code.extend((0..1000).map(|_| {
+            Compiled::op(Op::Load {
+                loc: Loc::word(NodeId(0), 3),
+            })
+        }));
+        code.push(test(1));
+        machine.spawn(NodeId(0), LitmusThread::new(code, 2));
+        let mut config = SimConfig::new(5, LatencyModel::generic());
+        if crash {
+            config.faults.push(ScheduledFault {
+                at_ns: 0,
+                fault: Fault::Crash {
+                    node: NodeId(1),
+                    mode: CrashMode::Hang,
+                },
+            });
+        }
+        let mut sim = Simulator::new(machine, config);
+        sim.run(u64::MAX, 10_000);
+        sim.machine().threads[0].process.regs.clone()
+    };
+    assert_eq!(
+        program(false),
+        vec![0, 1],
+        "pending right after the post, complete 5 µs later"
+    );
+    assert_eq!(
+        program(true),
+        vec![0, 0],
+        "towards a hung node it stays 0 and never blocks"
+    );
+}

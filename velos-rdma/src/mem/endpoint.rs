@@ -140,6 +140,19 @@ impl<'f> MemEndpoint<'f> {
         Ok(())
     }
 
+    /// `Test`: whether every earlier operation with `work_id` has completed (then as
+    /// `wait`), without blocking.
+    fn test(&mut self, work_id: WorkId) -> Result<bool, RdmaError> {
+        let Some(newest) = self.newest.get(&work_id) else {
+            return Ok(true);
+        };
+        let newest = newest.clone();
+        if !self.settle(|_| true, |completions| completions.covers(&newest)) {
+            return Ok(false);
+        }
+        self.wait(work_id).map(|()| true)
+    }
+
     /// `Wait`: every earlier operation with `work_id` has completed.
     fn wait(&mut self, work_id: WorkId) -> Result<(), RdmaError> {
         let Some(newest) = self.newest.remove(&work_id) else {
@@ -233,6 +246,7 @@ impl<'f> MemEndpoint<'f> {
                 done(self.post(op))
             }
             Op::Wait { work_id } => done(self.wait(work_id)),
+            Op::Test { work_id } => self.test(work_id).map(|c| Reply::Value(u64::from(c))),
             Op::Poll { node } => done(self.poll(node)),
             // Queue pairs already run one operation at a time, in order.
             Op::Rfence { node } => done(self.queue_pair(node).map(drop)),

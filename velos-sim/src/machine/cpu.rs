@@ -4,7 +4,7 @@
 use super::delay::{Clock, Delay};
 use super::items::{LocalWriteEntry, PipeItem, SbEntry, Timed};
 use super::state::{Machine, Next, NodeStatus};
-use velos_rdma::{Loc, NodeId, Op, Process, RdmaError, Reply, Step};
+use velos_rdma::{Loc, NodeId, Op, Process, RdmaError, Reply, Step, WorkId};
 
 impl<P: Process> Machine<P> {
     /// Thread t executes its pending operation at `now` and is resumed with the reply.
@@ -139,23 +139,19 @@ impl<P: Process> Machine<P> {
                     Reply::Done
                 }
             },
+            Op::Test { work_id } if self.work_pending(t, work_id) => Reply::Value(0),
+            Op::Test { work_id } => match self.take_failures(t, work_id) {
+                None => Reply::Value(1),
+                Some(e) => Reply::Failed(e),
+            },
             Op::Wait { work_id } => {
                 assert!(
                     !self.work_pending(t, work_id),
                     "rdmawait: wait with its operations complete"
                 );
-                let failed = &mut self.threads[t].failed;
-                let first = failed.iter().position(|(w, _)| *w == work_id);
-                match first {
+                match self.take_failures(t, work_id) {
                     None => Reply::Done,
-                    Some(i) => {
-                        let cause = failed[i].1.clone();
-                        failed.retain(|(w, _)| *w != work_id);
-                        Reply::Failed(RdmaError::WorkFailed {
-                            work_id,
-                            cause: Box::new(cause),
-                        })
-                    }
+                    Some(e) => Reply::Failed(e),
                 }
             }
             Op::Poll { node: target } => match self.check_node(target) {
@@ -236,6 +232,19 @@ impl<P: Process> Machine<P> {
             item: SbEntry::Remote { target, item },
             ready,
         });
+    }
+
+    /// The failures of thread t's operations with `work_id`, reported once: the first as
+    /// the cause of a `WorkFailed`.
+    fn take_failures(&mut self, t: usize, work_id: WorkId) -> Option<RdmaError> {
+        let failed = &mut self.threads[t].failed;
+        let i = failed.iter().position(|(w, _)| *w == work_id)?;
+        let cause = failed[i].1.clone();
+        failed.retain(|(w, _)| *w != work_id);
+        Some(RdmaError::WorkFailed {
+            work_id,
+            cause: Box::new(cause),
+        })
     }
 
     /// TSO read: the newest write to `loc` in the store buffer, else memory.

@@ -165,6 +165,7 @@ impl<P: Process> Machine<P> {
         match *op {
             Op::Cas { .. } | Op::Mfence => thread.sb.is_empty(),
             Op::Wait { work_id } => !self.work_pending(t, work_id),
+            Op::Test { .. } => true,
             Op::Poll { node } => match self.qps.get(self.qp_index(t, node)) {
                 Some(qp) => matches!(
                     qp.lw.front().map(|e| &e.item),
