@@ -184,7 +184,12 @@ mod loom_tests {
     use loom::thread;
 
     fn ticket(seq: u64, target: u16, qp_seq: u64) -> Ticket {
-        Ticket { seq, target: NodeId(target), qp_seq, work_id: WorkId(1) }
+        Ticket {
+            seq,
+            target: NodeId(target),
+            qp_seq,
+            work_id: WorkId(1),
+        }
     }
 
     #[test]
@@ -215,7 +220,10 @@ mod loom_tests {
                 let crashed = crashed.clone();
                 thread::spawn(move || shared.complete(ticket(1, 1, 1), Err(crashed)))
             };
-            let first = shared.settle(|c| c.completed(NodeId(1)) >= 1, |c| c.take_failure(|_| true));
+            let first = shared.settle(
+                |c| c.completed(NodeId(1)) >= 1,
+                |c| c.take_failure(|_| true),
+            );
             worker.join().expect("worker");
             let second = shared.settle(|_| true, |c| c.take_failure(|_| true));
             assert_eq!(first, Some(crashed));
