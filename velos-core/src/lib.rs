@@ -3,7 +3,9 @@
 //! Events in, RDMA operations out; no clock, no threads, no I/O.
 #![deny(unsafe_code)]
 
+pub mod cluster;
 pub mod proposal;
+pub mod single_decree;
 pub mod slot;
 pub mod word;
 

@@ -1,0 +1,308 @@
+//! A proposer of a fixed run of slots, as a [`Process`]: each slot is decided with
+//! Algorithm 5 ([`SlotProposer`]) over the programming model, retrying a bounded number of
+//! times after an abort. The exhaustive checks run it on the explorer (several proposers,
+//! an acceptor crashed), so it waits for majorities with `test`, never with `wait`, on
+//! operations a crashed acceptor would never complete.
+
+use crate::cluster::ClusterShape;
+use crate::proposal::{Numbering, ProposerId};
+use crate::slot::{Content, Outcome, SlotCommand, SlotConfig, SlotProposer};
+use crate::word::WordLayout;
+use std::collections::VecDeque;
+use velos_rdma::{Loc, Op, Process, Reply, Rmw, Shared, Step, WorkId};
+
+/// Scratch words per acceptor for CAS results (CASes in flight per acceptor at most).
+const CAS_SLOTS: u32 = 6;
+/// The work id of value writes and reads.
+const VALUE_WORK_ID: WorkId = WorkId(1);
+
+/// What a [`SingleDecree`] needs to know.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct SingleDecreeConfig {
+    /// The cluster's memory.
+    pub shape: ClusterShape,
+    /// Acceptor word layout.
+    pub layout: WordLayout,
+    /// How many proposers there are.
+    pub proposers: u16,
+    /// Attempts per slot (the first included) before giving the slot up.
+    pub max_attempts: u32,
+    /// Slots to decide, from slot 0.
+    pub slots: u32,
+}
+
+impl SingleDecreeConfig {
+    /// Scratch words a node needs: CAS results per acceptor, then two for value reads.
+    pub fn scratch_words(acceptors: u16) -> u32 {
+        u32::from(acceptors) * CAS_SLOTS + 2
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct InFlight {
+    acceptor: u16,
+    id: u64,
+    /// Index into the CAS scratch words of this acceptor.
+    cell: u32,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+enum Waiting {
+    /// Nothing asked yet.
+    Nothing,
+    /// A posted operation: its reply carries nothing.
+    Posted,
+    /// `test` of in-flight CAS `index`.
+    Test(usize),
+    /// The old value of in-flight CAS `index`.
+    Result(usize),
+    /// The content word of an adopted value, then its stamp.
+    ReadContent { proposal: u64 },
+    ReadStamp { proposal: u64, content: u64 },
+}
+
+/// A proposer of slots `0..slots` (one value for all of them: its input).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct SingleDecree {
+    config: Shared<SingleDecreeConfig>,
+    me: ProposerId,
+    input: u64,
+    slot: u32,
+    proposer: SlotProposer,
+    attempts: u32,
+    /// Operations to issue before anything else, in order.
+    queue: VecDeque<(Op, Waiting)>,
+    in_flight: Vec<InFlight>,
+    /// Next in-flight CAS to test (round robin).
+    poll: usize,
+    waiting: Waiting,
+    adopted: u64,
+    /// Per slot: the content decided, or `None` if this proposer gave the slot up.
+    pub decisions: Vec<Option<u64>>,
+}
+
+impl SingleDecree {
+    /// Proposer `me` proposing `input` (a non-zero word) in every slot.
+    pub fn new(config: Shared<SingleDecreeConfig>, me: ProposerId, input: u64) -> SingleDecree {
+        assert!(input != 0, "0 is the empty buffer");
+        assert!(config.slots <= config.shape.slots && config.slots > 0, "slots to decide");
+        let proposer = SlotProposer::fresh(Self::slot_config(&config, me));
+        SingleDecree {
+            config,
+            me,
+            input,
+            slot: 0,
+            proposer,
+            attempts: 0,
+            queue: VecDeque::new(),
+            in_flight: Vec::new(),
+            poll: 0,
+            waiting: Waiting::Nothing,
+            adopted: 0,
+            decisions: Vec::new(),
+        }
+    }
+
+    fn slot_config(config: &SingleDecreeConfig, me: ProposerId) -> SlotConfig {
+        SlotConfig {
+            layout: config.layout,
+            acceptors: config.shape.nodes,
+            numbering: Numbering { proposers: config.proposers },
+            me,
+            tag: 0,
+        }
+    }
+
+    fn node(&self) -> u16 {
+        self.me.0
+    }
+
+    fn cas_scratch(&self, acceptor: u16, cell: u32) -> Loc {
+        self.config.shape.scratch(self.node(), u32::from(acceptor) * CAS_SLOTS + cell)
+    }
+
+    fn cas_work_id(acceptor: u16, cell: u32) -> WorkId {
+        WorkId(2 + u32::from(acceptor) * CAS_SLOTS + cell)
+    }
+
+    /// Turns the slot's commands into queued operations.
+    fn enqueue(&mut self, commands: Vec<SlotCommand>) {
+        let shape = self.config.shape.clone();
+        for command in commands {
+            match command {
+                SlotCommand::Cas { id, acceptor, expected, desired } => {
+                    let cell = (0..CAS_SLOTS)
+                        .find(|c| !self.in_flight.iter().any(|f| f.acceptor == acceptor && f.cell == *c))
+                        .expect("CAS_SLOTS bounds the CASes in flight per acceptor");
+                    self.in_flight.push(InFlight { acceptor, id, cell });
+                    let op = Op::Atomic {
+                        local: self.cas_scratch(acceptor, cell),
+                        remote: shape.acceptor_word(acceptor, self.slot),
+                        rmw: Rmw::Cas { expected, new: desired },
+                        work_id: Self::cas_work_id(acceptor, cell),
+                    };
+                    self.queue.push_back((op, Waiting::Posted));
+                }
+                SlotCommand::WriteValue { acceptor, content, proposal } => {
+                    let value = match content {
+                        Content::Mine => self.input,
+                        Content::Adopted => self.adopted,
+                    };
+                    // Stamp first, then content: both land before the CAS behind them on
+                    // this queue pair, and a reader that reads the content, then the stamp,
+                    // never pairs an old stamp with new content.
+                    let stamp = shape.value_stamp(acceptor, self.me, self.slot);
+                    let word = shape.value_word(acceptor, self.me, self.slot, 0);
+                    let w = VALUE_WORK_ID;
+                    self.queue.push_back((Op::PutInline { remote: stamp, value: proposal, work_id: w }, Waiting::Posted));
+                    self.queue.push_back((Op::PutInline { remote: word, value, work_id: w }, Waiting::Posted));
+                }
+                SlotCommand::ReadValue { acceptor, proposer, proposal } => {
+                    let content = self.config.shape.scratch(self.node(), u32::from(shape.nodes) * CAS_SLOTS);
+                    let stamp = self.config.shape.scratch(self.node(), u32::from(shape.nodes) * CAS_SLOTS + 1);
+                    let w = VALUE_WORK_ID;
+                    let remote_word = shape.value_word(acceptor, proposer, self.slot, 0);
+                    let remote_stamp = shape.value_stamp(acceptor, proposer, self.slot);
+                    self.queue.push_back((Op::Get { local: content, remote: remote_word, work_id: w }, Waiting::Posted));
+                    self.queue.push_back((Op::Wait { work_id: w }, Waiting::Posted));
+                    self.queue.push_back((Op::Get { local: stamp, remote: remote_stamp, work_id: w }, Waiting::Posted));
+                    self.queue.push_back((Op::Wait { work_id: w }, Waiting::Posted));
+                    self.queue.push_back((Op::Load { loc: content }, Waiting::ReadContent { proposal }));
+                }
+            }
+        }
+    }
+
+    /// Consumes the reply to the last operation.
+    fn absorb(&mut self, reply: Reply) {
+        let value = match reply {
+            Reply::Value(v) => Some(v),
+            _ => None,
+        };
+        match std::mem::replace(&mut self.waiting, Waiting::Nothing) {
+            Waiting::Nothing | Waiting::Posted => {}
+            Waiting::Test(i) => match reply {
+                Reply::Value(1) => {
+                    let loc = self.cas_scratch(self.in_flight[i].acceptor, self.in_flight[i].cell);
+                    self.queue.push_front((Op::Load { loc }, Waiting::Result(i)));
+                }
+                Reply::Value(_) => {
+                    self.poll = (usize::from(self.in_flight[i].acceptor) + 1) % usize::from(self.config.shape.nodes)
+                }
+                _ => {
+                    // The CAS failed: that acceptor will not answer it.
+                    let f = self.in_flight.remove(i);
+                    self.proposer.on_cas_lost(f.acceptor, f.id);
+                }
+            },
+            Waiting::Result(i) => {
+                let f = self.in_flight.remove(i);
+                let mut out = Vec::new();
+                let actual = value.expect("a load replies a value");
+                self.proposer.on_cas(f.acceptor, f.id, actual, &[], &mut out);
+                self.enqueue(out);
+            }
+            Waiting::ReadContent { proposal } => {
+                let content = value.expect("a load replies a value");
+                let stamp = self.config.shape.scratch(self.node(), u32::from(self.config.shape.nodes) * CAS_SLOTS + 1);
+                self.queue.push_front((Op::Load { loc: stamp }, Waiting::ReadStamp { proposal, content }));
+            }
+            Waiting::ReadStamp { proposal, content } => {
+                let stamp = value.expect("a load replies a value");
+                self.adopted = content;
+                let mut out = Vec::new();
+                self.proposer.on_value_read(stamp == proposal && content != 0, &[], &mut out);
+                self.enqueue(out);
+            }
+        }
+    }
+
+    /// The in-flight CAS to test next: the oldest towards the next acceptor in turn that
+    /// has one.
+    fn next_to_test(&self) -> usize {
+        let acceptors = self.config.shape.nodes as usize;
+        (0..acceptors)
+            .map(|k| ((self.poll + k) % acceptors) as u16)
+            .find_map(|a| self.in_flight.iter().position(|f| f.acceptor == a))
+            .expect("something in flight")
+    }
+
+    /// Moves on from a decided, aborted or given-up slot.
+    fn settle_slot(&mut self) -> bool {
+        match self.proposer.outcome() {
+            Outcome::Pending => false,
+            Outcome::Decided { content, .. } => {
+                let value = match content {
+                    Content::Mine => self.input,
+                    Content::Adopted => self.adopted,
+                };
+                self.next_slot(Some(value));
+                true
+            }
+            Outcome::Aborted if self.attempts < self.config.max_attempts => {
+                self.start_attempt();
+                true
+            }
+            Outcome::Aborted | Outcome::Overflow => {
+                self.next_slot(None);
+                true
+            }
+        }
+    }
+
+    fn start_attempt(&mut self) {
+        self.attempts += 1;
+        let mut out = Vec::new();
+        self.proposer.prepare(&mut out);
+        self.enqueue(out);
+    }
+
+    fn next_slot(&mut self, decision: Option<u64>) {
+        self.decisions.push(decision);
+        self.slot += 1;
+        // CASes of the finished slot still in flight are abandoned. Reusing their scratch
+        // cells is safe: completions on one queue pair land in order, and `test` of a work
+        // id waits for every earlier operation with it, the abandoned one included.
+        self.in_flight.clear();
+        self.poll = 0;
+        self.attempts = 0;
+        if self.slot < self.config.slots {
+            self.proposer = SlotProposer::fresh(Self::slot_config(&self.config, self.me));
+            self.start_attempt();
+        }
+    }
+}
+
+impl Process for SingleDecree {
+    fn resume(&mut self, reply: Reply) -> Step {
+        if reply == Reply::Start {
+            self.start_attempt();
+        } else {
+            self.absorb(reply);
+        }
+        loop {
+            if let Some((op, waiting)) = self.queue.pop_front() {
+                self.waiting = waiting;
+                return Step::Op(op);
+            }
+            if self.slot >= self.config.slots {
+                return Step::Done;
+            }
+            if self.settle_slot() {
+                continue;
+            }
+            if self.in_flight.is_empty() {
+                // Pending with nothing in flight: every acceptor that could answer has
+                // (some were lost). Nothing more can happen for this attempt: give it up.
+                self.next_slot(None);
+                continue;
+            }
+            // Completions of one acceptor arrive in posting order: test only the oldest CAS
+            // in flight towards each acceptor, taking the acceptors in turn.
+            let i = self.next_to_test();
+            let f = &self.in_flight[i];
+            self.waiting = Waiting::Test(i);
+            return Step::Op(Op::Test { work_id: Self::cas_work_id(f.acceptor, f.cell) });
+        }
+    }
+}
