@@ -60,6 +60,9 @@ pub enum RdmaError {
         /// Target node of the queue pair.
         node: NodeId,
     },
+    /// A `wait_any` with an empty set of work ids: it would block forever.
+    #[error("wait_any for no work id")]
+    NothingToWaitFor,
     /// A `wait` for which one of the awaited operations failed; the first failure.
     #[error("an operation with work id {} failed: {cause}", work_id.0)]
     WorkFailed {

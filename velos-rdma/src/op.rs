@@ -112,6 +112,17 @@ pub enum Op {
         /// The tag tested.
         work_id: WorkId,
     },
+    /// rdmawait `wait_any` (ours, like polling a completion queue until one of several
+    /// operations completes): blocks until, for some bit i of `mask`, every earlier remote
+    /// operation with work id `base + i` is complete, and replies `Value(i)` for the lowest
+    /// such i — reporting a failure among those operations as `wait(base + i)` would. It
+    /// lets a process wait for the first of several acceptors to answer, without polling.
+    WaitAny {
+        /// The work id of bit 0.
+        base: WorkId,
+        /// Which work ids `base + i` to wait for; never 0.
+        mask: u64,
+    },
     /// rdmatso `poll`: consumes the oldest completion notification of the queue pair
     /// towards `node`, blocking until there is one.
     Poll {
@@ -147,6 +158,7 @@ impl Op {
             | Op::Mfence
             | Op::Wait { .. }
             | Op::Test { .. }
+            | Op::WaitAny { .. }
             | Op::Poll { .. }
             | Op::GlobalFence { .. } => None,
         }

@@ -568,3 +568,28 @@ fn test_is_a_non_blocking_wait() {
     ));
     assert_eq!(endpoint.execute(&Op::Test { work_id: D }), Reply::Value(1));
 }
+
+#[test]
+fn wait_any_returns_the_first_complete_work_id() {
+    for fabric in fabrics(3) {
+        let mut endpoint = fabric.endpoint(NodeId(0));
+        let base = WorkId(10);
+        assert_eq!(
+            endpoint.execute(&put_inline(w(1, 0), 1, WorkId(11))),
+            Reply::Done
+        );
+        // Bit 1 (work id 11) has an operation; bit 0 (work id 10) has none: complete at once.
+        assert_eq!(
+            endpoint.execute(&Op::WaitAny { base, mask: 0b11 }),
+            Reply::Value(0)
+        );
+        assert_eq!(
+            endpoint.execute(&Op::WaitAny { base, mask: 0b10 }),
+            Reply::Value(1)
+        );
+        assert_eq!(
+            endpoint.execute(&Op::WaitAny { base, mask: 0 }),
+            Reply::Failed(RdmaError::NothingToWaitFor)
+        );
+    }
+}

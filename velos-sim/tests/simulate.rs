@@ -315,3 +315,48 @@ fn test_reports_completion_without_blocking() {
         "towards a hung node it stays 0 and never blocks"
     );
 }
+
+/// `wait_any` returns the first work id whose operations are complete, and blocks while
+/// none is (towards a hung node, forever).
+#[test]
+fn wait_any_waits_for_the_first_answer() {
+    use velos_sim::litmus::program::Action;
+    let mut machine = Machine::new(&velos_rdma::Layout::uniform(3, 4));
+    let code = vec![
+        Compiled::op(Op::PutInline {
+            remote: Loc::word(NodeId(1), 0),
+            value: 5,
+            work_id: WorkId(10),
+        }),
+        Compiled::op(Op::PutInline {
+            remote: Loc::word(NodeId(2), 0),
+            value: 5,
+            work_id: WorkId(11),
+        }),
+        Compiled {
+            action: Action::Op(Op::WaitAny {
+                base: WorkId(10),
+                mask: 0b11,
+            }),
+            reg: Some(0),
+        },
+    ];
+    machine.spawn(NodeId(0), LitmusThread::new(code, 1));
+    let mut config = SimConfig::new(5, LatencyModel::generic());
+    config.faults.push(ScheduledFault {
+        at_ns: 0,
+        fault: Fault::Crash {
+            node: NodeId(1),
+            mode: CrashMode::Hang,
+        },
+    });
+    let mut sim = Simulator::new(machine, config);
+    // Complete: the put hung towards the crashed node does not count (`Machine::is_complete`).
+    assert_eq!(sim.run(u64::MAX, 10_000), Stop::Complete);
+    assert_eq!(
+        sim.machine().threads[0].process.regs,
+        vec![1],
+        "node 2 answered, node 1 never will"
+    );
+    assert_eq!(sim.machine().threads[0].next, Next::Finished);
+}

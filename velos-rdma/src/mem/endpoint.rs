@@ -153,6 +153,27 @@ impl<'f> MemEndpoint<'f> {
         self.wait(work_id).map(|()| true)
     }
 
+    /// `WaitAny`: the lowest i in `mask` whose work id `base + i` is complete (then as `wait`).
+    fn wait_any(&mut self, base: WorkId, mask: u64) -> Result<u64, RdmaError> {
+        if mask == 0 {
+            return Err(RdmaError::NothingToWaitFor);
+        }
+        let ids: Vec<(u64, Vec<u64>)> = (0..64u64)
+            .filter(|i| mask & (1 << i) != 0)
+            .map(|i| {
+                let id = WorkId(base.0 + i as u32);
+                (i, self.newest.get(&id).cloned().unwrap_or_default())
+            })
+            .collect();
+        let complete = |c: &Completions| {
+            ids.iter()
+                .find(|(_, n)| n.is_empty() || c.covers(n))
+                .map(|(i, _)| *i)
+        };
+        let i = self.settle(|c| complete(c).is_some(), |c| complete(c).expect("settled"));
+        self.wait(WorkId(base.0 + i as u32)).map(|()| i)
+    }
+
     /// `Wait`: every earlier operation with `work_id` has completed.
     fn wait(&mut self, work_id: WorkId) -> Result<(), RdmaError> {
         let Some(newest) = self.newest.remove(&work_id) else {
@@ -246,6 +267,7 @@ impl<'f> MemEndpoint<'f> {
                 done(self.post(op))
             }
             Op::Wait { work_id } => done(self.wait(work_id)),
+            Op::WaitAny { base, mask } => self.wait_any(base, mask).map(Reply::Value),
             Op::Test { work_id } => self.test(work_id).map(|c| Reply::Value(u64::from(c))),
             Op::Poll { node } => done(self.poll(node)),
             // Queue pairs already run one operation at a time, in order.
