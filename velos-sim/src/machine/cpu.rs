@@ -139,6 +139,15 @@ impl<P: Process> Machine<P> {
                     Reply::Done
                 }
             },
+            Op::WaitAny { base, mask } => {
+                let i = self
+                    .first_complete(t, base, mask)
+                    .expect("wait_any: some work id complete");
+                match self.take_failures(t, WorkId(base.0 + i as u32)) {
+                    None => Reply::Value(i),
+                    Some(e) => Reply::Failed(e),
+                }
+            }
             Op::Test { work_id } if self.work_pending(t, work_id) => Reply::Value(0),
             Op::Test { work_id } => match self.take_failures(t, work_id) {
                 None => Reply::Value(1),

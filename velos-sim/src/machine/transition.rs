@@ -166,6 +166,7 @@ impl<P: Process> Machine<P> {
             Op::Cas { .. } | Op::Mfence => thread.sb.is_empty(),
             Op::Wait { work_id } => !self.work_pending(t, work_id),
             Op::Test { .. } => true,
+            Op::WaitAny { base, mask } => self.first_complete(t, base, mask).is_some(),
             Op::Poll { node } => match self.qps.get(self.qp_index(t, node)) {
                 Some(qp) => matches!(
                     qp.lw.front().map(|e| &e.item),
@@ -202,6 +203,14 @@ impl<P: Process> Machine<P> {
                         matches!(e.item, LocalWriteEntry::Write { work_id: w, .. } if w == work_id)
                     })
             })
+    }
+
+    /// `wait_any`: the lowest bit i of `mask` whose work id `base + i` has no incomplete
+    /// operation of thread t.
+    pub fn first_complete(&self, t: usize, base: WorkId, mask: u64) -> Option<u64> {
+        (0..64u64)
+            .filter(|i| mask & (1 << i) != 0)
+            .find(|&i| !self.work_pending(t, WorkId(base.0 + i as u32)))
     }
 
     /// The global-fence condition: every earlier operation of thread t towards `node` is
