@@ -22,12 +22,18 @@ pub struct ClusterShape {
 impl ClusterShape {
     /// The acceptor word of `slot` at `acceptor`.
     pub fn acceptor_word(&self, acceptor: u16, slot: u32) -> Loc {
-        assert!(acceptor < self.nodes && slot < self.slots, "slot {slot} at acceptor {acceptor}");
+        assert!(
+            acceptor < self.nodes && slot < self.slots,
+            "slot {slot} at acceptor {acceptor}"
+        );
         Loc::word(NodeId(acceptor), slot)
     }
 
     fn buffer_base(&self, proposer: ProposerId, slot: u32) -> u32 {
-        assert!(proposer.0 < self.nodes && slot < self.slots, "buffer of {proposer:?} for slot {slot}");
+        assert!(
+            proposer.0 < self.nodes && slot < self.slots,
+            "buffer of {proposer:?} for slot {slot}"
+        );
         self.slots + (u32::from(proposer.0) * self.slots + slot) * (1 + self.value_words)
     }
 
@@ -39,7 +45,11 @@ impl ClusterShape {
 
     /// Word `i` of `proposer`'s value buffer for `slot` at `acceptor`.
     pub fn value_word(&self, acceptor: u16, proposer: ProposerId, slot: u32, i: u32) -> Loc {
-        assert!(i < self.value_words, "value word {i} of {}", self.value_words);
+        assert!(
+            i < self.value_words,
+            "value word {i} of {}",
+            self.value_words
+        );
         Loc::word(NodeId(acceptor), self.buffer_base(proposer, slot) + 1 + i)
     }
 
@@ -54,7 +64,11 @@ impl ClusterShape {
 
     /// Scratch word `i` of `node`.
     pub fn scratch(&self, node: u16, i: u32) -> Loc {
-        assert!(i < self.scratch_words, "scratch word {i} of {}", self.scratch_words);
+        assert!(
+            i < self.scratch_words,
+            "scratch word {i} of {}",
+            self.scratch_words
+        );
         Loc::word(NodeId(node), self.heartbeat_index() + 1 + i)
     }
 

@@ -13,6 +13,9 @@ use velos_rdma::{Loc, Op, Process, Reply, Rmw, Shared, Step, WorkId};
 
 /// Scratch words per acceptor for CAS results (CASes in flight per acceptor at most).
 const CAS_SLOTS: u32 = 6;
+/// The work id of the CAS in scratch cell 0 of acceptor 0; cell c of acceptor a uses
+/// `FIRST_CAS_WORK_ID + a * CAS_SLOTS + c`.
+const FIRST_CAS_WORK_ID: u32 = 2;
 /// The work id of value writes and reads.
 const VALUE_WORK_ID: WorkId = WorkId(1);
 
@@ -52,13 +55,18 @@ enum Waiting {
     Nothing,
     /// A posted operation: its reply carries nothing.
     Posted,
-    /// `test` of in-flight CAS `index`.
-    Test(usize),
+    /// `wait_any` over the oldest CAS in flight towards each acceptor.
+    AnyAnswer,
     /// The old value of in-flight CAS `index`.
     Result(usize),
     /// The content word of an adopted value, then its stamp.
-    ReadContent { proposal: u64 },
-    ReadStamp { proposal: u64, content: u64 },
+    ReadContent {
+        proposal: u64,
+    },
+    ReadStamp {
+        proposal: u64,
+        content: u64,
+    },
 }
 
 /// A proposer of slots `0..slots` (one value for all of them: its input).
@@ -73,8 +81,6 @@ pub struct SingleDecree {
     /// Operations to issue before anything else, in order.
     queue: VecDeque<(Op, Waiting)>,
     in_flight: Vec<InFlight>,
-    /// Next in-flight CAS to test (round robin).
-    poll: usize,
     waiting: Waiting,
     adopted: u64,
     /// Per slot: the content decided, or `None` if this proposer gave the slot up.
@@ -85,7 +91,10 @@ impl SingleDecree {
     /// Proposer `me` proposing `input` (a non-zero word) in every slot.
     pub fn new(config: Shared<SingleDecreeConfig>, me: ProposerId, input: u64) -> SingleDecree {
         assert!(input != 0, "0 is the empty buffer");
-        assert!(config.slots <= config.shape.slots && config.slots > 0, "slots to decide");
+        assert!(
+            config.slots <= config.shape.slots && config.slots > 0,
+            "slots to decide"
+        );
         let proposer = SlotProposer::fresh(Self::slot_config(&config, me));
         SingleDecree {
             config,
@@ -96,7 +105,6 @@ impl SingleDecree {
             attempts: 0,
             queue: VecDeque::new(),
             in_flight: Vec::new(),
-            poll: 0,
             waiting: Waiting::Nothing,
             adopted: 0,
             decisions: Vec::new(),
@@ -107,7 +115,9 @@ impl SingleDecree {
         SlotConfig {
             layout: config.layout,
             acceptors: config.shape.nodes,
-            numbering: Numbering { proposers: config.proposers },
+            numbering: Numbering {
+                proposers: config.proposers,
+            },
             me,
             tag: 0,
         }
@@ -118,11 +128,13 @@ impl SingleDecree {
     }
 
     fn cas_scratch(&self, acceptor: u16, cell: u32) -> Loc {
-        self.config.shape.scratch(self.node(), u32::from(acceptor) * CAS_SLOTS + cell)
+        self.config
+            .shape
+            .scratch(self.node(), u32::from(acceptor) * CAS_SLOTS + cell)
     }
 
     fn cas_work_id(acceptor: u16, cell: u32) -> WorkId {
-        WorkId(2 + u32::from(acceptor) * CAS_SLOTS + cell)
+        WorkId(FIRST_CAS_WORK_ID + u32::from(acceptor) * CAS_SLOTS + cell)
     }
 
     /// Turns the slot's commands into queued operations.
@@ -130,20 +142,37 @@ impl SingleDecree {
         let shape = self.config.shape.clone();
         for command in commands {
             match command {
-                SlotCommand::Cas { id, acceptor, expected, desired } => {
+                SlotCommand::Cas {
+                    id,
+                    acceptor,
+                    expected,
+                    desired,
+                } => {
                     let cell = (0..CAS_SLOTS)
-                        .find(|c| !self.in_flight.iter().any(|f| f.acceptor == acceptor && f.cell == *c))
+                        .find(|c| {
+                            !self
+                                .in_flight
+                                .iter()
+                                .any(|f| f.acceptor == acceptor && f.cell == *c)
+                        })
                         .expect("CAS_SLOTS bounds the CASes in flight per acceptor");
                     self.in_flight.push(InFlight { acceptor, id, cell });
                     let op = Op::Atomic {
                         local: self.cas_scratch(acceptor, cell),
                         remote: shape.acceptor_word(acceptor, self.slot),
-                        rmw: Rmw::Cas { expected, new: desired },
+                        rmw: Rmw::Cas {
+                            expected,
+                            new: desired,
+                        },
                         work_id: Self::cas_work_id(acceptor, cell),
                     };
                     self.queue.push_back((op, Waiting::Posted));
                 }
-                SlotCommand::WriteValue { acceptor, content, proposal } => {
+                SlotCommand::WriteValue {
+                    acceptor,
+                    content,
+                    proposal,
+                } => {
                     let value = match content {
                         Content::Mine => self.input,
                         Content::Adopted => self.adopted,
@@ -154,20 +183,61 @@ impl SingleDecree {
                     let stamp = shape.value_stamp(acceptor, self.me, self.slot);
                     let word = shape.value_word(acceptor, self.me, self.slot, 0);
                     let w = VALUE_WORK_ID;
-                    self.queue.push_back((Op::PutInline { remote: stamp, value: proposal, work_id: w }, Waiting::Posted));
-                    self.queue.push_back((Op::PutInline { remote: word, value, work_id: w }, Waiting::Posted));
+                    self.queue.push_back((
+                        Op::PutInline {
+                            remote: stamp,
+                            value: proposal,
+                            work_id: w,
+                        },
+                        Waiting::Posted,
+                    ));
+                    self.queue.push_back((
+                        Op::PutInline {
+                            remote: word,
+                            value,
+                            work_id: w,
+                        },
+                        Waiting::Posted,
+                    ));
                 }
-                SlotCommand::ReadValue { acceptor, proposer, proposal } => {
-                    let content = self.config.shape.scratch(self.node(), u32::from(shape.nodes) * CAS_SLOTS);
-                    let stamp = self.config.shape.scratch(self.node(), u32::from(shape.nodes) * CAS_SLOTS + 1);
+                SlotCommand::ReadValue {
+                    acceptor,
+                    proposer,
+                    proposal,
+                } => {
+                    let content = self
+                        .config
+                        .shape
+                        .scratch(self.node(), u32::from(shape.nodes) * CAS_SLOTS);
+                    let stamp = self
+                        .config
+                        .shape
+                        .scratch(self.node(), u32::from(shape.nodes) * CAS_SLOTS + 1);
                     let w = VALUE_WORK_ID;
                     let remote_word = shape.value_word(acceptor, proposer, self.slot, 0);
                     let remote_stamp = shape.value_stamp(acceptor, proposer, self.slot);
-                    self.queue.push_back((Op::Get { local: content, remote: remote_word, work_id: w }, Waiting::Posted));
-                    self.queue.push_back((Op::Wait { work_id: w }, Waiting::Posted));
-                    self.queue.push_back((Op::Get { local: stamp, remote: remote_stamp, work_id: w }, Waiting::Posted));
-                    self.queue.push_back((Op::Wait { work_id: w }, Waiting::Posted));
-                    self.queue.push_back((Op::Load { loc: content }, Waiting::ReadContent { proposal }));
+                    self.queue.push_back((
+                        Op::Get {
+                            local: content,
+                            remote: remote_word,
+                            work_id: w,
+                        },
+                        Waiting::Posted,
+                    ));
+                    self.queue
+                        .push_back((Op::Wait { work_id: w }, Waiting::Posted));
+                    self.queue.push_back((
+                        Op::Get {
+                            local: stamp,
+                            remote: remote_stamp,
+                            work_id: w,
+                        },
+                        Waiting::Posted,
+                    ));
+                    self.queue
+                        .push_back((Op::Wait { work_id: w }, Waiting::Posted));
+                    self.queue
+                        .push_back((Op::Load { loc: content }, Waiting::ReadContent { proposal }));
                 }
             }
         }
@@ -181,50 +251,70 @@ impl SingleDecree {
         };
         match std::mem::replace(&mut self.waiting, Waiting::Nothing) {
             Waiting::Nothing | Waiting::Posted => {}
-            Waiting::Test(i) => match reply {
-                Reply::Value(1) => {
-                    let loc = self.cas_scratch(self.in_flight[i].acceptor, self.in_flight[i].cell);
-                    self.queue.push_front((Op::Load { loc }, Waiting::Result(i)));
-                }
-                Reply::Value(_) => {
-                    self.poll = (usize::from(self.in_flight[i].acceptor) + 1) % usize::from(self.config.shape.nodes)
-                }
-                _ => {
+            Waiting::AnyAnswer => {
+                let bit = match &reply {
+                    Reply::Value(bit) => *bit as u32,
+                    Reply::Failed(velos_rdma::RdmaError::WorkFailed { work_id, .. }) => {
+                        work_id.0 - FIRST_CAS_WORK_ID
+                    }
+                    other => panic!("wait_any replies a value or a failure, not {other:?}"),
+                };
+                let (acceptor, cell) = ((bit / CAS_SLOTS) as u16, bit % CAS_SLOTS);
+                let i = self
+                    .in_flight
+                    .iter()
+                    .position(|f| f.acceptor == acceptor && f.cell == cell)
+                    .expect("wait_any answers for a CAS in flight");
+                if matches!(reply, Reply::Value(_)) {
+                    let loc = self.cas_scratch(acceptor, cell);
+                    self.queue
+                        .push_front((Op::Load { loc }, Waiting::Result(i)));
+                } else {
                     // The CAS failed: that acceptor will not answer it.
                     let f = self.in_flight.remove(i);
                     self.proposer.on_cas_lost(f.acceptor, f.id);
                 }
-            },
+            }
             Waiting::Result(i) => {
                 let f = self.in_flight.remove(i);
                 let mut out = Vec::new();
                 let actual = value.expect("a load replies a value");
-                self.proposer.on_cas(f.acceptor, f.id, actual, &[], &mut out);
+                self.proposer
+                    .on_cas(f.acceptor, f.id, actual, &[], &mut out);
                 self.enqueue(out);
             }
             Waiting::ReadContent { proposal } => {
                 let content = value.expect("a load replies a value");
-                let stamp = self.config.shape.scratch(self.node(), u32::from(self.config.shape.nodes) * CAS_SLOTS + 1);
-                self.queue.push_front((Op::Load { loc: stamp }, Waiting::ReadStamp { proposal, content }));
+                let stamp = self.config.shape.scratch(
+                    self.node(),
+                    u32::from(self.config.shape.nodes) * CAS_SLOTS + 1,
+                );
+                self.queue.push_front((
+                    Op::Load { loc: stamp },
+                    Waiting::ReadStamp { proposal, content },
+                ));
             }
             Waiting::ReadStamp { proposal, content } => {
                 let stamp = value.expect("a load replies a value");
                 self.adopted = content;
                 let mut out = Vec::new();
-                self.proposer.on_value_read(stamp == proposal && content != 0, &[], &mut out);
+                self.proposer
+                    .on_value_read(stamp == proposal && content != 0, &[], &mut out);
                 self.enqueue(out);
             }
         }
     }
 
-    /// The in-flight CAS to test next: the oldest towards the next acceptor in turn that
-    /// has one.
-    fn next_to_test(&self) -> usize {
-        let acceptors = self.config.shape.nodes as usize;
-        (0..acceptors)
-            .map(|k| ((self.poll + k) % acceptors) as u16)
-            .find_map(|a| self.in_flight.iter().position(|f| f.acceptor == a))
-            .expect("something in flight")
+    /// The `wait_any` mask of the oldest CAS in flight towards each acceptor.
+    fn oldest_mask(&self) -> u64 {
+        let mut mask = 0u64;
+        for a in 0..self.config.shape.nodes {
+            if let Some(f) = self.in_flight.iter().find(|f| f.acceptor == a) {
+                mask |= 1 << (u32::from(a) * CAS_SLOTS + f.cell);
+            }
+        }
+        assert!(mask != 0, "something in flight");
+        mask
     }
 
     /// Moves on from a decided, aborted or given-up slot.
@@ -264,7 +354,6 @@ impl SingleDecree {
         // cells is safe: completions on one queue pair land in order, and `test` of a work
         // id waits for every earlier operation with it, the abandoned one included.
         self.in_flight.clear();
-        self.poll = 0;
         self.attempts = 0;
         if self.slot < self.config.slots {
             self.proposer = SlotProposer::fresh(Self::slot_config(&self.config, self.me));
@@ -297,12 +386,13 @@ impl Process for SingleDecree {
                 self.next_slot(None);
                 continue;
             }
-            // Completions of one acceptor arrive in posting order: test only the oldest CAS
-            // in flight towards each acceptor, taking the acceptors in turn.
-            let i = self.next_to_test();
-            let f = &self.in_flight[i];
-            self.waiting = Waiting::Test(i);
-            return Step::Op(Op::Test { work_id: Self::cas_work_id(f.acceptor, f.cell) });
+            // Completions of one acceptor arrive in posting order: wait for the oldest CAS in
+            // flight towards each acceptor, whichever answers first.
+            self.waiting = Waiting::AnyAnswer;
+            return Step::Op(Op::WaitAny {
+                base: WorkId(FIRST_CAS_WORK_ID),
+                mask: self.oldest_mask(),
+            });
         }
     }
 }

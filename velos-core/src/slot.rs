@@ -623,8 +623,13 @@ impl SlotProposer {
     /// that acceptor becomes unknown, so it is reset to what the slot last confirmed there.
     pub fn on_cas_lost(&mut self, acceptor: u16, id: u64) {
         let a = usize::from(acceptor);
-        let posted = self.in_flight[a].pop_front().expect("a loss for a posted CAS");
-        assert_eq!(posted.id, id, "losses of one acceptor arrive in posting order");
+        let posted = self.in_flight[a]
+            .pop_front()
+            .expect("a loss for a posted CAS");
+        assert_eq!(
+            posted.id, id,
+            "losses of one acceptor arrive in posting order"
+        );
         if self.in_flight[a].is_empty() {
             self.predicted[a] = posted.expected;
         }
