@@ -4,6 +4,7 @@
 #![deny(unsafe_code)]
 
 pub mod bench;
+pub mod harness;
 
 pub use velos_core as core;
 pub use velos_rdma as rdma;

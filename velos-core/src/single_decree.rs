@@ -19,6 +19,19 @@ const FIRST_CAS_WORK_ID: u32 = 2;
 /// The work id of value writes and reads.
 const VALUE_WORK_ID: WorkId = WorkId(1);
 
+/// A value word: the proposal it was written for, and a 32-bit content.
+fn pack(proposal: u64, content: u64) -> u64 {
+    assert!(
+        proposal <= u64::from(u32::MAX) && content <= u64::from(u32::MAX),
+        "fields of 32 bits"
+    );
+    proposal << 32 | content
+}
+
+fn unpack(word: u64) -> (u64, u64) {
+    (word >> 32, word & u64::from(u32::MAX))
+}
+
 /// What a [`SingleDecree`] needs to know.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct SingleDecreeConfig {
@@ -35,9 +48,9 @@ pub struct SingleDecreeConfig {
 }
 
 impl SingleDecreeConfig {
-    /// Scratch words a node needs: CAS results per acceptor, then two for value reads.
+    /// Scratch words a node needs: CAS results per acceptor, then one for value reads.
     pub fn scratch_words(acceptors: u16) -> u32 {
-        u32::from(acceptors) * CAS_SLOTS + 2
+        u32::from(acceptors) * CAS_SLOTS + 1
     }
 }
 
@@ -59,14 +72,8 @@ enum Waiting {
     AnyAnswer,
     /// The old value of in-flight CAS `index`.
     Result(usize),
-    /// The content word of an adopted value, then its stamp.
-    ReadContent {
-        proposal: u64,
-    },
-    ReadStamp {
-        proposal: u64,
-        content: u64,
-    },
+    /// The word of an adopted value, which must bear stamp `proposal`.
+    ReadValue { proposal: u64 },
 }
 
 /// A proposer of slots `0..slots` (one value for all of them: its input).
@@ -88,9 +95,12 @@ pub struct SingleDecree {
 }
 
 impl SingleDecree {
-    /// Proposer `me` proposing `input` (a non-zero word) in every slot.
+    /// Proposer `me` proposing `input` (non-zero, 32 bits) in every slot.
     pub fn new(config: Shared<SingleDecreeConfig>, me: ProposerId, input: u64) -> SingleDecree {
-        assert!(input != 0, "0 is the empty buffer");
+        assert!(
+            input != 0 && input <= u64::from(u32::MAX),
+            "a non-zero 32-bit input"
+        );
         assert!(
             config.slots <= config.shape.slots && config.slots > 0,
             "slots to decide"
@@ -177,25 +187,16 @@ impl SingleDecree {
                         Content::Mine => self.input,
                         Content::Adopted => self.adopted,
                     };
-                    // Stamp first, then content: both land before the CAS behind them on
-                    // this queue pair, and a reader that reads the content, then the stamp,
-                    // never pairs an old stamp with new content.
-                    let stamp = shape.value_stamp(acceptor, self.me, self.slot);
-                    let word = shape.value_word(acceptor, self.me, self.slot, 0);
-                    let w = VALUE_WORK_ID;
-                    self.queue.push_back((
-                        Op::PutInline {
-                            remote: stamp,
-                            value: proposal,
-                            work_id: w,
-                        },
-                        Waiting::Posted,
-                    ));
+                    // One word, `proposal << 32 | content`: the stamp and a 32-bit content
+                    // land together (the general multi-word buffer stamps first, then
+                    // writes the content: `ClusterShape::value_stamp`). It lands before the
+                    // CAS behind it on this queue pair.
+                    let word = shape.value_stamp(acceptor, self.me, self.slot);
                     self.queue.push_back((
                         Op::PutInline {
                             remote: word,
-                            value,
-                            work_id: w,
+                            value: pack(proposal, value),
+                            work_id: VALUE_WORK_ID,
                         },
                         Waiting::Posted,
                     ));
@@ -205,31 +206,16 @@ impl SingleDecree {
                     proposer,
                     proposal,
                 } => {
-                    let content = self
+                    let local = self
                         .config
                         .shape
                         .scratch(self.node(), u32::from(shape.nodes) * CAS_SLOTS);
-                    let stamp = self
-                        .config
-                        .shape
-                        .scratch(self.node(), u32::from(shape.nodes) * CAS_SLOTS + 1);
+                    let remote = shape.value_stamp(acceptor, proposer, self.slot);
                     let w = VALUE_WORK_ID;
-                    let remote_word = shape.value_word(acceptor, proposer, self.slot, 0);
-                    let remote_stamp = shape.value_stamp(acceptor, proposer, self.slot);
                     self.queue.push_back((
                         Op::Get {
-                            local: content,
-                            remote: remote_word,
-                            work_id: w,
-                        },
-                        Waiting::Posted,
-                    ));
-                    self.queue
-                        .push_back((Op::Wait { work_id: w }, Waiting::Posted));
-                    self.queue.push_back((
-                        Op::Get {
-                            local: stamp,
-                            remote: remote_stamp,
+                            local,
+                            remote,
                             work_id: w,
                         },
                         Waiting::Posted,
@@ -237,7 +223,7 @@ impl SingleDecree {
                     self.queue
                         .push_back((Op::Wait { work_id: w }, Waiting::Posted));
                     self.queue
-                        .push_back((Op::Load { loc: content }, Waiting::ReadContent { proposal }));
+                        .push_back((Op::Load { loc: local }, Waiting::ReadValue { proposal }));
                 }
             }
         }
@@ -283,19 +269,8 @@ impl SingleDecree {
                     .on_cas(f.acceptor, f.id, actual, &[], &mut out);
                 self.enqueue(out);
             }
-            Waiting::ReadContent { proposal } => {
-                let content = value.expect("a load replies a value");
-                let stamp = self.config.shape.scratch(
-                    self.node(),
-                    u32::from(self.config.shape.nodes) * CAS_SLOTS + 1,
-                );
-                self.queue.push_front((
-                    Op::Load { loc: stamp },
-                    Waiting::ReadStamp { proposal, content },
-                ));
-            }
-            Waiting::ReadStamp { proposal, content } => {
-                let stamp = value.expect("a load replies a value");
+            Waiting::ReadValue { proposal } => {
+                let (stamp, content) = unpack(value.expect("a load replies a value"));
                 self.adopted = content;
                 let mut out = Vec::new();
                 self.proposer
@@ -363,6 +338,10 @@ impl SingleDecree {
 }
 
 impl Process for SingleDecree {
+    fn puts_from_memory(&self) -> bool {
+        false // values go inline
+    }
+
     fn resume(&mut self, reply: Reply) -> Step {
         if reply == Reply::Start {
             self.start_attempt();

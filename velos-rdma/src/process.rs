@@ -29,4 +29,11 @@ pub trait Process: Clone + Eq + Hash + Debug + Send + 'static {
     fn polls(&self) -> bool {
         false
     }
+
+    /// Whether this process may ever post [`Op::Put`](crate::Op::Put), a put whose NIC reads
+    /// local memory (inline puts do not). The explorer treats some steps of processes that
+    /// never do as invisible; the default is the safe answer.
+    fn puts_from_memory(&self) -> bool {
+        true
+    }
 }

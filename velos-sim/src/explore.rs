@@ -113,7 +113,7 @@ where
         // reduced steps would otherwise ignore the other threads forever).
         let reduced = enabled
             .iter()
-            .find(|&&(t, _)| state.is_invisible(t))
+            .find(|&&(t, _)| state.is_invisible(t) || state.is_invisible_remote(t))
             .and_then(|&(t, _)| {
                 let mut next = (*state).clone();
                 next.fire(t, 0, &mut NoDelay);

@@ -6,6 +6,7 @@ mod delay;
 mod fault;
 mod items;
 mod mutation;
+mod reduction;
 mod rules;
 mod state;
 mod transition;

@@ -1,0 +1,4 @@
+//! What needs every crate: the consensus engine run on the emulator (exhaustive checks,
+//! simulated clusters), baselines.
+
+pub mod consensus_checks;
