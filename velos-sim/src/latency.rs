@@ -50,6 +50,28 @@ impl LatencyModel {
         }
     }
 
+    /// An InfiniBand-class HPC cluster like the Cray XC30 (Aries) of the RMA-locks paper's
+    /// evaluation: about 1.6 µs for a get round trip and 1.7 µs for a remote atomic, a
+    /// 100 ns software post (uGNI/DMAPP descriptor), 500 ns one way through the network
+    /// (NIC, a few router hops), and a responder NIC that holds a word's atomic unit for
+    /// 350 ns per RMW (atomic plus PCIe write). `README.md` ("Lock benchmark") gives the
+    /// reasoning for each number.
+    pub fn cluster() -> LatencyModel {
+        LatencyModel {
+            name: "cluster".into(),
+            cpu_local_ns: 5,
+            cpu_post_ns: 100,
+            flush_ns: 10,
+            doorbell_ns: 250,
+            nic_local_read_ns: 300,
+            wire_ns: 500,
+            remote_mem_write_ns: 200,
+            atomic_ns: 150,
+            local_mem_write_ns: 200,
+            jitter_ns: 50,
+        }
+    }
+
     /// Every step costs 1 ns and nothing is jittered: the order of steps is decided by
     /// the seeded tie-breaker alone, which explores interleavings widely.
     pub fn uniform() -> LatencyModel {
@@ -73,6 +95,7 @@ impl LatencyModel {
         match name {
             "generic" => Some(LatencyModel::generic()),
             "uniform" => Some(LatencyModel::uniform()),
+            "cluster" => Some(LatencyModel::cluster()),
             _ => None,
         }
     }

@@ -175,6 +175,7 @@ impl<P: Process> Machine<P> {
                         matches!(head.item, LocalWriteEntry::Completion),
                         "poll consumes a cn"
                     );
+                    self.refresh_active(q);
                     Reply::Done
                 }
             },

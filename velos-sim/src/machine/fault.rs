@@ -23,6 +23,7 @@ impl<P: Process> Machine<P> {
                 self.qps[q].rw.clear(); // the memory they were bound for is gone
             }
         }
+        self.refresh_all_active();
         assert!(!self.is_up(node), "crash: the node is down");
     }
 
@@ -36,6 +37,7 @@ impl<P: Process> Machine<P> {
                 self.fail_queue_pair(q, RdmaError::QueuePairError { node: to });
             }
         }
+        self.refresh_all_active();
     }
 
     fn stop_thread(&mut self, t: usize) {

@@ -12,6 +12,13 @@ use velos_rdma::{Loc, NodeId, Process, RdmaError, Rmw, WorkId};
 impl<P: Process> Machine<P> {
     /// Fires `transition` at virtual time `now`. The transition must be enabled.
     pub fn fire(&mut self, transition: Transition, now: u64, clock: &mut dyn Clock) {
+        // The queue pair the step may empty (store-buffer heads mark theirs in use).
+        let touched = match transition {
+            Transition::Pipe(q, _)
+            | Transition::RemoteCommit(q, _)
+            | Transition::LocalCommit(q, _) => Some(q),
+            Transition::Cpu(_) | Transition::StoreBufferHead(_) => None,
+        };
         match transition {
             Transition::Cpu(t) => self.cpu_step(t, now, clock),
             Transition::StoreBufferHead(t) => self.store_buffer_head(t, now, clock),
@@ -38,6 +45,9 @@ impl<P: Process> Machine<P> {
             }
             Transition::RemoteCommit(q, i) => self.rule4_13_remote_commit(q, i),
             Transition::LocalCommit(q, i) => self.rule8_local_write_commits(q, i),
+        }
+        if let Some(q) = touched {
+            self.refresh_active(q);
         }
         if self.mutated(Mutation::Rule13StrongerLock) {
             self.release_held_atomic_locks();
@@ -383,6 +393,7 @@ impl<P: Process> Machine<P> {
                 };
                 let ready = now + kind.map_or(0, |k| clock.delay(k, Some(target)));
                 self.qps[q].pipe.push_back(Timed { item, ready });
+                self.mark_active(q);
             }
         }
     }

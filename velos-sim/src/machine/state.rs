@@ -1,6 +1,7 @@
 //! The state of the emulated machine: memory, threads with store buffers, queue pairs and
 //! the per-node remote-atomic locks `L[n]` (rdma-semantics.md, "State").
 
+use super::active::{ActiveQps, Members};
 use super::items::{LocalWriteEntry, PipeItem, RemoteWrite, SbEntry, Timed};
 use super::mutation::Mutation;
 use std::collections::VecDeque;
@@ -108,7 +109,9 @@ pub struct Machine<P> {
     pub mem: Vec<Vec<u64>>,
     /// Threads, in spawn order.
     pub threads: Vec<ThreadState<P>>,
-    /// Queue pairs, `threads × nodes`, index `t * nodes + n`.
+    /// Queue pairs, `threads × nodes`, index `t * nodes + n`. Read it freely; change it
+    /// only through the machine's steps and faults, which keep the set of queue pairs in
+    /// use (the steps look at no other) up to date.
     pub qps: Vec<QueuePair>,
     /// `L[n]`: whether a remote atomic holds node n's atomic lock.
     pub atomic_busy: Vec<bool>,
@@ -119,6 +122,8 @@ pub struct Machine<P> {
     /// Per node, per word: `t + 1` if only thread t ever touches the word (a library's
     /// scratch word), else 0. Declared by the program; the explorer's reduction uses it.
     pub owner: Shared<Vec<Vec<u32>>>,
+    /// The queue pairs in use (derived from `qps`; out of equality and hashing).
+    active: ActiveQps,
 }
 
 impl<P: Process> Machine<P> {
@@ -141,6 +146,7 @@ impl<P: Process> Machine<P> {
                     .map(|id| vec![0; layout.words(id) as usize])
                     .collect(),
             ),
+            active: ActiveQps::new(),
         }
     }
 
@@ -180,7 +186,51 @@ impl<P: Process> Machine<P> {
         for _ in 0..self.node_count() {
             self.qps.push(QueuePair::new());
         }
+        self.active.reserve(self.qps.len());
         self.threads.len() - 1
+    }
+
+    /// Brings queue pair q's membership of the set in use up to date with its queues.
+    pub(crate) fn refresh_active(&mut self, q: usize) {
+        let qp = &self.qps[q];
+        let busy = !(qp.pipe.is_empty() && qp.rw.is_empty() && qp.lw.is_empty());
+        self.active.set(q, busy);
+    }
+
+    /// Brings the whole set of queue pairs in use up to date (after a fault).
+    pub(crate) fn refresh_all_active(&mut self) {
+        for q in 0..self.qps.len() {
+            self.refresh_active(q);
+        }
+    }
+
+    /// Marks queue pair q in use: an item is entering it.
+    pub(crate) fn mark_active(&mut self, q: usize) {
+        self.active.set(q, true);
+    }
+
+    /// The queue pairs that may hold something, in index order: every non-empty one, and
+    /// perhaps some empty ones.
+    pub(crate) fn active_qps(&self) -> Members<'_> {
+        self.active.iter()
+    }
+
+    /// Thread t's queue pairs that may hold something, in index order.
+    pub(crate) fn active_qps_of(&self, t: usize) -> Members<'_> {
+        let n = self.node_count();
+        self.active.iter_range(t * n..(t + 1) * n)
+    }
+
+    /// Debug builds: every non-empty queue pair is in the set in use.
+    #[cfg(debug_assertions)]
+    pub(crate) fn check_active(&self) {
+        for (q, qp) in self.qps.iter().enumerate() {
+            let busy = !(qp.pipe.is_empty() && qp.rw.is_empty() && qp.lw.is_empty());
+            assert!(
+                !busy || self.active.contains(q),
+                "queue pair {q} is in use but not in the active set"
+            );
+        }
     }
 
     /// The queue pair `Q[(t,n)]`'s index.

@@ -38,7 +38,12 @@ impl<P: Process> Machine<P> {
                 out.push((Transition::StoreBufferHead(t), head.ready));
             }
         }
-        for q in 0..self.qps.len() {
+        #[cfg(debug_assertions)]
+        self.check_active();
+        // Only queue pairs in use can contribute, and they are visited in index order,
+        // as if every queue pair were: the list (and so the simulator's tie-breaking) is
+        // the same.
+        for q in self.active_qps() {
             self.qp_enabled(q, out);
         }
     }
@@ -196,8 +201,8 @@ impl<P: Process> Machine<P> {
             |e| matches!(&e.item, SbEntry::Remote { item, .. } if item.work_id() == Some(work_id)),
         );
         in_sb
-            || (0..self.node_count()).any(|n| {
-                let qp = &self.qps[self.qp_index(t, NodeId(n as u16))];
+            || self.active_qps_of(t).any(|q| {
+                let qp = &self.qps[q];
                 qp.pipe.iter().any(|e| e.item.work_id() == Some(work_id))
                     || qp.lw.iter().any(|e| {
                         matches!(e.item, LocalWriteEntry::Write { work_id: w, .. } if w == work_id)
@@ -323,9 +328,10 @@ impl<P: Process> Machine<P> {
             .iter()
             .filter(|e| matches!(&e.item, SbEntry::Remote { item, .. } if into(item)))
             .count();
-        let in_qps: usize = (0..self.node_count())
-            .map(|n| {
-                let qp = &self.qps[self.qp_index(t, NodeId(n as u16))];
+        let in_qps: usize = self
+            .active_qps_of(t)
+            .map(|q| {
+                let qp = &self.qps[q];
                 qp.pipe.iter().filter(|e| into(&e.item)).count()
                     + qp.lw
                         .iter()
@@ -346,11 +352,8 @@ impl<P: Process> Machine<P> {
             .sb
             .iter()
             .any(|e| matches!(&e.item, SbEntry::Remote { item, .. } if reads(item)))
-            || (0..self.node_count()).any(|n| {
-                self.qps[self.qp_index(t, NodeId(n as u16))]
-                    .pipe
-                    .iter()
-                    .any(|e| reads(&e.item))
-            })
+            || self
+                .active_qps_of(t)
+                .any(|q| self.qps[q].pipe.iter().any(|e| reads(&e.item)))
     }
 }
