@@ -2,3 +2,4 @@
 //! never assert speed.
 
 pub mod emulator;
+pub mod locks;

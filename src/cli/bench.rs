@@ -1,8 +1,11 @@
 //! `velos bench`: measurements. Benchmarks report; they never assert speed.
 
 use clap::{Args, Subcommand};
+use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use velos::bench::locks::{LockKind, LocksConfig};
+use velos::sim::latency::LatencyModel;
 
 /// Arguments of `velos bench`.
 #[derive(Args)]
@@ -28,6 +31,150 @@ enum Bench {
         #[arg(long)]
         json: bool,
     },
+    /// Distributed locks in virtual time: throughput and acquire latency against the
+    /// number of processes and the writer fraction (RMA-locks paper, Fig. 5).
+    Locks(Box<LocksArgs>),
+}
+
+/// Arguments of `velos bench locks`. Unset options take the full sweep's values (or,
+/// with `--quick`, the tiny sweep's).
+#[derive(Args)]
+struct LocksArgs {
+    /// A tiny sweep (P = 4, 8; short windows), for tests and a first look.
+    #[arg(long)]
+    quick: bool,
+    /// Locks, comma-separated (default: all).
+    #[arg(long, value_delimiter = ',', value_parser = parse_lock)]
+    locks: Option<Vec<LockKind>>,
+    /// Numbers of processes P, comma-separated (default 4,8,16,32,64).
+    #[arg(long, short = 'p', value_delimiter = ',')]
+    processes: Option<Vec<usize>>,
+    /// Writer fractions F_W in percent, comma-separated (default 0.2,2,5,25,100).
+    #[arg(long, value_delimiter = ',')]
+    writer_percent: Option<Vec<f64>>,
+    /// Processes per node (default 4).
+    #[arg(long)]
+    per_node: Option<usize>,
+    /// RMA-RW T_DC: processes per physical reader counter (default: processes per node).
+    #[arg(long)]
+    t_dc: Option<usize>,
+    /// RMA-RW T_L at the node level (default 16).
+    #[arg(long)]
+    t_l_node: Option<u64>,
+    /// RMA-RW T_L at the root level (default 64).
+    #[arg(long)]
+    t_l_root: Option<u64>,
+    /// RMA-RW T_R: readers in a row before a waiting writer (default 256).
+    #[arg(long)]
+    t_r: Option<u64>,
+    /// Local operations in the critical section: one store, then loads (default 1).
+    #[arg(long)]
+    cs_ops: Option<u32>,
+    /// Local loads between a release and the next acquire (default 0).
+    #[arg(long)]
+    think_ops: Option<u32>,
+    /// Virtual warm-up before measuring, in µs (default 50).
+    #[arg(long)]
+    warmup_us: Option<u64>,
+    /// The measured window of virtual time, in µs (default 1000).
+    #[arg(long)]
+    measure_us: Option<u64>,
+    /// The seed (default 1).
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Latency profile: cluster, generic or uniform (default cluster).
+    #[arg(long)]
+    latency: Option<String>,
+    /// Points simulated at once (default: the number of cores).
+    #[arg(long)]
+    jobs: Option<usize>,
+    /// Write locks.json and SVG plots (throughput vs P per F_W) into this directory.
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Print one JSON object instead of the table.
+    #[arg(long)]
+    json: bool,
+}
+
+fn parse_lock(s: &str) -> Result<LockKind, String> {
+    LockKind::by_name(s).ok_or_else(|| {
+        let names: Vec<&str> = LockKind::ALL.iter().map(|k| k.name()).collect();
+        format!("unknown lock {s:?} (known: {})", names.join(", "))
+    })
+}
+
+impl LocksArgs {
+    fn config(&self) -> Result<LocksConfig, String> {
+        let mut c = if self.quick {
+            LocksConfig::quick()
+        } else {
+            LocksConfig::full()
+        };
+        if let Some(v) = &self.locks {
+            c.locks.clone_from(v);
+        }
+        if let Some(v) = &self.processes {
+            c.processes.clone_from(v);
+        }
+        if let Some(v) = &self.writer_percent {
+            c.writer_percents.clone_from(v);
+        }
+        c.per_node = self.per_node.unwrap_or(c.per_node);
+        c.t_dc = self.t_dc.or(c.t_dc);
+        c.t_l_node = self.t_l_node.unwrap_or(c.t_l_node);
+        c.t_l_root = self.t_l_root.unwrap_or(c.t_l_root);
+        c.t_r = self.t_r.unwrap_or(c.t_r);
+        c.cs_ops = self.cs_ops.unwrap_or(c.cs_ops);
+        c.think_ops = self.think_ops.unwrap_or(c.think_ops);
+        c.warmup_ns = self.warmup_us.map_or(c.warmup_ns, |us| us * 1_000);
+        c.measure_ns = self.measure_us.map_or(c.measure_ns, |us| us * 1_000);
+        c.seed = self.seed.unwrap_or(c.seed);
+        c.jobs = self.jobs.unwrap_or(c.jobs);
+        if let Some(name) = &self.latency {
+            c.latency = LatencyModel::by_name(name)
+                .ok_or_else(|| format!("unknown latency profile {name:?}"))?;
+        }
+        c.check().map_err(|e| format!("{e:#}"))?;
+        Ok(c)
+    }
+}
+
+fn run_locks(args: &LocksArgs) -> ExitCode {
+    let config = match args.config() {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("bench locks: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let report = match velos::bench::locks::run(&config, std::io::stderr().is_terminal()) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("bench locks: {e:#}");
+            return ExitCode::FAILURE;
+        }
+    };
+    if let Some(dir) = &args.out
+        && let Err(e) = velos::bench::locks::write_outputs(&report, dir)
+    {
+        eprintln!("bench locks: {e:#}");
+        return ExitCode::FAILURE;
+    }
+    if args.json {
+        println!(
+            "{}",
+            serde_json::to_string(&report).expect("report serialises")
+        );
+    } else {
+        print!("{}", velos::bench::locks::table(&report));
+        println!(
+            "{} points, latency model {:?}, {:.1} s wall",
+            report.points.len(),
+            report.config.latency.name,
+            report.wall_seconds
+        );
+    }
+    ExitCode::SUCCESS
 }
 
 /// Runs the subcommand.
@@ -66,5 +213,6 @@ pub fn run(args: BenchArgs) -> ExitCode {
                 ExitCode::from(2)
             }
         },
+        Bench::Locks(args) => run_locks(&args),
     }
 }

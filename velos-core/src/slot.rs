@@ -415,6 +415,25 @@ impl SlotProposer {
     }
 }
 
+impl SlotProposer {
+    /// Reports that CAS `id` on `acceptor` will never answer (the operation failed: the
+    /// acceptor crashed or its queue pair broke). It counts neither way; the prediction of
+    /// that acceptor becomes unknown, so it is reset to what the slot last confirmed there.
+    pub fn on_cas_lost(&mut self, acceptor: u16, id: u64) {
+        let a = usize::from(acceptor);
+        let posted = self.in_flight[a]
+            .pop_front()
+            .expect("a loss for a posted CAS");
+        assert_eq!(
+            posted.id, id,
+            "losses of one acceptor arrive in posting order"
+        );
+        if self.in_flight[a].is_empty() {
+            self.predicted[a] = posted.expected;
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -614,24 +633,5 @@ mod tests {
         slot.prepare(&mut out);
         assert!(out.is_empty());
         assert_eq!(slot.outcome(), Outcome::Overflow);
-    }
-}
-
-impl SlotProposer {
-    /// Reports that CAS `id` on `acceptor` will never answer (the operation failed: the
-    /// acceptor crashed or its queue pair broke). It counts neither way; the prediction of
-    /// that acceptor becomes unknown, so it is reset to what the slot last confirmed there.
-    pub fn on_cas_lost(&mut self, acceptor: u16, id: u64) {
-        let a = usize::from(acceptor);
-        let posted = self.in_flight[a]
-            .pop_front()
-            .expect("a loss for a posted CAS");
-        assert_eq!(
-            posted.id, id,
-            "losses of one acceptor arrive in posting order"
-        );
-        if self.in_flight[a].is_empty() {
-            self.predicted[a] = posted.expected;
-        }
     }
 }

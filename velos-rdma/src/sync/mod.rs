@@ -1,6 +1,9 @@
 //! The synchronisation libraries, written once against the programming model as
 //! [`Routine`]s: shared variables ([`sv`]), the weak, strong and node locks of the rdma-rmw
-//! paper ([`wlock`], [`slock`], [`nlock`]), its SC library ([`sc`]).
+//! paper ([`wlock`], [`slock`], [`nlock`]), its SC library ([`sc`]), the RMA locks
+//! paper's D-MCS ([`dmcs`]) and reader-writer RMA-RW ([`rmarw`]), the foMPI-style baseline
+//! reader-writer lock of the lock benchmark ([`fompi`]), and [`guard`]: running a routine
+//! on a thread-per-process backend, with RAII lock guards.
 //!
 //! Every object is described once (its words, allocated with a
 //! [`LayoutBuilder`](crate::LayoutBuilder)) and shared by its users through a
@@ -12,13 +15,18 @@
 //! kind. A program's own work ids must stay below it; `wait` is per thread, so a library's
 //! waits never wait for the program's operations and vice versa.
 
+pub mod dmcs;
+pub mod fompi;
+pub mod guard;
 pub mod nlock;
+pub mod rmarw;
 mod routine;
 pub mod sc;
 pub mod slock;
 pub mod sv;
 pub mod wlock;
 
+pub use guard::run;
 pub use routine::{Routine, Yield, done_of, value_of};
 
 use crate::ids::WorkId;

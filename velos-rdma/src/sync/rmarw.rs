@@ -1,0 +1,307 @@
+//! RMA-RW: the topology-aware distributed reader-writer lock of the RMA locks paper
+//! (Schmid, Besta, Hoefler, "High-Performance Distributed RMA Locks", §3.2–§3.3), on the
+//! programming model. `paper-notes/rma-rw.md` is the specification in our words, with
+//! every choice the paper's prose leaves open.
+//!
+//! Three structures:
+//! * **DC**, the distributed counter: one physical counter (words ARRIVE and DEPART, see
+//!   `rmarw/counter.rs`) per T_DC participants, at the node of the first of them. A reader
+//!   arrives with one remote FAA on its counter, which also tells it the mode (READ or
+//!   WRITE), and leaves with one FAA on DEPART.
+//! * **DQ**, one distributed queue per element of each level of the machine hierarchy: a
+//!   D-MCS queue ([`super::dmcs`]) whose STATUS word carries counts of consecutive
+//!   acquires and the special values ACQUIRE_PARENT and MODE_CHANGE (see
+//!   `rmarw/status.rs`). At the finest level the queue's members are the participants; at
+//!   every other level they are the elements of the level below (a cohort lock: the
+//!   element's current holder acts for it).
+//! * **DT**, the tree of DQs: a writer enters the DQ of its finest element; when the lock
+//!   is not passed to it within the element it climbs to the parent level, up to the root,
+//!   where writers synchronise with readers through DC.
+//!
+//! Writer acquire: enter the DQ at the finest level and wait. A grant from the predecessor
+//! means the lock is ours (all levels above are held by our cohort). ACQUIRE_PARENT, or no
+//! predecessor, means climb one level. At the root, MODE_CHANGE or no predecessor means
+//! acquire the lock from the readers: take every physical counter (FAA that makes the phase
+//! odd, returning how many readers arrived) and wait until as many have departed.
+//! Writer release: at each level from the finest up, pass the lock within the element if
+//! there is a successor and T_L,i is not reached; otherwise release the parent level first,
+//! then leave the DQ telling any successor ACQUIRE_PARENT. At the root, when T_L,0 is
+//! reached or there is no successor, give every counter back to the readers and tell any
+//! successor MODE_CHANGE. So at most T_W = ∏ T_L,i writers enter between two READ phases.
+//! Reader acquire: FAA ARRIVE. In WRITE mode, wait until the phase changes. In READ mode
+//! enter, unless T_R readers have already been admitted at this counter since its budget
+//! was reset and a writer is queued at the root: then wait until that writer takes the
+//! counter (it waits for us, so we enter before it). If no writer is queued, reset the
+//! budget (the paper's "if c(p) = T_R, p resets DC") and enter.
+//! Reader release: FAA DEPART.
+//!
+//! Like [`super::wlock`] and [`super::dmcs`], the lock orders processes: the critical
+//! section's remote operations are seen by the next holder only if the holder waits for
+//! them (a global fence towards their node) before it releases.
+
+mod config;
+mod counter;
+mod queue;
+mod reader;
+mod status;
+mod writer;
+
+pub use config::{MAX_PARTICIPANTS, RmaRwConfig, RmaRwConfigError};
+pub use reader::{ReadLock, ReadUnlock};
+pub use writer::{WriteLock, WriteUnlock};
+
+use super::library_work_id;
+use crate::ids::{Loc, NodeId, WorkId};
+use crate::layout_builder::LayoutBuilder;
+use crate::shared::Shared;
+use queue::{Access, UnitWords};
+use std::fmt;
+
+const LIBRARY: u32 = 6;
+const WRITE_LOCK_WORK_ID: WorkId = library_work_id(LIBRARY, 1);
+const WRITE_UNLOCK_WORK_ID: WorkId = library_work_id(LIBRARY, 2);
+const READ_LOCK_WORK_ID: WorkId = library_work_id(LIBRARY, 3);
+const READ_UNLOCK_WORK_ID: WorkId = library_work_id(LIBRARY, 4);
+
+/// ∅: the empty rank in TAIL and NEXT. A queue member's rank is its index + 1.
+const EMPTY: u64 = 0;
+
+/// One physical counter of DC.
+#[derive(Clone, Copy, Debug)]
+struct Counter {
+    arrive: Loc,
+    depart: Loc,
+}
+
+/// The words of one RMA-RW lock and the map from participants to them.
+pub struct RmaRw {
+    config: RmaRwConfig,
+    /// Per participant: its node.
+    nodes: Vec<NodeId>,
+    /// Per level, per participant: the dense index of its element (the paper's e(p, i)).
+    element_of: Vec<Vec<usize>>,
+    /// Per level, per element: TAIL of its DQ, at the node of its first participant (the
+    /// paper's tail_rank[i, j]).
+    tails: Vec<Vec<Loc>>,
+    /// Per level, per member of that level's DQs (participants at the finest level,
+    /// elements of the level below elsewhere): its NEXT and STATUS words.
+    units: Vec<Vec<UnitWords>>,
+    /// The physical counters.
+    counters: Vec<Counter>,
+    /// Per participant: the counts it holds while it writes (private).
+    held: Vec<Loc>,
+    /// Per participant: where remote results land, one word per counter at least
+    /// (private).
+    scratch: Vec<Vec<Loc>>,
+}
+
+impl RmaRw {
+    /// Allocates an RMA-RW lock laid out as `config` says, for participants on `nodes`
+    /// (participant `slot` runs on `nodes[slot]`). Zeroed memory is the free lock, in READ
+    /// mode.
+    ///
+    /// # Panics
+    /// If `config` is bad for `nodes.len()` participants (see [`RmaRwConfig::check`]):
+    /// building a lock is program setup, not an operation that can fail at run time.
+    pub fn new(
+        layout: &mut LayoutBuilder,
+        config: &RmaRwConfig,
+        nodes: &[NodeId],
+    ) -> Shared<RmaRw> {
+        if let Err(e) = config.check(nodes.len()) {
+            panic!("rma-rw: bad configuration: {e}");
+        }
+        let participants = nodes.len();
+        let levels = config.levels.len();
+        // Dense element indices per level, in order of first appearance, so that element
+        // 0 of every level holds participant 0 and the root is element 0.
+        let element_of: Vec<Vec<usize>> = config
+            .levels
+            .iter()
+            .map(|ids| {
+                let mut seen: Vec<u32> = Vec::new();
+                ids.iter()
+                    .map(|id| match seen.iter().position(|s| s == id) {
+                        Some(i) => i,
+                        None => {
+                            seen.push(*id);
+                            seen.len() - 1
+                        }
+                    })
+                    .collect()
+            })
+            .collect();
+        let first_of = |level: usize, element: usize| -> usize {
+            element_of[level]
+                .iter()
+                .position(|&e| e == element)
+                .expect("every element has a participant")
+        };
+        let elements = |level: usize| element_of[level].iter().max().map_or(0, |m| m + 1);
+        let tails = (0..levels)
+            .map(|level| {
+                (0..elements(level))
+                    .map(|e| layout.alloc(nodes[first_of(level, e)]))
+                    .collect()
+            })
+            .collect();
+        let units = (0..levels)
+            .map(|level| {
+                if level + 1 == levels {
+                    nodes
+                        .iter()
+                        .map(|&n| UnitWords::new(layout, n, Access::Cpu))
+                        .collect()
+                } else {
+                    (0..elements(level + 1))
+                        .map(|e| UnitWords::new(layout, nodes[first_of(level + 1, e)], Access::Nic))
+                        .collect()
+                }
+            })
+            .collect();
+        let counter_count = participants.div_ceil(config.t_dc);
+        let counters = (0..counter_count)
+            .map(|k| {
+                let home = nodes[k * config.t_dc];
+                Counter {
+                    arrive: layout.alloc(home),
+                    depart: layout.alloc(home),
+                }
+            })
+            .collect();
+        let held = nodes.iter().map(|&n| layout.alloc(n)).collect();
+        let scratch = nodes
+            .iter()
+            .map(|&n| layout.alloc_many(n, counter_count.max(1) as u32))
+            .collect();
+        let lock = RmaRw {
+            config: config.clone(),
+            nodes: nodes.to_vec(),
+            element_of,
+            tails,
+            units,
+            counters,
+            held,
+            scratch,
+        };
+        // Postconditions: the root is one queue; every level has a member per element of
+        // the level below.
+        assert_eq!(lock.tails[0].len(), 1, "rma-rw: the root is a single DQ");
+        assert_eq!(lock.units[levels - 1].len(), participants);
+        Shared::new(lock)
+    }
+
+    /// The words only participant `slot` ever touches: its scratch words and the word
+    /// holding its counts while it writes. Queue words are not private (neighbours write
+    /// them), nor are the counters.
+    pub fn private_words(&self, slot: usize) -> Vec<Loc> {
+        let mut words = self.scratch[slot].clone();
+        words.push(self.held[slot]);
+        words
+    }
+
+    /// Number of participants.
+    pub fn participants(&self) -> usize {
+        self.nodes.len()
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &RmaRwConfig {
+        &self.config
+    }
+
+    /// Number of physical counters of DC: ⌈participants / T_DC⌉.
+    pub fn counters(&self) -> usize {
+        self.counters.len()
+    }
+
+    /// Number of levels of the tree.
+    fn levels(&self) -> usize {
+        self.config.levels.len()
+    }
+
+    /// The physical counter of participant `slot`: the paper's c(p).
+    fn counter_of(&self, slot: usize) -> Counter {
+        self.counters[slot / self.config.t_dc]
+    }
+
+    /// The member of level `level`'s DQs that participant `slot` acts for: itself at the
+    /// finest level, its element of the level below elsewhere.
+    fn unit_of(&self, level: usize, slot: usize) -> usize {
+        if level + 1 == self.levels() {
+            slot
+        } else {
+            self.element_of[level + 1][slot]
+        }
+    }
+
+    /// The words of member `unit` of level `level`.
+    fn unit(&self, level: usize, unit: usize) -> UnitWords {
+        self.units[level][unit]
+    }
+
+    /// TAIL of the DQ participant `slot` enters at `level`.
+    fn tail_of(&self, level: usize, slot: usize) -> Loc {
+        self.tails[level][self.element_of[level][slot]]
+    }
+
+    /// The member named by a non-empty rank of level `level`.
+    fn unit_of_rank(&self, level: usize, rank: u64) -> usize {
+        assert!(rank != EMPTY, "rma-rw: ∅ names no queue member");
+        let unit = usize::try_from(rank - 1).expect("ranks fit usize");
+        assert!(
+            unit < self.units[level].len(),
+            "rma-rw: rank {rank} read from a level-{level} queue names no member"
+        );
+        unit
+    }
+}
+
+/// Short: routine states print their lock, and every word of it would drown a trace.
+impl fmt::Debug for RmaRw {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RmaRw")
+            .field("participants", &self.participants())
+            .field("levels", &self.levels())
+            .field("counters", &self.counters.len())
+            .field("t_l", &self.config.t_l)
+            .field("t_r", &self.config.t_r)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Participant `slot` acquires `lock` for reading.
+pub fn read_lock(lock: &Shared<RmaRw>, slot: usize) -> ReadLock {
+    assert!(
+        slot < lock.participants(),
+        "rma-rw: unknown participant {slot}"
+    );
+    ReadLock::new(lock, slot)
+}
+
+/// Participant `slot` releases its read lock on `lock`.
+pub fn read_unlock(lock: &Shared<RmaRw>, slot: usize) -> ReadUnlock {
+    assert!(
+        slot < lock.participants(),
+        "rma-rw: unknown participant {slot}"
+    );
+    ReadUnlock::new(lock, slot)
+}
+
+/// Participant `slot` acquires `lock` for writing.
+pub fn write_lock(lock: &Shared<RmaRw>, slot: usize) -> WriteLock {
+    assert!(
+        slot < lock.participants(),
+        "rma-rw: unknown participant {slot}"
+    );
+    WriteLock::new(lock, slot)
+}
+
+/// Participant `slot` releases its write lock on `lock`.
+pub fn write_unlock(lock: &Shared<RmaRw>, slot: usize) -> WriteUnlock {
+    assert!(
+        slot < lock.participants(),
+        "rma-rw: unknown participant {slot}"
+    );
+    WriteUnlock::new(lock, slot)
+}

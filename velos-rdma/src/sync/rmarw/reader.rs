@@ -1,0 +1,296 @@
+//! The reader's side: arriving at and departing from the physical counter c(p).
+
+use super::counter::{self, COUNT_ONE};
+use super::queue::{Access, ReadWord, start};
+use super::{Counter, EMPTY, READ_LOCK_WORK_ID, READ_UNLOCK_WORK_ID, RmaRw};
+use crate::error::RdmaError;
+use crate::ids::Loc;
+use crate::op::{Op, Reply, Rmw};
+use crate::shared::Shared;
+use crate::sync::{Routine, Yield, done_of, value_of};
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+enum ReadLockState {
+    Start,
+    /// The FAA of ARRIVE was posted.
+    Arriving,
+    ArriveWaited,
+    /// Its old value is loaded next.
+    ArriveLoading,
+    /// Over the budget in READ mode (ARRIVE was `expect`, phase `phase`): the atomic read
+    /// of the root's TAIL was posted.
+    CheckingRoot {
+        phase: u64,
+        expect: u64,
+    },
+    RootWaited {
+        phase: u64,
+        expect: u64,
+    },
+    RootLoading {
+        phase: u64,
+        expect: u64,
+    },
+    /// A writer is queued at the root: reading ARRIVE to see whether it took the counter.
+    AwaitingTake {
+        phase: u64,
+        read: ReadWord,
+    },
+    /// No writer at the root: the CAS that resets the budget was posted.
+    Resetting,
+    ResetWaited,
+    /// Arrived in WRITE mode: reading ARRIVE until its phase differs from `phase`.
+    AwaitingGiveBack {
+        phase: u64,
+        read: ReadWord,
+    },
+}
+
+/// An RMA-RW read acquire in progress.
+///
+/// It arrives at its physical counter with one FAA. In WRITE mode it waits until the
+/// phase changes (the writers gave the counter back; it is counted, so the next writer
+/// waits for it). In READ mode it enters, unless T_R readers were already admitted at the
+/// counter since the last budget reset and a writer is queued at the root: then it waits
+/// until that writer takes the counter, and enters while the writer waits for it to leave
+/// (a reader counted in READ mode may always enter: every later writer waits for it; it
+/// waits only to let the writer go first). Once no writer is queued at the root, it resets
+/// the budget (one CAS attempt: a failure means a later arrival or a writer, each of which
+/// resets it in turn) and enters.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct ReadLock {
+    lock: Shared<RmaRw>,
+    slot: usize,
+    /// The arrival has taken effect.
+    announced: bool,
+    state: ReadLockState,
+}
+
+impl ReadLock {
+    pub(super) fn new(lock: &Shared<RmaRw>, slot: usize) -> ReadLock {
+        ReadLock {
+            lock: lock.clone(),
+            slot,
+            announced: false,
+            state: ReadLockState::Start,
+        }
+    }
+
+    /// Whether this reader is counted at its physical counter: its arrival (the first
+    /// remote operation of the acquire) has completed. From then on at most T_W writers
+    /// enter before it (the bound `velos-sim/tests/rmarw_fairness.rs` checks).
+    pub fn announced(&self) -> bool {
+        self.announced
+    }
+
+    fn counter(&self) -> Counter {
+        self.lock.counter_of(self.slot)
+    }
+
+    fn scratch(&self) -> Loc {
+        self.lock.scratch[self.slot][0]
+    }
+
+    /// Reads ARRIVE: with CPU loads when the counter is on our node, with gets otherwise.
+    fn read_arrive(&self) -> Result<(ReadWord, Op), RdmaError> {
+        let arrive = self.counter().arrive;
+        let access = if arrive.node == self.lock.nodes[self.slot] {
+            Access::Cpu
+        } else {
+            Access::Nic
+        };
+        let mut read = ReadWord::new(arrive, access, self.scratch(), READ_LOCK_WORK_ID);
+        let Yield::Op(op) = start(&mut read)? else {
+            unreachable!("a read issues an operation")
+        };
+        Ok((read, op))
+    }
+
+    /// The atomic read of the root's TAIL: atomic, so that it is ordered after a writer's
+    /// swap that has completed (a get could still read the value before it).
+    fn check_root(&self, phase: u64, expect: u64) -> (ReadLockState, Op) {
+        let check = Op::Atomic {
+            local: self.scratch(),
+            remote: self.lock.tails[0][0],
+            rmw: Rmw::Faa { add: 0 },
+            work_id: READ_LOCK_WORK_ID,
+        };
+        (ReadLockState::CheckingRoot { phase, expect }, check)
+    }
+}
+
+impl Routine for ReadLock {
+    type Output = ();
+
+    fn resume(&mut self, reply: Reply) -> Result<Yield<()>, RdmaError> {
+        let wait = Op::Wait {
+            work_id: READ_LOCK_WORK_ID,
+        };
+        let load = Op::Load {
+            loc: self.scratch(),
+        };
+        let (state, op) = match &mut self.state {
+            ReadLockState::Start => {
+                done_of(reply)?;
+                assert!(!self.announced, "rma-rw: a read acquire starts uncounted");
+                let arrive = Op::Atomic {
+                    local: self.scratch(),
+                    remote: self.counter().arrive,
+                    rmw: Rmw::Faa { add: COUNT_ONE },
+                    work_id: READ_LOCK_WORK_ID,
+                };
+                (ReadLockState::Arriving, arrive)
+            }
+            ReadLockState::Arriving => {
+                done_of(reply)?;
+                (ReadLockState::ArriveWaited, wait)
+            }
+            ReadLockState::ArriveWaited => {
+                done_of(reply)?;
+                self.announced = true;
+                (ReadLockState::ArriveLoading, load)
+            }
+            ReadLockState::ArriveLoading => {
+                let arrive = value_of(reply)?;
+                let phase = counter::phase(arrive);
+                if counter::writing(arrive) {
+                    let (read, op) = self.read_arrive()?;
+                    (ReadLockState::AwaitingGiveBack { phase, read }, op)
+                } else if counter::budget_index(arrive) < self.lock.config.t_r {
+                    return Ok(Yield::Done(()));
+                } else {
+                    self.check_root(phase, arrive.wrapping_add(COUNT_ONE))
+                }
+            }
+            ReadLockState::CheckingRoot { phase, expect } => {
+                done_of(reply)?;
+                (
+                    ReadLockState::RootWaited {
+                        phase: *phase,
+                        expect: *expect,
+                    },
+                    wait,
+                )
+            }
+            ReadLockState::RootWaited { phase, expect } => {
+                done_of(reply)?;
+                (
+                    ReadLockState::RootLoading {
+                        phase: *phase,
+                        expect: *expect,
+                    },
+                    load,
+                )
+            }
+            ReadLockState::RootLoading { phase, expect } => {
+                let (phase, expect) = (*phase, *expect);
+                if value_of(reply)? != EMPTY {
+                    // A writer is queued at the root: let it take the counter first.
+                    let (read, op) = self.read_arrive()?;
+                    (ReadLockState::AwaitingTake { phase, read }, op)
+                } else {
+                    let reset = Op::Atomic {
+                        local: self.scratch(),
+                        remote: self.counter().arrive,
+                        rmw: Rmw::Cas {
+                            expected: expect,
+                            new: counter::reset(expect),
+                        },
+                        work_id: READ_LOCK_WORK_ID,
+                    };
+                    (ReadLockState::Resetting, reset)
+                }
+            }
+            ReadLockState::AwaitingTake { phase, read } => match read.resume(reply)? {
+                Yield::Op(op) => return Ok(Yield::Op(op)),
+                Yield::Done(arrive) if counter::phase(arrive) != *phase => {
+                    return Ok(Yield::Done(()));
+                }
+                // Not taken yet: look at the root again (the writer may have left it
+                // without taking the counter, if it was leaving when we looked).
+                Yield::Done(arrive) => {
+                    let phase = *phase;
+                    self.check_root(phase, arrive)
+                }
+            },
+            ReadLockState::Resetting => {
+                done_of(reply)?;
+                (ReadLockState::ResetWaited, wait)
+            }
+            ReadLockState::ResetWaited => {
+                done_of(reply)?;
+                return Ok(Yield::Done(()));
+            }
+            ReadLockState::AwaitingGiveBack { phase, read } => match read.resume(reply)? {
+                Yield::Op(op) => return Ok(Yield::Op(op)),
+                Yield::Done(arrive) if counter::phase(arrive) != *phase => {
+                    return Ok(Yield::Done(()));
+                }
+                Yield::Done(_) => {
+                    let phase = *phase;
+                    let (read, op) = self.read_arrive()?;
+                    (ReadLockState::AwaitingGiveBack { phase, read }, op)
+                }
+            },
+        };
+        self.state = state;
+        Ok(Yield::Op(op))
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum ReadUnlockState {
+    Start,
+    Departing,
+    Departed,
+}
+
+/// An RMA-RW read release in progress: one FAA of DEPART, and its wait.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct ReadUnlock {
+    lock: Shared<RmaRw>,
+    slot: usize,
+    state: ReadUnlockState,
+}
+
+impl ReadUnlock {
+    pub(super) fn new(lock: &Shared<RmaRw>, slot: usize) -> ReadUnlock {
+        ReadUnlock {
+            lock: lock.clone(),
+            slot,
+            state: ReadUnlockState::Start,
+        }
+    }
+}
+
+impl Routine for ReadUnlock {
+    type Output = ();
+
+    fn resume(&mut self, reply: Reply) -> Result<Yield<()>, RdmaError> {
+        let (state, op) = match self.state {
+            ReadUnlockState::Start => {
+                done_of(reply)?;
+                let depart = Op::Atomic {
+                    local: self.lock.scratch[self.slot][0],
+                    remote: self.lock.counter_of(self.slot).depart,
+                    rmw: Rmw::Faa { add: 1 },
+                    work_id: READ_UNLOCK_WORK_ID,
+                };
+                (ReadUnlockState::Departing, depart)
+            }
+            ReadUnlockState::Departing => {
+                done_of(reply)?;
+                let wait = Op::Wait {
+                    work_id: READ_UNLOCK_WORK_ID,
+                };
+                (ReadUnlockState::Departed, wait)
+            }
+            ReadUnlockState::Departed => {
+                done_of(reply)?;
+                return Ok(Yield::Done(()));
+            }
+        };
+        self.state = state;
+        Ok(Yield::Op(op))
+    }
+}
