@@ -21,6 +21,8 @@ pub struct LatencyModel {
     pub nic_local_read_ns: u64,
     /// One way on the wire, NIC to NIC.
     pub wire_ns: u64,
+    /// One way for a loopback operation (a NIC to its own node): no wire.
+    pub loopback_ns: u64,
     /// Remote write into the responder's memory (PCIe write).
     pub remote_mem_write_ns: u64,
     /// Remote atomic execution at the responder.
@@ -43,6 +45,7 @@ impl LatencyModel {
             doorbell_ns: 300,
             nic_local_read_ns: 250,
             wire_ns: 300,
+            loopback_ns: 300,
             remote_mem_write_ns: 150,
             atomic_ns: 200,
             local_mem_write_ns: 150,
@@ -53,7 +56,8 @@ impl LatencyModel {
     /// An InfiniBand-class HPC cluster like the Cray XC30 (Aries) of the RMA-locks paper's
     /// evaluation: about 1.6 µs for a get round trip and 1.7 µs for a remote atomic, a
     /// 100 ns software post (uGNI/DMAPP descriptor), 500 ns one way through the network
-    /// (NIC, a few router hops), and a responder NIC that holds a word's atomic unit for
+    /// (NIC, a few router hops) but 100 ns for an operation to the own node (the NIC turns
+    /// it around; no router), and a responder NIC that holds a word's atomic unit for
     /// 350 ns per RMW (atomic plus PCIe write). `README.md` ("Lock benchmark") gives the
     /// reasoning for each number.
     pub fn cluster() -> LatencyModel {
@@ -65,6 +69,7 @@ impl LatencyModel {
             doorbell_ns: 250,
             nic_local_read_ns: 300,
             wire_ns: 500,
+            loopback_ns: 100,
             remote_mem_write_ns: 200,
             atomic_ns: 150,
             local_mem_write_ns: 200,
@@ -83,6 +88,7 @@ impl LatencyModel {
             doorbell_ns: 1,
             nic_local_read_ns: 1,
             wire_ns: 1,
+            loopback_ns: 1,
             remote_mem_write_ns: 1,
             atomic_ns: 1,
             local_mem_write_ns: 1,
@@ -109,6 +115,7 @@ impl LatencyModel {
             Delay::Doorbell => self.doorbell_ns,
             Delay::NicLocalRead => self.nic_local_read_ns,
             Delay::Wire => self.wire_ns,
+            Delay::LoopbackWire => self.loopback_ns,
             Delay::RemoteMemWrite => self.remote_mem_write_ns,
             Delay::Atomic => self.atomic_ns,
             Delay::LocalMemWrite => self.local_mem_write_ns,

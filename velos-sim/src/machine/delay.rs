@@ -17,6 +17,9 @@ pub enum Delay {
     NicLocalRead,
     /// One way on the wire between two NICs.
     Wire,
+    /// One way for an operation a NIC sends to its own node (loopback): turned around
+    /// inside the NIC, no wire.
+    LoopbackWire,
     /// A remote write reaching the responder's memory (PCIe write at the responder).
     RemoteMemWrite,
     /// Executing a remote atomic at the responder NIC.

@@ -82,6 +82,16 @@ impl<P: Process> Machine<P> {
         }
     }
 
+    /// The trip between the NICs of queue pair q: the wire, or a loopback inside one NIC.
+    fn wire(&self, q: usize) -> Delay {
+        let (t, target) = self.qp_ends(q);
+        if self.threads[t].node == target {
+            Delay::LoopbackWire
+        } else {
+            Delay::Wire
+        }
+    }
+
     /// Rule 1: an F at the head of the pipe is removed.
     fn rule1_rfence(&mut self, q: usize, i: usize) {
         assert!(
@@ -120,7 +130,7 @@ impl<P: Process> Machine<P> {
                 value,
                 work_id,
             },
-            ready: now + clock.delay(Delay::Wire, Some(target)),
+            ready: now + clock.delay(self.wire(q), Some(target)),
         };
     }
 
@@ -152,7 +162,7 @@ impl<P: Process> Machine<P> {
         );
         self.qps[q].pipe[i] = Timed {
             item: PipeItem::Ack { work_id },
-            ready: now + clock.delay(Delay::Wire, Some(target)),
+            ready: now + clock.delay(self.wire(q), Some(target)),
         };
         let ready = now + clock.delay(Delay::RemoteMemWrite, Some(target));
         self.qps[q].rw.push_back(Timed {
@@ -226,7 +236,7 @@ impl<P: Process> Machine<P> {
                 value,
                 work_id,
             },
-            ready: now + clock.delay(Delay::Wire, Some(target)),
+            ready: now + clock.delay(self.wire(q), Some(target)),
         };
     }
 
@@ -310,7 +320,7 @@ impl<P: Process> Machine<P> {
                 value: old,
                 work_id,
             },
-            ready: now + atomic + clock.delay(Delay::Wire, Some(target)),
+            ready: now + atomic + clock.delay(self.wire(q), Some(target)),
         };
         match rmw.apply(old) {
             None => self.qps[q].pipe[i] = back, // rule 9
@@ -389,7 +399,7 @@ impl<P: Process> Machine<P> {
                 let kind = match item {
                     PipeItem::PutRead { .. } => Some(Delay::NicLocalRead),
                     PipeItem::Fence => None,
-                    _ => Some(Delay::Wire),
+                    _ => Some(self.wire(q)),
                 };
                 let ready = now + kind.map_or(0, |k| clock.delay(k, Some(target)));
                 self.qps[q].pipe.push_back(Timed { item, ready });
