@@ -579,7 +579,7 @@ fn dmcs_three_users_three_nodes() {
         true,
         |l, n| Lock::D(Dmcs::new(l, NodeId(0), n)),
     );
-    check_pinned(&c, 277_217);
+    check_pinned(&c, 808_828);
 }
 
 /// D-MCS: two users on two nodes, two acquisitions each (the queue is reused).
@@ -592,7 +592,7 @@ fn dmcs_two_users_twice() {
         true,
         |l, n| Lock::D(Dmcs::new(l, NodeId(1), n)),
     );
-    check_pinned(&c, 21_854);
+    check_pinned(&c, 53_423);
 }
 
 /// RMA-RW, writers only, on two nodes: the root passes the lock between the nodes

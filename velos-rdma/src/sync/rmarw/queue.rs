@@ -201,8 +201,9 @@ impl Enqueue {
         self.lock.scratch[self.slot][0]
     }
 
-    /// One attempt of the swap of TAIL: a CAS from the predicted value (see
-    /// [`crate::sync::dmcs`] for why a predicted CAS stands in for the swap).
+    /// One attempt of the swap of TAIL: a CAS from the predicted value. The model has no
+    /// swap; under heavy contention a predicted CAS can keep losing (D-MCS moved to an FAA
+    /// ticket for that reason, see [`crate::sync::dmcs`]); these queues still use it.
     fn swap(&self, expected: u64) -> Op {
         Op::Atomic {
             local: self.scratch(),
