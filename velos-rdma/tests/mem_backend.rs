@@ -1,40 +1,10 @@
 //! The in-process backend: operation semantics, failures, faults and `run`, in every mode.
 
 use velos_rdma::mem::{MemFabric, MemOptions, Mode};
-use velos_rdma::{Endpoint, Layout, Loc, NodeId, Op, Process, RdmaError, Reply, Rmw, Step, WorkId};
+use velos_rdma::{Endpoint, Layout, Loc, NodeId, Op, RdmaError, Reply, Rmw, WorkId};
 
-/// Runs a fixed list of operations and records the replies.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-struct Script {
-    ops: Vec<Op>,
-    pc: usize,
-    replies: Vec<Reply>,
-}
-
-impl Script {
-    fn new(ops: Vec<Op>) -> Script {
-        Script {
-            ops,
-            pc: 0,
-            replies: Vec::new(),
-        }
-    }
-}
-
-impl Process for Script {
-    fn resume(&mut self, reply: Reply) -> Step {
-        if reply != Reply::Start {
-            self.replies.push(reply);
-        }
-        let op = self.ops.get(self.pc).copied();
-        self.pc += 1;
-        op.map_or(Step::Done, Step::Op)
-    }
-
-    fn polls(&self) -> bool {
-        self.ops.iter().any(|op| matches!(op, Op::Poll { .. }))
-    }
-}
+mod common;
+use common::Script;
 
 const D: WorkId = WorkId(1);
 const E: WorkId = WorkId(2);

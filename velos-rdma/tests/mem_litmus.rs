@@ -4,30 +4,10 @@
 //! those.) Nodes are numbered from 0 here, from 1 in the paper.
 
 use velos_rdma::mem::{MemFabric, MemOptions, Mode};
-use velos_rdma::{Layout, Loc, NodeId, Op, Process, Reply, Rmw, Step, WorkId};
+use velos_rdma::{Layout, Loc, NodeId, Op, Reply, Rmw, WorkId};
 
-/// Runs a fixed list of operations and records the replies.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-struct Script {
-    ops: Vec<Op>,
-    pc: usize,
-    replies: Vec<Reply>,
-}
-
-impl Process for Script {
-    fn resume(&mut self, reply: Reply) -> Step {
-        if reply != Reply::Start {
-            self.replies.push(reply);
-        }
-        let op = self.ops.get(self.pc).copied();
-        self.pc += 1;
-        op.map_or(Step::Done, Step::Op)
-    }
-
-    fn polls(&self) -> bool {
-        self.ops.iter().any(|op| matches!(op, Op::Poll { .. }))
-    }
-}
+mod common;
+use common::Script;
 
 const D: WorkId = WorkId(1);
 const RUNS: u64 = 100;
@@ -49,14 +29,7 @@ fn litmus(threads: &[(u16, Vec<Op>)], check: impl Fn(&MemFabric, &[Vec<Reply>]))
             let fabric = MemFabric::with_options(Layout::uniform(3, 4), options);
             let procs = threads
                 .iter()
-                .map(|(node, ops)| {
-                    let script = Script {
-                        ops: ops.clone(),
-                        pc: 0,
-                        replies: Vec::new(),
-                    };
-                    (NodeId(*node), script)
-                })
+                .map(|(node, ops)| (NodeId(*node), Script::new(ops.clone())))
                 .collect();
             let replies: Vec<_> = fabric.run(procs).into_iter().map(|p| p.replies).collect();
             check(&fabric, &replies);
