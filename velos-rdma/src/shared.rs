@@ -19,6 +19,14 @@ impl<T> Shared<T> {
     }
 }
 
+impl<T: Clone> Shared<T> {
+    /// Mutable access, cloning the value first only if another handle shares it (as
+    /// `Arc::make_mut`). Meant for setting a value up before it is shared.
+    pub fn make_mut(&mut self) -> &mut T {
+        Arc::make_mut(&mut self.0)
+    }
+}
+
 impl<T: ?Sized> From<Arc<T>> for Shared<T> {
     fn from(arc: Arc<T>) -> Self {
         Shared(arc)

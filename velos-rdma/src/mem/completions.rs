@@ -127,7 +127,9 @@ mod tests {
     use crate::error::RdmaError;
     use crate::ids::{Loc, NodeId, WorkId};
 
-    fn ticket(seq: u64, target: u16, qp_seq: u64) -> Ticket {
+    /// Operation `seq` of an endpoint, number `qp_seq` towards `target` (shared with the
+    /// loom tests).
+    pub(super) fn ticket(seq: u64, target: u16, qp_seq: u64) -> Ticket {
         Ticket {
             seq,
             target: NodeId(target),
@@ -177,20 +179,12 @@ mod tests {
 /// endpoint waiting for them. Run: `RUSTFLAGS="--cfg loom" cargo test -p velos-rdma --release --lib loom`.
 #[cfg(all(test, loom))]
 mod loom_tests {
-    use super::{SharedCompletions, Ticket};
+    use super::SharedCompletions;
+    use super::tests::ticket;
     use crate::error::RdmaError;
-    use crate::ids::{NodeId, WorkId};
+    use crate::ids::NodeId;
     use loom::sync::Arc;
     use loom::thread;
-
-    fn ticket(seq: u64, target: u16, qp_seq: u64) -> Ticket {
-        Ticket {
-            seq,
-            target: NodeId(target),
-            qp_seq,
-            work_id: WorkId(1),
-        }
-    }
 
     #[test]
     fn loom_a_waiter_wakes_for_the_last_completion() {

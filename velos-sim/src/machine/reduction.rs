@@ -17,12 +17,7 @@ impl<P: Process> Machine<P> {
     /// `L[n]` then orders every access to it, so the commit of an atomic write to it
     /// commutes with everything else.
     pub fn set_atomic_only(&mut self, loc: Loc) {
-        let index = self
-            .word_index(loc)
-            .expect("an atomic-only word inside the layout");
-        let mut owner: Vec<Vec<u32>> = (*self.owner).clone();
-        owner[loc.node.index()][index] = ATOMIC_ONLY;
-        self.owner = velos_rdma::Shared::new(owner);
+        self.mark_owner(loc, ATOMIC_ONLY);
     }
 
     /// Whether `loc` was declared atomic-only.

@@ -269,13 +269,16 @@ impl<P: Process> Machine<P> {
 
     /// Declares that only thread `thread` ever touches `loc`.
     pub fn set_private(&mut self, loc: Loc, thread: usize) {
+        self.mark_owner(loc, u32::try_from(thread + 1).expect("thread ids fit u32"));
+    }
+
+    /// Writes `mark` into the owner table for `loc`. The table is set up before the run and
+    /// then shared by every state: while only this machine holds it, no copy is made.
+    pub(crate) fn mark_owner(&mut self, loc: Loc, mark: u32) {
         let index = self
             .word_index(loc)
-            .expect("a private word inside the layout");
-        // Set up before the run; the table is then shared by every state.
-        let mut owner: Vec<Vec<u32>> = (*self.owner).clone();
-        owner[loc.node.index()][index] = u32::try_from(thread + 1).expect("thread ids fit u32");
-        self.owner = Shared::new(owner);
+            .expect("a declared word inside the layout");
+        self.owner.make_mut()[loc.node.index()][index] = mark;
     }
 
     /// The thread `loc` is private to, if any.
