@@ -126,7 +126,10 @@ mod tests {
             max_attempts: attempts,
             proposers: 2,
             crashed,
-            max_states: 3_000_000,
+            max_states: std::env::var("VELOS_CHECK_BUDGET")
+                .ok()
+                .and_then(|b| b.parse().ok())
+                .unwrap_or(3_000_000),
         };
         let e = check(&config).unwrap_or_else(|e| panic!("{config:?}: {e}"));
         eprintln!(
