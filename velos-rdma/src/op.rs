@@ -141,6 +141,17 @@ pub enum Op {
         /// Target node.
         node: NodeId,
     },
+    /// Reads the node's clock (ours: failure detectors need timeouts): replies
+    /// `Value(ns)`, nanoseconds since the backend started, never decreasing. Virtual time in
+    /// the simulator; 0 in the exhaustive explorer, which has no time.
+    Now,
+    /// Lets `ns` nanoseconds pass before the next operation (ours: a periodic task's
+    /// timer). Blocks only the CPU; operations already posted go on. A no-op in the
+    /// exhaustive explorer.
+    Pause {
+        /// How long.
+        ns: u64,
+    },
 }
 
 impl Op {
@@ -160,7 +171,9 @@ impl Op {
             | Op::Test { .. }
             | Op::WaitAny { .. }
             | Op::Poll { .. }
-            | Op::GlobalFence { .. } => None,
+            | Op::GlobalFence { .. }
+            | Op::Now
+            | Op::Pause { .. } => None,
         }
     }
 

@@ -119,6 +119,7 @@ impl LatencyModel {
             Delay::RemoteMemWrite => self.remote_mem_write_ns,
             Delay::Atomic => self.atomic_ns,
             Delay::LocalMemWrite => self.local_mem_write_ns,
+            Delay::Pause(ns) => ns.max(self.cpu_local_ns),
         }
     }
 }

@@ -273,6 +273,15 @@ impl<'f> MemEndpoint<'f> {
             // Queue pairs already run one operation at a time, in order.
             Op::Rfence { node } => done(self.queue_pair(node).map(drop)),
             Op::GlobalFence { node } => done(self.global_fence(node)),
+            Op::Now => Ok(Reply::Value(self.fabric.now_ns())),
+            Op::Pause { ns } => {
+                // Sleeping below the scheduler's granularity would oversleep: spin instead.
+                let until = self.fabric.now_ns().saturating_add(ns);
+                while self.fabric.now_ns() < until {
+                    std::hint::spin_loop();
+                }
+                Ok(Reply::Done)
+            }
         }
     }
 }

@@ -51,6 +51,8 @@ pub struct MemFabric {
     next_endpoint: AtomicU64,
     /// Operations executed by endpoints that have been dropped.
     ops: AtomicU64,
+    /// When the fabric was made: the zero of every node's clock (`Op::Now`).
+    started: std::time::Instant,
 }
 
 impl MemFabric {
@@ -82,6 +84,7 @@ impl MemFabric {
             workers,
             next_endpoint: AtomicU64::new(0),
             ops: AtomicU64::new(0),
+            started: std::time::Instant::now(),
         }
     }
 
@@ -191,6 +194,11 @@ impl MemFabric {
     /// The channel of `node`'s NIC worker, or `None` in inline mode.
     pub(super) fn worker(&self, node: NodeId) -> Option<&Sender<Job>> {
         self.workers.get(node.index()).map(Worker::jobs)
+    }
+
+    /// Nanoseconds since the fabric was made (the clock of `Op::Now`).
+    pub(super) fn now_ns(&self) -> u64 {
+        u64::try_from(self.started.elapsed().as_nanos()).unwrap_or(u64::MAX)
     }
 
     pub(super) fn count_ops(&self, ops: u64) {

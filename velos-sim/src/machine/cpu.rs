@@ -13,10 +13,10 @@ impl<P: Process> Machine<P> {
             unreachable!("a CPU step needs a pending operation")
         };
         let reply = self.execute(t, &op, now, clock);
-        let kind = if op.target().is_some() {
-            Delay::CpuPost
-        } else {
-            Delay::CpuLocal
+        let kind = match op {
+            Op::Pause { ns } => Delay::Pause(ns),
+            _ if op.target().is_some() => Delay::CpuPost,
+            _ => Delay::CpuLocal,
         };
         let thread = &mut self.threads[t];
         thread.next = match thread.process.resume(reply) {
@@ -59,6 +59,8 @@ impl<P: Process> Machine<P> {
                     Reply::Value(old)
                 }
             },
+            Op::Now => Reply::Value(now),
+            Op::Pause { .. } => Reply::Done,
             Op::Mfence => {
                 assert!(
                     self.threads[t].sb.is_empty(),

@@ -26,6 +26,8 @@ pub enum Delay {
     Atomic,
     /// A NIC local write reaching the requester's memory, with its completion.
     LocalMemWrite,
+    /// A CPU `pause` of this many nanoseconds, until the next CPU step.
+    Pause(u64),
 }
 
 /// A source of delays. The explorer uses [`NoDelay`]; the simulator a latency model.

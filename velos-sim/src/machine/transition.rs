@@ -170,7 +170,7 @@ impl<P: Process> Machine<P> {
         match *op {
             Op::Cas { .. } | Op::Mfence => thread.sb.is_empty(),
             Op::Wait { work_id } => !self.work_pending(t, work_id),
-            Op::Test { .. } => true,
+            Op::Test { .. } | Op::Now | Op::Pause { .. } => true,
             Op::WaitAny { base, mask } => self.first_complete(t, base, mask).is_some(),
             Op::Poll { node } => match self.qps.get(self.qp_index(t, node)) {
                 Some(qp) => matches!(
@@ -265,6 +265,7 @@ impl<P: Process> Machine<P> {
                         | Op::Poll { .. }
                         | Op::GlobalFence { .. }
                         | Op::Mfence
+                        | Op::Pause { .. }
                 ),
                 Next::Finished | Next::Crashed => false,
             },
