@@ -19,6 +19,8 @@ enum Command {
     Litmus(cli::litmus::LitmusArgs),
     /// Measure the emulator: explorer states/s, suite time, simulated operations/s.
     Bench(cli::bench::BenchArgs),
+    /// Run a Velos cluster on the simulation driver, with crashes; check the logs.
+    Sim(cli::sim::SimArgs),
 }
 
 fn main() -> ExitCode {
@@ -26,5 +28,6 @@ fn main() -> ExitCode {
     match args.command {
         Command::Litmus(a) => cli::litmus::run(a),
         Command::Bench(a) => cli::bench::run(a),
+        Command::Sim(a) => cli::sim::run_cli(a),
     }
 }

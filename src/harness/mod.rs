@@ -1,4 +1,5 @@
 //! What needs every crate: the consensus engine run on the emulator (exhaustive checks,
 //! simulated clusters), baselines.
 
+pub mod cluster;
 pub mod consensus_checks;

@@ -117,6 +117,9 @@ enum Phase {
     Preparing {
         promised: Vec<Option<AcceptorState>>,
     },
+    /// A majority promised and nothing is to be adopted: waiting for a value to propose
+    /// (pre-preparation: the accept then costs one CAS round trip).
+    Promised,
     /// Waiting for the value to adopt.
     Reading,
     /// Waiting for a majority of successful accept CASes.
@@ -139,6 +142,9 @@ pub struct SlotProposer {
     attempt: u32,
     next_id: u64,
     phase: Phase,
+    /// After the promises, wait for [`SlotProposer::supply`] instead of accepting my value
+    /// at once (pre-preparation).
+    hold: bool,
 }
 
 impl SlotProposer {
@@ -162,7 +168,42 @@ impl SlotProposer {
             attempt: 0,
             next_id: 0,
             phase: Phase::Idle,
+            hold: false,
         }
+    }
+
+    /// The same slot proposer, but one that, once a majority promised with nothing to
+    /// adopt, waits for [`SlotProposer::supply`] (a slot pre-prepared ahead of its value).
+    pub fn holding(mut self) -> SlotProposer {
+        self.hold = true;
+        self
+    }
+
+    /// Whether a majority promised and the slot waits for a value ([`SlotProposer::supply`]).
+    pub fn is_promised(&self) -> bool {
+        matches!(self.phase, Phase::Promised)
+    }
+
+    /// Proposes my value in a promised slot: the accept CASes (one round trip).
+    /// `previous` as for the accept of [`SlotProposer::on_cas`].
+    pub fn supply(&mut self, previous: &[u8], out: &mut Vec<SlotCommand>) {
+        assert!(
+            self.is_promised(),
+            "supply a promised slot, not {:?}",
+            self.phase
+        );
+        self.accept(Content::Mine, previous, out);
+        assert!(
+            matches!(self.phase, Phase::Accepting { .. }),
+            "Alg. 5: a supplied slot accepts"
+        );
+    }
+
+    /// PREPARE with a proposal number above `floor` too (a leader's ballot minus one, so
+    /// that its slots share one proposal number while nothing outbids it).
+    pub fn prepare_above(&mut self, floor: u64, out: &mut Vec<SlotCommand>) {
+        self.proposal = self.proposal.max(floor);
+        self.prepare(out);
     }
 
     /// A fresh slot: every acceptor predicted at ⟨tag, 0, 0, ⊥⟩.
@@ -361,6 +402,7 @@ impl SlotProposer {
                     proposal: state.accepted_proposal,
                 });
             }
+            None if self.hold => self.phase = Phase::Promised,
             None => self.accept(Content::Mine, previous, out),
         }
     }

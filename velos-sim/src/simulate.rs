@@ -259,6 +259,12 @@ impl<P: Process> Simulator<P> {
         }
     }
 
+    /// Injects `fault` now (for faults that depend on the run, such as crashing whichever
+    /// node leads at some time).
+    pub fn inject(&mut self, fault: Fault) {
+        self.apply(fault);
+    }
+
     /// Runs until the end condition, a deadlock, `until_ns` of virtual time, or
     /// `max_steps` steps, whichever comes first.
     pub fn run(&mut self, until_ns: u64, max_steps: u64) -> Stop {

@@ -1,0 +1,192 @@
+//! `velos sim`: a Velos cluster on the simulation driver, with crashes, a timeline and the
+//! checks; exit status 1 when a check fails.
+
+use clap::Args;
+use std::process::ExitCode;
+use velos::core::log::{ClientScript, LogConfig};
+use velos::harness::cluster::{ClusterSpec, run};
+use velos::sim::latency::LatencyModel;
+
+/// Arguments of `velos sim`.
+#[derive(Args)]
+pub struct SimArgs {
+    /// Replicas (every one an acceptor; the lowest live id leads).
+    #[arg(long, default_value_t = 3)]
+    replicas: u16,
+    /// The seed: it fixes the whole run.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Virtual time to run: `500us`, `2ms`, `1s`, or nanoseconds.
+    #[arg(long, default_value = "2ms", value_parser = parse_duration)]
+    duration: u64,
+    /// Crash whichever replica leads at this time.
+    #[arg(long, value_parser = parse_duration)]
+    crash_leader_at: Option<u64>,
+    /// Crash replica NODE at time T (`NODE@T`, repeatable).
+    #[arg(long, value_parser = parse_crash)]
+    crash: Vec<(u16, u64)>,
+    /// Log slots.
+    #[arg(long, default_value_t = 4096)]
+    slots: u32,
+    /// Bytes per value (at least 10).
+    #[arg(long, default_value_t = 16)]
+    value_size: usize,
+    /// Values each replica proposes while it leads (default: enough to fill the log).
+    #[arg(long)]
+    values: Option<u64>,
+    /// Slots pre-prepared by the leader.
+    #[arg(long, default_value_t = 4)]
+    pipeline: u32,
+    /// Timeline interval.
+    #[arg(long, default_value = "100us", value_parser = parse_duration)]
+    interval: u64,
+    /// Print one JSON object (the last line of standard output) instead of the report.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Parses `500us`, `2ms`, `1s`, `300ns` or a plain number of nanoseconds.
+pub fn parse_duration(s: &str) -> Result<u64, String> {
+    let s = s.trim();
+    let (digits, unit) = s.split_at(
+        s.find(|c: char| !c.is_ascii_digit() && c != '.')
+            .unwrap_or(s.len()),
+    );
+    let scale = match unit {
+        "" | "ns" => 1.0,
+        "us" | "µs" => 1e3,
+        "ms" => 1e6,
+        "s" => 1e9,
+        other => return Err(format!("unknown time unit {other:?} (ns, us, ms, s)")),
+    };
+    let n: f64 = digits
+        .parse()
+        .map_err(|_| format!("{s:?} is not a duration (e.g. 500us, 2ms)"))?;
+    if !n.is_finite() || n < 0.0 {
+        return Err(format!("{s:?} is not a duration"));
+    }
+    Ok((n * scale).round() as u64)
+}
+
+fn parse_crash(s: &str) -> Result<(u16, u64), String> {
+    let (node, at) = s
+        .split_once('@')
+        .ok_or_else(|| format!("{s:?}: expected NODE@TIME, e.g. 1@500us"))?;
+    let node = node
+        .parse()
+        .map_err(|_| format!("{node:?} is not a replica id"))?;
+    Ok((node, parse_duration(at)?))
+}
+
+/// Runs `velos sim`.
+pub fn run_cli(a: SimArgs) -> ExitCode {
+    let mut log = LogConfig::new(a.replicas, a.slots, a.value_size.max(10) as u32);
+    log.pipeline = a.pipeline;
+    if let Err(e) = log.validate() {
+        eprintln!("velos sim: {e}");
+        return ExitCode::from(2);
+    }
+    if let Some(&(node, _)) = a.crash.iter().find(|(n, _)| *n >= a.replicas) {
+        eprintln!(
+            "velos sim: --crash {node}@…: there are {} replicas",
+            a.replicas
+        );
+        return ExitCode::from(2);
+    }
+    if a.value_size < 10 {
+        eprintln!("velos sim: --value-size must be at least 10 bytes");
+        return ExitCode::from(2);
+    }
+    let spec = ClusterSpec {
+        log,
+        seed: a.seed,
+        duration_ns: a.duration,
+        crash_leader_at: a.crash_leader_at,
+        crashes: a.crash.clone(),
+        client: ClientScript {
+            count: a.values.unwrap_or(u64::from(a.slots)),
+            size: a.value_size,
+        },
+        latency: LatencyModel::cluster(),
+    };
+    let report = run(&spec);
+    if a.json {
+        println!(
+            "{}",
+            serde_json::to_string(&report).expect("a report serialises")
+        );
+    } else {
+        print_report(&report, a.interval.max(1));
+    }
+    if report.ok() {
+        ExitCode::SUCCESS
+    } else {
+        let mut replay = format!(
+            "velos sim --replicas {} --seed {} --duration {}",
+            a.replicas, a.seed, a.duration
+        );
+        if let Some(t) = a.crash_leader_at {
+            replay += &format!(" --crash-leader-at {t}");
+        }
+        for (n, t) in &a.crash {
+            replay += &format!(" --crash {n}@{t}");
+        }
+        eprintln!(
+            "velos sim: a check failed (seed {}); replay: {replay}",
+            a.seed
+        );
+        for f in report.failures.iter().take(20) {
+            eprintln!("  {f}");
+        }
+        ExitCode::FAILURE
+    }
+}
+
+fn print_report(report: &velos::harness::cluster::ClusterReport, interval: u64) {
+    println!(
+        "seed {}, {} replicas, {} µs of virtual time, {} emulator steps",
+        report.seed,
+        report.replicas.len(),
+        report.duration_ns / 1_000,
+        report.steps
+    );
+    // Decisions per interval, as the live replica that applied most saw them.
+    let best = report
+        .replicas
+        .iter()
+        .filter(|r| !r.crashed)
+        .max_by_key(|r| r.applied.len());
+    let buckets = report.duration_ns.div_ceil(interval) as usize;
+    let mut per = vec![0u64; buckets.max(1)];
+    if let Some(r) = best {
+        for &t in &r.applied_at {
+            let i = ((t / interval) as usize).min(per.len() - 1);
+            per[i] += 1;
+        }
+    }
+    println!(
+        "timeline (entries applied per {} µs):",
+        interval as f64 / 1e3
+    );
+    let mut changes = report.leader_changes.iter().peekable();
+    for (i, n) in per.iter().enumerate() {
+        let (from, to) = (i as u64 * interval, (i as u64 + 1) * interval);
+        let mut line = format!("  {:>8.1} µs  {n:>6}", from as f64 / 1e3);
+        while let Some(c) = changes.next_if(|c| c.at_ns < to) {
+            line += &format!("   leader → {} at {:.1} µs", c.leader, c.at_ns as f64 / 1e3);
+        }
+        println!("{line}");
+    }
+    for r in &report.replicas {
+        println!(
+            "replica {}: {} entries applied{}",
+            r.id,
+            r.applied.len(),
+            if r.crashed { " (crashed)" } else { "" }
+        );
+    }
+    println!("checks:");
+    for (name, ok) in &report.checks {
+        println!("  {name}: {}", if *ok { "pass" } else { "FAIL" });
+    }
+}

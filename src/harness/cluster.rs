@@ -1,0 +1,229 @@
+//! A Velos cluster on the simulation driver: replicas on the rdma-rmw emulator, faults,
+//! and the checks every run ends with (agreement, validity, integrity, no holes).
+
+use serde::Serialize;
+use std::collections::{BTreeMap, BTreeSet};
+use velos_core::log::{ClientScript, LogConfig, Replica};
+use velos_rdma::{NodeId, Shared};
+use velos_sim::latency::LatencyModel;
+use velos_sim::machine::{CrashMode, Machine};
+use velos_sim::simulate::{Fault, ScheduledFault, SimConfig, Simulator};
+
+/// One simulated run.
+#[derive(Clone, Debug)]
+pub struct ClusterSpec {
+    /// The log.
+    pub log: LogConfig,
+    /// The seed: it fixes the whole run.
+    pub seed: u64,
+    /// Virtual time to run (ns).
+    pub duration_ns: u64,
+    /// Crash whichever replica leads at this time.
+    pub crash_leader_at: Option<u64>,
+    /// Crash these replicas at these times.
+    pub crashes: Vec<(u16, u64)>,
+    /// Values each replica proposes while it leads.
+    pub client: ClientScript,
+    /// Step costs.
+    pub latency: LatencyModel,
+}
+
+/// What a replica applied.
+#[derive(Clone, Debug, Serialize)]
+pub struct ReplicaReport {
+    /// The replica.
+    pub id: u16,
+    /// Whether it was crashed at the end.
+    pub crashed: bool,
+    /// Every entry applied, in order: `[slot, value as hex]`.
+    pub applied: Vec<(u64, String)>,
+    /// When each entry was applied (ns).
+    #[serde(skip)]
+    pub applied_at: Vec<u64>,
+}
+
+/// A leader change: `leader` started leading at `at_ns`.
+#[derive(Clone, Debug, Serialize)]
+pub struct LeaderChange {
+    /// When (ns).
+    pub at_ns: u64,
+    /// Who.
+    pub leader: u16,
+}
+
+/// The result of a run.
+#[derive(Clone, Debug, Serialize)]
+pub struct ClusterReport {
+    /// The seed.
+    pub seed: u64,
+    /// Virtual time run (ns).
+    pub duration_ns: u64,
+    /// Per replica.
+    pub replicas: Vec<ReplicaReport>,
+    /// Every value proposed, as hex.
+    pub proposed: Vec<String>,
+    /// Leader changes in time order.
+    pub leader_changes: Vec<LeaderChange>,
+    /// The checks: name → pass.
+    pub checks: BTreeMap<String, bool>,
+    /// What failed, in words.
+    pub failures: Vec<String>,
+    /// Emulator steps taken.
+    pub steps: u64,
+}
+
+impl ClusterReport {
+    /// Whether every check passed.
+    pub fn ok(&self) -> bool {
+        self.checks.values().all(|&ok| ok)
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Runs `spec` and checks the outcome.
+pub fn run(spec: &ClusterSpec) -> ClusterReport {
+    let config = Shared::new(spec.log.clone());
+    let shape = spec.log.shape();
+    let mut machine = Machine::new(&shape.layout());
+    for r in 0..spec.log.replicas {
+        machine.spawn(
+            NodeId(r),
+            Replica::new(config.clone(), r, spec.client.clone()),
+        );
+    }
+    let mut sim = SimConfig::new(spec.seed, spec.latency.clone());
+    sim.faults = spec
+        .crashes
+        .iter()
+        .map(|&(node, at_ns)| ScheduledFault {
+            at_ns,
+            fault: Fault::Crash {
+                node: NodeId(node),
+                mode: CrashMode::Hang,
+            },
+        })
+        .collect();
+    let mut sim = Simulator::new(machine, sim);
+    let max_steps = u64::MAX;
+    if let Some(at) = spec.crash_leader_at.filter(|&at| at < spec.duration_ns) {
+        sim.run(at, max_steps);
+        let m = sim.machine();
+        let leader = m
+            .threads
+            .iter()
+            .position(|t| m.is_up(t.node) && t.process.is_leader());
+        if let Some(l) = leader {
+            sim.inject(Fault::Crash {
+                node: NodeId(l as u16),
+                mode: CrashMode::Hang,
+            });
+        }
+    }
+    sim.run(spec.duration_ns, max_steps);
+    report(spec, &sim)
+}
+
+fn report(spec: &ClusterSpec, sim: &Simulator<Replica>) -> ClusterReport {
+    let m = sim.machine();
+    let replicas: Vec<ReplicaReport> = m
+        .threads
+        .iter()
+        .enumerate()
+        .map(|(i, t)| ReplicaReport {
+            id: i as u16,
+            crashed: !m.is_up(t.node),
+            applied: t
+                .process
+                .applied
+                .iter()
+                .map(|(s, v)| (*s, hex(v)))
+                .collect(),
+            applied_at: t.process.applied_at.clone(),
+        })
+        .collect();
+    let proposed: Vec<String> = m
+        .threads
+        .iter()
+        .flat_map(|t| t.process.proposed.iter().map(|v| hex(v)))
+        .collect();
+    let mut leader_changes: Vec<LeaderChange> = m
+        .threads
+        .iter()
+        .enumerate()
+        .flat_map(|(i, t)| {
+            t.process.terms_started.iter().map(move |&at| LeaderChange {
+                at_ns: at,
+                leader: i as u16,
+            })
+        })
+        .collect();
+    leader_changes.sort_by_key(|c| (c.at_ns, c.leader));
+    let mut failures = Vec::new();
+    let checks = check(&replicas, &proposed, &mut failures);
+    ClusterReport {
+        seed: spec.seed,
+        duration_ns: spec.duration_ns,
+        replicas,
+        proposed,
+        leader_changes,
+        checks,
+        failures,
+        steps: sim.steps(),
+    }
+}
+
+/// The safety checks over what the replicas applied; `failures` gets a line per violation.
+pub fn check(
+    replicas: &[ReplicaReport],
+    proposed: &[String],
+    failures: &mut Vec<String>,
+) -> BTreeMap<String, bool> {
+    let proposed: BTreeSet<&str> = proposed.iter().map(String::as_str).collect();
+    let mut agreement = true;
+    let mut validity = true;
+    let mut integrity = true;
+    let mut no_holes = true;
+    let mut decided: BTreeMap<u64, (&str, u16)> = BTreeMap::new();
+    for r in replicas {
+        let mut seen = BTreeSet::new();
+        for (i, (slot, value)) in r.applied.iter().enumerate() {
+            if *slot != i as u64 {
+                no_holes = false;
+                failures.push(format!("replica {}: entry {i} is slot {slot}", r.id));
+            }
+            if !seen.insert(*slot) {
+                integrity = false;
+                failures.push(format!("replica {}: slot {slot} applied twice", r.id));
+            }
+            if !value.is_empty() && !proposed.contains(value.as_str()) {
+                validity = false;
+                failures.push(format!(
+                    "replica {}: slot {slot} = {value}, never proposed",
+                    r.id
+                ));
+            }
+            match decided.get(slot) {
+                Some(&(v, other)) if v != value => {
+                    agreement = false;
+                    failures.push(format!(
+                        "slot {slot}: replica {other} applied {v}, replica {} applied {value}",
+                        r.id
+                    ));
+                }
+                Some(_) => {}
+                None => {
+                    decided.insert(*slot, (value, r.id));
+                }
+            }
+        }
+    }
+    BTreeMap::from([
+        ("agreement".to_string(), agreement),
+        ("validity".to_string(), validity),
+        ("integrity".to_string(), integrity),
+        ("no_holes".to_string(), no_holes),
+    ])
+}

@@ -1,0 +1,163 @@
+//! The configuration of a replicated log and where each replica's words and work ids are.
+
+use crate::cluster::ClusterShape;
+use crate::word::WordLayout;
+use velos_rdma::{Loc, WorkId};
+
+/// How a Velos log is set up: the same on every replica.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct LogConfig {
+    /// Replicas: every one is an acceptor, a learner and, when Ω says so, the leader.
+    pub replicas: u16,
+    /// Log positions (slots) available; a log that is full refuses proposals.
+    pub slots: u32,
+    /// The largest value, in bytes.
+    pub max_value_bytes: u32,
+    /// The acceptor word layout.
+    pub layout: WordLayout,
+    /// Slots the leader keeps prepared or accepting at once (pre-preparation depth).
+    pub pipeline: u32,
+    /// How often a replica bumps its heartbeat and reads the others' (ns).
+    pub heartbeat_period_ns: u64,
+    /// A replica whose heartbeat has not moved for this long is suspected (ns).
+    pub failure_timeout_ns: u64,
+    /// How long an idle replica pauses between polls (ns).
+    pub idle_pause_ns: u64,
+    /// A follower that learned nothing locally for this long reads the next slot from a
+    /// majority (ns).
+    pub catch_up_after_ns: u64,
+}
+
+impl LogConfig {
+    /// A log of `replicas` replicas with `slots` slots of values up to `max_value_bytes`,
+    /// with the default timing: heartbeats every 1 µs, suspicion after 20 µs, idle pauses of
+    /// 200 ns, catch-up reads after 10 µs; 4 slots pre-prepared; the Velos word layout.
+    pub fn new(replicas: u16, slots: u32, max_value_bytes: u32) -> LogConfig {
+        LogConfig {
+            replicas,
+            slots,
+            max_value_bytes,
+            layout: WordLayout::VELOS,
+            pipeline: 4,
+            heartbeat_period_ns: 1_000,
+            failure_timeout_ns: 20_000,
+            idle_pause_ns: 200,
+            catch_up_after_ns: 10_000,
+        }
+    }
+
+    /// Words of a value's content.
+    pub fn value_words(&self) -> u32 {
+        self.max_value_bytes.div_ceil(8)
+    }
+
+    /// Scratch cells per acceptor for the results of CASes in flight.
+    pub fn cas_cells(&self) -> u32 {
+        4 * self.pipeline + 4
+    }
+
+    /// The cluster memory this log needs.
+    pub fn shape(&self) -> ClusterShape {
+        let n = u32::from(self.replicas);
+        ClusterShape {
+            nodes: self.replicas,
+            slots: self.slots,
+            value_words: self.value_words(),
+            scratch_words: n * self.cas_cells() + 2 * n + 1 + self.value_words(),
+        }
+    }
+
+    /// Checks the configuration; the reason if it is unusable.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.replicas == 0 || u64::from(self.replicas) > self.layout.max_proposers() {
+            return Err(format!(
+                "{} replicas: the word layout names 1 to {} proposers",
+                self.replicas,
+                self.layout.max_proposers()
+            ));
+        }
+        if self.slots == 0 || self.pipeline == 0 || self.max_value_bytes == 0 {
+            return Err("slots, pipeline and max_value_bytes must be positive".into());
+        }
+        if self.failure_timeout_ns <= 2 * self.heartbeat_period_ns {
+            return Err("the failure timeout must exceed two heartbeat periods".into());
+        }
+        Ok(())
+    }
+}
+
+/// Work ids of a replica's operations (all below the libraries' range).
+pub(super) mod ids {
+    use velos_rdma::WorkId;
+
+    /// Value-buffer puts (never awaited: the accept CAS behind them on the queue pair is).
+    pub const PUT: WorkId = WorkId(1);
+    /// The content gets of a value read.
+    pub const READ_CONTENT: WorkId = WorkId(2);
+    /// The stamp get of a value read.
+    pub const READ_STAMP: WorkId = WorkId(3);
+    /// The heartbeat get from replica a: `HEARTBEAT + a`.
+    pub const HEARTBEAT: u32 = 1_000;
+    /// The catch-up get of a slot's word at acceptor a: `CATCH_UP + a`.
+    pub const CATCH_UP: u32 = 2_000;
+    /// The CAS in cell c of acceptor a: `CAS + a * cells + c`.
+    pub const CAS: u32 = 10_000;
+
+    pub fn heartbeat(a: u16) -> WorkId {
+        WorkId(HEARTBEAT + u32::from(a))
+    }
+
+    pub fn catch_up(a: u16) -> WorkId {
+        WorkId(CATCH_UP + u32::from(a))
+    }
+}
+
+/// Where replica `me`'s scratch words are.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(super) struct Scratch {
+    shape: ClusterShape,
+    me: u16,
+    cells: u32,
+}
+
+impl Scratch {
+    pub(super) fn new(config: &LogConfig, me: u16) -> Scratch {
+        Scratch {
+            shape: config.shape(),
+            me,
+            cells: config.cas_cells(),
+        }
+    }
+
+    fn n(&self) -> u32 {
+        u32::from(self.shape.nodes)
+    }
+
+    /// The result word of CAS cell `cell` towards acceptor `a`.
+    pub(super) fn cas(&self, a: u16, cell: u32) -> Loc {
+        self.shape
+            .scratch(self.me, u32::from(a) * self.cells + cell)
+    }
+
+    pub(super) fn cas_id(&self, a: u16, cell: u32) -> WorkId {
+        WorkId(ids::CAS + u32::from(a) * self.cells + cell)
+    }
+
+    /// Where replica `a`'s heartbeat lands.
+    pub(super) fn heartbeat(&self, a: u16) -> Loc {
+        self.shape
+            .scratch(self.me, self.n() * self.cells + u32::from(a))
+    }
+
+    /// Where acceptor `a`'s word lands in a catch-up read.
+    pub(super) fn catch_up(&self, a: u16) -> Loc {
+        self.shape
+            .scratch(self.me, self.n() * self.cells + self.n() + u32::from(a))
+    }
+
+    /// Word `i` of a value read (0: the stamp).
+    pub(super) fn value(&self, i: u32) -> Loc {
+        self.shape
+            .scratch(self.me, self.n() * self.cells + 2 * self.n() + i)
+    }
+}

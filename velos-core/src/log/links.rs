@@ -1,0 +1,165 @@
+//! The queue pairs from one replica to each acceptor, as the engine uses them: every CAS
+//! gets a scratch cell for its result and a work id of its own, completions of one acceptor
+//! are tested oldest first (a queue pair completes in order), and operations that find no
+//! free cell wait in a backlog, in order, so that a value's puts stay ahead of its CAS.
+
+use super::config::Scratch;
+use std::collections::VecDeque;
+use velos_rdma::{Loc, Op, Rmw, WorkId};
+
+/// What a CAS was for: the leader term, the slot and the slot proposer's CAS id.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(super) struct CasTag {
+    pub term: u64,
+    pub slot: u64,
+    pub id: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+enum Deferred {
+    Op(Op),
+    Cas {
+        remote: Loc,
+        expected: u64,
+        desired: u64,
+        tag: CasTag,
+    },
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+struct Link {
+    /// CASes posted, oldest first, with their cells.
+    in_flight: VecDeque<(u32, CasTag)>,
+    /// Operations not posted yet for want of a cell, in order.
+    backlog: VecDeque<Deferred>,
+    /// Bit c set: cell c is free.
+    free: u64,
+}
+
+/// The links to every acceptor.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(super) struct Links {
+    scratch: Scratch,
+    links: Vec<Link>,
+}
+
+impl Links {
+    pub(super) fn new(scratch: Scratch, acceptors: u16, cells: u32) -> Links {
+        assert!((1..=64).contains(&cells), "1 to 64 cells per acceptor");
+        let free = if cells == 64 {
+            u64::MAX
+        } else {
+            (1 << cells) - 1
+        };
+        let link = Link {
+            free,
+            ..Link::default()
+        };
+        Links {
+            scratch,
+            links: vec![link; usize::from(acceptors)],
+        }
+    }
+
+    /// Sends a put (or any non-CAS operation) towards acceptor `a`, behind its backlog.
+    pub(super) fn send(&mut self, a: u16, op: Op, out: &mut Vec<Op>) {
+        let link = &mut self.links[usize::from(a)];
+        if link.backlog.is_empty() {
+            out.push(op);
+        } else {
+            link.backlog.push_back(Deferred::Op(op));
+        }
+    }
+
+    /// Sends a CAS towards acceptor `a`: posted now if a cell is free and nothing waits.
+    pub(super) fn send_cas(
+        &mut self,
+        a: u16,
+        remote: Loc,
+        (expected, desired): (u64, u64),
+        tag: CasTag,
+        out: &mut Vec<Op>,
+    ) {
+        let deferred = Deferred::Cas {
+            remote,
+            expected,
+            desired,
+            tag,
+        };
+        let link = &mut self.links[usize::from(a)];
+        if link.backlog.is_empty() && link.free != 0 {
+            self.post(a, deferred, out);
+        } else {
+            link.backlog.push_back(deferred);
+        }
+    }
+
+    fn post(&mut self, a: u16, deferred: Deferred, out: &mut Vec<Op>) {
+        match deferred {
+            Deferred::Op(op) => out.push(op),
+            Deferred::Cas {
+                remote,
+                expected,
+                desired,
+                tag,
+            } => {
+                let link = &mut self.links[usize::from(a)];
+                assert!(link.free != 0, "a CAS is posted into a free cell");
+                let cell = link.free.trailing_zeros();
+                link.free &= !(1 << cell);
+                link.in_flight.push_back((cell, tag));
+                out.push(Op::Atomic {
+                    local: self.scratch.cas(a, cell),
+                    remote,
+                    rmw: Rmw::Cas {
+                        expected,
+                        new: desired,
+                    },
+                    work_id: self.scratch.cas_id(a, cell),
+                });
+            }
+        }
+    }
+
+    /// Posts what waited in the backlogs, while cells are free.
+    pub(super) fn drain(&mut self, out: &mut Vec<Op>) {
+        for a in 0..self.links.len() as u16 {
+            loop {
+                let link = &mut self.links[usize::from(a)];
+                let ready = match link.backlog.front() {
+                    Some(Deferred::Op(_)) => true,
+                    Some(Deferred::Cas { .. }) => link.free != 0,
+                    None => false,
+                };
+                if !ready {
+                    break;
+                }
+                let next = link.backlog.pop_front().expect("a front");
+                self.post(a, next, out);
+            }
+        }
+    }
+
+    /// The work id and result word of the oldest CAS in flight towards `a`.
+    pub(super) fn oldest(&self, a: u16) -> Option<(WorkId, Loc)> {
+        let &(cell, _) = self.links[usize::from(a)].in_flight.front()?;
+        Some((self.scratch.cas_id(a, cell), self.scratch.cas(a, cell)))
+    }
+
+    /// The oldest CAS towards `a` completed (or failed): its tag; its cell is free again.
+    pub(super) fn complete(&mut self, a: u16) -> CasTag {
+        let link = &mut self.links[usize::from(a)];
+        let (cell, tag) = link
+            .in_flight
+            .pop_front()
+            .expect("a completion for a CAS in flight");
+        assert!(link.free & (1 << cell) == 0, "the cell was taken");
+        link.free |= 1 << cell;
+        tag
+    }
+
+    /// Acceptors with a CAS in flight.
+    pub(super) fn busy(&self) -> impl Iterator<Item = u16> + '_ {
+        (0..self.links.len() as u16).filter(|&a| !self.links[usize::from(a)].in_flight.is_empty())
+    }
+}

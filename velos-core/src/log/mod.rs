@@ -1,0 +1,15 @@
+//! The replicated log: Velos one-sided Paxos over a window of slots, with Ω, failover and
+//! a learner that never leaves a hole. [`Replica`] is one replica as a
+//! [`Process`](velos_rdma::Process): it runs unchanged on the simulator and the in-process
+//! backend.
+
+mod config;
+mod leader;
+mod learner;
+mod links;
+pub mod omega;
+mod replica;
+pub mod value;
+
+pub use config::LogConfig;
+pub use replica::{ClientScript, Replica};
