@@ -21,7 +21,7 @@
 
 use std::time::Instant;
 use velos_rdma::mem::{MemFabric, MemOptions, Mode};
-use velos_rdma::sync::dmcs::{self, Dmcs};
+use velos_rdma::sync::dmcs::{self, Dmcs, Tickets};
 use velos_rdma::sync::nlock::{self, NLock};
 use velos_rdma::sync::rmarw::{self, RmaRw, RmaRwConfig};
 use velos_rdma::sync::wlock::{self, WLock};
@@ -178,7 +178,7 @@ enum Phase {
 }
 
 /// The most acquisitions of one user.
-const MAX_ROUNDS: usize = 2;
+const MAX_ROUNDS: usize = 3;
 
 /// The test harness: `rounds` acquisitions of `lock`, each a [`Role`], each with a
 /// critical section that (if `counter` is set) reads the shared counter and, for writers,
@@ -330,13 +330,15 @@ impl Process for LockUser {
     }
 }
 
-/// A configuration: the lock, the users' nodes and roles, and the counter's home.
+/// A configuration: the lock, the users' nodes and roles, the counter's home, and words
+/// that start non-zero.
 struct Config {
     name: &'static str,
     layout: Layout,
     users: Vec<LockUser>,
     nodes: Vec<NodeId>,
     counter: Option<Loc>,
+    init: Vec<(Loc, u64)>,
 }
 
 /// Builds users of the lock `make` returns, one per `(node, roles)`.
@@ -379,12 +381,18 @@ fn config(
         users,
         nodes,
         counter,
+        init: Vec::new(),
     }
 }
 
 impl Config {
     fn machine(&self) -> Machine<LockUser> {
         let mut machine = Machine::new(&self.layout);
+        for &(loc, value) in &self.init {
+            machine
+                .init(loc, value)
+                .expect("an initial word in the layout");
+        }
         for (slot, user) in self.users.iter().enumerate() {
             let t = machine.spawn(self.nodes[slot], user.clone());
             machine.set_private(user.scratch, t);
@@ -462,6 +470,11 @@ fn check_mem(config: &Config, runs: u64) {
                 jitter: Some(seed),
             },
         );
+        for &(loc, value) in &config.init {
+            fabric
+                .write(loc, value)
+                .expect("an initial word in the layout");
+        }
         let procs = config
             .nodes
             .iter()
@@ -579,7 +592,7 @@ fn dmcs_three_users_three_nodes() {
         true,
         |l, n| Lock::D(Dmcs::new(l, NodeId(0), n)),
     );
-    check_pinned(&c, 808_828);
+    check_pinned(&c, 809_984);
 }
 
 /// D-MCS: two users on two nodes, two acquisitions each (the queue is reused).
@@ -592,7 +605,45 @@ fn dmcs_two_users_twice() {
         true,
         |l, n| Lock::D(Dmcs::new(l, NodeId(1), n)),
     );
-    check_pinned(&c, 53_423);
+    check_pinned(&c, 53_478);
+}
+
+/// D-MCS with 2-bit tickets (M = 4) across the raw 2³² wrap: TAIL starts as the free
+/// lock (2³² − 2, 2³² − 2); A acquires three times, B twice, so the five tickets cross
+/// the wrap and, when the lock is passed back and forth, A's third ticket is ≡ the
+/// first one's OPEN mod 4. The refresh keeps OPEN within reach.
+fn dmcs_wrap_config(name: &'static str, refresh: bool) -> Config {
+    let mut c = config(name, 2, &[(0, &[W, W, W]), (1, &[W, W])], true, |l, n| {
+        let tickets = Tickets { bits: 2, refresh };
+        Lock::D(Dmcs::with_tickets(l, NodeId(0), n, tickets))
+    });
+    let Lock::D(lock) = &c.users[0].lock else {
+        unreachable!("a D-MCS configuration")
+    };
+    let start = u64::from(u32::MAX - 1);
+    c.init.push((lock.tail(), (start << 32) | start));
+    c
+}
+
+/// D-MCS across the wrap with the OPEN refresh: exclusion, no stuck state, counter 5.
+#[test]
+fn dmcs_ticket_wrap() {
+    check_pinned(&dmcs_wrap_config("dmcs-wrap", true), 172_942);
+}
+
+/// The same without the refresh: the explorer finds two holders (A's third ticket,
+/// t0 + 4 ≡ t0 = OPEN, enters while B holds t0 + 3). This shows the test above can fail.
+#[test]
+fn dmcs_ticket_wrap_without_refresh_breaks_exclusion() {
+    let c = dmcs_wrap_config("dmcs-wrap-no-refresh", false);
+    let found = explore_checked(c.machine(), BUDGET, |_| (), exclusion);
+    match found {
+        Err(ExploreError::Invariant { message, states }) => {
+            eprintln!("{}: {message} after {states} states", c.name);
+            assert!(message.starts_with("inside together"), "{message}");
+        }
+        other => panic!("without the refresh, exclusion holds?! {other:?}"),
+    }
 }
 
 /// RMA-RW, writers only, on two nodes: the root passes the lock between the nodes

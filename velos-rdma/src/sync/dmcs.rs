@@ -13,39 +13,87 @@
 //!
 //! * TAIL, on the tail node, holds two 32-bit fields: DRAWN (high half, the next ticket)
 //!   and OPEN (low half, the ticket that may enter without waiting). An enqueue is one FAA
-//!   of 2³² on TAIL, which always succeeds and returns the own ticket d and OPEN. Zeroed
-//!   memory (0, 0) is the free lock.
+//!   of 2³² on TAIL, which always succeeds and returns the own ticket d and OPEN (the
+//!   *snapshot* s). Zeroed memory (0, 0) is the free lock. The fields wrap as the hardware
+//!   wraps them (the FAA's carry falls off the top of the word).
+//! * Tickets compare modulo M = 2^bits ([`Tickets::bits`], 32 in production): ticket d is
+//!   *open* iff d ≡ OPEN (mod M).
 //! * SLOT, a ring of R words on the tail node (R = participants rounded up to a power of
-//!   two): the holder of ticket d writes `d << 32 | rank` into `SLOT[d mod R]`, so that
-//!   its successor, the holder of ticket d + 1, can find it.
+//!   two, R ≤ M): the holder of ticket d writes `d << 32 | rank` (the raw 32-bit ticket)
+//!   into `SLOT[d mod R]`, so that its successor, the holder of ticket d + 1, can find it.
 //!
 //! * Acquire: reset NEXT to ∅ and WAIT to 1 with CPU stores, FAA TAIL (keeping the result
-//!   in a private word for the release), and register in SLOT (inline put). If OPEN = d the
-//!   lock was free: enter. Otherwise get `SLOT[(d − 1) mod R]` until it holds ticket d − 1
-//!   (the predecessor registers right after its own FAA, so this is short), write the own
-//!   rank into the predecessor's NEXT (inline put) and spin with CPU loads on the own WAIT.
-//! * Release: if NEXT is set, pass the lock with one inline put of 0 into the successor's
-//!   WAIT. Otherwise CAS TAIL from (d + 1, OPEN as the acquire saw it) to (d + 1, d + 1): if
-//!   it succeeds nobody drew a ticket after d and the lock is free (the next ticket, d + 1,
-//!   is open). If it fails, the holder of ticket d + 1 is on its way: spin on NEXT, then
-//!   pass.
+//!   in a private word for the release), and register in SLOT (inline put). If d is open
+//!   the lock was free: enter. Otherwise get `SLOT[(d − 1) mod R]` until it holds ticket
+//!   d − 1 (the predecessor registers right after its own FAA, so this is short), write the
+//!   own rank into the predecessor's NEXT (inline put) and spin with CPU loads on the own
+//!   WAIT.
+//! * Release: if NEXT is set, *pass*: first refresh OPEN if the rule below says so, then
+//!   one inline put of 0 into the successor's WAIT. Otherwise CAS TAIL from (d + 1, s) to
+//!   (d + 1, d + 1): if it succeeds nobody drew a ticket after d and the lock is free (the
+//!   next ticket, d + 1, is open). If it fails and DRAWN is still d + 1, only OPEN
+//!   differed (a predecessor refreshed it after our FAA): CAS again from exactly the value
+//!   returned. If DRAWN moved, the holder of ticket d + 1 is on its way: spin on NEXT,
+//!   then pass.
+//! * Refresh: the holder of ticket d with snapshot s that passes the lock, with
+//!   (d − s) mod M ≥ T where T = M − N (N participants), sets OPEN to d: a CAS of TAIL
+//!   from a guess (DRAWN', OPEN') to (DRAWN', d), retried from the returned value until it
+//!   succeeds, and completed (waited for and its result loaded) before the passing put.
 //!
 //! The MCS properties are kept: a waiter spins only on its own WAIT, and the lock passes
 //! with one put; FIFO order is the ticket order.
 //!
-//! Why it is mutually exclusive. Tickets are unique (FAA). OPEN changes only by the
-//! release CAS, which succeeds only for the holder of ticket d while DRAWN = d + 1, and sets
-//! OPEN to d + 1; after ticket d was drawn and until its holder releases, nobody else can
-//! change OPEN, so the holder's snapshot is exact. The holder of ticket d + 1 enters either
-//! (a) because its FAA returned OPEN = d + 1, so the CAS of ticket d came before that FAA
-//! and ticket d had left, and ticket d did not pass (it does not look at NEXT after a
-//! successful CAS, and nobody linked: d + 1 links only when it did not enter by (a)); or
+//! # Why it is mutually exclusive
+//!
+//! Count tickets without wrapping (the n-th FAA on TAIL draws ticket n, counting from the
+//! initial DRAWN) and call OPEN's unwrapped value the ticket it was last set to. The
+//! *current* ticket c is the smallest one drawn and not yet released; the lock is free
+//! when there is none (c = DRAWN). The raw fields are these values mod 2³², and M divides
+//! 2³², so raw values agree mod M exactly when the unwrapped ones do.
+//!
+//! *Handover.* OPEN changes only by the release CAS (which needs DRAWN = d + 1, so it
+//! succeeds only for the last ticket drawn, and sets OPEN = DRAWN: the lock is free) and
+//! by the refresh CAS; both are issued only by the current ticket's holder (**Lemma 4**,
+//! one writer of OPEN). The holder of ticket d + 1 enters either (a) because its FAA saw
+//! d + 1 open, which (Lemma 2 below) means ticket d's release CAS came first and ticket d
+//! left without passing (nobody linked: d + 1 links only when it did not enter by (a)); or
 //! (b) because WAIT was cleared, which only ticket d's holder does, on its way out, after
 //! d + 1 linked into its NEXT, which d + 1 does only when its FAA came before ticket d's
-//! CAS (the CAS then fails). Exactly one of (a) and (b) happens, and each admits d + 1
-//! only after d is out; by induction on tickets, one holder at a time. The one limit:
-//! OPEN is 32 bits, so if the lock were held without ever being free for 2³² acquisitions
-//! in a row, a stale OPEN could equal a new ticket.
+//! release CAS (that CAS then fails). Exactly one of (a) and (b) happens, and each admits
+//! d + 1 only after d is out; by induction on tickets, one holder at a time — provided no
+//! ticket enters by (a) while another is current, which is what the wrap argument shows.
+//!
+//! *The wrap.* With 32-bit fields and no refresh, a lock handed over 2³² times in a row
+//! without ever being free would draw a ticket equal to the stale OPEN, and a second
+//! holder would enter. The refresh bounds the gap between the current ticket and OPEN:
+//!
+//! * **Lemma 1** (gap): at all times 0 ≤ c − OPEN ≤ T (unwrapped). Free lock: the release
+//!   CAS set OPEN = DRAWN = c, gap 0. Handover from d to d + 1: if d refreshed, OPEN = d,
+//!   gap 1 ≤ T (T ≥ 1 because N < M); otherwise (d − s) < T, and OPEN only grows (it is
+//!   only ever set to the current ticket or to DRAWN, both ≥ OPEN), so
+//!   (d + 1) − OPEN ≤ (d + 1) − s ≤ T. Draws change neither c nor OPEN while c holds.
+//! * **Lemma 2** (closed): a ticket t drawn while ticket c is current is not open. The
+//!   tickets c..t are held by distinct participants (each participant holds at most one
+//!   ticket), so t ≤ c + N − 1, and 0 < t − OPEN ≤ (N − 1) + T = M − 1: t ≢ OPEN (mod M).
+//!   A ticket drawn while the lock is free has OPEN = t exactly (Lemma 1, gap 0).
+//! * **Lemma 3** (exact snapshot): for the snapshot s of ticket d, 0 ≤ d − s ≤ M − 1 (as
+//!   in Lemma 2), so (d − s) mod M, which the holder computes from raw fields, is the
+//!   unwrapped d − s, and the refresh rule of Lemma 1 is exactly what the code tests.
+//! * **Lemma 4** (refresh ends): while d holds, only d's holder writes OPEN, and DRAWN
+//!   moves at most N − 1 times (every other participant draws at most once). A refresh
+//!   CAS that fails returns the current value, whose OPEN is then exact; later failures
+//!   are DRAWN's moves only: at most N failures in all. For the release CAS likewise: it
+//!   fails with DRAWN = d + 1 at most once (OPEN is exact after that), and the refresh
+//!   completes before the passing put, so no later holder's CAS on TAIL overtakes it.
+//!
+//! So a ticket enters by (a) only when the lock is free, and the handover argument above
+//! gives mutual exclusion, for any number of acquisitions. The SLOT ring needs R | M so
+//! that `d mod R` is the same for raw and unwrapped tickets (R | M | 2³²), and R ≥ N so
+//! that the ≤ N tickets in use never share a word; SLOT tags are raw 32-bit tickets, and a
+//! stale tag equal to d − 1 would need 2³² tickets since the word was last written.
+//! [`Tickets::refresh`] = `false` drops the refresh; it exists only so that a test can show
+//! the defect (with 2-bit tickets, the fifth ticket of a never-free lock enters while the
+//! fourth holds).
 //!
 //! Ordering in the rdma-rmw model (`shared/design/rdma-semantics.md`):
 //! * the two CPU stores reach memory before the FAA starts, because a remote operation
@@ -93,14 +141,39 @@ fn tail_fields(word: u64) -> (u32, u32) {
     ((word >> 32) as u32, word as u32)
 }
 
+/// How a D-MCS lock numbers its tickets (see the module documentation for the proof that
+/// goes with these choices).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Tickets {
+    /// Tickets compare modulo M = 2^`bits`, in `1..=32`; the participants must be fewer
+    /// than M. 32 in production; small values let the exhaustive checks reach the wrap.
+    /// TAIL's raw fields are 32 bits whatever `bits` is.
+    pub bits: u32,
+    /// Whether a holder refreshes OPEN when it passes the lock (Lemma 1). `false` exists
+    /// only so that a test can show the defect the refresh fixes: without it, a lock passed
+    /// M times in a row without being free lets a second holder in.
+    pub refresh: bool,
+}
+
+impl Default for Tickets {
+    /// 32-bit tickets with the refresh: the production setting.
+    fn default() -> Tickets {
+        Tickets {
+            bits: 32,
+            refresh: true,
+        }
+    }
+}
+
 /// The words of one D-MCS lock.
 #[derive(Debug)]
 pub struct Dmcs {
     /// TAIL, on the tail node: DRAWN (high half) and OPEN (low half).
     tail: Loc,
     /// SLOT, on the tail node: `SLOT[d mod R]` is `d << 32 | rank` of ticket d's holder.
-    /// R is a power of two (it divides 2³², so the ring index survives the ticket's wrap)
-    /// and at least the number of participants (the tickets in use are distinct mod R).
+    /// R is a power of two no larger than M (it divides M, so the ring index is the same
+    /// for raw and unwrapped tickets) and at least the number of participants (the
+    /// tickets in use are distinct mod R).
     slots: Vec<Loc>,
     /// Per participant: its node.
     nodes: Vec<NodeId>,
@@ -112,25 +185,56 @@ pub struct Dmcs {
     ticket: Vec<Loc>,
     /// Per participant: where the other gets and atomics return (private).
     scratch: Vec<Loc>,
+    /// M − 1: tickets compare modulo M.
+    mask: u32,
+    /// T = M − N: a holder whose ticket is T or more past its snapshot refreshes OPEN.
+    threshold: u32,
+    /// Whether holders refresh OPEN ([`Tickets::refresh`]).
+    refresh: bool,
 }
 
 impl Dmcs {
     /// Allocates a D-MCS lock whose TAIL lives on `tail_node`, for participants on `nodes`
-    /// (participant `slot` runs on `nodes[slot]`). Zeroed memory is the free lock.
+    /// (participant `slot` runs on `nodes[slot]`), with 32-bit tickets. Zeroed memory is
+    /// the free lock.
     pub fn new(layout: &mut LayoutBuilder, tail_node: NodeId, nodes: &[NodeId]) -> Shared<Dmcs> {
+        Dmcs::with_tickets(layout, tail_node, nodes, Tickets::default())
+    }
+
+    /// Like [`Dmcs::new`], with tickets numbered as `tickets` says.
+    ///
+    /// # Panics
+    /// If `tickets.bits` is not in `1..=32`, or there are not fewer participants than
+    /// 2^`bits` (Lemma 2 needs N < M).
+    pub fn with_tickets(
+        layout: &mut LayoutBuilder,
+        tail_node: NodeId,
+        nodes: &[NodeId],
+        tickets: Tickets,
+    ) -> Shared<Dmcs> {
         assert!(!nodes.is_empty(), "dmcs: a lock has participants");
         assert!(
-            nodes.len() <= 1 << 31,
-            "dmcs: at most 2^31 participants (ranks and tickets are 32 bits)"
+            (1..=32).contains(&tickets.bits),
+            "dmcs: tickets have 1 to 32 bits, not {}",
+            tickets.bits
         );
-        let ring = u32::try_from(nodes.len().next_power_of_two()).expect("at most 2^31");
+        let modulus = 1u64 << tickets.bits;
+        let participants = nodes.len() as u64;
+        // Lemma 2: t − OPEN ≤ (N − 1) + (M − N) < M needs N < M.
+        assert!(
+            participants < modulus,
+            "dmcs: {participants} participants need more than {}-bit tickets (Lemma 2: N < M)",
+            tickets.bits
+        );
+        let ring = nodes.len().next_power_of_two() as u64;
+        assert!(ring <= modulus, "dmcs: the SLOT ring divides M");
         let tail = layout.alloc(tail_node);
-        let slots = layout.alloc_many(tail_node, ring);
+        let slots = layout.alloc_many(tail_node, ring as u32);
         let next = nodes.iter().map(|&n| layout.alloc(n)).collect();
         let wait = nodes.iter().map(|&n| layout.alloc(n)).collect();
         let ticket = nodes.iter().map(|&n| layout.alloc(n)).collect();
         let scratch = nodes.iter().map(|&n| layout.alloc(n)).collect();
-        Shared::new(Dmcs {
+        let lock = Dmcs {
             tail,
             slots,
             nodes: nodes.to_vec(),
@@ -138,7 +242,21 @@ impl Dmcs {
             wait,
             ticket,
             scratch,
-        })
+            mask: (modulus - 1) as u32,
+            threshold: (modulus - participants) as u32,
+            refresh: tickets.refresh,
+        };
+        // Postconditions (Lemmas 1 and 2): T ≥ 1 and T + N = M; R | M.
+        assert!(lock.threshold >= 1, "dmcs: T = M − N ≥ 1");
+        assert_eq!(u64::from(lock.threshold) + participants, modulus);
+        assert_eq!(modulus % lock.slots.len() as u64, 0, "dmcs: R divides M");
+        Shared::new(lock)
+    }
+
+    /// TAIL: DRAWN (high 32 bits) and OPEN (low 32 bits). Zero is the free lock; any
+    /// `(x << 32) | x` is a free lock too, which lets a test start near the raw wrap.
+    pub fn tail(&self) -> Loc {
+        self.tail
     }
 
     /// The words only participant `slot` ever touches (its ticket and scratch words). NEXT
@@ -178,6 +296,17 @@ impl Dmcs {
         // R is a power of two, so this is `ticket mod R`.
         self.slots[ticket as usize & (self.slots.len() - 1)]
     }
+
+    /// Whether ticket `ticket` may enter at once: it is ≡ OPEN (mod M).
+    fn is_open(&self, ticket: u32, open: u32) -> bool {
+        (open ^ ticket) & self.mask == 0
+    }
+
+    /// Whether the holder of ticket `ticket` with snapshot `snapshot` refreshes OPEN when it
+    /// passes the lock: (d − s) mod M ≥ T, which is the unwrapped d − s (Lemma 3).
+    fn must_refresh(&self, ticket: u32, snapshot: u32) -> bool {
+        self.refresh && ticket.wrapping_sub(snapshot) & self.mask >= self.threshold
+    }
 }
 
 /// Participant `slot` acquires `lock`.
@@ -202,6 +331,8 @@ pub fn release(lock: &Shared<Dmcs>, slot: usize) -> Release {
     Release {
         lock: lock.clone(),
         slot,
+        ticket: 0,
+        snapshot: 0,
         state: ReleaseState::Start,
     }
 }
@@ -318,14 +449,21 @@ impl Routine for Acquire {
                 (AcquireState::Drawn, load)
             }
             AcquireState::Drawn => {
-                let (ticket, open) = tail_fields(value_of(reply)?);
+                let (ticket, snapshot) = tail_fields(value_of(reply)?);
                 // Register first, whatever happens next: the successor looks here.
                 let register = Op::PutInline {
                     remote: lock.slot_word(ticket),
                     value: (u64::from(ticket) << 32) | me,
                     work_id: ACQUIRE_WORK_ID,
                 };
-                let state = if open == ticket {
+                let open = lock.is_open(ticket, snapshot);
+                // Lemma 2: a ticket is open only when the lock is free, and then OPEN is
+                // the ticket exactly (without the refresh the lemma fails at the wrap).
+                assert!(
+                    !lock.refresh || !open || snapshot == ticket,
+                    "dmcs: Lemma 2 broken: ticket {ticket:#x} open against OPEN {snapshot:#x}"
+                );
+                let state = if open {
                     AcquireState::RegisteredOpen
                 } else {
                     AcquireState::Registered { ticket }
@@ -396,24 +534,48 @@ impl Routine for Acquire {
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 enum ReleaseState {
     Start,
-    /// NEXT was loaded.
+    /// NEXT was loaded; the own snapshot is loaded next.
     NextLoaded,
-    /// The own TAIL snapshot was loaded.
-    TicketLoaded,
-    /// A CAS of TAIL from (d + 1, OPEN) to (d + 1, d + 1) was posted.
-    Cas {
+    /// The own ticket and snapshot were loaded; `successor` is NEXT as loaded before.
+    TicketLoaded {
+        successor: u64,
+    },
+    /// A CAS of TAIL from `expected` (DRAWN = d + 1) to (d + 1, d + 1) was posted.
+    Freeing {
         expected: u64,
     },
     /// Its wait returned; the old value is loaded next.
-    CasWaited {
+    FreeWaited {
         expected: u64,
     },
     /// The old value of TAIL was loaded.
-    CasLoaded {
+    FreeLoaded {
         expected: u64,
     },
-    /// The CAS failed: a successor drew a ticket; spinning until it links into NEXT.
-    SpinningOnNext,
+    /// The CAS failed because a successor drew a ticket: spinning until it links into
+    /// NEXT. `seen` is TAIL as that CAS returned it (the guess of a refresh).
+    SpinningOnNext {
+        seen: u64,
+    },
+    /// A refresh CAS of TAIL from `expected` to (DRAWN of `expected`, d) was posted, before
+    /// passing to `successor`; `failures` earlier attempts failed.
+    Refreshing {
+        expected: u64,
+        successor: u64,
+        failures: usize,
+    },
+    /// Its wait returned; the old value is loaded next.
+    RefreshWaited {
+        expected: u64,
+        successor: u64,
+        failures: usize,
+    },
+    /// The old value of TAIL was loaded.
+    RefreshLoaded {
+        expected: u64,
+        successor: u64,
+        failures: usize,
+    },
     /// The lock was passed with a put of 0 into the successor's WAIT.
     Passing,
     /// The put is acknowledged.
@@ -425,6 +587,10 @@ enum ReleaseState {
 pub struct Release {
     lock: Shared<Dmcs>,
     slot: usize,
+    /// The own ticket d, once loaded.
+    ticket: u32,
+    /// The own snapshot s (OPEN as the own FAA returned it), once loaded.
+    snapshot: u32,
     state: ReleaseState,
 }
 
@@ -442,6 +608,48 @@ impl Release {
             work_id: RELEASE_WORK_ID,
         }
     }
+
+    /// A CAS of TAIL from `expected` to `new`, its old value landing in scratch.
+    fn cas(&self, expected: u64, new: u64) -> Op {
+        Op::Atomic {
+            local: self.lock.scratch[self.slot],
+            remote: self.lock.tail,
+            rmw: Rmw::Cas { expected, new },
+            work_id: RELEASE_WORK_ID,
+        }
+    }
+
+    /// The release CAS from `expected` (whose DRAWN is d + 1) to (d + 1, d + 1).
+    fn free(&self, expected: u64) -> (ReleaseState, Op) {
+        let after = self.ticket.wrapping_add(1);
+        assert_eq!(
+            tail_fields(expected).0,
+            after,
+            "dmcs: the lock goes free only while DRAWN = d + 1"
+        );
+        let cas = self.cas(expected, tail_word(after, after));
+        (ReleaseState::Freeing { expected }, cas)
+    }
+
+    /// Passes the lock to `successor`, refreshing OPEN first if the rule says so (a CAS
+    /// from `guess`, TAIL as last seen or predicted).
+    fn hand_over(&self, successor: u64, guess: u64, failures: usize) -> (ReleaseState, Op) {
+        if !self.lock.must_refresh(self.ticket, self.snapshot) {
+            return (ReleaseState::Passing, self.pass(successor));
+        }
+        // Lemma 4: at most one failure for a stale OPEN and N − 1 for DRAWN's moves.
+        assert!(
+            failures <= self.lock.participants(),
+            "dmcs: Lemma 4 broken: the refresh failed {failures} times"
+        );
+        let cas = self.cas(guess, tail_word(tail_fields(guess).0, self.ticket));
+        let state = ReleaseState::Refreshing {
+            expected: guess,
+            successor,
+            failures,
+        };
+        (state, cas)
+    }
 }
 
 impl Routine for Release {
@@ -452,6 +660,9 @@ impl Routine for Release {
         let load_next = Op::Load {
             loc: lock.next[self.slot],
         };
+        let load_scratch = Op::Load {
+            loc: lock.scratch[self.slot],
+        };
         let wait = Op::Wait {
             work_id: RELEASE_WORK_ID,
         };
@@ -460,59 +671,101 @@ impl Routine for Release {
                 done_of(reply)?;
                 (ReleaseState::NextLoaded, load_next)
             }
-            ReleaseState::NextLoaded => match value_of(reply)? {
-                EMPTY => {
-                    let load = Op::Load {
-                        loc: lock.ticket[self.slot],
-                    };
-                    (ReleaseState::TicketLoaded, load)
-                }
-                successor => (ReleaseState::Passing, self.pass(successor)),
-            },
-            ReleaseState::TicketLoaded => {
-                // OPEN has not changed since the own FAA (only this release may change it).
-                let (ticket, open) = tail_fields(value_of(reply)?);
-                let after = ticket.wrapping_add(1);
-                let expected = tail_word(after, open);
-                let cas = Op::Atomic {
-                    local: lock.scratch[self.slot],
-                    remote: lock.tail,
-                    rmw: Rmw::Cas {
-                        expected,
-                        new: tail_word(after, after),
-                    },
-                    work_id: RELEASE_WORK_ID,
-                };
-                (ReleaseState::Cas { expected }, cas)
-            }
-            ReleaseState::Cas { expected } => {
-                done_of(reply)?;
-                (ReleaseState::CasWaited { expected }, wait)
-            }
-            ReleaseState::CasWaited { expected } => {
-                done_of(reply)?;
+            ReleaseState::NextLoaded => {
+                let successor = value_of(reply)?;
                 let load = Op::Load {
-                    loc: lock.scratch[self.slot],
+                    loc: lock.ticket[self.slot],
                 };
-                (ReleaseState::CasLoaded { expected }, load)
+                (ReleaseState::TicketLoaded { successor }, load)
             }
-            ReleaseState::CasLoaded { expected } => {
+            ReleaseState::TicketLoaded { successor } => {
+                (self.ticket, self.snapshot) = tail_fields(value_of(reply)?);
+                if successor == EMPTY {
+                    self.free(tail_word(self.ticket.wrapping_add(1), self.snapshot))
+                } else {
+                    // A successor drew d + 1, so DRAWN ≥ d + 2; OPEN as the own FAA saw it.
+                    let guess = tail_word(self.ticket.wrapping_add(2), self.snapshot);
+                    self.hand_over(successor, guess, 0)
+                }
+            }
+            ReleaseState::Freeing { expected } => {
+                done_of(reply)?;
+                (ReleaseState::FreeWaited { expected }, wait)
+            }
+            ReleaseState::FreeWaited { expected } => {
+                done_of(reply)?;
+                (ReleaseState::FreeLoaded { expected }, load_scratch)
+            }
+            ReleaseState::FreeLoaded { expected } => {
                 let old = value_of(reply)?;
                 if old == expected {
+                    // Postcondition (Lemma 1): the lock is free, OPEN = DRAWN = d + 1.
                     return Ok(Yield::Done(()));
                 }
-                // Only DRAWN can have moved: somebody drew the next ticket.
-                assert_eq!(
-                    tail_fields(old).1,
-                    tail_fields(expected).1,
-                    "dmcs: OPEN changed while the lock was held"
-                );
-                (ReleaseState::SpinningOnNext, load_next)
+                if tail_fields(old).0 == self.ticket.wrapping_add(1) {
+                    // Nobody drew after d; only OPEN differed: a predecessor refreshed it
+                    // after our FAA. Lemma 4: only a refresh moves OPEN under a drawn
+                    // ticket, and it can differ from the snapshot only at the first try.
+                    assert!(
+                        lock.refresh && tail_fields(expected).1 == self.snapshot,
+                        "dmcs: Lemma 4 broken: OPEN moved under ticket {:#x} ({old:#x})",
+                        self.ticket
+                    );
+                    self.free(old)
+                } else {
+                    (ReleaseState::SpinningOnNext { seen: old }, load_next)
+                }
             }
-            ReleaseState::SpinningOnNext => match value_of(reply)? {
-                EMPTY => (ReleaseState::SpinningOnNext, load_next),
-                successor => (ReleaseState::Passing, self.pass(successor)),
+            ReleaseState::SpinningOnNext { seen } => match value_of(reply)? {
+                EMPTY => (ReleaseState::SpinningOnNext { seen }, load_next),
+                successor => self.hand_over(successor, seen, 0),
             },
+            ReleaseState::Refreshing {
+                expected,
+                successor,
+                failures,
+            } => {
+                done_of(reply)?;
+                let state = ReleaseState::RefreshWaited {
+                    expected,
+                    successor,
+                    failures,
+                };
+                (state, wait)
+            }
+            ReleaseState::RefreshWaited {
+                expected,
+                successor,
+                failures,
+            } => {
+                done_of(reply)?;
+                let state = ReleaseState::RefreshLoaded {
+                    expected,
+                    successor,
+                    failures,
+                };
+                (state, load_scratch)
+            }
+            ReleaseState::RefreshLoaded {
+                expected,
+                successor,
+                failures,
+            } => {
+                let old = value_of(reply)?;
+                if old == expected {
+                    // OPEN = d now (gap 0), and the CAS is complete before the pass
+                    // (Lemma 4): no later holder's CAS can be overtaken by it.
+                    (ReleaseState::Passing, self.pass(successor))
+                } else {
+                    // Lemma 4: after a first failure OPEN is exact; only DRAWN moves.
+                    assert!(
+                        failures == 0 || tail_fields(old).1 == tail_fields(expected).1,
+                        "dmcs: Lemma 4 broken: OPEN moved while ticket {:#x} holds",
+                        self.ticket
+                    );
+                    self.hand_over(successor, old, failures + 1)
+                }
+            }
             ReleaseState::Passing => {
                 done_of(reply)?;
                 (ReleaseState::Passed, wait)
@@ -524,5 +777,99 @@ impl Routine for Release {
         };
         self.state = state;
         Ok(Yield::Op(op))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::endpoint::Endpoint;
+    use crate::mem::{MemFabric, MemOptions, Mode};
+    use crate::sync::guard;
+
+    /// 2-bit tickets (M = 4) for three participants on two nodes, TAIL started just below
+    /// the raw 2³² wrap, many acquisitions on real threads: every critical section
+    /// increments a counter with get, put and global fence (a lost update would show), and
+    /// at the end TAIL is free with DRAWN past the wrap.
+    #[test]
+    fn small_tickets_wrap_on_threads_without_losing_an_update() {
+        const ROUNDS: u64 = 300;
+        let nodes = [NodeId(0), NodeId(1), NodeId(1)];
+        let mut layout = LayoutBuilder::new(2);
+        let tickets = Tickets {
+            bits: 2,
+            refresh: true,
+        };
+        let lock = Dmcs::with_tickets(&mut layout, NodeId(0), &nodes, tickets);
+        let counter = layout.alloc(NodeId(0));
+        let scratch: Vec<Loc> = nodes.iter().map(|&n| layout.alloc(n)).collect();
+        for seed in 0..4 {
+            let fabric = MemFabric::with_options(
+                layout.build(),
+                MemOptions {
+                    mode: Mode::Worker,
+                    jitter: Some(seed),
+                },
+            );
+            let start = u32::MAX - 1;
+            fabric
+                .write(lock.tail(), tail_word(start, start))
+                .expect("TAIL");
+            std::thread::scope(|s| {
+                for (slot, &node) in nodes.iter().enumerate() {
+                    let (fabric, lock, scratch) = (&fabric, &lock, scratch[slot]);
+                    s.spawn(move || {
+                        let mut endpoint = fabric.endpoint(node);
+                        let work_id = WorkId(1);
+                        for _ in 0..ROUNDS {
+                            let mut held = guard::dmcs(lock, slot, &mut endpoint).expect("in");
+                            let e = held.endpoint();
+                            let get = Op::Get {
+                                local: scratch,
+                                remote: counter,
+                                work_id,
+                            };
+                            assert_eq!(e.execute(&get), Reply::Done);
+                            assert_eq!(e.execute(&Op::Wait { work_id }), Reply::Done);
+                            let Reply::Value(v) = e.execute(&Op::Load { loc: scratch }) else {
+                                panic!("a load replies a value")
+                            };
+                            let put = Op::PutInline {
+                                remote: counter,
+                                value: v + 1,
+                                work_id,
+                            };
+                            assert_eq!(e.execute(&put), Reply::Done);
+                            let fence = Op::GlobalFence { node: counter.node };
+                            assert_eq!(e.execute(&fence), Reply::Done);
+                            held.release().expect("out");
+                        }
+                    });
+                }
+            });
+            let total = ROUNDS * nodes.len() as u64;
+            assert_eq!(
+                fabric.read(counter),
+                Ok(total),
+                "seed {seed}: a lost update"
+            );
+            let end = start.wrapping_add(total as u32);
+            assert_eq!(
+                fabric.read(lock.tail()),
+                Ok(tail_word(end, end)),
+                "seed {seed}: TAIL is free, past the wrap"
+            );
+        }
+    }
+
+    #[test]
+    #[should_panic(expected = "Lemma 2: N < M")]
+    fn as_many_participants_as_tickets_is_refused() {
+        let mut layout = LayoutBuilder::new(1);
+        let tickets = Tickets {
+            bits: 1,
+            refresh: true,
+        };
+        Dmcs::with_tickets(&mut layout, NodeId(0), &[NodeId(0); 2], tickets);
     }
 }
