@@ -6,6 +6,7 @@ use std::collections::BTreeSet;
 use velos_core::cluster::ClusterShape;
 use velos_core::proposal::ProposerId;
 use velos_core::single_decree::{SingleDecree, SingleDecreeConfig};
+use velos_core::slot::Mutation;
 use velos_core::word::WordLayout;
 use velos_rdma::{NodeId, Shared};
 use velos_sim::explore::{Exploration, ExploreError, explore_checked};
@@ -24,6 +25,8 @@ pub struct CheckConfig {
     pub crashed: Option<u16>,
     /// State budget.
     pub max_states: usize,
+    /// A deliberately wrong variant of the proposer (tests only: `mutations` feature).
+    pub mutation: Mutation,
 }
 
 /// The inputs of the proposers: proposer i proposes `10 * (i + 1)`.
@@ -46,6 +49,7 @@ pub fn machine(check: &CheckConfig) -> Machine<SingleDecree> {
         proposers: check.proposers,
         max_attempts: check.max_attempts,
         slots: check.slots,
+        mutation: check.mutation,
     });
     let mut machine = Machine::new(&shape.layout());
     for p in 0..check.proposers {
@@ -126,6 +130,7 @@ mod tests {
             max_attempts: attempts,
             proposers: 2,
             crashed,
+            mutation: Mutation::None,
             max_states: std::env::var("VELOS_CHECK_BUDGET")
                 .ok()
                 .and_then(|b| b.parse().ok())

@@ -6,7 +6,7 @@
 
 use crate::cluster::ClusterShape;
 use crate::proposal::{Numbering, ProposerId};
-use crate::slot::{Content, Outcome, SlotCommand, SlotConfig, SlotProposer};
+use crate::slot::{Content, Mutation, Outcome, SlotCommand, SlotConfig, SlotProposer};
 use crate::word::WordLayout;
 use std::collections::VecDeque;
 use velos_rdma::{Loc, Op, Process, Reply, Rmw, Shared, Step, WorkId};
@@ -45,6 +45,8 @@ pub struct SingleDecreeConfig {
     pub max_attempts: u32,
     /// Slots to decide, from slot 0.
     pub slots: u32,
+    /// A deliberately wrong variant (tests with the `mutations` feature only).
+    pub mutation: Mutation,
 }
 
 impl SingleDecreeConfig {
@@ -130,6 +132,7 @@ impl SingleDecree {
             },
             me,
             tag: 0,
+            mutation: config.mutation,
         }
     }
 

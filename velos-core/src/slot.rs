@@ -19,6 +19,28 @@ pub struct SlotConfig {
     pub me: ProposerId,
     /// The slot's instance tag (0 without a ring).
     pub tag: u16,
+    /// A deliberately wrong variant of the algorithm, for showing that the checks catch
+    /// it; only [`Mutation::None`] exists outside the `mutations` feature.
+    pub mutation: Mutation,
+}
+
+/// Deliberately wrong variants of Algorithm 5 (the `mutations` feature, for tests only).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Mutation {
+    /// The algorithm as it is.
+    #[default]
+    None,
+    /// A majority promised: accept my own value even if a promise showed one accepted.
+    #[cfg(feature = "mutations")]
+    SkipAdoption,
+    /// Decide on the first successful accept CAS, without a majority.
+    #[cfg(feature = "mutations")]
+    AcceptWithoutMajority,
+    /// Retry after an abort with the same proposal number (no bump), counting acceptors
+    /// whose predicted word already shows that number as promised or accepted: the
+    /// shortcut the brief found unsafe ("a prediction is not a confirmation").
+    #[cfg(feature = "mutations")]
+    ReuseProposal,
 }
 
 impl SlotConfig {
@@ -288,17 +310,33 @@ impl SlotProposer {
             .config
             .numbering
             .next_above(self.config.me, highest.max(self.proposal));
+        #[cfg(feature = "mutations")]
+        let proposal = if self.config.mutation == Mutation::ReuseProposal && self.proposal > 0 {
+            self.proposal
+        } else {
+            proposal
+        };
         if proposal > self.config.overflow_threshold() {
             self.phase = Phase::Done(Outcome::Overflow);
             return;
         }
         self.proposal = proposal;
         self.attempt += 1;
-        for a in 0..self.predicted.len() {
+        let mut promised = vec![None; self.predicted.len()];
+        for (a, promise) in promised.iter_mut().enumerate() {
             let state = self.predicted(a as u16);
+            #[cfg(feature = "mutations")]
+            if self.config.mutation == Mutation::ReuseProposal && state.min_proposal >= proposal {
+                // The shortcut that only fresh numbers make safe: a prediction showing my
+                // number counts as my promise.
+                if state.min_proposal == proposal {
+                    *promise = Some(state);
+                }
+                continue;
+            }
             // compare(PREPARE(n), state) = n > min_proposal, true after the bump.
             assert!(
-                proposal > state.min_proposal,
+                proposal > state.min_proposal && promise.is_none(),
                 "the bump puts the proposal above every prediction"
             );
             self.cas(
@@ -311,11 +349,13 @@ impl SlotProposer {
                 out,
             );
         }
-        self.phase = Phase::Preparing {
-            promised: vec![None; self.predicted.len()],
-        };
+        let counted = promised.iter().flatten().count();
+        self.phase = Phase::Preparing { promised };
+        if counted >= self.config.majority() {
+            self.prepared(&[], out);
+        }
         assert!(
-            self.in_flight() >= self.predicted.len(),
+            counted > 0 || self.in_flight() >= self.predicted.len(),
             "one prepare CAS per acceptor in flight"
         );
     }
@@ -366,7 +406,15 @@ impl SlotProposer {
                 // Only a successful CAS counts, never a prediction that equals the desired
                 // word ("a prediction is not a confirmation").
                 accepted[a] = true;
-                if accepted.iter().filter(|x| **x).count() >= self.config.majority() {
+                #[cfg(feature = "mutations")]
+                let needed = if self.config.mutation == Mutation::AcceptWithoutMajority {
+                    1
+                } else {
+                    self.config.majority()
+                };
+                #[cfg(not(feature = "mutations"))]
+                let needed = self.config.majority();
+                if accepted.iter().filter(|x| **x).count() >= needed {
                     let content = *content;
                     self.phase = Phase::Done(Outcome::Decided {
                         proposal: self.proposal,
@@ -391,6 +439,8 @@ impl SlotProposer {
             .filter_map(|(a, s)| s.map(|s| (a, s)))
             .filter(|(_, s)| s.has_accepted())
             .max_by_key(|(_, s)| s.accepted_proposal);
+        #[cfg(feature = "mutations")]
+        let adopt = adopt.filter(|_| self.config.mutation != Mutation::SkipAdoption);
         match adopt {
             Some((a, state)) => {
                 let proposer = ProposerId::from_value_tag(state.accepted_value)
@@ -427,7 +477,8 @@ impl SlotProposer {
     /// write at acceptor a.
     fn accept(&mut self, content: Content, previous: &[u8], out: &mut Vec<SlotCommand>) {
         let proposal = self.proposal;
-        for a in 0..self.predicted.len() {
+        let mut accepted_now = vec![false; self.predicted.len()];
+        for (a, _acked) in accepted_now.iter_mut().enumerate() {
             let state = self.predicted(a as u16);
             // compare(ACCEPT(n), state) = n >= min_proposal; elsewhere the CAS would break a
             // promise to a higher proposal, so it is not posted at all.
@@ -448,12 +499,24 @@ impl SlotProposer {
                     .map_or(0, |&p| p.min(self.config.layout.max_previous() as u8)),
                 ..state
             };
+            #[cfg(feature = "mutations")]
+            if self.config.mutation == Mutation::ReuseProposal
+                && self.predicted[a] == self.config.layout.encode(desired).expect("fits")
+            {
+                // "A prediction is not a confirmation", broken on purpose.
+                *_acked = true;
+                continue;
+            }
             self.cas(a, desired, true, out);
         }
+        let counted = accepted_now.iter().filter(|x| **x).count();
         self.phase = Phase::Accepting {
             content,
-            accepted: vec![false; self.predicted.len()],
+            accepted: accepted_now,
         };
+        if counted >= self.config.majority() {
+            self.phase = Phase::Done(Outcome::Decided { proposal, content });
+        }
     }
 }
 
@@ -489,6 +552,7 @@ mod tests {
             numbering: Numbering { proposers: 2 },
             me: ProposerId(me),
             tag: 0,
+            mutation: Mutation::None,
         }
     }
 

@@ -63,7 +63,7 @@ impl LogConfig {
             nodes: self.replicas,
             slots: self.slots,
             value_words: self.value_words(),
-            scratch_words: n * self.cas_cells() + 2 * n + 1 + self.value_words(),
+            scratch_words: n * self.cas_cells() + 2 * n + READ_BANKS * (1 + self.value_words()),
         }
     }
 
@@ -86,22 +86,34 @@ impl LogConfig {
     }
 }
 
+/// Scratch banks for value reads: a read abandoned towards a suspected acceptor keeps its
+/// bank until its gets complete (they could still land), and the next read uses another.
+pub(super) const READ_BANKS: u32 = 2;
+
 /// Work ids of a replica's operations (all below the libraries' range).
 pub(super) mod ids {
     use velos_rdma::WorkId;
 
     /// Value-buffer puts (never awaited: the accept CAS behind them on the queue pair is).
     pub const PUT: WorkId = WorkId(1);
-    /// The content gets of a value read.
-    pub const READ_CONTENT: WorkId = WorkId(2);
-    /// The stamp get of a value read.
-    pub const READ_STAMP: WorkId = WorkId(3);
+    /// The content gets of a value read into bank b: `READ_CONTENT + 2 b`.
+    pub const READ_CONTENT: u32 = 2;
+    /// The stamp get of a value read into bank b: `READ_STAMP + 2 b`.
+    pub const READ_STAMP: u32 = 3;
     /// The heartbeat get from replica a: `HEARTBEAT + a`.
     pub const HEARTBEAT: u32 = 1_000;
     /// The catch-up get of a slot's word at acceptor a: `CATCH_UP + a`.
     pub const CATCH_UP: u32 = 2_000;
     /// The CAS in cell c of acceptor a: `CAS + a * cells + c`.
     pub const CAS: u32 = 10_000;
+
+    pub fn read_content(bank: u32) -> WorkId {
+        WorkId(READ_CONTENT + 2 * bank)
+    }
+
+    pub fn read_stamp(bank: u32) -> WorkId {
+        WorkId(READ_STAMP + 2 * bank)
+    }
 
     pub fn heartbeat(a: u16) -> WorkId {
         WorkId(HEARTBEAT + u32::from(a))
@@ -155,9 +167,12 @@ impl Scratch {
             .scratch(self.me, self.n() * self.cells + self.n() + u32::from(a))
     }
 
-    /// Word `i` of a value read (0: the stamp).
-    pub(super) fn value(&self, i: u32) -> Loc {
-        self.shape
-            .scratch(self.me, self.n() * self.cells + 2 * self.n() + i)
+    /// Word `i` of a value read into `bank` (0: the stamp).
+    pub(super) fn value(&self, bank: u32, i: u32) -> Loc {
+        let per_bank = 1 + self.shape.value_words;
+        self.shape.scratch(
+            self.me,
+            self.n() * self.cells + 2 * self.n() + bank * per_bank + i,
+        )
     }
 }

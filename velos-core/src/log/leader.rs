@@ -16,7 +16,7 @@
 
 use super::config::LogConfig;
 use crate::proposal::{Numbering, ProposerId};
-use crate::slot::{Content, Outcome, SlotCommand, SlotConfig, SlotProposer};
+use crate::slot::{Content, Mutation, Outcome, SlotCommand, SlotConfig, SlotProposer};
 use std::collections::{BTreeMap, VecDeque};
 
 /// One slot in the leader's window.
@@ -80,6 +80,7 @@ impl Leader {
             },
             me: self.me,
             tag: 0,
+            mutation: Mutation::None,
         }
     }
 

@@ -38,11 +38,11 @@ pub(super) fn local_decision(
 }
 
 /// The state a majority of `replies` (one per acceptor, `None` when not answered) agree
-/// on, with an acceptor that holds it: then that proposal is chosen.
+/// on, with the acceptors that hold it: then that proposal is chosen.
 pub(super) fn majority_decision(
     layout: WordLayout,
     replies: &[Option<u64>],
-) -> Option<(u16, AcceptorState)> {
+) -> Option<(Vec<u16>, AcceptorState)> {
     let majority = replies.len() / 2 + 1;
     let states: Vec<(u16, AcceptorState)> = replies
         .iter()
@@ -50,15 +50,23 @@ pub(super) fn majority_decision(
         .filter_map(|(a, w)| w.map(|w| (a as u16, layout.decode(w))))
         .filter(|(_, s)| s.has_accepted())
         .collect();
-    states.iter().copied().find(|(_, s)| {
-        states
-            .iter()
-            .filter(|(_, o)| {
-                o.accepted_proposal == s.accepted_proposal && o.accepted_value == s.accepted_value
-            })
-            .count()
-            >= majority
-    })
+    let same = |s: &AcceptorState, o: &AcceptorState| {
+        o.accepted_proposal == s.accepted_proposal && o.accepted_value == s.accepted_value
+    };
+    let (_, chosen) = states
+        .iter()
+        .copied()
+        .find(|(_, s)| states.iter().filter(|(_, o)| same(s, o)).count() >= majority)?;
+    let holders: Vec<u16> = states
+        .iter()
+        .filter(|(_, o)| same(&chosen, o))
+        .map(|&(a, _)| a)
+        .collect();
+    assert!(
+        holders.len() >= majority,
+        "a majority holds the chosen pair"
+    );
+    Some((holders, chosen))
 }
 
 #[cfg(test)]
@@ -100,7 +108,7 @@ mod tests {
         );
         assert_eq!(
             majority_decision(L, &[Some(w), None, Some(w)]).unwrap().0,
-            0
+            vec![0, 2]
         );
         assert_eq!(
             majority_decision(L, &[Some(0), Some(0), Some(0)]),

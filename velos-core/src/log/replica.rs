@@ -4,7 +4,7 @@
 //! acceptor never answers, so nothing ever blocks on one), then plans: the leader opens and
 //! fills slots, the follower learns the next slot; with nothing to do, it pauses.
 
-use super::config::{LogConfig, Scratch, ids};
+use super::config::{LogConfig, READ_BANKS, Scratch, ids};
 use super::leader::Leader;
 use super::learner::{LOOKAHEAD, local_decision, majority_decision};
 use super::links::{CasTag, Links};
@@ -47,6 +47,7 @@ enum Then {
     CatchUpValue(u16),
     ReadTest,
     ReadWord(u32),
+    BankTest(u32, u8),
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -82,6 +83,10 @@ struct ValueRead {
     proposal: u64,
     stage: Stage,
     words: Vec<Option<u64>>,
+    /// The scratch bank, once started.
+    bank: u32,
+    /// When it started (the local clock).
+    started: u64,
 }
 
 /// A follower's read of one slot's word at every replica.
@@ -115,6 +120,9 @@ pub struct Replica {
     last_progress: u64,
     catch_up: Option<CatchUp>,
     reads: VecDeque<ValueRead>,
+    /// Per read bank: the gets of an abandoned read that may still land (bit 0: the
+    /// content's, bit 1: the stamp's); 0 when the bank is free.
+    poisoned: Vec<u8>,
     moved: bool,
     client: ClientScript,
     sent: u64,
@@ -162,6 +170,7 @@ impl Replica {
             last_progress: 0,
             catch_up: None,
             reads: VecDeque::new(),
+            poisoned: vec![0; READ_BANKS as usize],
             moved: false,
             client,
             sent: 0,
@@ -254,20 +263,33 @@ impl Replica {
                 );
             }
         }
-        match self.reads.front().map(|r| r.stage) {
-            Some(Stage::Content) => self.op(
+        self.abandon_stuck_read();
+        match self.reads.front().map(|r| (r.stage, r.bank)) {
+            Some((Stage::Content, b)) => self.op(
                 Op::Test {
-                    work_id: ids::READ_CONTENT,
+                    work_id: ids::read_content(b),
                 },
                 Then::ReadTest,
             ),
-            Some(Stage::Stamp) => self.op(
+            Some((Stage::Stamp, b)) => self.op(
                 Op::Test {
-                    work_id: ids::READ_STAMP,
+                    work_id: ids::read_stamp(b),
                 },
                 Then::ReadTest,
             ),
             _ => {}
+        }
+        for b in 0..READ_BANKS {
+            // A bank is free again once the gets of its abandoned read are complete.
+            let pending = self.poisoned[b as usize];
+            if pending & 1 != 0 {
+                let work_id = ids::read_content(b);
+                self.op(Op::Test { work_id }, Then::BankTest(b, 1));
+            }
+            if pending & 2 != 0 {
+                let work_id = ids::read_stamp(b);
+                self.op(Op::Test { work_id }, Then::BankTest(b, 2));
+            }
         }
         let end = (self.next_apply + LOOKAHEAD).min(u64::from(self.config.slots));
         self.words.retain(|&s, _| s >= self.next_apply);
@@ -376,6 +398,11 @@ impl Replica {
                 }
             }
             Then::ReadTest => self.read_tested(reply),
+            Then::BankTest(b, bit) => {
+                if reply != Reply::Value(0) {
+                    self.poisoned[b as usize] &= !bit;
+                }
+            }
             Then::ReadWord(i) => {
                 let read = self.reads.front_mut().expect("a value read");
                 read.words[i as usize] = value;
@@ -444,6 +471,8 @@ impl Replica {
                     proposal,
                     stage: Stage::Queued,
                     words: Vec::new(),
+                    bank: 0,
+                    started: 0,
                 }),
             }
         }
@@ -459,19 +488,20 @@ impl Replica {
             Reply::Value(1) if read.stage == Stage::Content => {
                 read.stage = Stage::Stamp;
                 let get = Op::Get {
-                    local: self.scratch.value(0),
+                    local: self.scratch.value(read.bank, 0),
                     remote: self
                         .shape
                         .value_stamp(read.acceptor, read.proposer, read.slot as u32),
-                    work_id: ids::READ_STAMP,
+                    work_id: ids::read_stamp(read.bank),
                 };
                 self.op_first(get, Then::Ignore);
             }
             Reply::Value(1) => {
                 read.stage = Stage::Loading;
                 read.words = vec![None; words as usize + 1];
+                let bank = read.bank;
                 for i in 0..=words {
-                    let loc = self.scratch.value(i);
+                    let loc = self.scratch.value(bank, i);
                     self.op_first(Op::Load { loc }, Then::ReadWord(i));
                 }
             }
@@ -518,8 +548,27 @@ impl Replica {
         }
     }
 
+    /// A read stuck on an acceptor now suspected is given up (it would block every read
+    /// behind it); its bank stays out of use until its gets complete.
+    fn abandon_stuck_read(&mut self) {
+        let stuck = self.reads.front().is_some_and(|r| {
+            matches!(r.stage, Stage::Content | Stage::Stamp)
+                && self.omega.suspects(r.acceptor, self.now)
+                && self.now - r.started > self.config.failure_timeout_ns
+        });
+        if stuck {
+            let read = self.reads.pop_front().expect("a read");
+            self.poisoned[read.bank as usize] = if read.stage == Stage::Stamp { 3 } else { 1 };
+            self.read_finished(read, None);
+        }
+    }
+
     fn start_read(&mut self) {
         let words = self.config.value_words();
+        let Some(bank) = (0..READ_BANKS).find(|&b| self.poisoned[b as usize] == 0) else {
+            return;
+        };
+        let now = self.now;
         let Some(read) = self.reads.front_mut() else {
             return;
         };
@@ -527,12 +576,14 @@ impl Replica {
             return;
         }
         read.stage = Stage::Content;
+        read.bank = bank;
+        read.started = now;
         let (a, p, s) = (read.acceptor, read.proposer, read.slot as u32);
         for i in 0..words {
             let get = Op::Get {
-                local: self.scratch.value(i + 1),
+                local: self.scratch.value(bank, i + 1),
                 remote: self.shape.value_word(a, p, s, i),
-                work_id: ids::READ_CONTENT,
+                work_id: ids::read_content(bank),
             };
             self.op(get, Then::Ignore);
         }
@@ -592,9 +643,20 @@ impl Replica {
         }
         match &self.catch_up {
             Some(c) if c.slot == k => {
-                if let Some((a, state)) = majority_decision(layout, &c.replies) {
+                if let Some((holders, state)) = majority_decision(layout, &c.replies) {
                     self.catch_up = None;
-                    self.learn(k, a, state);
+                    let from = holders
+                        .iter()
+                        .copied()
+                        .find(|&a| a == self.me)
+                        .or_else(|| {
+                            holders
+                                .iter()
+                                .copied()
+                                .find(|&a| !self.omega.suspects(a, self.now))
+                        })
+                        .unwrap_or(holders[0]);
+                    self.learn(k, from, state);
                 } else if (0..self.config.replicas).all(|a| {
                     c.replies[usize::from(a)].is_some() || self.omega.suspects(a, self.now)
                 }) {
@@ -619,6 +681,8 @@ impl Replica {
             proposal: state.accepted_proposal,
             stage: Stage::Queued,
             words: Vec::new(),
+            bank: 0,
+            started: 0,
         });
     }
 
