@@ -5,6 +5,7 @@
 
 pub mod bench;
 pub mod harness;
+pub mod local;
 
 pub use velos_core as core;
 pub use velos_rdma as rdma;

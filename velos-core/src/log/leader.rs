@@ -19,12 +19,19 @@ use crate::proposal::{Numbering, ProposerId};
 use crate::slot::{Content, Mutation, Outcome, SlotCommand, SlotConfig, SlotProposer};
 use std::collections::{BTreeMap, VecDeque};
 
+/// A client value and the id its proposer was given for it.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(super) struct Proposal {
+    pub id: u64,
+    pub bytes: Vec<u8>,
+}
+
 /// One slot in the leader's window.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 struct Run {
     proposer: SlotProposer,
-    /// My value, once given to this slot.
-    mine: Option<Vec<u8>>,
+    /// My value, once given to this slot (a no-op has no proposal).
+    mine: Option<Option<Proposal>>,
     /// The value read for adoption.
     adopted: Option<Vec<u8>>,
     /// A value read for adoption is under way.
@@ -36,6 +43,8 @@ struct Run {
 pub(super) struct Progress {
     /// Slots decided, in order, from the applied prefix on: apply them.
     pub apply: Vec<(u64, Vec<u8>)>,
+    /// Proposals decided: `(proposal id, slot)`.
+    pub committed: Vec<(u64, u64)>,
     /// Something changed.
     pub moved: bool,
 }
@@ -52,7 +61,7 @@ pub(super) struct Leader {
     next_slot: u64,
     window: BTreeMap<u64, Run>,
     /// Client values not yet given to a slot.
-    pub pending: VecDeque<Vec<u8>>,
+    pub pending: VecDeque<Proposal>,
     decided: BTreeMap<u64, Vec<u8>>,
 }
 
@@ -87,6 +96,13 @@ impl Leader {
     /// Values given to slots and not decided yet.
     pub(super) fn in_flight_values(&self) -> usize {
         self.window.values().filter(|r| r.mine.is_some()).count()
+    }
+
+    /// Everything not decided: the pending proposals and those in the window.
+    pub(super) fn undecided(self) -> impl Iterator<Item = Proposal> {
+        self.pending
+            .into_iter()
+            .chain(self.window.into_values().filter_map(|r| r.mine.flatten()))
     }
 
     /// The previous_decision count for an accept of `slot` at `proposal`.
@@ -197,7 +213,11 @@ impl Leader {
     pub(super) fn value_of(&self, slot: u64, content: Content) -> Vec<u8> {
         let run = &self.window[&slot];
         match content {
-            Content::Mine => run.mine.clone().expect("my value was supplied"),
+            Content::Mine => run
+                .mine
+                .clone()
+                .expect("my value was supplied")
+                .map_or_else(Vec::new, |p| p.bytes),
             Content::Adopted => run.adopted.clone().expect("the adopted value was read"),
         }
     }
@@ -227,11 +247,18 @@ impl Leader {
                 Outcome::Decided { content, .. } => {
                     let run = self.window.remove(&slot).expect("present");
                     let value = match content {
-                        Content::Mine => run.mine.expect("my value was supplied"),
+                        Content::Mine => match run.mine.expect("my value was supplied") {
+                            Some(p) => {
+                                progress.committed.push((p.id, slot));
+                                p.bytes
+                            }
+                            None => Vec::new(),
+                        },
                         Content::Adopted => {
                             let adopted = run.adopted.expect("an adopted value was read");
-                            if let Some(mine) = run.mine.filter(|m| *m != adopted) {
-                                self.pending.push_front(mine); // it goes in a later slot
+                            if let Some(Some(mine)) = run.mine {
+                                // Not decided here: it goes in a later slot.
+                                self.pending.push_front(mine);
                             }
                             adopted
                         }
@@ -262,8 +289,8 @@ impl Leader {
                     let run = self.window.get_mut(&slot).expect("present");
                     if run.mine.is_none() {
                         run.mine = match self.pending.pop_front() {
-                            Some(v) => Some(v),
-                            None if fill => Some(Vec::new()),
+                            Some(p) => Some(Some(p)),
+                            None if fill => Some(None),
                             None => None,
                         };
                     }

@@ -12,4 +12,4 @@ mod replica;
 pub mod value;
 
 pub use config::LogConfig;
-pub use replica::{ClientScript, Replica};
+pub use replica::{ClientScript, MAX_PENDING, ProposeError, Replica};

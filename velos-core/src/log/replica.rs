@@ -5,7 +5,7 @@
 //! fills slots, the follower learns the next slot; with nothing to do, it pauses.
 
 use super::config::{LogConfig, READ_BANKS, Scratch, ids};
-use super::leader::Leader;
+use super::leader::{Leader, Proposal};
 use super::learner::{LOOKAHEAD, local_decision, majority_decision};
 use super::links::{CasTag, Links};
 use super::omega::Omega;
@@ -25,6 +25,41 @@ pub struct ClientScript {
     /// Bytes per value (at least 10).
     pub size: usize,
 }
+
+/// Why a proposal was refused, or what became of one that was taken.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, thiserror::Error)]
+pub enum ProposeError {
+    /// Only the leader takes proposals; `leader` is the one this replica trusts.
+    #[error("not the leader: replica {leader} leads")]
+    NotLeader {
+        /// The leader as this replica sees it.
+        leader: u16,
+    },
+    /// The value is larger than the log's values.
+    #[error("a value of {len} bytes is larger than the log's {max}")]
+    ValueTooLarge {
+        /// The value's size.
+        len: usize,
+        /// The largest size.
+        max: usize,
+    },
+    /// Every slot of the log is used or promised.
+    #[error("the log is full")]
+    LogFull,
+    /// Too many proposals wait already.
+    #[error("too many proposals pending ({0})")]
+    Busy(usize),
+    /// The replica is shutting down.
+    #[error("the replica is shutting down")]
+    ShuttingDown,
+    /// The replica stopped leading before the proposal was decided: the next leader may
+    /// still decide it (if some acceptor accepted it) or not; watch the log.
+    #[error("deposed before the proposal was decided: outcome unknown")]
+    Deposed,
+}
+
+/// Proposals a leader keeps waiting at most.
+pub const MAX_PENDING: usize = 4096;
 
 /// What a replica is doing.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -126,6 +161,10 @@ pub struct Replica {
     moved: bool,
     client: ClientScript,
     sent: u64,
+    next_id: u64,
+    shutting_down: bool,
+    /// Outcomes of proposals taken by [`Replica::propose`]: `(id, slot or error)`.
+    results: Vec<(u64, Result<u64, ProposeError>)>,
     next_apply: u64,
     /// Every entry applied, in order: `(slot, value)`; a no-op is empty.
     pub applied: Vec<(u64, Vec<u8>)>,
@@ -145,7 +184,7 @@ impl Replica {
         config.validate().expect("a valid log configuration");
         assert!(me < config.replicas, "replica {me} of {}", config.replicas);
         assert!(
-            (10..=config.max_value_bytes as usize).contains(&client.size),
+            client.count == 0 || (10..=config.max_value_bytes as usize).contains(&client.size),
             "client values of 10 to {} bytes",
             config.max_value_bytes
         );
@@ -174,6 +213,9 @@ impl Replica {
             moved: false,
             client,
             sent: 0,
+            next_id: 0,
+            shutting_down: false,
+            results: Vec::new(),
             next_apply: 0,
             applied: Vec::new(),
             proposed: Vec::new(),
@@ -191,6 +233,58 @@ impl Replica {
     /// The next slot this replica will apply.
     pub fn next_apply(&self) -> u64 {
         self.next_apply
+    }
+
+    /// The leader as this replica sees it now.
+    pub fn leader(&self) -> u16 {
+        self.omega.leader(self.now)
+    }
+
+    /// Proposes `value` (the leader only): its id, which [`Replica::take_results`] reports
+    /// with the slot that decided it.
+    pub fn propose(&mut self, value: Vec<u8>) -> Result<u64, ProposeError> {
+        if self.shutting_down {
+            return Err(ProposeError::ShuttingDown);
+        }
+        let max = self.config.max_value_bytes as usize;
+        if value.len() > max {
+            return Err(ProposeError::ValueTooLarge {
+                len: value.len(),
+                max,
+            });
+        }
+        self.follow_omega(); // take up (or leave) the role Ω gives before answering
+        let leader = self.leader();
+        let Role::Leader(l) = &mut self.role else {
+            return Err(ProposeError::NotLeader { leader });
+        };
+        if l.pending.len() >= MAX_PENDING {
+            return Err(ProposeError::Busy(l.pending.len()));
+        }
+        let queued = (l.pending.len() + l.in_flight_values()) as u64;
+        if self.next_apply + queued >= u64::from(self.config.slots) {
+            return Err(ProposeError::LogFull);
+        }
+        let id = self.next_id;
+        self.next_id += 1;
+        l.pending.push_back(Proposal { id, bytes: value });
+        Ok(id)
+    }
+
+    /// Entries applied since the last call, in order: `(slot, value)` (a no-op is empty).
+    pub fn take_committed(&mut self) -> Vec<(u64, Vec<u8>)> {
+        self.applied_at.clear();
+        std::mem::take(&mut self.applied)
+    }
+
+    /// Outcomes of proposals since the last call: `(id, Ok(slot))` or why it was lost.
+    pub fn take_results(&mut self) -> Vec<(u64, Result<u64, ProposeError>)> {
+        std::mem::take(&mut self.results)
+    }
+
+    /// Stops the replica: it finishes at its next step; proposals are refused.
+    pub fn shutdown(&mut self) {
+        self.shutting_down = true;
     }
 
     fn op(&mut self, op: Op, then: Then) {
@@ -321,6 +415,11 @@ impl Replica {
                 // promises); what was decided is applied already.
                 self.ballot_floor = self.ballot_floor.max(l.ballot);
                 assert_eq!(l.prefix, self.next_apply, "the leader applied its prefix");
+                let Role::Leader(l) = std::mem::replace(&mut self.role, Role::Follower) else {
+                    unreachable!("leading")
+                };
+                self.results
+                    .extend(l.undecided().map(|p| (p.id, Err(ProposeError::Deposed))));
                 self.reads.retain(|r| {
                     !matches!(r.purpose, Purpose::Adopt { .. }) || r.stage != Stage::Queued
                 });
@@ -616,7 +715,9 @@ impl Replica {
             v.resize(self.client.size, 0);
             self.sent += 1;
             self.proposed.push(v.clone());
-            leader.pending.push_back(v);
+            let id = self.next_id;
+            self.next_id += 1;
+            leader.pending.push_back(Proposal { id, bytes: v });
         }
         let mut cmds = Vec::new();
         let words = &self.words;
@@ -628,6 +729,12 @@ impl Replica {
         for (slot, value) in progress.apply {
             self.apply(slot, value);
         }
+        self.results.extend(
+            progress
+                .committed
+                .into_iter()
+                .map(|(id, slot)| (id, Ok(slot))),
+        );
     }
 
     /// The follower's turn: learn the next slot locally, or catch up by reading it.
@@ -737,6 +844,9 @@ impl Process for Replica {
         if reply != Reply::Start {
             let then = std::mem::replace(&mut self.then, Then::Ignore);
             self.absorb(then, reply);
+        }
+        if self.shutting_down {
+            return Step::Done;
         }
         loop {
             match self.items.pop_front() {

@@ -275,10 +275,11 @@ impl<'f> MemEndpoint<'f> {
             Op::GlobalFence { node } => done(self.global_fence(node)),
             Op::Now => Ok(Reply::Value(self.fabric.now_ns())),
             Op::Pause { ns } => {
-                // Sleeping below the scheduler's granularity would oversleep: spin instead.
+                // Sleeping below the scheduler's granularity would oversleep: yield
+                // until the time has passed instead.
                 let until = self.fabric.now_ns().saturating_add(ns);
                 while self.fabric.now_ns() < until {
-                    std::hint::spin_loop();
+                    std::thread::yield_now();
                 }
                 Ok(Reply::Done)
             }
