@@ -11,11 +11,11 @@
 //! "Waiting", precisely, from the harness's state: the process's acquire routine has
 //! started and not finished, **and** the routine reports `announced()` — a reader is
 //! counted at its physical counter (its arriving FAA completed), a writer is queued in the
-//! root's DQ (its swap of the root TAIL completed). Why not simply "the acquire has
-//! started": between that point and the first effect of the acquire's first remote
-//! operation, the acquirer exists in no shared word, so no protocol can bound what others
-//! do in that window (the model puts no bound on how long an operation stays in the
-//! pipe). A writer that gets the lock from a writer of its own element never reaches the
+//! root's DQ (its FAA that draws a ticket on the root TAIL completed). Why not simply "the
+//! acquire has started": between that point and the first effect of the acquire's first
+//! remote operation, the acquirer exists in no shared word, so no protocol can bound what
+//! others do in that window (the model puts no bound on how long an operation stays in
+//! the pipe). A writer that gets the lock from a writer of its own element never reaches the
 //! root and is never announced: it waits only behind writers, which enter.
 //!
 //! Why `B_R` and not `T_R` (see `paper-notes/rma-rw.md`, "Fairness bounds"): T_R is a

@@ -1,7 +1,8 @@
 //! The synchronisation libraries, written once against the programming model as
 //! [`Routine`]s: shared variables ([`sv`]), the weak, strong and node locks of the rdma-rmw
 //! paper ([`wlock`], [`slock`], [`nlock`]), its SC library ([`sc`]), the RMA locks
-//! paper's D-MCS ([`dmcs`]) and reader-writer RMA-RW ([`rmarw`]), the foMPI-style baseline
+//! paper's D-MCS ([`dmcs`]) and reader-writer RMA-RW ([`rmarw`]) with the ticket queue both
+//! are built on ([`ticket_queue`]), the foMPI-style baseline
 //! reader-writer lock of the lock benchmark ([`fompi`]), and [`guard`]: running a routine
 //! on a thread-per-process backend, with RAII lock guards.
 //!
@@ -24,6 +25,7 @@ mod routine;
 pub mod sc;
 pub mod slock;
 pub mod sv;
+pub mod ticket_queue;
 pub mod wlock;
 
 pub use guard::run;

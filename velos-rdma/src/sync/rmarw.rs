@@ -8,12 +8,14 @@
 //!   `rmarw/counter.rs`) per T_DC participants, at the node of the first of them. A reader
 //!   arrives with one remote FAA on its counter, which also tells it the mode (READ or
 //!   WRITE), and leaves with one FAA on DEPART.
-//! * **DQ**, one distributed queue per element of each level of the machine hierarchy: a
-//!   D-MCS queue ([`super::dmcs`]) whose STATUS word carries counts of consecutive
-//!   acquires and the special values ACQUIRE_PARENT and MODE_CHANGE (see
-//!   `rmarw/status.rs`). At the finest level the queue's members are the participants; at
-//!   every other level they are the elements of the level below (a cohort lock: the
-//!   element's current holder acts for it).
+//! * **DQ**, one distributed queue per element of each level of the machine hierarchy: the
+//!   ticket queue of D-MCS ([`super::ticket_queue`]: FAA on TAIL draws a ticket, a SLOT ring
+//!   finds the predecessor, the passing member refreshes OPEN) whose STATUS word carries
+//!   counts of consecutive acquires and the special values ACQUIRE_PARENT and MODE_CHANGE
+//!   (see `rmarw/status.rs`). At the finest level the queue's members are the
+//!   participants; at every other level they are the elements of the level below (a cohort
+//!   lock: the element's current holder acts for it, and finds the ticket in the member's
+//!   TICKET word).
 //! * **DT**, the tree of DQs: a writer enters the DQ of its finest element; when the lock
 //!   is not passed to it within the element it climbs to the parent level, up to the root,
 //!   where writers synchronise with readers through DC.
@@ -46,15 +48,16 @@ mod reader;
 mod status;
 mod writer;
 
+pub use super::ticket_queue::Tickets;
 pub use config::{MAX_PARTICIPANTS, RmaRwConfig, RmaRwConfigError};
 pub use reader::{ReadLock, ReadUnlock};
 pub use writer::{WriteLock, WriteUnlock};
 
 use super::library_work_id;
+use super::ticket_queue::{Access, Member, TicketQueue};
 use crate::ids::{Loc, NodeId, WorkId};
 use crate::layout_builder::LayoutBuilder;
 use crate::shared::Shared;
-use queue::{Access, UnitWords};
 use std::fmt;
 
 const LIBRARY: u32 = 6;
@@ -63,8 +66,8 @@ const WRITE_UNLOCK_WORK_ID: WorkId = library_work_id(LIBRARY, 2);
 const READ_LOCK_WORK_ID: WorkId = library_work_id(LIBRARY, 3);
 const READ_UNLOCK_WORK_ID: WorkId = library_work_id(LIBRARY, 4);
 
-/// ∅: the empty rank in TAIL and NEXT. A queue member's rank is its index + 1.
-const EMPTY: u64 = 0;
+/// ∅: the empty rank in NEXT. A queue member's rank is its index + 1.
+const EMPTY: u64 = super::ticket_queue::EMPTY;
 
 /// One physical counter of DC.
 #[derive(Clone, Copy, Debug)]
@@ -80,12 +83,12 @@ pub struct RmaRw {
     nodes: Vec<NodeId>,
     /// Per level, per participant: the dense index of its element (the paper's e(p, i)).
     element_of: Vec<Vec<usize>>,
-    /// Per level, per element: TAIL of its DQ, at the node of its first participant (the
-    /// paper's tail_rank[i, j]).
-    tails: Vec<Vec<Loc>>,
+    /// Per level, per element: its DQ, whose TAIL and SLOT ring are at the node of the
+    /// element's first participant (the paper's tail_rank[i, j]).
+    queues: Vec<Vec<Shared<TicketQueue>>>,
     /// Per level, per member of that level's DQs (participants at the finest level,
-    /// elements of the level below elsewhere): its NEXT and STATUS words.
-    units: Vec<Vec<UnitWords>>,
+    /// elements of the level below elsewhere): its NEXT, STATUS and TICKET words.
+    members: Vec<Shared<Vec<Member>>>,
     /// The physical counters.
     counters: Vec<Counter>,
     /// Per participant: the counts it holds while it writes (private).
@@ -107,6 +110,21 @@ impl RmaRw {
         layout: &mut LayoutBuilder,
         config: &RmaRwConfig,
         nodes: &[NodeId],
+    ) -> Shared<RmaRw> {
+        RmaRw::with_tickets(layout, config, nodes, Tickets::default())
+    }
+
+    /// Like [`RmaRw::new`], with the DQs' tickets numbered as `tickets` says: small ticket
+    /// spaces let the exhaustive checks reach the tickets' wrap in a few acquisitions.
+    ///
+    /// # Panics
+    /// As [`RmaRw::new`]; and if an element's queue has too many members for `tickets.bits`
+    /// (N + 1 < 2^bits is needed).
+    pub fn with_tickets(
+        layout: &mut LayoutBuilder,
+        config: &RmaRwConfig,
+        nodes: &[NodeId],
+        tickets: Tickets,
     ) -> Shared<RmaRw> {
         if let Err(e) = config.check(nodes.len()) {
             panic!("rma-rw: bad configuration: {e}");
@@ -138,25 +156,54 @@ impl RmaRw {
                 .expect("every element has a participant")
         };
         let elements = |level: usize| element_of[level].iter().max().map_or(0, |m| m + 1);
-        let tails = (0..levels)
+        // The member of level `level` that participant `p` acts for.
+        let unit_of = |level: usize, p: usize| {
+            if level + 1 == levels {
+                p
+            } else {
+                element_of[level + 1][p]
+            }
+        };
+        let members: Vec<Shared<Vec<Member>>> = (0..levels)
             .map(|level| {
-                (0..elements(level))
-                    .map(|e| layout.alloc(nodes[first_of(level, e)]))
-                    .collect()
-            })
-            .collect();
-        let units = (0..levels)
-            .map(|level| {
-                if level + 1 == levels {
+                let words = if level + 1 == levels {
                     nodes
                         .iter()
-                        .map(|&n| UnitWords::new(layout, n, Access::Cpu))
+                        .map(|&n| Member::new(layout, n, Access::Cpu))
                         .collect()
                 } else {
                     (0..elements(level + 1))
-                        .map(|e| UnitWords::new(layout, nodes[first_of(level + 1, e)], Access::Nic))
+                        .map(|e| Member::new(layout, nodes[first_of(level + 1, e)], Access::Nic))
                         .collect()
-                }
+                };
+                Shared::new(words)
+            })
+            .collect();
+        let queues = (0..levels)
+            .map(|level| {
+                (0..elements(level))
+                    .map(|e| {
+                        // N: the members of the element's queue.
+                        let mut inside: Vec<usize> = (0..participants)
+                            .filter(|&p| element_of[level][p] == e)
+                            .map(|p| unit_of(level, p))
+                            .collect();
+                        inside.sort_unstable();
+                        inside.dedup();
+                        // With slack, so that readers can tell an empty root queue from
+                        // TAIL alone (Lemma 5 of the ticket queue).
+                        let queue = TicketQueue::new(
+                            layout,
+                            nodes[first_of(level, e)],
+                            &members[level],
+                            inside.len(),
+                            status::WAITING,
+                            tickets,
+                            true,
+                        );
+                        Shared::new(queue)
+                    })
+                    .collect()
             })
             .collect();
         let counter_count = participants.div_ceil(config.t_dc);
@@ -170,39 +217,48 @@ impl RmaRw {
             })
             .collect();
         let held = nodes.iter().map(|&n| layout.alloc(n)).collect();
+        // At least two: reading a NIC member's NEXT and TICKET takes two gets.
         let scratch = nodes
             .iter()
-            .map(|&n| layout.alloc_many(n, counter_count.max(1) as u32))
+            .map(|&n| layout.alloc_many(n, counter_count.max(2) as u32))
             .collect();
         let lock = RmaRw {
             config: config.clone(),
             nodes: nodes.to_vec(),
             element_of,
-            tails,
-            units,
+            queues,
+            members,
             counters,
             held,
             scratch,
         };
         // Postconditions: the root is one queue; every level has a member per element of
         // the level below.
-        assert_eq!(lock.tails[0].len(), 1, "rma-rw: the root is a single DQ");
-        assert_eq!(lock.units[levels - 1].len(), participants);
+        assert_eq!(lock.queues[0].len(), 1, "rma-rw: the root is a single DQ");
+        assert_eq!(lock.members[levels - 1].len(), participants);
         Shared::new(lock)
     }
 
-    /// The words only participant `slot` ever touches: its scratch words and the word
-    /// holding its counts while it writes. Queue words are not private (neighbours write
-    /// them), nor are the counters.
+    /// The words only participant `slot` ever touches: its scratch words, the word
+    /// holding its counts while it writes, and the TICKET of its finest-level member
+    /// (itself). Other queue words are not private (neighbours write NEXT and STATUS, and
+    /// an element's TICKET is read by whoever acts for it), nor are the counters.
     pub fn private_words(&self, slot: usize) -> Vec<Loc> {
         let mut words = self.scratch[slot].clone();
         words.push(self.held[slot]);
+        words.push(self.member(self.levels() - 1, slot).ticket);
         words
     }
 
     /// Number of participants.
     pub fn participants(&self) -> usize {
         self.nodes.len()
+    }
+
+    /// Every DQ's TAIL, the root's first. Zero is an empty queue, and so is any
+    /// `(x << 32) | x`, which lets a test start the queues near the tickets' raw wrap.
+    pub fn tails(&self) -> Vec<Loc> {
+        self.queues.iter().flatten().map(|q| q.tail()).collect()
     }
 
     /// The configuration.
@@ -236,24 +292,18 @@ impl RmaRw {
     }
 
     /// The words of member `unit` of level `level`.
-    fn unit(&self, level: usize, unit: usize) -> UnitWords {
-        self.units[level][unit]
+    fn member(&self, level: usize, unit: usize) -> Member {
+        self.members[level][unit]
     }
 
-    /// TAIL of the DQ participant `slot` enters at `level`.
-    fn tail_of(&self, level: usize, slot: usize) -> Loc {
-        self.tails[level][self.element_of[level][slot]]
+    /// The DQ participant `slot` enters at `level`.
+    fn queue_of(&self, level: usize, slot: usize) -> &Shared<TicketQueue> {
+        &self.queues[level][self.element_of[level][slot]]
     }
 
-    /// The member named by a non-empty rank of level `level`.
-    fn unit_of_rank(&self, level: usize, rank: u64) -> usize {
-        assert!(rank != EMPTY, "rma-rw: ∅ names no queue member");
-        let unit = usize::try_from(rank - 1).expect("ranks fit usize");
-        assert!(
-            unit < self.units[level].len(),
-            "rma-rw: rank {rank} read from a level-{level} queue names no member"
-        );
-        unit
+    /// The root's DQ.
+    fn root_queue(&self) -> &Shared<TicketQueue> {
+        &self.queues[0][0]
     }
 }
 

@@ -1,12 +1,12 @@
 //! The reader's side: arriving at and departing from the physical counter c(p).
 
 use super::counter::{self, COUNT_ONE};
-use super::queue::{Access, ReadWord, start};
-use super::{Counter, EMPTY, READ_LOCK_WORK_ID, READ_UNLOCK_WORK_ID, RmaRw};
+use super::{Counter, READ_LOCK_WORK_ID, READ_UNLOCK_WORK_ID, RmaRw};
 use crate::error::RdmaError;
 use crate::ids::Loc;
 use crate::op::{Op, Reply, Rmw};
 use crate::shared::Shared;
+use crate::sync::ticket_queue::{Access, ReadWord, first_op};
 use crate::sync::{Routine, Yield, done_of, value_of};
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -100,18 +100,16 @@ impl ReadLock {
             Access::Nic
         };
         let mut read = ReadWord::new(arrive, access, self.scratch(), READ_LOCK_WORK_ID);
-        let Yield::Op(op) = start(&mut read)? else {
-            unreachable!("a read issues an operation")
-        };
+        let op = first_op(&mut read)?;
         Ok((read, op))
     }
 
     /// The atomic read of the root's TAIL: atomic, so that it is ordered after a writer's
-    /// swap that has completed (a get could still read the value before it).
+    /// FAA that has completed (a get could still read the value before it).
     fn check_root(&self, phase: u64, expect: u64) -> (ReadLockState, Op) {
         let check = Op::Atomic {
             local: self.scratch(),
-            remote: self.lock.tails[0][0],
+            remote: self.lock.root_queue().tail(),
             rmw: Rmw::Faa { add: 0 },
             work_id: READ_LOCK_WORK_ID,
         };
@@ -184,7 +182,7 @@ impl Routine for ReadLock {
             }
             ReadLockState::RootLoading { phase, expect } => {
                 let (phase, expect) = (*phase, *expect);
-                if value_of(reply)? != EMPTY {
+                if !self.lock.root_queue().is_empty(value_of(reply)?) {
                     // A writer is queued at the root: let it take the counter first.
                     let (read, op) = self.read_arrive()?;
                     (ReadLockState::AwaitingTake { phase, read }, op)

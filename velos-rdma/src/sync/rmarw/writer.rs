@@ -1,13 +1,14 @@
 //! The writer's side: climbing the tree of DQs, and changing the mode of DC at the root.
 
 use super::counter::{self, TAKE};
-use super::queue::{Access, Enqueue, Leave, Queued, ReadWord, start};
+use super::queue::{self, Enqueue, Queued};
 use super::status::{ACQUIRE_PARENT, Counts, MAX_LEVELS, MODE_CHANGE, Status};
 use super::{EMPTY, RmaRw, WRITE_LOCK_WORK_ID, WRITE_UNLOCK_WORK_ID};
 use crate::error::RdmaError;
 use crate::ids::{Loc, WorkId};
 use crate::op::{Op, Reply, Rmw};
 use crate::shared::Shared;
+use crate::sync::ticket_queue::{Access, Leave, ReadWord, ReadWords, first_op};
 use crate::sync::{Routine, Yield, done_of, value_of};
 
 /// Reads `loc` with a CPU load if it is on `slot`'s node, with a get otherwise.
@@ -75,9 +76,7 @@ impl TakeFromReaders {
             self.lock.counters[k].depart,
             WRITE_LOCK_WORK_ID,
         );
-        let Yield::Op(op) = start(&mut read)? else {
-            unreachable!("a read issues an operation")
-        };
+        let op = first_op(&mut read)?;
         Ok((TakeState::Draining { k, taken, read }, op))
     }
 }
@@ -302,8 +301,8 @@ impl WriteLock {
         }
     }
 
-    /// Whether this writer is visible to readers: it is queued in the root's DQ (its swap
-    /// of the root TAIL has taken effect) or already takes the counters. From then on the
+    /// Whether this writer is visible to readers: it is queued in the root's DQ (its FAA
+    /// on the root TAIL has completed) or already takes the counters. From then on the
     /// readers that enter before it are bounded (`paper-notes/rma-rw.md`, and the check in
     /// `velos-sim/tests/rmarw_fairness.rs`). A writer to which the lock is passed below the
     /// root is never announced: it waits only behind writers of its own cohort.
@@ -319,9 +318,7 @@ impl WriteLock {
     fn enqueue(&mut self, level: usize) -> Result<Yield<()>, RdmaError> {
         self.level = level;
         let mut enqueue = Enqueue::new(&self.lock, self.slot, level, WRITE_LOCK_WORK_ID);
-        let Yield::Op(op) = start(&mut enqueue)? else {
-            unreachable!("an enqueue issues operations")
-        };
+        let op = first_op(&mut enqueue)?;
         self.state = WriteLockState::Queueing(enqueue);
         Ok(Yield::Op(op))
     }
@@ -332,9 +329,7 @@ impl WriteLock {
             "rma-rw: only the root's holder takes the counters"
         );
         let mut take = TakeFromReaders::new(&self.lock, self.slot);
-        let Yield::Op(op) = start(&mut take)? else {
-            unreachable!("taking the counters issues operations")
-        };
+        let op = first_op(&mut take)?;
         self.state = WriteLockState::Taking(take);
         Ok(Yield::Op(op))
     }
@@ -407,8 +402,8 @@ enum WriteUnlockState {
     LoadingHeld,
     /// The held word is cleared (so that a release without the lock is caught).
     ClearingHeld,
-    /// Reading NEXT of the member at the current level.
-    ReadingNext(ReadWord),
+    /// Reading NEXT and TICKET of the member at the current level.
+    ReadingNext(ReadWords),
     /// Giving the counters back to the readers (root).
     GivingBack(GiveBack),
     /// Ending the tenure at the current level (a grant, or a signal while leaving).
@@ -432,6 +427,8 @@ pub struct WriteUnlock {
     /// Per level: NEXT as read on the way up (∅ where there was none). An array, not a
     /// `Vec`: routine states are cloned on every step the explorer takes.
     successors: [u64; MAX_LEVELS],
+    /// Per level: TICKET as read on the way up (the member's ticket and snapshot).
+    tickets: [u64; MAX_LEVELS],
     state: WriteUnlockState,
 }
 
@@ -444,39 +441,32 @@ impl WriteUnlock {
             counts: Counts::first(levels),
             level: levels - 1,
             successors: [EMPTY; MAX_LEVELS],
+            tickets: [0; MAX_LEVELS],
             state: WriteUnlockState::Start,
         }
     }
 
     fn read_next(&mut self, level: usize) -> Result<Yield<()>, RdmaError> {
         self.level = level;
-        let unit = self.lock.unit(level, self.lock.unit_of(level, self.slot));
-        let mut read = ReadWord::new(
-            unit.next,
-            unit.access,
-            self.lock.scratch[self.slot][0],
-            WRITE_UNLOCK_WORK_ID,
-        );
-        let Yield::Op(op) = start(&mut read)? else {
-            unreachable!("a read issues an operation")
-        };
+        let mut read =
+            queue::read_next_and_ticket(&self.lock, self.slot, level, WRITE_UNLOCK_WORK_ID);
+        let op = first_op(&mut read)?;
         self.state = WriteUnlockState::ReadingNext(read);
         Ok(Yield::Op(op))
     }
 
     fn leave(&mut self, level: usize, signal: u64) -> Result<Yield<()>, RdmaError> {
         self.level = level;
-        let mut leave = Leave::new(
+        let known = (self.successors[level], self.tickets[level]);
+        let mut leave = queue::leave(
             &self.lock,
             self.slot,
             level,
-            self.successors[level],
+            known,
             signal,
             WRITE_UNLOCK_WORK_ID,
         );
-        let Yield::Op(op) = start(&mut leave)? else {
-            unreachable!("leaving issues operations")
-        };
+        let op = first_op(&mut leave)?;
         self.state = WriteUnlockState::Leaving(leave);
         Ok(Yield::Op(op))
     }
@@ -525,18 +515,17 @@ impl Routine for WriteUnlock {
             }
             WriteUnlockState::ReadingNext(read) => match read.resume(reply)? {
                 Yield::Op(op) => Ok(Yield::Op(op)),
-                Yield::Done(successor) => {
+                Yield::Done((successor, ticket)) => {
                     let level = self.level;
                     self.successors[level] = successor;
+                    self.tickets[level] = ticket;
                     let count = self.counts.get(level);
                     if successor != EMPTY && count < self.lock.config.t_l[level] {
                         let grant = self.counts.with(level, count + 1).grant(level);
                         self.leave(level, grant)
                     } else if level == 0 {
                         let mut give = GiveBack::new(&self.lock, self.slot);
-                        let Yield::Op(op) = start(&mut give)? else {
-                            unreachable!("giving back issues operations")
-                        };
+                        let op = first_op(&mut give)?;
                         self.state = WriteUnlockState::GivingBack(give);
                         Ok(Yield::Op(op))
                     } else {
