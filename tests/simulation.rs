@@ -27,6 +27,7 @@ fn spec(seed: u64) -> ClusterSpec {
         duration_ns: DURATION_NS,
         crash_leader_at: Some(crash_leader_at),
         crashes,
+        slow: Vec::new(),
         client: ClientScript {
             count: VALUES,
             size: 16,
@@ -130,4 +131,30 @@ fn a_seed_replays_exactly() {
         serde_json::to_string(&a).unwrap(),
         serde_json::to_string(&b).unwrap()
     );
+}
+
+/// The checks have teeth: each deliberately wrong variant of the slot protocol (velos-core's
+/// `mutations` feature) breaks a check on some of the seeds above, with the followers
+/// slowed down (a leader's own acceptor answers first; without slow followers the other
+/// acceptors have executed an accept before its loopback completion arrives, and deciding
+/// on one accept goes unseen).
+#[test]
+fn the_checks_catch_each_mutation() {
+    use velos::core::slot::Mutation;
+    // ReuseProposal needs two proposers racing on one slot, which a cluster with one
+    // leader at a time does not produce: the exhaustive check catches it
+    // (`src/harness/mutation_checks.rs`).
+    for mutation in [Mutation::SkipAdoption, Mutation::AcceptWithoutMajority] {
+        let caught = (0..SEEDS).find_map(|seed| {
+            let mut spec = spec(seed);
+            spec.log.mutation = mutation;
+            spec.slow = (1..spec.log.replicas).map(|r| (r, 3_000)).collect();
+            let report = run(&spec);
+            (!report.ok()).then(|| (seed, report.failures[0].clone()))
+        });
+        match caught {
+            Some((seed, failure)) => eprintln!("{mutation:?}: caught at seed {seed}: {failure}"),
+            None => panic!("{mutation:?} passed every check on {SEEDS} seeds"),
+        }
+    }
 }

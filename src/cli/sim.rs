@@ -103,6 +103,7 @@ pub fn run_cli(a: SimArgs) -> ExitCode {
         duration_ns: a.duration,
         crash_leader_at: a.crash_leader_at,
         crashes: a.crash.clone(),
+        slow: Vec::new(),
         client: ClientScript {
             count: a.values.unwrap_or(u64::from(a.slots)),
             size: a.value_size,

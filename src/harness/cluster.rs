@@ -22,6 +22,9 @@ pub struct ClusterSpec {
     pub crash_leader_at: Option<u64>,
     /// Crash these replicas at these times.
     pub crashes: Vec<(u16, u64)>,
+    /// Slow these replicas down for the whole run: every step of an operation towards
+    /// one costs this much more (ns).
+    pub slow: Vec<(u16, u64)>,
     /// Values each replica proposes while it leads.
     pub client: ClientScript,
     /// Step costs.
@@ -105,6 +108,14 @@ pub fn run(spec: &ClusterSpec) -> ClusterReport {
                 mode: CrashMode::Hang,
             },
         })
+        .chain(spec.slow.iter().map(|&(node, extra_ns)| ScheduledFault {
+            at_ns: 0,
+            fault: Fault::Delay {
+                node: NodeId(node),
+                extra_ns,
+                duration_ns: spec.duration_ns,
+            },
+        }))
         .collect();
     let mut sim = Simulator::new(machine, sim);
     let max_steps = u64::MAX;

@@ -1,6 +1,7 @@
 //! The configuration of a replicated log and where each replica's words and work ids are.
 
 use crate::cluster::ClusterShape;
+use crate::slot::Mutation;
 use crate::word::WordLayout;
 use velos_rdma::{Loc, WorkId};
 
@@ -26,6 +27,9 @@ pub struct LogConfig {
     /// A follower that learned nothing locally for this long reads the next slot from a
     /// majority (ns).
     pub catch_up_after_ns: u64,
+    /// A deliberately wrong variant of the slot protocol (tests with velos-core's
+    /// `mutations` feature only; otherwise always [`Mutation::None`]).
+    pub mutation: Mutation,
 }
 
 impl LogConfig {
@@ -43,6 +47,7 @@ impl LogConfig {
             failure_timeout_ns: 20_000,
             idle_pause_ns: 200,
             catch_up_after_ns: 10_000,
+            mutation: Mutation::None,
         }
     }
 

@@ -16,7 +16,7 @@
 
 use super::config::LogConfig;
 use crate::proposal::{Numbering, ProposerId};
-use crate::slot::{Content, Mutation, Outcome, SlotCommand, SlotConfig, SlotProposer};
+use crate::slot::{Content, Outcome, SlotCommand, SlotConfig, SlotProposer};
 use std::collections::{BTreeMap, VecDeque};
 
 /// A client value and the id its proposer was given for it.
@@ -89,7 +89,7 @@ impl Leader {
             },
             me: self.me,
             tag: 0,
-            mutation: Mutation::None,
+            mutation: config.mutation,
         }
     }
 
@@ -141,16 +141,15 @@ impl Leader {
             let mut cmds = Vec::new();
             proposer.prepare_above(self.ballot.saturating_sub(1), &mut cmds);
             self.ballot = self.ballot.max(proposer.proposal());
+            let mut run = Run {
+                proposer,
+                mine: None,
+                adopted: None,
+                reading: false,
+            };
+            Self::note_reads(&mut run, &cmds);
             out.extend(cmds.into_iter().map(|c| (slot, c)));
-            self.window.insert(
-                slot,
-                Run {
-                    proposer,
-                    mine: None,
-                    adopted: None,
-                    reading: false,
-                },
-            );
+            self.window.insert(slot, run);
             self.next_slot += 1;
         }
         assert!(
@@ -269,10 +268,11 @@ impl Leader {
                 Outcome::Aborted => {
                     let run = self.window.get_mut(&slot).expect("present");
                     let mut cmds = Vec::new();
+                    run.adopted = None;
                     run.proposer.prepare_above(self.ballot, &mut cmds);
+                    Self::note_reads(run, &cmds);
                     // An abort moves the ballot above the aborted one (see the lemma).
                     self.ballot = self.ballot.max(run.proposer.proposal());
-                    run.adopted = None;
                     out.extend(cmds.into_iter().map(|c| (slot, c)));
                     progress.moved = true;
                 }
