@@ -563,3 +563,18 @@ fn wait_any_returns_the_first_complete_work_id() {
         );
     }
 }
+
+/// `now` is the fabric's monotonic clock in ns; `pause` lets at least its duration pass.
+#[test]
+fn now_is_monotonic_and_pause_waits() {
+    let fabric = MemFabric::new(Layout::uniform(1, 4), Mode::Inline);
+    let mut endpoint = fabric.endpoint(NodeId(0));
+    let Reply::Value(t0) = endpoint.execute(&Op::Now) else {
+        panic!("now replies a value")
+    };
+    assert_eq!(endpoint.execute(&Op::Pause { ns: 2_000_000 }), Reply::Done);
+    let Reply::Value(t1) = endpoint.execute(&Op::Now) else {
+        panic!("now replies a value")
+    };
+    assert!(t1 >= t0 + 2_000_000, "paused 2 ms: {t0} -> {t1}");
+}

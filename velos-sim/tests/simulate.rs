@@ -360,3 +360,26 @@ fn wait_any_waits_for_the_first_answer() {
     );
     assert_eq!(sim.machine().threads[0].next, Next::Finished);
 }
+
+/// `now` reads virtual time; `pause` lets exactly its duration pass (plus the step's own
+/// cost); the explorer has no time, so there both are instantaneous.
+#[test]
+fn now_and_pause_follow_virtual_time() {
+    use velos_sim::litmus::program::Action;
+    let now = |reg| Compiled {
+        action: Action::Op(Op::Now),
+        reg: Some(reg),
+    };
+    let code = vec![now(0), Compiled::op(Op::Pause { ns: 1_000 }), now(1)];
+    let mut machine = Machine::new(&velos_rdma::Layout::uniform(1, 4));
+    machine.spawn(NodeId(0), LitmusThread::new(code.clone(), 2));
+    // uniform: every step costs 1 ns: now at 0, pause from 1 to 1 + 1000, now at 1001.
+    let mut sim = Simulator::new(machine, SimConfig::new(3, LatencyModel::uniform()));
+    assert_eq!(sim.run(u64::MAX, 100), Stop::Complete);
+    assert_eq!(sim.machine().threads[0].process.regs, vec![0, 1_001]);
+    let mut machine = Machine::new(&velos_rdma::Layout::uniform(1, 4));
+    machine.spawn(NodeId(0), LitmusThread::new(code, 2));
+    let outcomes =
+        velos_sim::explore::outcomes(machine, 100, |m| m.threads[0].process.regs.clone());
+    assert_eq!(outcomes.into_iter().collect::<Vec<_>>(), vec![vec![0, 0]]);
+}
