@@ -40,7 +40,8 @@
 //! operations: a holder that wants the next holder to see its puts must wait for them (a
 //! global fence towards their node) before the release.
 
-use super::ticket_queue::{Access, Enter, Entered, Leave, Member, TicketQueue};
+use super::fetch::Access;
+use super::ticket_queue::{Enter, Entered, Leave, Member, TicketQueue};
 use super::{Routine, Yield, library_work_id};
 use crate::error::RdmaError;
 use crate::ids::{Loc, NodeId, WorkId};

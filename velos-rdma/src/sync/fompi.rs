@@ -20,7 +20,8 @@
 //! blocking `MPI_Win_unlock` does. Every atomic and get lands in the participant's own
 //! scratch word.
 
-use super::{Routine, Yield, done_of, library_work_id, value_of};
+use super::fetch::{Access, ReadWord};
+use super::{FetchAtomic, Routine, Yield, done_of, first_op, library_work_id};
 use crate::error::RdmaError;
 use crate::ids::{Loc, NodeId, WorkId};
 use crate::layout_builder::LayoutBuilder;
@@ -87,6 +88,14 @@ impl FompiRw {
             "fompi: unknown participant {slot}"
         );
     }
+
+    /// Participant `slot` starts reading the lock word: a get into its scratch word, the
+    /// wait, the load.
+    fn read_word(&self, slot: usize, work_id: WorkId) -> Result<(ReadWord, Op), RdmaError> {
+        let mut read = ReadWord::new(self.word, Access::Nic, self.scratch[slot], work_id);
+        let op = first_op(&mut read)?;
+        Ok((read, op))
+    }
 }
 
 /// Participant `slot` takes `lock` for writing (exclusively).
@@ -136,14 +145,10 @@ pub fn read_unlock(lock: &Shared<FompiRw>, slot: usize) -> Unlock {
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 enum WriteLockState {
     Start,
-    /// The CAS 0 → 1 was posted.
-    CasPosted,
-    CasWaited,
-    CasLoaded,
-    /// A get of the lock word was posted (spinning until it reads 0).
-    SpinPosted,
-    SpinWaited,
-    SpinLoaded,
+    /// The CAS 0 → 1, its wait and the load of the old value.
+    Cas(FetchAtomic),
+    /// Reading the lock word (get, wait, load) until it reads 0.
+    Spinning(ReadWord),
 }
 
 /// A write-lock acquire in progress.
@@ -155,24 +160,20 @@ pub struct WriteLock {
 }
 
 impl WriteLock {
-    fn cas(&self) -> Op {
-        Op::Atomic {
-            local: self.lock.scratch[self.slot],
-            remote: self.lock.word,
-            rmw: Rmw::Cas {
-                expected: 0,
-                new: WRITER,
-            },
-            work_id: WRITE_LOCK_WORK_ID,
-        }
+    fn cas(&self) -> Result<(WriteLockState, Op), RdmaError> {
+        let cas = Rmw::Cas {
+            expected: 0,
+            new: WRITER,
+        };
+        let (scratch, word) = (self.lock.scratch[self.slot], self.lock.word);
+        let mut fetch = FetchAtomic::new(scratch, word, cas, WRITE_LOCK_WORK_ID);
+        let op = first_op(&mut fetch)?;
+        Ok((WriteLockState::Cas(fetch), op))
     }
 
-    fn get(&self) -> Op {
-        Op::Get {
-            local: self.lock.scratch[self.slot],
-            remote: self.lock.word,
-            work_id: WRITE_LOCK_WORK_ID,
-        }
+    fn spin(&self) -> Result<(WriteLockState, Op), RdmaError> {
+        let (read, op) = self.lock.read_word(self.slot, WRITE_LOCK_WORK_ID)?;
+        Ok((WriteLockState::Spinning(read), op))
     }
 }
 
@@ -180,44 +181,21 @@ impl Routine for WriteLock {
     type Output = ();
 
     fn resume(&mut self, reply: Reply) -> Result<Yield<()>, RdmaError> {
-        let scratch = self.lock.scratch[self.slot];
-        let wait = Op::Wait {
-            work_id: WRITE_LOCK_WORK_ID,
-        };
         let (state, op) = match self.state {
             WriteLockState::Start => {
                 done_of(reply)?;
-                (WriteLockState::CasPosted, self.cas())
+                self.cas()?
             }
-            WriteLockState::CasPosted => {
-                done_of(reply)?;
-                (WriteLockState::CasWaited, wait)
-            }
-            WriteLockState::CasWaited => {
-                done_of(reply)?;
-                (WriteLockState::CasLoaded, Op::Load { loc: scratch })
-            }
-            WriteLockState::CasLoaded => {
-                if value_of(reply)? == 0 {
-                    return Ok(Yield::Done(()));
-                }
-                (WriteLockState::SpinPosted, self.get())
-            }
-            WriteLockState::SpinPosted => {
-                done_of(reply)?;
-                (WriteLockState::SpinWaited, wait)
-            }
-            WriteLockState::SpinWaited => {
-                done_of(reply)?;
-                (WriteLockState::SpinLoaded, Op::Load { loc: scratch })
-            }
-            WriteLockState::SpinLoaded => {
-                if value_of(reply)? == 0 {
-                    (WriteLockState::CasPosted, self.cas())
-                } else {
-                    (WriteLockState::SpinPosted, self.get())
-                }
-            }
+            WriteLockState::Cas(ref mut fetch) => match fetch.resume(reply)? {
+                Yield::Op(op) => return Ok(Yield::Op(op)),
+                Yield::Done(0) => return Ok(Yield::Done(())),
+                Yield::Done(_) => self.spin()?,
+            },
+            WriteLockState::Spinning(ref mut read) => match read.resume(reply)? {
+                Yield::Op(op) => return Ok(Yield::Op(op)),
+                Yield::Done(0) => self.cas()?,
+                Yield::Done(_) => self.spin()?,
+            },
         };
         self.state = state;
         Ok(Yield::Op(op))
@@ -227,14 +205,10 @@ impl Routine for WriteLock {
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 enum ReadLockState {
     Start,
-    /// The FAA +2 was posted.
-    FaaPosted,
-    FaaWaited,
-    FaaLoaded,
-    /// A get of the lock word was posted (spinning while the writer bit is set).
-    SpinPosted,
-    SpinWaited,
-    SpinLoaded,
+    /// The FAA +2, its wait and the load of the old value.
+    Faa(FetchAtomic),
+    /// Reading the lock word (get, wait, load) while the writer bit is set.
+    Spinning(ReadWord),
 }
 
 /// A read-lock acquire in progress.
@@ -246,12 +220,9 @@ pub struct ReadLock {
 }
 
 impl ReadLock {
-    fn get(&self) -> Op {
-        Op::Get {
-            local: self.lock.scratch[self.slot],
-            remote: self.lock.word,
-            work_id: READ_LOCK_WORK_ID,
-        }
+    fn spin(&self) -> Result<(ReadLockState, Op), RdmaError> {
+        let (read, op) = self.lock.read_word(self.slot, READ_LOCK_WORK_ID)?;
+        Ok((ReadLockState::Spinning(read), op))
     }
 }
 
@@ -260,42 +231,24 @@ impl Routine for ReadLock {
 
     fn resume(&mut self, reply: Reply) -> Result<Yield<()>, RdmaError> {
         let scratch = self.lock.scratch[self.slot];
-        let wait = Op::Wait {
-            work_id: READ_LOCK_WORK_ID,
-        };
         let (state, op) = match self.state {
             ReadLockState::Start => {
                 done_of(reply)?;
-                let faa = Op::Atomic {
-                    local: scratch,
-                    remote: self.lock.word,
-                    rmw: Rmw::Faa { add: READER },
-                    work_id: READ_LOCK_WORK_ID,
-                };
-                (ReadLockState::FaaPosted, faa)
+                let faa = Rmw::Faa { add: READER };
+                let mut fetch = FetchAtomic::new(scratch, self.lock.word, faa, READ_LOCK_WORK_ID);
+                let op = first_op(&mut fetch)?;
+                (ReadLockState::Faa(fetch), op)
             }
-            ReadLockState::FaaPosted => {
-                done_of(reply)?;
-                (ReadLockState::FaaWaited, wait)
-            }
-            ReadLockState::FaaWaited => {
-                done_of(reply)?;
-                (ReadLockState::FaaLoaded, Op::Load { loc: scratch })
-            }
-            ReadLockState::FaaLoaded | ReadLockState::SpinLoaded => {
-                if value_of(reply)? & WRITER == 0 {
-                    return Ok(Yield::Done(()));
-                }
-                (ReadLockState::SpinPosted, self.get())
-            }
-            ReadLockState::SpinPosted => {
-                done_of(reply)?;
-                (ReadLockState::SpinWaited, wait)
-            }
-            ReadLockState::SpinWaited => {
-                done_of(reply)?;
-                (ReadLockState::SpinLoaded, Op::Load { loc: scratch })
-            }
+            ReadLockState::Faa(ref mut fetch) => match fetch.resume(reply)? {
+                Yield::Op(op) => return Ok(Yield::Op(op)),
+                Yield::Done(old) if old & WRITER == 0 => return Ok(Yield::Done(())),
+                Yield::Done(_) => self.spin()?,
+            },
+            ReadLockState::Spinning(ref mut read) => match read.resume(reply)? {
+                Yield::Op(op) => return Ok(Yield::Op(op)),
+                Yield::Done(word) if word & WRITER == 0 => return Ok(Yield::Done(())),
+                Yield::Done(_) => self.spin()?,
+            },
         };
         self.state = state;
         Ok(Yield::Op(op))

@@ -4,7 +4,8 @@
 //! paper's D-MCS ([`dmcs`]) and reader-writer RMA-RW ([`rmarw`]) with the ticket queue both
 //! are built on ([`ticket_queue`]), the foMPI-style baseline
 //! reader-writer lock of the lock benchmark ([`fompi`]), and [`guard`]: running a routine
-//! on a thread-per-process backend, with RAII lock guards.
+//! on a thread-per-process backend, with RAII lock guards. [`FetchAtomic`] is the piece
+//! they share: a remote atomic, its wait, and the load of the old value.
 //!
 //! Every object is described once (its words, allocated with a
 //! [`LayoutBuilder`](crate::LayoutBuilder)) and shared by its users through a
@@ -17,6 +18,7 @@
 //! waits never wait for the program's operations and vice versa.
 
 pub mod dmcs;
+mod fetch;
 pub mod fompi;
 pub mod guard;
 pub mod nlock;
@@ -28,7 +30,9 @@ pub mod sv;
 pub mod ticket_queue;
 pub mod wlock;
 
+pub use fetch::FetchAtomic;
 pub use guard::run;
+pub(crate) use routine::first_op;
 pub use routine::{Routine, Yield, done_of, value_of};
 
 use crate::ids::WorkId;

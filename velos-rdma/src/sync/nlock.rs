@@ -4,7 +4,8 @@
 //! towards n, then an inline put of ticket + 1 into the release word. It orders the
 //! critical section's operations towards n only, and only as seen by the next acquirer.
 
-use super::{Routine, Yield, done_of, library_work_id, value_of};
+use super::fetch::{Access, ReadWord};
+use super::{FetchAtomic, Routine, Yield, done_of, first_op, library_work_id, value_of};
 use crate::error::RdmaError;
 use crate::ids::{Loc, NodeId, WorkId};
 use crate::layout_builder::LayoutBuilder;
@@ -87,18 +88,12 @@ pub fn release(lock: &Shared<NLock>, slot: usize) -> Release {
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 enum AcquireState {
     Start,
-    Fetched,
-    Waited,
-    LoadingTicket,
-    /// The ticket is known; a get of the release word was posted.
+    /// Drawing a ticket: the FAA on the ticket word, its wait, the load.
+    Drawing(FetchAtomic),
+    /// The ticket is known; reading the release word (get, wait, load) until it equals it.
     Polling {
         ticket: u64,
-    },
-    PollWaited {
-        ticket: u64,
-    },
-    Checking {
-        ticket: u64,
+        read: ReadWord,
     },
     Stored,
 }
@@ -112,12 +107,12 @@ pub struct Acquire {
 }
 
 impl Acquire {
-    fn get_release(&self) -> Op {
-        Op::Get {
-            local: self.lock.scratch[self.slot],
-            remote: self.lock.release,
-            work_id: ACQUIRE_WORK_ID,
-        }
+    /// Starts a read of the release word (a get into scratch, its wait, a load).
+    fn poll(&self, ticket: u64) -> Result<(AcquireState, Op), RdmaError> {
+        let scratch = self.lock.scratch[self.slot];
+        let mut read = ReadWord::new(self.lock.release, Access::Nic, scratch, ACQUIRE_WORK_ID);
+        let op = first_op(&mut read)?;
+        Ok((AcquireState::Polling { ticket, read }, op))
     }
 }
 
@@ -126,51 +121,32 @@ impl Routine for Acquire {
 
     fn resume(&mut self, reply: Reply) -> Result<Yield<()>, RdmaError> {
         let scratch = self.lock.scratch[self.slot];
-        let wait = Op::Wait {
-            work_id: ACQUIRE_WORK_ID,
-        };
         let (state, op) = match self.state {
             AcquireState::Start => {
                 done_of(reply)?;
-                let faa = Op::Atomic {
-                    local: scratch,
-                    remote: self.lock.ticket,
-                    rmw: Rmw::Faa { add: 1 },
-                    work_id: ACQUIRE_WORK_ID,
-                };
-                (AcquireState::Fetched, faa)
+                let faa = Rmw::Faa { add: 1 };
+                let mut draw = FetchAtomic::new(scratch, self.lock.ticket, faa, ACQUIRE_WORK_ID);
+                let op = first_op(&mut draw)?;
+                (AcquireState::Drawing(draw), op)
             }
-            AcquireState::Fetched => {
-                done_of(reply)?;
-                (AcquireState::Waited, wait)
-            }
-            AcquireState::Waited => {
-                done_of(reply)?;
-                (AcquireState::LoadingTicket, Op::Load { loc: scratch })
-            }
-            AcquireState::LoadingTicket => {
-                let ticket = value_of(reply)?;
-                (AcquireState::Polling { ticket }, self.get_release())
-            }
-            AcquireState::Checking { ticket } => {
-                if value_of(reply)? == ticket {
+            AcquireState::Drawing(ref mut draw) => match draw.resume(reply)? {
+                Yield::Op(op) => return Ok(Yield::Op(op)),
+                Yield::Done(ticket) => self.poll(ticket)?,
+            },
+            AcquireState::Polling {
+                ticket,
+                ref mut read,
+            } => match read.resume(reply)? {
+                Yield::Op(op) => return Ok(Yield::Op(op)),
+                Yield::Done(released) if released == ticket => {
                     let store = Op::Store {
                         loc: self.lock.next[self.slot],
                         value: ticket.wrapping_add(1),
                     };
                     (AcquireState::Stored, store)
-                } else {
-                    (AcquireState::Polling { ticket }, self.get_release())
                 }
-            }
-            AcquireState::Polling { ticket } => {
-                done_of(reply)?;
-                (AcquireState::PollWaited { ticket }, wait)
-            }
-            AcquireState::PollWaited { ticket } => {
-                done_of(reply)?;
-                (AcquireState::Checking { ticket }, Op::Load { loc: scratch })
-            }
+                Yield::Done(_) => self.poll(ticket)?,
+            },
             AcquireState::Stored => {
                 done_of(reply)?;
                 return Ok(Yield::Done(()));

@@ -53,8 +53,9 @@ pub use config::{MAX_PARTICIPANTS, RmaRwConfig, RmaRwConfigError};
 pub use reader::{ReadLock, ReadUnlock};
 pub use writer::{WriteLock, WriteUnlock};
 
+use super::fetch::{Access, ReadWord};
 use super::library_work_id;
-use super::ticket_queue::{Access, Member, TicketQueue};
+use super::ticket_queue::{Member, TicketQueue};
 use crate::ids::{Loc, NodeId, WorkId};
 use crate::layout_builder::LayoutBuilder;
 use crate::shared::Shared;
@@ -304,6 +305,17 @@ impl RmaRw {
     /// The root's DQ.
     fn root_queue(&self) -> &Shared<TicketQueue> {
         &self.queues[0][0]
+    }
+
+    /// Participant `slot` reads `loc` (a counter word): with a CPU load if it is on the
+    /// participant's node, with a get into its first scratch word otherwise.
+    fn read_word(&self, slot: usize, loc: Loc, work_id: WorkId) -> ReadWord {
+        let access = if loc.node == self.nodes[slot] {
+            Access::Cpu
+        } else {
+            Access::Nic
+        };
+        ReadWord::new(loc, access, self.scratch[slot][0], work_id)
     }
 }
 

@@ -44,3 +44,11 @@ pub fn done_of(reply: Reply) -> Result<(), RdmaError> {
         Reply::Value(_) => Ok(()),
     }
 }
+
+/// The first operation of a routine that has just been made: it always issues one.
+pub(crate) fn first_op<R: Routine>(routine: &mut R) -> Result<Op, RdmaError> {
+    match routine.resume(Reply::Start)? {
+        Yield::Op(op) => Ok(op),
+        Yield::Done(_) => panic!("routine protocol: {routine:?} finished before its first step"),
+    }
+}

@@ -127,7 +127,8 @@
 //! * a put is acknowledged before its write lands; the readers of NEXT and STATUS read
 //!   until they see the write.
 
-use super::{Routine, Yield, done_of, value_of};
+use super::fetch::{Access, ReadWord, ReadWords};
+use super::{FetchAtomic, Routine, Yield, done_of, first_op, value_of};
 use crate::error::RdmaError;
 use crate::ids::{Loc, NodeId, WorkId};
 use crate::layout_builder::LayoutBuilder;
@@ -173,15 +174,6 @@ impl Default for Tickets {
             refresh: true,
         }
     }
-}
-
-/// How the participant that acts for a member reaches the member's words.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub(crate) enum Access {
-    /// CPU loads and stores: the member is the participant itself, on its own node.
-    Cpu,
-    /// Gets and inline puts: the member is an element, acted for by changing participants.
-    Nic,
 }
 
 /// NEXT, STATUS and TICKET of one member, on its home node.
@@ -330,164 +322,6 @@ impl TicketQueue {
     }
 }
 
-/// The first operation of a routine that has just been made: it always issues one.
-pub(crate) fn first_op<R: Routine>(routine: &mut R) -> Result<Op, RdmaError> {
-    match routine.resume(Reply::Start)? {
-        Yield::Op(op) => Ok(op),
-        Yield::Done(_) => panic!("routine protocol: {routine:?} finished before its first step"),
-    }
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-enum ReadState {
-    Start,
-    /// `gets` gets were posted.
-    Posted {
-        gets: u8,
-    },
-    /// Their wait returned; the first word is loaded next.
-    Waited,
-    /// Word `index` is being loaded; `first` is word 0's value once loaded.
-    Loading {
-        index: u8,
-        first: u64,
-    },
-}
-
-/// Reads one or two words of a member: CPU loads, or gets into scratch words, one wait,
-/// and loads. Outputs both values (the second is 0 when only one word is read).
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub(crate) struct ReadWords {
-    locs: [Loc; 2],
-    /// How many of `locs` are read: 1 or 2.
-    count: u8,
-    access: Access,
-    scratch: [Loc; 2],
-    work_id: WorkId,
-    state: ReadState,
-}
-
-/// Reads one word: a CPU load, or a get into `scratch`, its wait, and a load.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub(crate) struct ReadWord(ReadWords);
-
-impl ReadWords {
-    /// Reads `locs` (two words) as `access` says, through `scratch` for gets.
-    pub(crate) fn pair(
-        locs: [Loc; 2],
-        access: Access,
-        scratch: [Loc; 2],
-        work_id: WorkId,
-    ) -> ReadWords {
-        assert!(
-            access == Access::Cpu || scratch[0] != scratch[1],
-            "two gets need two scratch words"
-        );
-        ReadWords {
-            locs,
-            count: 2,
-            access,
-            scratch,
-            work_id,
-            state: ReadState::Start,
-        }
-    }
-
-    /// The load of word `index`: the word itself, or the scratch word its get filled.
-    fn load(&self, index: u8) -> Op {
-        let index = usize::from(index);
-        let loc = match self.access {
-            Access::Cpu => self.locs[index],
-            Access::Nic => self.scratch[index],
-        };
-        Op::Load { loc }
-    }
-
-    /// The get of word `index` into its scratch word.
-    fn get(&self, index: u8) -> Op {
-        let index = usize::from(index);
-        Op::Get {
-            local: self.scratch[index],
-            remote: self.locs[index],
-            work_id: self.work_id,
-        }
-    }
-}
-
-impl ReadWord {
-    /// Reads `loc` as `access` says, through `scratch` for a get.
-    pub(crate) fn new(loc: Loc, access: Access, scratch: Loc, work_id: WorkId) -> ReadWord {
-        ReadWord(ReadWords {
-            locs: [loc, loc],
-            count: 1,
-            access,
-            scratch: [scratch, scratch],
-            work_id,
-            state: ReadState::Start,
-        })
-    }
-}
-
-impl Routine for ReadWords {
-    type Output = (u64, u64);
-
-    fn resume(&mut self, reply: Reply) -> Result<Yield<(u64, u64)>, RdmaError> {
-        let (state, op) = match self.state {
-            ReadState::Start => {
-                done_of(reply)?;
-                match self.access {
-                    Access::Cpu => (ReadState::Loading { index: 0, first: 0 }, self.load(0)),
-                    Access::Nic => (ReadState::Posted { gets: 1 }, self.get(0)),
-                }
-            }
-            ReadState::Posted { gets } if gets < self.count => {
-                done_of(reply)?;
-                (ReadState::Posted { gets: gets + 1 }, self.get(gets))
-            }
-            ReadState::Posted { .. } => {
-                done_of(reply)?;
-                let wait = Op::Wait {
-                    work_id: self.work_id,
-                };
-                (ReadState::Waited, wait)
-            }
-            ReadState::Waited => {
-                done_of(reply)?;
-                (ReadState::Loading { index: 0, first: 0 }, self.load(0))
-            }
-            ReadState::Loading { index, first } => {
-                let value = value_of(reply)?;
-                if index + 1 == self.count {
-                    let both = if index == 0 {
-                        (value, 0)
-                    } else {
-                        (first, value)
-                    };
-                    return Ok(Yield::Done(both));
-                }
-                let state = ReadState::Loading {
-                    index: index + 1,
-                    first: value,
-                };
-                (state, self.load(index + 1))
-            }
-        };
-        self.state = state;
-        Ok(Yield::Op(op))
-    }
-}
-
-impl Routine for ReadWord {
-    type Output = u64;
-
-    fn resume(&mut self, reply: Reply) -> Result<Yield<u64>, RdmaError> {
-        Ok(match self.0.resume(reply)? {
-            Yield::Op(op) => Yield::Op(op),
-            Yield::Done((value, _)) => Yield::Done(value),
-        })
-    }
-}
-
 /// How an enter ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) enum Entered {
@@ -506,12 +340,8 @@ enum EnterState {
     StatusReset,
     /// (NIC member) The resets are in memory.
     ResetsLanded,
-    /// The FAA that draws a ticket was posted.
-    Drawing,
-    /// Its wait returned; the old TAIL is loaded next.
-    DrawWaited,
-    /// The old TAIL was loaded.
-    Drawn,
+    /// Drawing a ticket: the FAA on TAIL, its wait, the load of the old TAIL.
+    Drawing(FetchAtomic),
     /// The registration in SLOT was posted; `drawn` is TAIL as the FAA returned it (the
     /// ticket and the snapshot), `open` whether the ticket is open.
     Registering {
@@ -594,14 +424,14 @@ impl Enter {
 
     /// Whether the member is in the queue: its FAA on TAIL has completed.
     pub(crate) fn queued(&self) -> bool {
-        !matches!(
-            self.state,
+        match &self.state {
             EnterState::Start
-                | EnterState::NextReset
-                | EnterState::StatusReset
-                | EnterState::ResetsLanded
-                | EnterState::Drawing
-        )
+            | EnterState::NextReset
+            | EnterState::StatusReset
+            | EnterState::ResetsLanded => false,
+            EnterState::Drawing(fetch) => fetch.completed(),
+            _ => true,
+        }
     }
 
     fn member(&self) -> Member {
@@ -631,14 +461,12 @@ impl Enter {
         }
     }
 
-    /// The FAA that draws a ticket.
-    fn draw(&self) -> Op {
-        Op::Atomic {
-            local: self.drawn_at(),
-            remote: self.queue.tail,
-            rmw: Rmw::Faa { add: DRAW },
-            work_id: self.work_id,
-        }
+    /// Starts drawing a ticket: the FAA on TAIL.
+    fn draw(&self) -> Result<(EnterState, Op), RdmaError> {
+        let faa = Rmw::Faa { add: DRAW };
+        let mut fetch = FetchAtomic::new(self.drawn_at(), self.queue.tail, faa, self.work_id);
+        let op = first_op(&mut fetch)?;
+        Ok((EnterState::Drawing(fetch), op))
     }
 
     /// Whether the participant reaches SLOT with CPU operations: a CPU member whose
@@ -745,7 +573,7 @@ impl Routine for Enter {
                 match member.access {
                     // CPU stores reach memory before the later atomic leaves the store
                     // buffer: nothing more is needed.
-                    Access::Cpu => (EnterState::Drawing, self.draw()),
+                    Access::Cpu => self.draw()?,
                     // Puts are acknowledged before they land, and the FAA goes to another
                     // queue pair: fence until they are in memory (Lemma 6).
                     Access::Nic => {
@@ -756,21 +584,13 @@ impl Routine for Enter {
             }
             EnterState::ResetsLanded => {
                 done_of(reply)?;
-                (EnterState::Drawing, self.draw())
+                self.draw()?
             }
-            EnterState::Drawing => {
-                done_of(reply)?;
-                (EnterState::DrawWaited, wait)
-            }
-            EnterState::DrawWaited => {
-                done_of(reply)?;
-                let load = Op::Load {
-                    loc: self.drawn_at(),
+            EnterState::Drawing(ref mut fetch) => {
+                let drawn = match fetch.resume(reply)? {
+                    Yield::Op(op) => return Ok(Yield::Op(op)),
+                    Yield::Done(drawn) => drawn,
                 };
-                (EnterState::Drawn, load)
-            }
-            EnterState::Drawn => {
-                let drawn = value_of(reply)?;
                 let (ticket, snapshot) = tail_fields(drawn);
                 let open = queue.is_open(ticket, snapshot);
                 // Lemma 2: a ticket is open only when the queue is empty, and then OPEN is
@@ -880,33 +700,17 @@ enum LeaveState {
     Start { known: Option<(u64, u64)> },
     /// Reading NEXT and TICKET.
     Reading(ReadWords),
-    /// A CAS of TAIL from `expected` (DRAWN = d + 1) to (d + 1, d + 1) was posted.
-    Freeing { expected: u64 },
-    /// Its wait returned; the old value is loaded next.
-    FreeWaited { expected: u64 },
-    /// The old value of TAIL was loaded.
-    FreeLoaded { expected: u64 },
+    /// The leave CAS of TAIL from an expected value with DRAWN = d + 1 to (d + 1, d + 1).
+    Freeing(FetchAtomic),
     /// That CAS failed because a successor drew a ticket: reading NEXT until it links.
     /// `seen` is TAIL as the CAS returned it (the guess of a refresh).
     AwaitingSuccessor { seen: u64, read: ReadWord },
-    /// A refresh CAS of TAIL from `expected` to (DRAWN of `expected`, d) was posted, before
-    /// passing to `successor`; `failures` earlier attempts failed.
+    /// A refresh CAS of TAIL from an expected value to (its DRAWN, d), before passing to
+    /// `successor`; `failures` earlier attempts failed.
     Refreshing {
-        expected: u64,
         successor: u64,
-        failures: usize,
-    },
-    /// Its wait returned; the old value is loaded next.
-    RefreshWaited {
-        expected: u64,
-        successor: u64,
-        failures: usize,
-    },
-    /// The old value of TAIL was loaded.
-    RefreshLoaded {
-        expected: u64,
-        successor: u64,
-        failures: usize,
+        failures: u32,
+        fetch: FetchAtomic,
     },
     /// The signal was put into the successor's STATUS.
     Passing,
@@ -988,18 +792,17 @@ impl Leave {
         }
     }
 
-    /// A CAS of TAIL from `expected` to `new`, its old value landing in scratch.
-    fn cas(&self, expected: u64, new: u64) -> Op {
-        Op::Atomic {
-            local: self.scratch[0],
-            remote: self.queue.tail,
-            rmw: Rmw::Cas { expected, new },
-            work_id: self.work_id,
-        }
+    /// A CAS of TAIL from `expected` to `new`, its old value landing in scratch; its
+    /// first operation.
+    fn cas(&self, expected: u64, new: u64) -> Result<(FetchAtomic, Op), RdmaError> {
+        let cas = Rmw::Cas { expected, new };
+        let mut fetch = FetchAtomic::new(self.scratch[0], self.queue.tail, cas, self.work_id);
+        let op = first_op(&mut fetch)?;
+        Ok((fetch, op))
     }
 
     /// NEXT and TICKET are known: pass on, or empty the queue.
-    fn decide(&mut self, successor: u64, drawn: u64) -> (LeaveState, Op) {
+    fn decide(&mut self, successor: u64, drawn: u64) -> Result<(LeaveState, Op), RdmaError> {
         (self.ticket, self.snapshot) = tail_fields(drawn);
         if successor == EMPTY {
             self.free(tail_word(self.ticket.wrapping_add(1), self.snapshot))
@@ -1011,35 +814,40 @@ impl Leave {
     }
 
     /// The leave CAS from `expected` (whose DRAWN is d + 1) to (d + 1, d + 1).
-    fn free(&self, expected: u64) -> (LeaveState, Op) {
+    fn free(&self, expected: u64) -> Result<(LeaveState, Op), RdmaError> {
         let after = self.ticket.wrapping_add(1);
         assert_eq!(
             tail_fields(expected).0,
             after,
             "ticket queue: the queue empties only while DRAWN = d + 1"
         );
-        let cas = self.cas(expected, tail_word(after, after));
-        (LeaveState::Freeing { expected }, cas)
+        let (fetch, op) = self.cas(expected, tail_word(after, after))?;
+        Ok((LeaveState::Freeing(fetch), op))
     }
 
     /// Passes the queue on to `successor`, refreshing OPEN first if the rule says so (a
     /// CAS from `guess`, TAIL as last seen or predicted).
-    fn hand_over(&self, successor: u64, guess: u64, failures: usize) -> (LeaveState, Op) {
+    fn hand_over(
+        &self,
+        successor: u64,
+        guess: u64,
+        failures: u32,
+    ) -> Result<(LeaveState, Op), RdmaError> {
         if !self.queue.must_refresh(self.ticket, self.snapshot) {
-            return (LeaveState::Passing, self.pass(successor));
+            return Ok((LeaveState::Passing, self.pass(successor)));
         }
         // Lemma 4: at most one failure for a stale OPEN and N − 1 for DRAWN's moves.
         assert!(
-            failures <= self.queue.bound,
+            failures as usize <= self.queue.bound,
             "ticket queue: Lemma 4 broken: the refresh failed {failures} times"
         );
-        let cas = self.cas(guess, tail_word(tail_fields(guess).0, self.ticket));
+        let (fetch, op) = self.cas(guess, tail_word(tail_fields(guess).0, self.ticket))?;
         let state = LeaveState::Refreshing {
-            expected: guess,
             successor,
             failures,
+            fetch,
         };
-        (state, cas)
+        Ok((state, op))
     }
 
     fn await_successor(&self, seen: u64) -> Result<(LeaveState, Op), RdmaError> {
@@ -1050,21 +858,23 @@ impl Leave {
     }
 }
 
+/// The expected value of a CAS.
+fn expected(fetch: &FetchAtomic) -> u64 {
+    match fetch.rmw() {
+        Rmw::Cas { expected, .. } => expected,
+        other => unreachable!("ticket queue: a leave posts CASes only, not {other:?}"),
+    }
+}
+
 impl Routine for Leave {
     type Output = ();
 
     fn resume(&mut self, reply: Reply) -> Result<Yield<()>, RdmaError> {
-        let wait = Op::Wait {
-            work_id: self.work_id,
-        };
-        let load_scratch = Op::Load {
-            loc: self.scratch[0],
-        };
         let (state, op) = match self.state {
             LeaveState::Start { known } => {
                 done_of(reply)?;
                 match known {
-                    Some((successor, drawn)) => self.decide(successor, drawn),
+                    Some((successor, drawn)) => self.decide(successor, drawn)?,
                     None => {
                         let mut read = Leave::read_next_and_ticket(
                             &self.queue,
@@ -1079,18 +889,14 @@ impl Routine for Leave {
             }
             LeaveState::Reading(ref mut read) => match read.resume(reply)? {
                 Yield::Op(op) => return Ok(Yield::Op(op)),
-                Yield::Done((successor, drawn)) => self.decide(successor, drawn),
+                Yield::Done((successor, drawn)) => self.decide(successor, drawn)?,
             },
-            LeaveState::Freeing { expected } => {
-                done_of(reply)?;
-                (LeaveState::FreeWaited { expected }, wait)
-            }
-            LeaveState::FreeWaited { expected } => {
-                done_of(reply)?;
-                (LeaveState::FreeLoaded { expected }, load_scratch)
-            }
-            LeaveState::FreeLoaded { expected } => {
-                let old = value_of(reply)?;
+            LeaveState::Freeing(ref mut fetch) => {
+                let old = match fetch.resume(reply)? {
+                    Yield::Op(op) => return Ok(Yield::Op(op)),
+                    Yield::Done(old) => old,
+                };
+                let expected = expected(fetch);
                 if old == expected {
                     // Postcondition (Lemma 1): the queue is empty, OPEN = DRAWN = d + 1.
                     return Ok(Yield::Done(()));
@@ -1105,7 +911,7 @@ impl Routine for Leave {
                          ({old:#x})",
                         self.ticket
                     );
-                    self.free(old)
+                    self.free(old)?
                 } else {
                     self.await_successor(old)?
                 }
@@ -1113,40 +919,18 @@ impl Routine for Leave {
             LeaveState::AwaitingSuccessor { seen, ref mut read } => match read.resume(reply)? {
                 Yield::Op(op) => return Ok(Yield::Op(op)),
                 Yield::Done(EMPTY) => self.await_successor(seen)?,
-                Yield::Done(successor) => self.hand_over(successor, seen, 0),
+                Yield::Done(successor) => self.hand_over(successor, seen, 0)?,
             },
             LeaveState::Refreshing {
-                expected,
                 successor,
                 failures,
+                ref mut fetch,
             } => {
-                done_of(reply)?;
-                let state = LeaveState::RefreshWaited {
-                    expected,
-                    successor,
-                    failures,
+                let old = match fetch.resume(reply)? {
+                    Yield::Op(op) => return Ok(Yield::Op(op)),
+                    Yield::Done(old) => old,
                 };
-                (state, wait)
-            }
-            LeaveState::RefreshWaited {
-                expected,
-                successor,
-                failures,
-            } => {
-                done_of(reply)?;
-                let state = LeaveState::RefreshLoaded {
-                    expected,
-                    successor,
-                    failures,
-                };
-                (state, load_scratch)
-            }
-            LeaveState::RefreshLoaded {
-                expected,
-                successor,
-                failures,
-            } => {
-                let old = value_of(reply)?;
+                let expected = expected(fetch);
                 if old == expected {
                     // OPEN = d now (gap 0), and the CAS is complete before the pass
                     // (Lemma 4): no later CAS on TAIL can be overtaken by it.
@@ -1158,11 +942,14 @@ impl Routine for Leave {
                         "ticket queue: Lemma 4 broken: OPEN moved while ticket {:#x} holds",
                         self.ticket
                     );
-                    self.hand_over(successor, old, failures + 1)
+                    self.hand_over(successor, old, failures + 1)?
                 }
             }
             LeaveState::Passing => {
                 done_of(reply)?;
+                let wait = Op::Wait {
+                    work_id: self.work_id,
+                };
                 (LeaveState::Passed, wait)
             }
             LeaveState::Passed => {

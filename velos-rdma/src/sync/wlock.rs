@@ -8,7 +8,7 @@
 //! release (add a global fence, or use [`super::slock`]).
 
 use super::sv::{Bcast, SharedVar};
-use super::{Routine, Yield, done_of, library_work_id, value_of};
+use super::{FetchAtomic, Routine, Yield, done_of, first_op, library_work_id, value_of};
 use crate::error::RdmaError;
 use crate::ids::{Loc, NodeId, WorkId};
 use crate::layout_builder::LayoutBuilder;
@@ -95,9 +95,8 @@ pub fn release(lock: &Shared<WLock>, slot: usize) -> Release {
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 enum AcquireState {
     Start,
-    Fetched,
-    Waited,
-    LoadingTicket,
+    /// Drawing a ticket: the FAA on the dispenser, its wait, the load.
+    Drawing(FetchAtomic),
     /// Loading participant `checking`'s release copy, waiting for it to equal `ticket`.
     Scanning {
         ticket: u64,
@@ -119,33 +118,20 @@ impl Routine for Acquire {
     fn resume(&mut self, reply: Reply) -> Result<Yield<()>, RdmaError> {
         let lock = &self.lock;
         let me = lock.nodes[self.slot];
-        let (state, step) = match self.state.clone() {
+        let (state, step) = match &mut self.state {
             AcquireState::Start => {
                 done_of(reply)?;
-                let faa = Op::Atomic {
-                    local: lock.turn[self.slot],
-                    remote: lock.dispenser,
-                    rmw: Rmw::Faa { add: 1 },
-                    work_id: ACQUIRE_WORK_ID,
-                };
-                (AcquireState::Fetched, Yield::Op(faa))
+                let faa = Rmw::Faa { add: 1 };
+                let turn = lock.turn[self.slot];
+                let mut draw = FetchAtomic::new(turn, lock.dispenser, faa, ACQUIRE_WORK_ID);
+                let op = first_op(&mut draw)?;
+                (AcquireState::Drawing(draw), Yield::Op(op))
             }
-            AcquireState::Fetched => {
-                done_of(reply)?;
-                let wait = Op::Wait {
-                    work_id: ACQUIRE_WORK_ID,
+            AcquireState::Drawing(draw) => {
+                let ticket = match draw.resume(reply)? {
+                    Yield::Op(op) => return Ok(Yield::Op(op)),
+                    Yield::Done(ticket) => ticket,
                 };
-                (AcquireState::Waited, Yield::Op(wait))
-            }
-            AcquireState::Waited => {
-                done_of(reply)?;
-                let load = Op::Load {
-                    loc: lock.turn[self.slot],
-                };
-                (AcquireState::LoadingTicket, Yield::Op(load))
-            }
-            AcquireState::LoadingTicket => {
-                let ticket = value_of(reply)?;
                 let load = Op::Load {
                     loc: lock.release[0].copy(me),
                 };
@@ -158,6 +144,7 @@ impl Routine for Acquire {
                 )
             }
             AcquireState::Scanning { ticket, checking } => {
+                let (ticket, checking) = (*ticket, *checking);
                 if value_of(reply)? == ticket {
                     return Ok(Yield::Done(()));
                 }

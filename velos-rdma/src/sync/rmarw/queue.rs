@@ -18,7 +18,8 @@ use crate::error::RdmaError;
 use crate::ids::{Loc, WorkId};
 use crate::op::Reply;
 use crate::shared::Shared;
-use crate::sync::ticket_queue::{Enter, Entered, Leave, ReadWords};
+use crate::sync::fetch::ReadWords;
+use crate::sync::ticket_queue::{Enter, Entered, Leave};
 use crate::sync::{Routine, Yield};
 
 /// How an enqueue ended.

@@ -6,30 +6,20 @@ use crate::error::RdmaError;
 use crate::ids::Loc;
 use crate::op::{Op, Reply, Rmw};
 use crate::shared::Shared;
-use crate::sync::ticket_queue::{Access, ReadWord, first_op};
-use crate::sync::{Routine, Yield, done_of, value_of};
+use crate::sync::fetch::ReadWord;
+use crate::sync::{FetchAtomic, Routine, Yield, done_of, first_op};
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 enum ReadLockState {
     Start,
-    /// The FAA of ARRIVE was posted.
-    Arriving,
-    ArriveWaited,
-    /// Its old value is loaded next.
-    ArriveLoading,
+    /// The FAA of ARRIVE, its wait and the load of the old value.
+    Arriving(FetchAtomic),
     /// Over the budget in READ mode (ARRIVE was `expect`, phase `phase`): the atomic read
-    /// of the root's TAIL was posted.
+    /// of the root's TAIL.
     CheckingRoot {
         phase: u64,
         expect: u64,
-    },
-    RootWaited {
-        phase: u64,
-        expect: u64,
-    },
-    RootLoading {
-        phase: u64,
-        expect: u64,
+        fetch: FetchAtomic,
     },
     /// A writer is queued at the root: reading ARRIVE to see whether it took the counter.
     AwaitingTake {
@@ -80,7 +70,10 @@ impl ReadLock {
     /// remote operation of the acquire) has completed. From then on at most T_W writers
     /// enter before it (the bound `velos-sim/tests/rmarw_fairness.rs` checks).
     pub fn announced(&self) -> bool {
-        self.announced
+        match &self.state {
+            ReadLockState::Arriving(fetch) => fetch.completed(),
+            _ => self.announced,
+        }
     }
 
     fn counter(&self) -> Counter {
@@ -94,26 +87,24 @@ impl ReadLock {
     /// Reads ARRIVE: with CPU loads when the counter is on our node, with gets otherwise.
     fn read_arrive(&self) -> Result<(ReadWord, Op), RdmaError> {
         let arrive = self.counter().arrive;
-        let access = if arrive.node == self.lock.nodes[self.slot] {
-            Access::Cpu
-        } else {
-            Access::Nic
-        };
-        let mut read = ReadWord::new(arrive, access, self.scratch(), READ_LOCK_WORK_ID);
+        let mut read = self.lock.read_word(self.slot, arrive, READ_LOCK_WORK_ID);
         let op = first_op(&mut read)?;
         Ok((read, op))
     }
 
     /// The atomic read of the root's TAIL: atomic, so that it is ordered after a writer's
     /// FAA that has completed (a get could still read the value before it).
-    fn check_root(&self, phase: u64, expect: u64) -> (ReadLockState, Op) {
-        let check = Op::Atomic {
-            local: self.scratch(),
-            remote: self.lock.root_queue().tail(),
-            rmw: Rmw::Faa { add: 0 },
-            work_id: READ_LOCK_WORK_ID,
+    fn check_root(&self, phase: u64, expect: u64) -> Result<(ReadLockState, Op), RdmaError> {
+        let tail = self.lock.root_queue().tail();
+        let read = Rmw::Faa { add: 0 };
+        let mut fetch = FetchAtomic::new(self.scratch(), tail, read, READ_LOCK_WORK_ID);
+        let op = first_op(&mut fetch)?;
+        let state = ReadLockState::CheckingRoot {
+            phase,
+            expect,
+            fetch,
         };
-        (ReadLockState::CheckingRoot { phase, expect }, check)
+        Ok((state, op))
     }
 }
 
@@ -124,32 +115,22 @@ impl Routine for ReadLock {
         let wait = Op::Wait {
             work_id: READ_LOCK_WORK_ID,
         };
-        let load = Op::Load {
-            loc: self.scratch(),
-        };
         let (state, op) = match &mut self.state {
             ReadLockState::Start => {
                 done_of(reply)?;
                 assert!(!self.announced, "rma-rw: a read acquire starts uncounted");
-                let arrive = Op::Atomic {
-                    local: self.scratch(),
-                    remote: self.counter().arrive,
-                    rmw: Rmw::Faa { add: COUNT_ONE },
-                    work_id: READ_LOCK_WORK_ID,
+                let arrive = self.counter().arrive;
+                let faa = Rmw::Faa { add: COUNT_ONE };
+                let mut fetch = FetchAtomic::new(self.scratch(), arrive, faa, READ_LOCK_WORK_ID);
+                let op = first_op(&mut fetch)?;
+                (ReadLockState::Arriving(fetch), op)
+            }
+            ReadLockState::Arriving(fetch) => {
+                let arrive = match fetch.resume(reply)? {
+                    Yield::Op(op) => return Ok(Yield::Op(op)),
+                    Yield::Done(arrive) => arrive,
                 };
-                (ReadLockState::Arriving, arrive)
-            }
-            ReadLockState::Arriving => {
-                done_of(reply)?;
-                (ReadLockState::ArriveWaited, wait)
-            }
-            ReadLockState::ArriveWaited => {
-                done_of(reply)?;
                 self.announced = true;
-                (ReadLockState::ArriveLoading, load)
-            }
-            ReadLockState::ArriveLoading => {
-                let arrive = value_of(reply)?;
                 let phase = counter::phase(arrive);
                 if counter::writing(arrive) {
                     let (read, op) = self.read_arrive()?;
@@ -157,32 +138,20 @@ impl Routine for ReadLock {
                 } else if counter::budget_index(arrive) < self.lock.config.t_r {
                     return Ok(Yield::Done(()));
                 } else {
-                    self.check_root(phase, arrive.wrapping_add(COUNT_ONE))
+                    self.check_root(phase, arrive.wrapping_add(COUNT_ONE))?
                 }
             }
-            ReadLockState::CheckingRoot { phase, expect } => {
-                done_of(reply)?;
-                (
-                    ReadLockState::RootWaited {
-                        phase: *phase,
-                        expect: *expect,
-                    },
-                    wait,
-                )
-            }
-            ReadLockState::RootWaited { phase, expect } => {
-                done_of(reply)?;
-                (
-                    ReadLockState::RootLoading {
-                        phase: *phase,
-                        expect: *expect,
-                    },
-                    load,
-                )
-            }
-            ReadLockState::RootLoading { phase, expect } => {
+            ReadLockState::CheckingRoot {
+                phase,
+                expect,
+                fetch,
+            } => {
+                let tail = match fetch.resume(reply)? {
+                    Yield::Op(op) => return Ok(Yield::Op(op)),
+                    Yield::Done(tail) => tail,
+                };
                 let (phase, expect) = (*phase, *expect);
-                if !self.lock.root_queue().is_empty(value_of(reply)?) {
+                if !self.lock.root_queue().is_empty(tail) {
                     // A writer is queued at the root: let it take the counter first.
                     let (read, op) = self.read_arrive()?;
                     (ReadLockState::AwaitingTake { phase, read }, op)
@@ -208,7 +177,7 @@ impl Routine for ReadLock {
                 // without taking the counter, if it was leaving when we looked).
                 Yield::Done(arrive) => {
                     let phase = *phase;
-                    self.check_root(phase, arrive)
+                    self.check_root(phase, arrive)?
                 }
             },
             ReadLockState::Resetting => {

@@ -5,21 +5,11 @@ use super::queue::{self, Enqueue, Queued};
 use super::status::{ACQUIRE_PARENT, Counts, MAX_LEVELS, MODE_CHANGE, Status};
 use super::{EMPTY, RmaRw, WRITE_LOCK_WORK_ID, WRITE_UNLOCK_WORK_ID};
 use crate::error::RdmaError;
-use crate::ids::{Loc, WorkId};
 use crate::op::{Op, Reply, Rmw};
 use crate::shared::Shared;
-use crate::sync::ticket_queue::{Access, Leave, ReadWord, ReadWords, first_op};
-use crate::sync::{Routine, Yield, done_of, value_of};
-
-/// Reads `loc` with a CPU load if it is on `slot`'s node, with a get otherwise.
-fn read_counter_word(lock: &RmaRw, slot: usize, loc: Loc, work_id: WorkId) -> ReadWord {
-    let access = if loc.node == lock.nodes[slot] {
-        Access::Cpu
-    } else {
-        Access::Nic
-    };
-    ReadWord::new(loc, access, lock.scratch[slot][0], work_id)
-}
+use crate::sync::fetch::{ReadWord, ReadWords};
+use crate::sync::ticket_queue::Leave;
+use crate::sync::{Routine, Yield, done_of, first_op, value_of};
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 enum TakeState {
@@ -70,12 +60,8 @@ impl TakeFromReaders {
     }
 
     fn drain(&self, k: usize, taken: Vec<u64>) -> Result<(TakeState, Op), RdmaError> {
-        let mut read = read_counter_word(
-            &self.lock,
-            self.slot,
-            self.lock.counters[k].depart,
-            WRITE_LOCK_WORK_ID,
-        );
+        let depart = self.lock.counters[k].depart;
+        let mut read = self.lock.read_word(self.slot, depart, WRITE_LOCK_WORK_ID);
         let op = first_op(&mut read)?;
         Ok((TakeState::Draining { k, taken, read }, op))
     }
