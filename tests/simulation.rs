@@ -142,8 +142,8 @@ fn a_seed_replays_exactly() {
 fn the_checks_catch_each_mutation() {
     use velos::core::slot::Mutation;
     // ReuseProposal needs two proposers racing on one slot, which a cluster with one
-    // leader at a time does not produce: the exhaustive check catches it
-    // (`src/harness/mutation_checks.rs`).
+    // leader at a time does not produce: the two-proposer runs of
+    // `src/harness/mutation_checks.rs` catch it.
     for mutation in [Mutation::SkipAdoption, Mutation::AcceptWithoutMajority] {
         let caught = (0..SEEDS).find_map(|seed| {
             let mut spec = spec(seed);

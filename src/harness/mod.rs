@@ -3,3 +3,4 @@
 
 pub mod cluster;
 pub mod consensus_checks;
+mod mutation_checks;
