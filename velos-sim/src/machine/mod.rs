@@ -10,6 +10,7 @@ mod mutation;
 mod reduction;
 mod rules;
 mod state;
+mod stubborn;
 mod transition;
 
 pub use delay::{Clock, Delay, NoDelay};
