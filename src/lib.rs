@@ -13,3 +13,9 @@ pub use velos_sim as sim;
 
 #[cfg(test)]
 mod layering;
+
+/// The exhaustive checks of [`harness`] clone and drop millions of small machine states;
+/// the system allocator fragments under that load and runs them several times slower.
+#[cfg(test)]
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;

@@ -1,6 +1,12 @@
 //! Exhaustive checks of the CAS protocol (Algorithm 5) on the rdma-rmw emulator: every
 //! interleaving of 2 proposers over 3 acceptors, with a retry after an abort, with and
-//! without a crashed acceptor. Agreement and validity must hold in every final state.
+//! without a crashed acceptor. Agreement and validity must hold in every visited state.
+//!
+//! The explorer uses stubborn sets ([`Reduction::Stubborn`]): steps of the two proposers
+//! that touch different acceptors, words or queue pairs are not interleaved. That reduction
+//! checks an invariant soundly when it is stable, and agreement and validity are: a
+//! proposer only ever appends to its decisions, so a state that breaks them is broken in
+//! every state after it.
 
 use std::collections::BTreeSet;
 use velos_core::cluster::ClusterShape;
@@ -9,7 +15,7 @@ use velos_core::single_decree::{SingleDecree, SingleDecreeConfig};
 use velos_core::slot::Mutation;
 use velos_core::word::WordLayout;
 use velos_rdma::{NodeId, Shared};
-use velos_sim::explore::{Exploration, ExploreError, explore_checked};
+use velos_sim::explore::{Exploration, ExploreError, ExploreOptions, Reduction, explore_with};
 use velos_sim::machine::{CrashMode, Machine};
 
 /// One exhaustive configuration.
@@ -100,12 +106,13 @@ pub fn violation(machine: &Machine<SingleDecree>, proposers: u16) -> Option<Stri
         .map(|(slot, values)| format!("agreement: slot {slot} decided {values:?}"))
 }
 
-/// Runs one configuration: the invariant on every state, and the final decisions.
+/// Runs one configuration: the invariant on every visited state (stable, see the module
+/// documentation), and the final decisions.
 pub fn check(config: &CheckConfig) -> Result<Exploration<Vec<Vec<Option<u64>>>>, ExploreError> {
     let proposers = config.proposers;
-    explore_checked(
+    explore_with(
         machine(config),
-        config.max_states,
+        ExploreOptions::new(config.max_states, Reduction::Stubborn),
         |m| {
             m.threads
                 .iter()
@@ -120,14 +127,16 @@ pub fn check(config: &CheckConfig) -> Result<Exploration<Vec<Vec<Option<u64>>>>,
 mod tests {
     use super::*;
 
-    fn run(slots: u32, crashed: Option<u16>) -> Exploration<Vec<Vec<Option<u64>>>> {
-        let attempts = std::env::var("VELOS_CHECK_ATTEMPTS")
+    /// The configuration of a test; for manual runs, `VELOS_CHECK_ATTEMPTS` replaces the
+    /// attempts and `VELOS_CHECK_BUDGET` the state budget (pinned counts are then not
+    /// compared).
+    fn config(slots: u32, attempts: u32, crashed: Option<u16>) -> (CheckConfig, bool) {
+        let manual_attempts = std::env::var("VELOS_CHECK_ATTEMPTS")
             .ok()
-            .and_then(|a| a.parse().ok())
-            .unwrap_or(2);
+            .and_then(|a| a.parse().ok());
         let config = CheckConfig {
             slots,
-            max_attempts: attempts,
+            max_attempts: manual_attempts.unwrap_or(attempts),
             proposers: 2,
             crashed,
             mutation: Mutation::None,
@@ -136,37 +145,94 @@ mod tests {
                 .and_then(|b| b.parse().ok())
                 .unwrap_or(3_000_000),
         };
-        let e = check(&config).unwrap_or_else(|e| panic!("{config:?}: {e}"));
+        (config, manual_attempts.is_none())
+    }
+
+    /// Explores a configuration: agreement and validity on every visited state (`check`),
+    /// and no stuck state.
+    fn explore(config: &CheckConfig) -> Exploration<Vec<Vec<Option<u64>>>> {
+        let e = check(config).unwrap_or_else(|e| panic!("{config:?}: {e}"));
         eprintln!(
-            "{config:?}: {} states, {} finals, {} stuck, {} outcomes",
+            "{config:?}: {} states, {} transitions, {} finals, {} stuck, {} outcomes",
             e.states,
+            e.transitions,
             e.finals,
             e.stuck,
             e.outcomes.len()
         );
         assert_eq!(e.stuck, 0, "every state can still finish");
+        e
+    }
+
+    /// The checks of the target configurations (a retry after an abort): also, some run
+    /// decides every slot at both proposers.
+    fn run(slots: u32, attempts: u32, crashed: Option<u16>, pinned: usize) {
+        let (config, pin) = config(slots, attempts, crashed);
+        let e = explore(&config);
         // Liveness in the small: some run decides every slot at both proposers.
         assert!(
             e.outcomes
                 .iter()
                 .any(|o| o.iter().all(|d| d.iter().all(Option::is_some)))
         );
-        e
+        if pin {
+            assert_eq!(e.states, pinned, "{config:?}: states (pinned)");
+        }
     }
 
-    // Not yet within reach: more than 3 M states even with one attempt per slot. The
-    // explorer's reduction must first learn that remote steps at different acceptors
-    // commute (a stubborn-set reduction); until then these run only by hand:
+    // Without a retry, a proposer whose prediction is stale aborts for good, so no run
+    // decides at both proposers; what this check adds is agreement and validity over every
+    // interleaving of the two first attempts. About 35 s and 5 GB in release mode.
+    #[test]
+    fn two_proposers_one_slot_one_attempt_agree() {
+        let (config, pin) = config(1, 1, None);
+        let e = explore(&config);
+        assert!(
+            e.outcomes
+                .iter()
+                .any(|o| o.iter().any(|d| d.iter().all(Option::is_some))),
+            "some run decides the slot"
+        );
+        assert!(
+            e.outcomes.iter().all(|o| o.iter().all(|d| d.len() == 1)),
+            "every proposer settles the slot"
+        );
+        if pin {
+            assert_eq!(e.states, 1_386_147, "states (pinned)");
+        }
+    }
+
+    // Out of reach still: with a retry after an abort the reduced state space passes 3 M
+    // states (220 s, 10 GB) without an end in sight. Run by hand:
     // `cargo test --release --lib consensus_checks -- --ignored --nocapture`.
     #[test]
-    #[ignore = "the state space is too large for the explorer's current reduction"]
+    #[ignore = "more than 3 M states with stubborn sets (220 s, 10 GB at the budget)"]
     fn two_proposers_one_slot_agree() {
-        run(1, None);
+        run(1, 2, None, 0);
+    }
+
+    // Finishes (172,406 states, 4 s) but finds 35,394 stuck states: SingleDecree reads an
+    // adopted value with `get` + `wait(VALUE_WORK_ID)`, and value writes use the same work
+    // id, so after an attempt whose accept put a value towards the crashed acceptor, the
+    // retry's `wait` also waits for that put, which never completes (a deadlock of
+    // velos-core, reported, not fixed here). With one attempt nothing deadlocks (3,986
+    // states) but no run decides at both proposers.
+    #[test]
+    #[ignore = "SingleDecree deadlocks: its value read waits on the work id of a put to the \
+                crashed acceptor (35,394 stuck states of 172,406)"]
+    fn two_proposers_one_slot_one_acceptor_crashed_agree() {
+        run(1, 2, Some(2), 172_406);
     }
 
     #[test]
-    #[ignore = "the state space is too large for the explorer's current reduction"]
-    fn two_proposers_one_slot_one_acceptor_crashed_agree() {
-        run(1, Some(2));
+    #[ignore = "out of reach: two slots multiply the one-slot state space"]
+    fn two_proposers_two_slots_agree() {
+        run(2, 2, None, 0);
+    }
+
+    #[test]
+    #[ignore = "SingleDecree deadlocks as in the one-slot crashed check"]
+    fn two_proposers_two_slots_one_acceptor_crashed_agree() {
+        run(2, 2, Some(2), 0);
     }
 }
