@@ -16,8 +16,11 @@ const CAS_SLOTS: u32 = 6;
 /// The work id of the CAS in scratch cell 0 of acceptor 0; cell c of acceptor a uses
 /// `FIRST_CAS_WORK_ID + a * CAS_SLOTS + c`.
 const FIRST_CAS_WORK_ID: u32 = 2;
-/// The work id of value writes and reads.
+/// The work id of value writes (never awaited: the accept CAS behind them is).
 const VALUE_WORK_ID: WorkId = WorkId(1);
+/// The work id of value reads: its own, so that waiting for a read never waits for a put
+/// towards a crashed acceptor.
+const READ_WORK_ID: WorkId = WorkId(0);
 
 /// A value word: the proposal it was written for, and a 32-bit content.
 fn pack(proposal: u64, content: u64) -> u64 {
@@ -214,7 +217,7 @@ impl SingleDecree {
                         .shape
                         .scratch(self.node(), u32::from(shape.nodes) * CAS_SLOTS);
                     let remote = shape.value_stamp(acceptor, proposer, self.slot);
-                    let w = VALUE_WORK_ID;
+                    let w = READ_WORK_ID;
                     self.queue.push_back((
                         Op::Get {
                             local,
