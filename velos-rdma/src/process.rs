@@ -36,4 +36,12 @@ pub trait Process: Clone + Eq + Hash + Debug + Send + 'static {
     fn puts_from_memory(&self) -> bool {
         true
     }
+
+    /// Whether this process may ever use [`Op::Test`](crate::Op::Test) or
+    /// [`Op::WaitAny`](crate::Op::WaitAny), whose replies depend on *when* an operation
+    /// completes. The explorer treats a put's completion as invisible only in processes
+    /// that never do; the default is the safe answer.
+    fn tests_completions(&self) -> bool {
+        true
+    }
 }

@@ -251,6 +251,10 @@ impl LockUser {
 }
 
 impl Process for LockUser {
+    fn tests_completions(&self) -> bool {
+        false // the locks wait; they never `test` or `wait_any`
+    }
+
     fn resume(&mut self, reply: Reply) -> Step {
         if let Reply::Failed(e) = &reply {
             panic!("user {}: operation failed: {e}", self.slot);

@@ -167,6 +167,10 @@ impl FairUser {
 }
 
 impl Process for FairUser {
+    fn tests_completions(&self) -> bool {
+        false // the locks wait; they never `test` or `wait_any`
+    }
+
     fn resume(&mut self, reply: Reply) -> Step {
         if let Reply::Failed(e) = &reply {
             panic!("user {}: operation failed: {e}", self.slot);

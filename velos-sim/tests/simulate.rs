@@ -383,3 +383,42 @@ fn now_and_pause_follow_virtual_time() {
         velos_sim::explore::outcomes(machine, 100, |m| m.threads[0].process.regs.clone());
     assert_eq!(outcomes.into_iter().collect::<Vec<_>>(), vec![vec![0, 0]]);
 }
+
+/// `test` right after a put's post may see it pending or complete; the reductions must keep
+/// both (rule 5, the ACK leaving the pipe, decides which).
+#[test]
+fn test_after_a_put_sees_both_pending_and_complete() {
+    use velos_sim::explore::{ExploreOptions, Reduction, explore_with};
+    use velos_sim::litmus::program::Action;
+    let code = vec![
+        Compiled::op(Op::PutInline {
+            remote: Loc::word(NodeId(1), 0),
+            value: 5,
+            work_id: W,
+        }),
+        Compiled {
+            action: Action::Op(Op::Test { work_id: W }),
+            reg: Some(0),
+        },
+        Compiled::op(Op::Wait { work_id: W }),
+    ];
+    for reduction in [Reduction::None, Reduction::Singletons, Reduction::Stubborn] {
+        let mut machine = Machine::new(&velos_rdma::Layout::uniform(2, 4));
+        machine.spawn(NodeId(0), LitmusThread::new(code.clone(), 1));
+        let e = explore_with(
+            machine,
+            ExploreOptions {
+                max_states: 10_000,
+                reduction,
+            },
+            |m| m.threads[0].process.regs.clone(),
+            |_| None,
+        )
+        .expect("small");
+        assert_eq!(
+            e.outcomes.into_iter().collect::<Vec<_>>(),
+            vec![vec![0], vec![1]],
+            "{reduction:?}"
+        );
+    }
+}

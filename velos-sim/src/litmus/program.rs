@@ -48,6 +48,8 @@ pub struct LitmusThread {
     /// The first operation that failed, if any; the thread stops there.
     pub error: Option<RdmaError>,
     polls: bool,
+    /// Whether the code has a `test` or `wait_any`.
+    tests: bool,
 }
 
 impl LitmusThread {
@@ -56,6 +58,9 @@ impl LitmusThread {
         let polls = code
             .iter()
             .any(|c| matches!(c.action, Action::Op(Op::Poll { .. })));
+        let tests = code
+            .iter()
+            .any(|c| matches!(c.action, Action::Op(Op::Test { .. } | Op::WaitAny { .. })));
         let code: std::sync::Arc<[Compiled]> = code.into();
         LitmusThread {
             code: code.into(),
@@ -65,6 +70,7 @@ impl LitmusThread {
             regs: vec![0; registers],
             error: None,
             polls,
+            tests,
         }
     }
 
@@ -127,5 +133,9 @@ impl Process for LitmusThread {
 
     fn polls(&self) -> bool {
         self.polls
+    }
+
+    fn tests_completions(&self) -> bool {
+        self.tests
     }
 }

@@ -239,7 +239,8 @@ impl<P: Process> Machine<P> {
     /// * a CPU step that only appends to its own store buffer or only waits (store, posts,
     ///   rfence, wait, poll, global fence, mfence);
     /// * a posted operation entering its pipe; rules 1 (a fence leaves the head) and 5 (an
-    ///   ACK completes);
+    ///   ACK completes — only for processes that never `test` or `wait_any`, which could
+    ///   see the put pending before it);
     /// * steps on a word private to one thread (a library's scratch word: see
     ///   [`Machine::set_private`]) that nothing else can order against: the owner's load of
     ///   it, the flush of its store to it, and, while the owner waits for that very
@@ -279,7 +280,12 @@ impl<P: Process> Machine<P> {
                 None => false,
             },
             Transition::Pipe(q, i) => match &self.qps[q].pipe[i].item {
-                PipeItem::Fence | PipeItem::Ack { .. } => i == 0,
+                PipeItem::Fence => i == 0,
+                // A put's completion: `test` or `wait_any` could tell before from after.
+                PipeItem::Ack { .. } => {
+                    let (t, _) = self.qp_ends(q);
+                    i == 0 && !self.threads[t].process.tests_completions()
+                }
                 PipeItem::LocalWrite { local, work_id, .. } => {
                     let (t, _) = self.qp_ends(q);
                     i == 0
