@@ -6,15 +6,21 @@
 
 use super::config::{LogConfig, READ_BANKS, Scratch, ids};
 use super::leader::{Leader, Proposal};
-use super::learner::{LOOKAHEAD, local_decision, majority_decision};
+use super::learner::LOOKAHEAD;
 use super::links::{CasTag, Links};
 use super::omega::Omega;
-use super::value::{from_words, stamp, to_words, unstamp};
+use super::value::{stamp, to_words};
 use crate::cluster::ClusterShape;
 use crate::proposal::ProposerId;
 use crate::slot::SlotCommand;
 use std::collections::{BTreeMap, VecDeque};
 use velos_rdma::{Op, Process, Reply, Shared, Step};
+
+mod api;
+mod follow;
+mod reads;
+#[cfg(test)]
+mod tests;
 
 /// The values a replica proposes while it leads (the simulation's client): `count` values
 /// of `size` bytes, each naming the replica and a sequence number.
@@ -238,53 +244,6 @@ impl Replica {
     /// The leader as this replica sees it now.
     pub fn leader(&self) -> u16 {
         self.omega.leader(self.now)
-    }
-
-    /// Proposes `value` (the leader only): its id, which [`Replica::take_results`] reports
-    /// with the slot that decided it.
-    pub fn propose(&mut self, value: Vec<u8>) -> Result<u64, ProposeError> {
-        if self.shutting_down {
-            return Err(ProposeError::ShuttingDown);
-        }
-        let max = self.config.max_value_bytes as usize;
-        if value.len() > max {
-            return Err(ProposeError::ValueTooLarge {
-                len: value.len(),
-                max,
-            });
-        }
-        self.follow_omega(); // take up (or leave) the role Ω gives before answering
-        let leader = self.leader();
-        let Role::Leader(l) = &mut self.role else {
-            return Err(ProposeError::NotLeader { leader });
-        };
-        if l.pending.len() >= MAX_PENDING {
-            return Err(ProposeError::Busy(l.pending.len()));
-        }
-        let queued = (l.pending.len() + l.in_flight_values()) as u64;
-        if self.next_apply + queued >= u64::from(self.config.slots) {
-            return Err(ProposeError::LogFull);
-        }
-        let id = self.next_id;
-        self.next_id += 1;
-        l.pending.push_back(Proposal { id, bytes: value });
-        Ok(id)
-    }
-
-    /// Entries applied since the last call, in order: `(slot, value)` (a no-op is empty).
-    pub fn take_committed(&mut self) -> Vec<(u64, Vec<u8>)> {
-        self.applied_at.clear();
-        std::mem::take(&mut self.applied)
-    }
-
-    /// Outcomes of proposals since the last call: `(id, Ok(slot))` or why it was lost.
-    pub fn take_results(&mut self) -> Vec<(u64, Result<u64, ProposeError>)> {
-        std::mem::take(&mut self.results)
-    }
-
-    /// Stops the replica: it finishes at its next step; proposals are refused.
-    pub fn shutdown(&mut self) {
-        self.shutting_down = true;
     }
 
     fn op(&mut self, op: Op, then: Then) {
@@ -580,114 +539,6 @@ impl Replica {
         }
     }
 
-    fn read_tested(&mut self, reply: Reply) {
-        let words = self.config.value_words();
-        let read = self.reads.front_mut().expect("a value read");
-        match reply {
-            Reply::Value(1) if read.stage == Stage::Content => {
-                read.stage = Stage::Stamp;
-                let get = Op::Get {
-                    local: self.scratch.value(read.bank, 0),
-                    remote: self
-                        .shape
-                        .value_stamp(read.acceptor, read.proposer, read.slot as u32),
-                    work_id: ids::read_stamp(read.bank),
-                };
-                self.op_first(get, Then::Ignore);
-            }
-            Reply::Value(1) => {
-                read.stage = Stage::Loading;
-                read.words = vec![None; words as usize + 1];
-                let bank = read.bank;
-                for i in 0..=words {
-                    let loc = self.scratch.value(bank, i);
-                    self.op_first(Op::Load { loc }, Then::ReadWord(i));
-                }
-            }
-            Reply::Failed(_) => {
-                let read = self.reads.pop_front().expect("a value read");
-                self.read_finished(read, None);
-            }
-            _ => {}
-        }
-    }
-
-    fn read_done(&mut self) {
-        let read = self.reads.pop_front().expect("a value read");
-        let words: Vec<u64> = read.words.iter().map(|w| w.expect("loaded")).collect();
-        let (proposal, len) = unstamp(words[0]);
-        let fits = len <= self.config.max_value_bytes as usize;
-        let ok = match read.purpose {
-            Purpose::Adopt { .. } => proposal == read.proposal,
-            Purpose::Learn => proposal >= read.proposal,
-        };
-        let value = (ok && fits).then(|| from_words(&words[1..], len));
-        self.read_finished(read, value);
-    }
-
-    fn read_finished(&mut self, read: ValueRead, value: Option<Vec<u8>>) {
-        self.moved = true;
-        match read.purpose {
-            Purpose::Adopt { term } => {
-                let mut cmds = Vec::new();
-                if let Role::Leader(l) = &mut self.role
-                    && l.term == term
-                {
-                    l.on_value_read(&self.config, read.slot, value, &mut cmds);
-                }
-                self.issue(cmds);
-            }
-            Purpose::Learn => {
-                if let (Role::Follower, Some(v)) = (&self.role, value)
-                    && read.slot == self.next_apply
-                {
-                    self.apply(read.slot, v);
-                }
-            }
-        }
-    }
-
-    /// A read stuck on an acceptor now suspected is given up (it would block every read
-    /// behind it); its bank stays out of use until its gets complete.
-    fn abandon_stuck_read(&mut self) {
-        let stuck = self.reads.front().is_some_and(|r| {
-            matches!(r.stage, Stage::Content | Stage::Stamp)
-                && self.omega.suspects(r.acceptor, self.now)
-                && self.now - r.started > self.config.failure_timeout_ns
-        });
-        if stuck {
-            let read = self.reads.pop_front().expect("a read");
-            self.poisoned[read.bank as usize] = if read.stage == Stage::Stamp { 3 } else { 1 };
-            self.read_finished(read, None);
-        }
-    }
-
-    fn start_read(&mut self) {
-        let words = self.config.value_words();
-        let Some(bank) = (0..READ_BANKS).find(|&b| self.poisoned[b as usize] == 0) else {
-            return;
-        };
-        let now = self.now;
-        let Some(read) = self.reads.front_mut() else {
-            return;
-        };
-        if read.stage != Stage::Queued {
-            return;
-        }
-        read.stage = Stage::Content;
-        read.bank = bank;
-        read.started = now;
-        let (a, p, s) = (read.acceptor, read.proposer, read.slot as u32);
-        for i in 0..words {
-            let get = Op::Get {
-                local: self.scratch.value(bank, i + 1),
-                remote: self.shape.value_word(a, p, s, i),
-                work_id: ids::read_content(bank),
-            };
-            self.op(get, Then::Ignore);
-        }
-    }
-
     fn apply(&mut self, slot: u64, value: Vec<u8>) {
         assert_eq!(
             slot, self.next_apply,
@@ -735,85 +586,6 @@ impl Replica {
                 .into_iter()
                 .map(|(id, slot)| (id, Ok(slot))),
         );
-    }
-
-    /// The follower's turn: learn the next slot locally, or catch up by reading it.
-    fn follow(&mut self) {
-        let k = self.next_apply;
-        if k >= u64::from(self.config.slots) || !self.reads.is_empty() {
-            return;
-        }
-        let layout = self.config.layout;
-        if let Some(state) = local_decision(layout, &self.words, k) {
-            self.learn(k, self.me, state);
-            return;
-        }
-        match &self.catch_up {
-            Some(c) if c.slot == k => {
-                if let Some((holders, state)) = majority_decision(layout, &c.replies) {
-                    self.catch_up = None;
-                    let from = holders
-                        .iter()
-                        .copied()
-                        .find(|&a| a == self.me)
-                        .or_else(|| {
-                            holders
-                                .iter()
-                                .copied()
-                                .find(|&a| !self.omega.suspects(a, self.now))
-                        })
-                        .unwrap_or(holders[0]);
-                    self.learn(k, from, state);
-                } else if (0..self.config.replicas).all(|a| {
-                    c.replies[usize::from(a)].is_some() || self.omega.suspects(a, self.now)
-                }) {
-                    self.catch_up = None; // nothing chosen yet: try again later
-                    self.last_progress = self.now;
-                }
-            }
-            _ if self.now.saturating_sub(self.last_progress) > self.config.catch_up_after_ns => {
-                self.start_catch_up(k);
-            }
-            _ => {}
-        }
-    }
-
-    fn learn(&mut self, slot: u64, acceptor: u16, state: crate::word::AcceptorState) {
-        let proposer = ProposerId::from_value_tag(state.accepted_value).expect("accepted");
-        self.reads.push_back(ValueRead {
-            purpose: Purpose::Learn,
-            slot,
-            acceptor,
-            proposer,
-            proposal: state.accepted_proposal,
-            stage: Stage::Queued,
-            words: Vec::new(),
-            bank: 0,
-            started: 0,
-        });
-    }
-
-    fn start_catch_up(&mut self, k: u64) {
-        let n = usize::from(self.config.replicas);
-        let mut c = CatchUp {
-            slot: k,
-            replies: vec![None; n],
-            asked: vec![false; n],
-        };
-        c.replies[usize::from(self.me)] = self.words.get(&k).copied();
-        let peers: Vec<u16> = (0..self.config.replicas)
-            .filter(|&a| a != self.me && !self.omega.suspects(a, self.now))
-            .collect();
-        for a in peers {
-            c.asked[usize::from(a)] = true;
-            let get = Op::Get {
-                local: self.scratch.catch_up(a),
-                remote: self.shape.acceptor_word(a, k as u32),
-                work_id: ids::catch_up(a),
-            };
-            self.op(get, Then::Ignore);
-        }
-        self.catch_up = Some(c);
     }
 
     /// The plan at the end of a turn.
@@ -865,106 +637,5 @@ impl Process for Replica {
 
     fn puts_from_memory(&self) -> bool {
         false // every put carries its value inline
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::word::AcceptorState;
-    use velos_rdma::{Loc, NodeId, Rmw};
-
-    fn replica(me: u16) -> Replica {
-        let config = Shared::new(LogConfig::new(3, 16, 16));
-        Replica::new(config, me, ClientScript { count: 0, size: 10 })
-    }
-
-    /// Runs one turn: the clock reads `now`, every other operation gets a neutral reply
-    /// (`Done`, or `Value(0)`: nothing completed, words zero); returns the operations.
-    fn turn(r: &mut Replica, now: u64) -> Vec<Op> {
-        let mut ops = Vec::new();
-        let mut step = r.resume(Reply::Value(now));
-        loop {
-            match step {
-                Step::Op(Op::Now) | Step::Done => return ops,
-                Step::Op(op) => {
-                    let reply = match op {
-                        Op::Load { .. } | Op::Test { .. } => Reply::Value(0),
-                        _ => Reply::Done,
-                    };
-                    ops.push(op);
-                    step = r.resume(reply);
-                }
-            }
-        }
-    }
-
-    #[test]
-    fn a_turn_starts_with_the_clock() {
-        let mut r = replica(1);
-        assert_eq!(r.resume(Reply::Start), Step::Op(Op::Now));
-    }
-
-    #[test]
-    fn omega_bumps_the_own_heartbeat_and_reads_the_others() {
-        let mut r = replica(1);
-        r.resume(Reply::Start);
-        let ops = turn(&mut r, 0);
-        let shape = LogConfig::new(3, 16, 16).shape();
-        assert_eq!(
-            ops[0],
-            Op::Store {
-                loc: shape.heartbeat(1),
-                value: 1
-            }
-        );
-        let gets: Vec<Loc> = ops
-            .iter()
-            .filter_map(|op| match op {
-                Op::Get { remote, .. } => Some(*remote),
-                _ => None,
-            })
-            .collect();
-        assert_eq!(gets, vec![shape.heartbeat(0), shape.heartbeat(2)]);
-        assert!(!r.is_leader(), "replica 0 leads while it is trusted");
-    }
-
-    #[test]
-    fn the_leader_pre_prepares_its_window_with_one_cas_per_acceptor_and_slot() {
-        let mut r = replica(0);
-        r.resume(Reply::Start);
-        let ops = turn(&mut r, 0);
-        assert!(r.is_leader());
-        let layout = LogConfig::new(3, 16, 16).layout;
-        let promise = layout
-            .encode(AcceptorState {
-                min_proposal: 1,
-                ..AcceptorState::default()
-            })
-            .unwrap();
-        let cases: Vec<(NodeId, u64, u64)> = ops
-            .iter()
-            .filter_map(|op| match op {
-                Op::Atomic {
-                    remote,
-                    rmw: Rmw::Cas { expected, new },
-                    ..
-                } => Some((remote.node, *expected, *new)),
-                _ => None,
-            })
-            .collect();
-        // The window: 4 slots × 3 acceptors, each ⟨0,0,⊥⟩ → ⟨1,0,⊥⟩ (proposal 1: replica 0's
-        // first number, the ballot of the window).
-        assert_eq!(cases.len(), 4 * 3);
-        assert!(cases.iter().all(|&(_, e, n)| e == 0 && n == promise));
-        assert!(
-            !ops.iter().any(|op| matches!(op, Op::PutInline { .. })),
-            "no value is written before there is one to propose"
-        );
-        assert!(r.propose(vec![1; 10]).is_ok());
-        assert_eq!(
-            r.propose(vec![1; 17]),
-            Err(ProposeError::ValueTooLarge { len: 17, max: 16 })
-        );
     }
 }

@@ -1,0 +1,53 @@
+//! The embedding side of a replica: proposals in, committed entries and outcomes out.
+
+use super::{MAX_PENDING, ProposeError, Replica, Role};
+use crate::log::leader::Proposal;
+
+impl Replica {
+    /// Proposes `value` (the leader only): its id, which [`Replica::take_results`] reports
+    /// with the slot that decided it.
+    pub fn propose(&mut self, value: Vec<u8>) -> Result<u64, ProposeError> {
+        if self.shutting_down {
+            return Err(ProposeError::ShuttingDown);
+        }
+        let max = self.config.max_value_bytes as usize;
+        if value.len() > max {
+            return Err(ProposeError::ValueTooLarge {
+                len: value.len(),
+                max,
+            });
+        }
+        self.follow_omega(); // take up (or leave) the role Ω gives before answering
+        let leader = self.leader();
+        let Role::Leader(l) = &mut self.role else {
+            return Err(ProposeError::NotLeader { leader });
+        };
+        if l.pending.len() >= MAX_PENDING {
+            return Err(ProposeError::Busy(l.pending.len()));
+        }
+        let queued = (l.pending.len() + l.in_flight_values()) as u64;
+        if self.next_apply + queued >= u64::from(self.config.slots) {
+            return Err(ProposeError::LogFull);
+        }
+        let id = self.next_id;
+        self.next_id += 1;
+        l.pending.push_back(Proposal { id, bytes: value });
+        Ok(id)
+    }
+
+    /// Entries applied since the last call, in order: `(slot, value)` (a no-op is empty).
+    pub fn take_committed(&mut self) -> Vec<(u64, Vec<u8>)> {
+        self.applied_at.clear();
+        std::mem::take(&mut self.applied)
+    }
+
+    /// Outcomes of proposals since the last call: `(id, Ok(slot))` or why it was lost.
+    pub fn take_results(&mut self) -> Vec<(u64, Result<u64, ProposeError>)> {
+        std::mem::take(&mut self.results)
+    }
+
+    /// Stops the replica: it finishes at its next step; proposals are refused.
+    pub fn shutdown(&mut self) {
+        self.shutting_down = true;
+    }
+}

@@ -1,0 +1,99 @@
+//! One turn in, the exact operations out.
+
+use super::*;
+use crate::word::AcceptorState;
+use velos_rdma::{Loc, NodeId, Rmw};
+
+fn replica(me: u16) -> Replica {
+    let config = Shared::new(LogConfig::new(3, 16, 16));
+    Replica::new(config, me, ClientScript { count: 0, size: 10 })
+}
+
+/// Runs one turn: the clock reads `now`, every other operation gets a neutral reply
+/// (`Done`, or `Value(0)`: nothing completed, words zero); returns the operations.
+fn turn(r: &mut Replica, now: u64) -> Vec<Op> {
+    let mut ops = Vec::new();
+    let mut step = r.resume(Reply::Value(now));
+    loop {
+        match step {
+            Step::Op(Op::Now) | Step::Done => return ops,
+            Step::Op(op) => {
+                let reply = match op {
+                    Op::Load { .. } | Op::Test { .. } => Reply::Value(0),
+                    _ => Reply::Done,
+                };
+                ops.push(op);
+                step = r.resume(reply);
+            }
+        }
+    }
+}
+
+#[test]
+fn a_turn_starts_with_the_clock() {
+    let mut r = replica(1);
+    assert_eq!(r.resume(Reply::Start), Step::Op(Op::Now));
+}
+
+#[test]
+fn omega_bumps_the_own_heartbeat_and_reads_the_others() {
+    let mut r = replica(1);
+    r.resume(Reply::Start);
+    let ops = turn(&mut r, 0);
+    let shape = LogConfig::new(3, 16, 16).shape();
+    assert_eq!(
+        ops[0],
+        Op::Store {
+            loc: shape.heartbeat(1),
+            value: 1
+        }
+    );
+    let gets: Vec<Loc> = ops
+        .iter()
+        .filter_map(|op| match op {
+            Op::Get { remote, .. } => Some(*remote),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(gets, vec![shape.heartbeat(0), shape.heartbeat(2)]);
+    assert!(!r.is_leader(), "replica 0 leads while it is trusted");
+}
+
+#[test]
+fn the_leader_pre_prepares_its_window_with_one_cas_per_acceptor_and_slot() {
+    let mut r = replica(0);
+    r.resume(Reply::Start);
+    let ops = turn(&mut r, 0);
+    assert!(r.is_leader());
+    let layout = LogConfig::new(3, 16, 16).layout;
+    let promise = layout
+        .encode(AcceptorState {
+            min_proposal: 1,
+            ..AcceptorState::default()
+        })
+        .unwrap();
+    let cases: Vec<(NodeId, u64, u64)> = ops
+        .iter()
+        .filter_map(|op| match op {
+            Op::Atomic {
+                remote,
+                rmw: Rmw::Cas { expected, new },
+                ..
+            } => Some((remote.node, *expected, *new)),
+            _ => None,
+        })
+        .collect();
+    // The window: 4 slots × 3 acceptors, each ⟨0,0,⊥⟩ → ⟨1,0,⊥⟩ (proposal 1: replica 0's
+    // first number, the ballot of the window).
+    assert_eq!(cases.len(), 4 * 3);
+    assert!(cases.iter().all(|&(_, e, n)| e == 0 && n == promise));
+    assert!(
+        !ops.iter().any(|op| matches!(op, Op::PutInline { .. })),
+        "no value is written before there is one to propose"
+    );
+    assert!(r.propose(vec![1; 10]).is_ok());
+    assert_eq!(
+        r.propose(vec![1; 17]),
+        Err(ProposeError::ValueTooLarge { len: 17, max: 16 })
+    );
+}
