@@ -119,16 +119,16 @@ mod tests {
         status(cli.args)
     }
 
-    /// A fresh directory under the system's temporary directory.
-    fn scratch(name: &str) -> PathBuf {
-        let dir = std::env::temp_dir().join(format!("velos-cli-{}-{name}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).expect("scratch dir");
-        dir
+    /// A fresh directory under the system's temporary directory, removed when dropped.
+    fn scratch() -> tempfile::TempDir {
+        tempfile::Builder::new()
+            .prefix("velos-cli-")
+            .tempdir()
+            .expect("scratch dir")
     }
 
-    fn write(dir: &std::path::Path, file: &str, text: &str) -> String {
-        let p = dir.join(file);
+    fn write(dir: &tempfile::TempDir, file: &str, text: &str) -> String {
+        let p = dir.path().join(file);
         std::fs::write(&p, text).expect("write test file");
         p.display().to_string()
     }
@@ -144,7 +144,7 @@ thread T1@1\n  rcas a x 0 1\nthread T3@3\n  rfaa b x 1\nexists a = 0 && x = 1\ne
 
     #[test]
     fn a_wrong_expectation_exits_1() {
-        let dir = scratch("wrong");
+        let dir = scratch();
         let f = write(
             &dir,
             "t.litmus",
@@ -156,7 +156,7 @@ thread T1@1\n  rcas a x 0 1\nthread T3@3\n  rfaa b x 1\nexists a = 0 && x = 1\ne
 
     #[test]
     fn bad_input_exits_2_never_a_verdict() {
-        let dir = scratch("bad");
+        let dir = scratch();
         let parse_error = write(
             &dir,
             "p.litmus",
@@ -178,15 +178,16 @@ thread T1@1\n  rcas a x 0 1\nthread T3@3\n  rfaa b x 1\nexists a = 0 && x = 1\ne
             "budget exceeded is not a verdict"
         );
         assert_eq!(status_of(&[&ok, "--max-states", "1000"]), 0);
-        let missing = dir.join("missing.litmus").display().to_string();
+        let missing = dir.path().join("missing.litmus").display().to_string();
         assert_eq!(status_of(&[&missing]), 2);
-        let empty = scratch("empty").display().to_string();
+        let empty_dir = scratch();
+        let empty = empty_dir.path().display().to_string();
         assert_eq!(status_of(&[&empty]), 2);
     }
 
     #[test]
     fn library_instructions_run_their_real_implementations() {
-        let dir = scratch("lib");
+        let dir = scratch();
         let text = "litmus l\nnodes 1\nlock m wlock\nthread T@1\n  acq m\n  rel m\nexists T:r0 = 0\nexpect allowed\n";
         let f = write(&dir, "l.litmus", text);
         assert_eq!(status_of(&[&f]), 0);
