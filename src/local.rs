@@ -199,7 +199,7 @@ fn replica_thread<S: StateMachine>(
     shown: &Shown,
 ) -> Option<S> {
     let no_client = ClientScript { count: 0, size: 10 };
-    let mut replica = Replica::new(config, me, no_client);
+    let mut replica = Replica::new(config, me, no_client).expect("validated by start");
     let mut endpoint = fabric.endpoint(NodeId(me));
     let mut waiting: HashMap<u64, Sender<Result<u64, ProposeError>>> = HashMap::new();
     let mut reply = Reply::Start;

@@ -94,7 +94,8 @@ pub fn run(spec: &ClusterSpec) -> ClusterReport {
     for r in 0..spec.log.replicas {
         machine.spawn(
             NodeId(r),
-            Replica::new(config.clone(), r, spec.client.clone()),
+            Replica::new(config.clone(), r, spec.client.clone())
+                .unwrap_or_else(|e| panic!("cluster spec: {e}")),
         );
     }
     let mut sim = SimConfig::new(spec.seed, spec.latency.clone());

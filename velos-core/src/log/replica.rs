@@ -186,16 +186,25 @@ pub struct Replica {
 
 impl Replica {
     /// Replica `me` of the log `config`, proposing `client`'s values when it leads.
-    pub fn new(config: Shared<LogConfig>, me: u16, client: ClientScript) -> Replica {
-        config.validate().expect("a valid log configuration");
-        assert!(me < config.replicas, "replica {me} of {}", config.replicas);
-        assert!(
-            client.count == 0 || (10..=config.max_value_bytes as usize).contains(&client.size),
-            "client values of 10 to {} bytes",
-            config.max_value_bytes
-        );
+    /// Refuses, with the reason, an invalid configuration, an id outside it, or client
+    /// values that do not fit.
+    pub fn new(
+        config: Shared<LogConfig>,
+        me: u16,
+        client: ClientScript,
+    ) -> Result<Replica, String> {
+        config.validate()?;
+        if me >= config.replicas {
+            return Err(format!("replica {me} of {}", config.replicas));
+        }
+        if client.count > 0 && !(10..=config.max_value_bytes as usize).contains(&client.size) {
+            return Err(format!(
+                "client values of {} bytes: 10 to {} fit",
+                client.size, config.max_value_bytes
+            ));
+        }
         let scratch = Scratch::new(&config, me);
-        Replica {
+        Ok(Replica {
             shape: config.shape(),
             links: Links::new(scratch.clone(), config.replicas, config.cas_cells()),
             scratch,
@@ -228,7 +237,7 @@ impl Replica {
             applied_at: Vec::new(),
             leader_changes: Vec::new(),
             terms_started: Vec::new(),
-        }
+        })
     }
 
     /// Whether this replica currently leads.

@@ -6,7 +6,7 @@ use velos_rdma::{Loc, NodeId, Rmw};
 
 fn replica(me: u16) -> Replica {
     let config = Shared::new(LogConfig::new(3, 16, 16));
-    Replica::new(config, me, ClientScript { count: 0, size: 10 })
+    Replica::new(config, me, ClientScript { count: 0, size: 10 }).expect("valid")
 }
 
 /// Runs one turn: the clock reads `now`, every other operation gets a neutral reply
@@ -27,6 +27,20 @@ fn turn(r: &mut Replica, now: u64) -> Vec<Op> {
             }
         }
     }
+}
+
+#[test]
+fn a_bad_configuration_is_refused_with_its_reason() {
+    let config = Shared::new(LogConfig::new(3, 16, 16));
+    let script = |size| ClientScript { count: 1, size };
+    assert_eq!(
+        Replica::new(config.clone(), 3, script(10)).err(),
+        Some("replica 3 of 3".to_string())
+    );
+    assert!(Replica::new(config.clone(), 0, script(17)).is_err());
+    let mut zero = LogConfig::new(3, 16, 16);
+    zero.slots = 0;
+    assert!(Replica::new(Shared::new(zero), 0, script(10)).is_err());
 }
 
 #[test]
