@@ -391,7 +391,6 @@ impl Replica {
                 self.reads.retain(|r| {
                     !matches!(r.purpose, Purpose::Adopt { .. }) || r.stage != Stage::Queued
                 });
-                self.role = Role::Follower;
                 self.last_progress = self.now;
             }
             _ => {}
