@@ -69,6 +69,17 @@ fn script(nodes: u16, ops: Vec<Op>) -> Machine<LitmusThread> {
 
 const W: WorkId = WorkId(1);
 
+/// Node `node` crashes at `at_ns`.
+fn crash_of(node: u16, at_ns: u64, mode: CrashMode) -> ScheduledFault {
+    ScheduledFault {
+        at_ns,
+        fault: Fault::Crash {
+            node: NodeId(node),
+            mode,
+        },
+    }
+}
+
 fn put_wait(to: u16) -> Vec<Op> {
     vec![
         Op::PutInline {
@@ -97,13 +108,7 @@ fn virtual_time_of_a_put_is_exact() {
 #[test]
 fn crash_with_error_mode_fails_the_wait() {
     let mut config = SimConfig::new(1, LatencyModel::uniform());
-    config.faults.push(ScheduledFault {
-        at_ns: 0,
-        fault: Fault::Crash {
-            node: NodeId(1),
-            mode: CrashMode::Error,
-        },
-    });
+    config.faults.push(crash_of(1, 0, CrashMode::Error));
     let mut sim = Simulator::new(script(2, put_wait(1)), config);
     assert_eq!(sim.run(u64::MAX, 1000), Stop::Complete);
     let error = sim.machine().threads[0].process.error.clone();
@@ -119,13 +124,7 @@ fn crash_with_error_mode_fails_the_wait() {
 #[test]
 fn crash_with_hang_mode_never_completes_the_wait() {
     let mut config = SimConfig::new(1, LatencyModel::uniform());
-    config.faults.push(ScheduledFault {
-        at_ns: 0,
-        fault: Fault::Crash {
-            node: NodeId(1),
-            mode: CrashMode::Hang,
-        },
-    });
+    config.faults.push(crash_of(1, 0, CrashMode::Hang));
     let mut sim = Simulator::new(script(2, put_wait(1)), config);
     assert_eq!(sim.run(u64::MAX, 1000), Stop::Deadlock);
     assert!(matches!(
@@ -138,13 +137,7 @@ fn crash_with_hang_mode_never_completes_the_wait() {
 #[test]
 fn crash_of_the_own_node_stops_the_thread() {
     let mut config = SimConfig::new(1, LatencyModel::uniform());
-    config.faults.push(ScheduledFault {
-        at_ns: 1,
-        fault: Fault::Crash {
-            node: NodeId(0),
-            mode: CrashMode::Hang,
-        },
-    });
+    config.faults.push(crash_of(0, 1, CrashMode::Hang));
     let mut sim = Simulator::new(script(2, put_wait(1)), config);
     sim.run(u64::MAX, 1000);
     assert_eq!(sim.machine().threads[0].next, Next::Crashed);
@@ -292,13 +285,7 @@ fn test_reports_completion_without_blocking() {
         machine.spawn(NodeId(0), LitmusThread::new(code, 2));
         let mut config = SimConfig::new(5, LatencyModel::generic());
         if crash {
-            config.faults.push(ScheduledFault {
-                at_ns: 0,
-                fault: Fault::Crash {
-                    node: NodeId(1),
-                    mode: CrashMode::Hang,
-                },
-            });
+            config.faults.push(crash_of(1, 0, CrashMode::Hang));
         }
         let mut sim = Simulator::new(machine, config);
         sim.run(u64::MAX, 10_000);
@@ -343,13 +330,7 @@ fn wait_any_waits_for_the_first_answer() {
     ];
     machine.spawn(NodeId(0), LitmusThread::new(code, 1));
     let mut config = SimConfig::new(5, LatencyModel::generic());
-    config.faults.push(ScheduledFault {
-        at_ns: 0,
-        fault: Fault::Crash {
-            node: NodeId(1),
-            mode: CrashMode::Hang,
-        },
-    });
+    config.faults.push(crash_of(1, 0, CrashMode::Hang));
     let mut sim = Simulator::new(machine, config);
     // Complete: the put hung towards the crashed node does not count (`Machine::is_complete`).
     assert_eq!(sim.run(u64::MAX, 10_000), Stop::Complete);
