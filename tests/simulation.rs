@@ -33,6 +33,7 @@ fn spec(seed: u64) -> ClusterSpec {
             size: 16,
         },
         latency: LatencyModel::cluster(),
+        near_overflow: None,
     }
 }
 

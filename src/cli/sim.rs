@@ -37,6 +37,13 @@ pub struct SimArgs {
     /// Slots pre-prepared by the leader.
     #[arg(long, default_value_t = 4)]
     pipeline: u32,
+    /// Start every slot promised this many proposal numbers below the overflow threshold
+    /// (exercises the overflow fallback: slots freeze epoch 0 and move to epoch 1).
+    #[arg(long)]
+    near_overflow: Option<u64>,
+    /// Epochs of the overflow fallback (acceptor words per slot).
+    #[arg(long, default_value_t = 2)]
+    epochs: u32,
     /// Timeline interval.
     #[arg(long, default_value = "100us", value_parser = parse_duration)]
     interval: u64,
@@ -82,6 +89,7 @@ fn parse_crash(s: &str) -> Result<(u16, u64), String> {
 pub fn run_cli(a: SimArgs) -> ExitCode {
     let mut log = LogConfig::new(a.replicas, a.slots, a.value_size.max(10) as u32);
     log.pipeline = a.pipeline;
+    log.epochs = a.epochs;
     if let Err(e) = log.validate() {
         eprintln!("velos sim: {e}");
         return ExitCode::from(2);
@@ -109,6 +117,7 @@ pub fn run_cli(a: SimArgs) -> ExitCode {
             size: a.value_size,
         },
         latency: LatencyModel::cluster(),
+        near_overflow: a.near_overflow,
     };
     let report = run(&spec);
     if a.json {
@@ -123,14 +132,21 @@ pub fn run_cli(a: SimArgs) -> ExitCode {
         ExitCode::SUCCESS
     } else {
         let mut replay = format!(
-            "velos sim --replicas {} --seed {} --duration {}",
-            a.replicas, a.seed, a.duration
+            "velos sim --replicas {} --seed {} --duration {} --slots {} --value-size {} \
+             --pipeline {}",
+            a.replicas, a.seed, a.duration, a.slots, a.value_size, a.pipeline
         );
+        if let Some(v) = a.values {
+            replay += &format!(" --values {v}");
+        }
         if let Some(t) = a.crash_leader_at {
             replay += &format!(" --crash-leader-at {t}");
         }
         for (n, t) in &a.crash {
             replay += &format!(" --crash {n}@{t}");
+        }
+        if let Some(k) = a.near_overflow {
+            replay += &format!(" --near-overflow {k} --epochs {}", a.epochs);
         }
         eprintln!(
             "velos sim: a check failed (seed {}); replay: {replay}",
@@ -177,6 +193,12 @@ fn print_report(report: &velos::harness::cluster::ClusterReport, interval: u64) 
             line += &format!("   leader → {} at {:.1} µs", c.leader, c.at_ns as f64 / 1e3);
         }
         println!("{line}");
+    }
+    if report.frozen_slots > 0 {
+        println!(
+            "overflow fallback: {} slots froze epoch 0 and moved on",
+            report.frozen_slots
+        );
     }
     for r in &report.replicas {
         println!(

@@ -3,6 +3,8 @@
 
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
+use velos_core::AcceptorState;
+use velos_core::freeze::Freezer;
 use velos_core::log::{ClientScript, LogConfig, Replica};
 use velos_rdma::{NodeId, Shared};
 use velos_sim::latency::LatencyModel;
@@ -29,6 +31,10 @@ pub struct ClusterSpec {
     pub client: ClientScript,
     /// Step costs.
     pub latency: LatencyModel,
+    /// Start every slot's words (epoch 0, every replica) promised to a proposal number
+    /// this far below the overflow threshold: the run drives slots over it, into the
+    /// overflow fallback.
+    pub near_overflow: Option<u64>,
 }
 
 /// What a replica applied.
@@ -73,6 +79,8 @@ pub struct ClusterReport {
     pub failures: Vec<String>,
     /// Emulator steps taken.
     pub steps: u64,
+    /// Slots whose epoch-0 word ended frozen at some replica (the overflow fallback ran).
+    pub frozen_slots: u64,
 }
 
 impl ClusterReport {
@@ -91,6 +99,23 @@ pub fn run(spec: &ClusterSpec) -> ClusterReport {
     let config = Shared::new(spec.log.clone());
     let shape = spec.log.shape();
     let mut machine = Machine::new(&shape.layout());
+    if let Some(below) = spec.near_overflow {
+        let layout = spec.log.layout;
+        let min = spec.log.overflow_threshold().saturating_sub(below);
+        let word = layout
+            .encode(AcceptorState {
+                min_proposal: min,
+                ..AcceptorState::default()
+            })
+            .expect("a proposal below the threshold fits");
+        for r in 0..spec.log.replicas {
+            for slot in 0..spec.log.slots {
+                machine
+                    .init(shape.acceptor_word(r, slot), word)
+                    .expect("the word is in the layout");
+            }
+        }
+    }
     for r in 0..spec.log.replicas {
         machine.spawn(
             NodeId(r),
@@ -175,6 +200,15 @@ fn report(spec: &ClusterSpec, sim: &Simulator<Replica>) -> ClusterReport {
     leader_changes.sort_by_key(|c| (c.at_ns, c.leader));
     let mut failures = Vec::new();
     let checks = check(&replicas, &proposed, &mut failures);
+    let shape = spec.log.shape();
+    let frozen_slots = (0..spec.log.slots)
+        .filter(|&slot| {
+            (0..spec.log.replicas).any(|r| {
+                m.read(shape.acceptor_word(r, slot))
+                    .is_some_and(|w| Freezer::is_frozen(spec.log.layout, w))
+            })
+        })
+        .count() as u64;
     ClusterReport {
         seed: spec.seed,
         duration_ns: spec.duration_ns,
@@ -184,6 +218,7 @@ fn report(spec: &ClusterSpec, sim: &Simulator<Replica>) -> ClusterReport {
         checks,
         failures,
         steps: sim.steps(),
+        frozen_slots,
     }
 }
 

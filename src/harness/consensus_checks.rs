@@ -46,6 +46,7 @@ pub fn machine(check: &CheckConfig) -> Machine<SingleDecree> {
     let shape = ClusterShape {
         nodes: acceptors,
         slots: check.slots,
+        epochs: 1,
         value_words: 0,
         scratch_words: SingleDecreeConfig::scratch_words(acceptors),
     };

@@ -4,29 +4,41 @@ use crate::proposal::ProposerId;
 use velos_rdma::{Layout, Loc, NodeId};
 
 /// The shape of a cluster's registered memory. Every node is an acceptor and may propose;
-/// node i is proposer i. Per node, in order: the acceptor words of every slot; every
-/// proposer's value buffer for every slot (a stamp word, then `value_words` words); the
-/// heartbeat counter; scratch words for the node's own operations.
+/// node i is proposer i. Per node, in order: the acceptor words of every slot in every
+/// epoch (epoch-major; see [`crate::freeze`]); every proposer's value buffer for every slot
+/// (a begin stamp, `value_words` words, an end stamp); the heartbeat counter; scratch words
+/// for the node's own operations.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct ClusterShape {
     /// Nodes (acceptors and proposers).
     pub nodes: u16,
     /// Slots of the log (positions of the ring).
     pub slots: u32,
-    /// Words of a value buffer after its stamp.
+    /// Acceptor words per slot: one per epoch of the overflow fallback (at least 1).
+    pub epochs: u32,
+    /// Content words of a value buffer (between its two stamps).
     pub value_words: u32,
     /// Scratch words per node.
     pub scratch_words: u32,
 }
 
 impl ClusterShape {
-    /// The acceptor word of `slot` at `acceptor`.
+    /// The acceptor word of `slot` at `acceptor` (epoch 0).
     pub fn acceptor_word(&self, acceptor: u16, slot: u32) -> Loc {
+        self.epoch_word(acceptor, slot, 0)
+    }
+
+    /// The acceptor word of `slot` in `epoch` at `acceptor`.
+    pub fn epoch_word(&self, acceptor: u16, slot: u32, epoch: u32) -> Loc {
         assert!(
-            acceptor < self.nodes && slot < self.slots,
-            "slot {slot} at acceptor {acceptor}"
+            acceptor < self.nodes && slot < self.slots && epoch < self.epochs,
+            "slot {slot} in epoch {epoch} at acceptor {acceptor}"
         );
-        Loc::word(NodeId(acceptor), slot)
+        Loc::word(NodeId(acceptor), epoch * self.slots + slot)
+    }
+
+    fn buffer_words(&self) -> u32 {
+        2 + self.value_words
     }
 
     fn buffer_base(&self, proposer: ProposerId, slot: u32) -> u32 {
@@ -34,13 +46,22 @@ impl ClusterShape {
             proposer.0 < self.nodes && slot < self.slots,
             "buffer of {proposer:?} for slot {slot}"
         );
-        self.slots + (u32::from(proposer.0) * self.slots + slot) * (1 + self.value_words)
+        self.epochs * self.slots + (u32::from(proposer.0) * self.slots + slot) * self.buffer_words()
     }
 
-    /// The stamp word of `proposer`'s value buffer for `slot` at `acceptor`: the proposal
-    /// number the buffer's content was written for.
+    /// The begin stamp of `proposer`'s value buffer for `slot` at `acceptor`: the epoch
+    /// and proposal number the buffer's content was written for (`crate::log::value`).
     pub fn value_stamp(&self, acceptor: u16, proposer: ProposerId, slot: u32) -> Loc {
         Loc::word(NodeId(acceptor), self.buffer_base(proposer, slot))
+    }
+
+    /// The end stamp of `proposer`'s value buffer for `slot` at `acceptor`, written after
+    /// the content.
+    pub fn value_end_stamp(&self, acceptor: u16, proposer: ProposerId, slot: u32) -> Loc {
+        Loc::word(
+            NodeId(acceptor),
+            self.buffer_base(proposer, slot) + 1 + self.value_words,
+        )
     }
 
     /// Word `i` of `proposer`'s value buffer for `slot` at `acceptor`.
@@ -54,7 +75,7 @@ impl ClusterShape {
     }
 
     fn heartbeat_index(&self) -> u32 {
-        self.slots + u32::from(self.nodes) * self.slots * (1 + self.value_words)
+        self.epochs * self.slots + u32::from(self.nodes) * self.slots * self.buffer_words()
     }
 
     /// `node`'s heartbeat counter.

@@ -4,6 +4,7 @@
 #![deny(unsafe_code)]
 
 pub mod cluster;
+pub mod freeze;
 pub mod log;
 pub mod proposal;
 pub mod single_decree;

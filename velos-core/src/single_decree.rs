@@ -77,7 +77,7 @@ enum Waiting {
     AnyAnswer,
     /// The old value of in-flight CAS `index`.
     Result(usize),
-    /// The word of an adopted value, which must bear stamp `proposal`.
+    /// The word of an adopted value, which must bear a stamp of at least `proposal`.
     ReadValue { proposal: u64 },
 }
 
@@ -280,7 +280,7 @@ impl SingleDecree {
                 self.adopted = content;
                 let mut out = Vec::new();
                 self.proposer
-                    .on_value_read(stamp == proposal && content != 0, &[], &mut out);
+                    .on_value_read(stamp >= proposal && content != 0, &[], &mut out);
                 self.enqueue(out);
             }
         }

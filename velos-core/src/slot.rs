@@ -91,8 +91,9 @@ pub enum SlotCommand {
         /// The proposal number the buffer is stamped with.
         proposal: u64,
     },
-    /// Read `proposer`'s value buffer of this slot at `acceptor`; its stamp must be
-    /// `proposal`. Report with [`SlotProposer::on_value_read`].
+    /// Read `proposer`'s value buffer of this slot at `acceptor`; its stamp must be at
+    /// least `proposal` (see [`SlotProposer::on_value_read`] for why a newer stamp will
+    /// do). Report with [`SlotProposer::on_value_read`].
     ReadValue {
         /// The acceptor that holds it.
         acceptor: u16,
@@ -209,12 +210,23 @@ impl SlotProposer {
     /// Proposes my value in a promised slot: the accept CASes (one round trip).
     /// `previous` as for the accept of [`SlotProposer::on_cas`].
     pub fn supply(&mut self, previous: &[u8], out: &mut Vec<SlotCommand>) {
+        self.supply_content(Content::Mine, previous, out);
+    }
+
+    /// Proposes `content` in a promised slot: [`Content::Mine`], or [`Content::Adopted`]
+    /// for a value the slot must carry from a frozen epoch ([`crate::freeze`]).
+    pub fn supply_content(
+        &mut self,
+        content: Content,
+        previous: &[u8],
+        out: &mut Vec<SlotCommand>,
+    ) {
         assert!(
             self.is_promised(),
             "supply a promised slot, not {:?}",
             self.phase
         );
-        self.accept(Content::Mine, previous, out);
+        self.accept(content, previous, out);
         assert!(
             matches!(self.phase, Phase::Accepting { .. }),
             "Alg. 5: a supplied slot accepts"
@@ -255,6 +267,11 @@ impl SlotProposer {
         self.config
             .layout
             .decode(self.predicted[usize::from(acceptor)])
+    }
+
+    /// The predicted word of `acceptor` (what a CAS posted now would expect).
+    pub fn predicted_word(&self, acceptor: u16) -> u64 {
+        self.predicted[usize::from(acceptor)]
     }
 
     /// CASes posted and not yet completed.
@@ -457,8 +474,17 @@ impl SlotProposer {
         }
     }
 
-    /// Reports the value read for adoption: `stamped_ok` says whether the buffer still bore
-    /// the expected stamp (else it was overwritten by a newer attempt: abort and retry).
+    /// Reports the value read for adoption: `stamped_ok` says whether the buffer bore a
+    /// stamp at least the accepted proposal b' it was read for (else the read failed:
+    /// abort and retry).
+    ///
+    /// Lemma (adoption from a newer stamp): a proposer writes its buffer stamped b'' only
+    /// with a value safe at b'' (nothing else chosen, or ever choosable, below b''); so
+    /// when the promises' highest accepted pair is ⟨b', p⟩ and p's buffer there already
+    /// holds p's value of a later b'' > b', that value is safe at my proposal n as well:
+    /// below b'' by its own safety, and in [b'', n) nothing is chosen because my majority
+    /// accepted nothing above b'. Requiring the exact stamp instead livelocks: p's write
+    /// lands ahead of an accept CAS that fails, and the word still names ⟨b', p⟩.
     pub fn on_value_read(&mut self, stamped_ok: bool, previous: &[u8], out: &mut Vec<SlotCommand>) {
         assert!(
             matches!(self.phase, Phase::Reading),

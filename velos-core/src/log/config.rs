@@ -16,6 +16,11 @@ pub struct LogConfig {
     pub max_value_bytes: u32,
     /// The acceptor word layout.
     pub layout: WordLayout,
+    /// Epochs of the overflow fallback: acceptor words per slot. A slot whose proposal
+    /// numbers run out in one epoch freezes it and continues in the next
+    /// ([`crate::freeze`]); when the last runs out, the log stops at that slot
+    /// ([`super::ProposeError::Exhausted`]).
+    pub epochs: u32,
     /// Slots the leader keeps prepared or accepting at once (pre-preparation depth).
     pub pipeline: u32,
     /// How often a replica bumps its heartbeat and reads the others' (ns).
@@ -42,6 +47,7 @@ impl LogConfig {
             slots,
             max_value_bytes,
             layout: WordLayout::VELOS,
+            epochs: 2,
             pipeline: 4,
             heartbeat_period_ns: 1_000,
             failure_timeout_ns: 20_000,
@@ -49,6 +55,20 @@ impl LogConfig {
             catch_up_after_ns: 10_000,
             mutation: Mutation::None,
         }
+    }
+
+    /// Proposal numbers above this are not used with one-sided CAS: a slot that needs one
+    /// freezes its epoch and moves to the next ([`crate::freeze`]).
+    pub fn overflow_threshold(&self) -> u64 {
+        self.layout.max_proposal() - u64::from(self.replicas)
+    }
+
+    /// Scratch banks for value reads: a read abandoned towards an acceptor that became
+    /// suspected keeps its bank until its gets complete (they could still land), which is
+    /// never if the acceptor crashed; no read starts towards a suspected acceptor, so each
+    /// of at most a minority of crashed acceptors holds at most one bank, and one is left.
+    pub fn read_banks(&self) -> u32 {
+        u32::from(self.replicas).div_ceil(2)
     }
 
     /// Words of a value's content.
@@ -67,8 +87,12 @@ impl LogConfig {
         ClusterShape {
             nodes: self.replicas,
             slots: self.slots,
+            epochs: self.epochs,
             value_words: self.value_words(),
-            scratch_words: n * self.cas_cells() + 2 * n + READ_BANKS * (1 + self.value_words()),
+            scratch_words: n * self.cas_cells()
+                + n
+                + n * self.epochs
+                + self.read_banks() * (2 + self.value_words()),
         }
     }
 
@@ -84,16 +108,22 @@ impl LogConfig {
         if self.slots == 0 || self.pipeline == 0 || self.max_value_bytes == 0 {
             return Err("slots, pipeline and max_value_bytes must be positive".into());
         }
+        if !(1..=256).contains(&self.epochs) {
+            return Err(format!("{} epochs: 1 to 256 are supported", self.epochs));
+        }
+        if self.max_value_bytes >= 1 << super::value::LEN_BITS {
+            return Err(format!(
+                "values of {} bytes: a stamp holds lengths below {}",
+                self.max_value_bytes,
+                1u32 << super::value::LEN_BITS
+            ));
+        }
         if self.failure_timeout_ns <= 2 * self.heartbeat_period_ns {
             return Err("the failure timeout must exceed two heartbeat periods".into());
         }
         Ok(())
     }
 }
-
-/// Scratch banks for value reads: a read abandoned towards a suspected acceptor keeps its
-/// bank until its gets complete (they could still land), and the next read uses another.
-pub(super) const READ_BANKS: u32 = 2;
 
 /// Work ids of a replica's operations (all below the libraries' range).
 pub(super) mod ids {
@@ -107,7 +137,7 @@ pub(super) mod ids {
     pub const READ_STAMP: u32 = 3;
     /// The heartbeat get from replica a: `HEARTBEAT + a`.
     pub const HEARTBEAT: u32 = 1_000;
-    /// The catch-up get of a slot's word at acceptor a: `CATCH_UP + a`.
+    /// The catch-up gets of a slot's words (every epoch) at acceptor a: `CATCH_UP + a`.
     pub const CATCH_UP: u32 = 2_000;
     /// The CAS in cell c of acceptor a: `CAS + a * cells + c`.
     pub const CAS: u32 = 10_000;
@@ -166,18 +196,22 @@ impl Scratch {
             .scratch(self.me, self.n() * self.cells + u32::from(a))
     }
 
-    /// Where acceptor `a`'s word lands in a catch-up read.
-    pub(super) fn catch_up(&self, a: u16) -> Loc {
-        self.shape
-            .scratch(self.me, self.n() * self.cells + self.n() + u32::from(a))
-    }
-
-    /// Word `i` of a value read into `bank` (0: the stamp).
-    pub(super) fn value(&self, bank: u32, i: u32) -> Loc {
-        let per_bank = 1 + self.shape.value_words;
+    /// Where acceptor `a`'s word of `epoch` lands in a catch-up read.
+    pub(super) fn catch_up(&self, a: u16, epoch: u32) -> Loc {
         self.shape.scratch(
             self.me,
-            self.n() * self.cells + 2 * self.n() + bank * per_bank + i,
+            self.n() * self.cells + self.n() + u32::from(a) * self.shape.epochs + epoch,
+        )
+    }
+
+    /// Word `i` of a value read into `bank` (0: the begin stamp, then the content, then
+    /// the end stamp).
+    pub(super) fn value(&self, bank: u32, i: u32) -> Loc {
+        let per_bank = 2 + self.shape.value_words;
+        assert!(i < per_bank, "word {i} of a bank of {per_bank}");
+        self.shape.scratch(
+            self.me,
+            self.n() * self.cells + self.n() + self.n() * self.shape.epochs + bank * per_bank + i,
         )
     }
 }

@@ -7,17 +7,43 @@
 //! re-proposed), and a slot with nothing to adopt below an adopted one is filled with a
 //! no-op, so the log never has a hole.
 //!
-//! previous_decision: the accept of slot s carries c > 0 only when s is accepted at the
-//! current ballot B and every slot up to s − c is decided. Lemma (learning): if a replica's
-//! word of some k ≤ s − c shows B accepted, k's value at B is the decided one. Proof: B is
-//! this leader's and fresh for the term (ballots only grow, across terms too); k was
-//! attempted at B; an abort at B would have moved the ballot above B before s's accept
-//! could carry B, so k was decided by its attempt at B.
+//! previous_decision: the accept of slot s in epoch e carries c > 0 only when s is accepted
+//! at the current ballot B of epoch e, no slot overflowed out of epoch e in this term, and
+//! every slot up to s − c is decided. Lemma (learning): if a replica's epoch-e word of some
+//! k ≤ s − c shows B accepted, k's value at B is the decided one. Proof: B is this leader's
+//! and fresh for the term in epoch e (ballots only grow, across terms too); k was attempted
+//! at B in epoch e; an abort at B would have moved the epoch's ballot above B before s's
+//! accept could carry B, and an overflow of k out of epoch e would have stopped every later
+//! count in e, so k was decided by its attempt at B.
+//!
+//! The overflow fallback ([`crate::freeze`]) lives in [`overflow`]: a slot whose proposal
+//! numbers run out freezes its epoch and continues in the next one, with its own ballots.
 
 use super::config::LogConfig;
+use crate::freeze::Freezer;
 use crate::proposal::{Numbering, ProposerId};
 use crate::slot::{Content, Outcome, SlotCommand, SlotConfig, SlotProposer};
 use std::collections::{BTreeMap, VecDeque};
+
+mod overflow;
+
+/// Where a slot command goes: the slot and the epoch of its words.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(super) struct SlotAt {
+    pub slot: u64,
+    pub epoch: u32,
+}
+
+/// The leader's CAS ids: `epoch:16 | freeze:1 | id:47`, so that a completion finds the
+/// proposer or freezer of its epoch (or nothing, if the slot moved on).
+fn cas_id(epoch: u32, freeze: bool, id: u64) -> u64 {
+    assert!(id < 1 << 47 && epoch < 1 << 16, "CAS id fields");
+    u64::from(epoch) << 48 | u64::from(freeze) << 47 | id
+}
+
+fn split_id(id: u64) -> (u32, bool, u64) {
+    ((id >> 48) as u32, id >> 47 & 1 == 1, id & ((1 << 47) - 1))
+}
 
 /// A client value and the id its proposer was given for it.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -36,6 +62,15 @@ struct Run {
     adopted: Option<Vec<u8>>,
     /// A value read for adoption is under way.
     reading: bool,
+    /// The epoch of the slot's words this run works on.
+    epoch: u32,
+    /// Freezing `epoch` (the overflow fallback), once its proposal numbers ran out.
+    freezer: Option<Freezer>,
+    /// The value read from the frozen majority is under way.
+    carrying: bool,
+    /// The value this epoch must propose when its own promises show nothing accepted
+    /// (carried from the frozen epoch below); `None`: free.
+    carry: Option<Vec<u8>>,
 }
 
 /// What the leader learned in one step.
@@ -54,8 +89,13 @@ pub(super) struct Progress {
 pub(super) struct Leader {
     me: ProposerId,
     pub term: u64,
-    /// The ballot: the proposal number of the window's slots.
-    pub ballot: u64,
+    /// The ballots, one per epoch: the proposal number of the window's slots there.
+    pub ballots: Vec<u64>,
+    /// Per epoch: some slot overflowed out of it in this term, so no accept in it carries
+    /// previous_decision any more.
+    overflowed: Vec<bool>,
+    /// The slot whose proposal numbers ran out in the last epoch: the log stops there.
+    pub exhausted: Option<u64>,
     /// Every slot below is decided and applied.
     pub prefix: u64,
     next_slot: u64,
@@ -66,12 +106,16 @@ pub(super) struct Leader {
 }
 
 impl Leader {
-    /// The leader `me` of `term`, starting at slot `prefix` with ballots above `floor`.
-    pub(super) fn new(me: u16, term: u64, prefix: u64, floor: u64) -> Leader {
+    /// The leader `me` of `term`, starting at slot `prefix` with ballots above `floors`
+    /// (one per epoch).
+    pub(super) fn new(me: u16, term: u64, prefix: u64, floors: Vec<u64>) -> Leader {
+        assert!(!floors.is_empty(), "a ballot per epoch");
         Leader {
             me: ProposerId(me),
             term,
-            ballot: floor,
+            overflowed: vec![false; floors.len()],
+            ballots: floors,
+            exhausted: None,
             prefix,
             next_slot: prefix,
             window: BTreeMap::new(),
@@ -105,9 +149,14 @@ impl Leader {
             .chain(self.window.into_values().filter_map(|r| r.mine.flatten()))
     }
 
-    /// The previous_decision count for an accept of `slot` at `proposal`.
-    fn previous(&self, config: &LogConfig, slot: u64, proposal: u64) -> Vec<u8> {
-        let c = if proposal == self.ballot && self.prefix >= 1 && slot >= self.prefix {
+    /// The previous_decision count for an accept of `slot` at `proposal` in `epoch`.
+    fn previous(&self, config: &LogConfig, slot: u64, epoch: u32, proposal: u64) -> Vec<u8> {
+        let e = epoch as usize;
+        let c = if !self.overflowed[e]
+            && proposal == self.ballots[e]
+            && self.prefix >= 1
+            && slot >= self.prefix
+        {
             let c = slot - (self.prefix - 1);
             if c <= config.layout.max_previous() {
                 c as u8
@@ -126,10 +175,11 @@ impl Leader {
         &mut self,
         config: &LogConfig,
         seed: impl Fn(u64) -> Option<u64>,
-        out: &mut Vec<(u64, SlotCommand)>,
+        out: &mut Vec<(SlotAt, SlotCommand)>,
     ) {
         while self.next_slot < self.prefix + u64::from(config.pipeline)
             && self.next_slot < u64::from(config.slots)
+            && self.exhausted.is_none()
         {
             let slot = self.next_slot;
             let cfg = self.slot_config(config);
@@ -139,16 +189,20 @@ impl Leader {
             }
             .holding();
             let mut cmds = Vec::new();
-            proposer.prepare_above(self.ballot.saturating_sub(1), &mut cmds);
-            self.ballot = self.ballot.max(proposer.proposal());
+            proposer.prepare_above(self.ballots[0].saturating_sub(1), &mut cmds);
+            self.ballots[0] = self.ballots[0].max(proposer.proposal());
             let mut run = Run {
                 proposer,
                 mine: None,
                 adopted: None,
                 reading: false,
+                epoch: 0,
+                freezer: None,
+                carrying: false,
+                carry: None,
             };
             Self::note_reads(&mut run, &cmds);
-            out.extend(cmds.into_iter().map(|c| (slot, c)));
+            emit(out, slot, 0, false, cmds);
             self.window.insert(slot, run);
             self.next_slot += 1;
         }
@@ -166,38 +220,65 @@ impl Leader {
         config: &LogConfig,
         (slot, a, id): (u64, u16, u64),
         actual: u64,
-        out: &mut Vec<(u64, SlotCommand)>,
+        out: &mut Vec<(SlotAt, SlotCommand)>,
     ) {
         let Some(run) = self.window.get(&slot) else {
             return; // decided already: a late completion
         };
-        let previous = self.previous(config, slot, run.proposer.proposal());
+        let (epoch, freeze, id) = split_id(id);
+        if epoch != run.epoch {
+            return; // an epoch the slot left: its words are frozen, nothing to count
+        }
+        let previous = self.previous(config, slot, epoch, run.proposer.proposal());
         let run = self.window.get_mut(&slot).expect("present");
         let mut cmds = Vec::new();
-        run.proposer.on_cas(a, id, actual, &previous, &mut cmds);
-        Self::note_reads(run, &cmds);
-        out.extend(cmds.into_iter().map(|c| (slot, c)));
+        if freeze {
+            if let Some(f) = run.freezer.as_mut().filter(|f| f.owns(a, id)) {
+                f.on_cas(a, id, actual, &mut cmds);
+            }
+        } else {
+            run.proposer.on_cas(a, id, actual, &previous, &mut cmds);
+            Self::note_reads(run, &cmds);
+        }
+        emit(out, slot, epoch, freeze, cmds);
     }
 
     /// A CAS of `slot` towards `a` will never answer.
     pub(super) fn on_cas_lost(&mut self, slot: u64, a: u16, id: u64) {
-        if let Some(run) = self.window.get_mut(&slot) {
+        let Some(run) = self.window.get_mut(&slot) else {
+            return;
+        };
+        let (epoch, freeze, id) = split_id(id);
+        if epoch != run.epoch {
+            return;
+        }
+        if freeze {
+            if let Some(f) = run.freezer.as_mut().filter(|f| f.owns(a, id)) {
+                f.on_cas_lost(a, id);
+            }
+        } else {
             run.proposer.on_cas_lost(a, id);
         }
     }
 
-    /// The value read for adopting in `slot`: `None` if the buffer was overwritten.
+    /// The value read for adopting in `slot`, or for carrying it out of a frozen epoch:
+    /// `None` if the read failed.
     pub(super) fn on_value_read(
         &mut self,
         config: &LogConfig,
         slot: u64,
         value: Option<Vec<u8>>,
-        out: &mut Vec<(u64, SlotCommand)>,
+        out: &mut Vec<(SlotAt, SlotCommand)>,
     ) {
         let Some(run) = self.window.get(&slot) else {
             return;
         };
-        let previous = self.previous(config, slot, run.proposer.proposal());
+        if run.carrying {
+            self.on_carry_read(config, slot, value, out);
+            return;
+        }
+        let epoch = run.epoch;
+        let previous = self.previous(config, slot, epoch, run.proposer.proposal());
         let run = self.window.get_mut(&slot).expect("present");
         assert!(run.reading, "a value read for a slot reading one");
         run.reading = false;
@@ -205,7 +286,7 @@ impl Leader {
         run.adopted = value;
         let mut cmds = Vec::new();
         run.proposer.on_value_read(ok, &previous, &mut cmds);
-        out.extend(cmds.into_iter().map(|c| (slot, c)));
+        emit(out, slot, epoch, false, cmds);
     }
 
     /// The bytes an accept of `slot` writes for `content`.
@@ -236,7 +317,7 @@ impl Leader {
     pub(super) fn step(
         &mut self,
         config: &LogConfig,
-        out: &mut Vec<(u64, SlotCommand)>,
+        out: &mut Vec<(SlotAt, SlotCommand)>,
     ) -> Progress {
         let mut progress = Progress::default();
         let slots: Vec<u64> = self.window.keys().copied().collect();
@@ -269,23 +350,34 @@ impl Leader {
                     let run = self.window.get_mut(&slot).expect("present");
                     let mut cmds = Vec::new();
                     run.adopted = None;
-                    run.proposer.prepare_above(self.ballot, &mut cmds);
+                    let e = run.epoch as usize;
+                    run.proposer.prepare_above(self.ballots[e], &mut cmds);
                     Self::note_reads(run, &cmds);
                     // An abort moves the ballot above the aborted one (see the lemma).
-                    self.ballot = self.ballot.max(run.proposer.proposal());
-                    out.extend(cmds.into_iter().map(|c| (slot, c)));
+                    self.ballots[e] = self.ballots[e].max(run.proposer.proposal());
+                    emit(out, slot, e as u32, false, cmds);
                     progress.moved = true;
                 }
-                Outcome::Overflow => {
-                    // Proposal numbers are exhausted for this slot: the one-sided fast path
-                    // must not be used on it. Not reachable with 24-bit numbers in the
-                    // runs we make; surfaced loudly rather than ignored.
-                    panic!("slot {slot}: proposal numbers exhausted (overflow fallback)");
+                Outcome::Overflow => progress.moved |= self.overflow(config, slot, out),
+                Outcome::Pending
+                    if self.window[&slot].proposer.is_promised()
+                        && self.window[&slot].carry.is_some() =>
+                {
+                    let run = &self.window[&slot];
+                    let previous = self.previous(config, slot, run.epoch, run.proposer.proposal());
+                    let run = self.window.get_mut(&slot).expect("present");
+                    // The frozen epoch's value goes first; my own waits for a later slot.
+                    run.adopted = run.carry.clone();
+                    let mut cmds = Vec::new();
+                    run.proposer
+                        .supply_content(Content::Adopted, &previous, &mut cmds);
+                    emit(out, slot, run.epoch, false, cmds);
+                    progress.moved = true;
                 }
                 Outcome::Pending if self.window[&slot].proposer.is_promised() => {
                     let fill = self.fill_below(slot);
-                    let previous =
-                        self.previous(config, slot, self.window[&slot].proposer.proposal());
+                    let run = &self.window[&slot];
+                    let previous = self.previous(config, slot, run.epoch, run.proposer.proposal());
                     let run = self.window.get_mut(&slot).expect("present");
                     if run.mine.is_none() {
                         run.mine = match self.pending.pop_front() {
@@ -297,7 +389,7 @@ impl Leader {
                     if run.mine.is_some() {
                         let mut cmds = Vec::new();
                         run.proposer.supply(&previous, &mut cmds);
-                        out.extend(cmds.into_iter().map(|c| (slot, c)));
+                        emit(out, slot, run.epoch, false, cmds);
                         progress.moved = true;
                     }
                 }
@@ -322,6 +414,34 @@ impl Leader {
             || self
                 .window
                 .range(slot + 1..)
-                .any(|(_, r)| r.reading || r.adopted.is_some())
+                .any(|(_, r)| r.reading || r.adopted.is_some() || r.carrying || r.carry.is_some())
     }
+}
+
+/// Tags the commands of `slot`'s proposer (or freezer) in `epoch` for issuing.
+fn emit(
+    out: &mut Vec<(SlotAt, SlotCommand)>,
+    slot: u64,
+    epoch: u32,
+    freeze: bool,
+    cmds: Vec<SlotCommand>,
+) {
+    let at = SlotAt { slot, epoch };
+    out.extend(cmds.into_iter().map(|c| match c {
+        SlotCommand::Cas {
+            id,
+            acceptor,
+            expected,
+            desired,
+        } => (
+            at,
+            SlotCommand::Cas {
+                id: cas_id(epoch, freeze, id),
+                acceptor,
+                expected,
+                desired,
+            },
+        ),
+        other => (at, other),
+    }));
 }

@@ -4,13 +4,14 @@
 //! acceptor never answers, so nothing ever blocks on one), then plans: the leader opens and
 //! fills slots, the follower learns the next slot; with nothing to do, it pauses.
 
-use super::config::{LogConfig, READ_BANKS, Scratch, ids};
-use super::leader::{Leader, Proposal};
+use super::config::{LogConfig, Scratch, ids};
+use super::leader::{Leader, Proposal, SlotAt};
 use super::learner::LOOKAHEAD;
 use super::links::{CasTag, Links};
 use super::omega::Omega;
 use super::value::{stamp, to_words};
 use crate::cluster::ClusterShape;
+use crate::freeze::Freezer;
 use crate::proposal::ProposerId;
 use crate::slot::SlotCommand;
 use std::collections::{BTreeMap, VecDeque};
@@ -58,6 +59,13 @@ pub enum ProposeError {
     /// The replica is shutting down.
     #[error("the replica is shutting down")]
     ShuttingDown,
+    /// Slot `slot` used up its proposal numbers in every epoch of the overflow fallback
+    /// ([`LogConfig::epochs`](super::LogConfig::epochs)): the log cannot grow past it.
+    #[error("slot {slot} ran out of proposal numbers in every epoch")]
+    Exhausted {
+        /// The slot.
+        slot: u64,
+    },
     /// The replica stopped leading before the proposal was decided: the next leader may
     /// still decide it (if some acceptor accepted it) or not; watch the log.
     #[error("deposed before the proposal was decided: outcome unknown")]
@@ -83,9 +91,9 @@ enum Then {
     HeartbeatValue(u16),
     CasTest(u16),
     CasValue(u16),
-    LocalWord(u64),
+    LocalWord(u64, u32),
     CatchUpTest(u16),
-    CatchUpValue(u16),
+    CatchUpValue(u16, u32),
     ReadTest,
     ReadWord(u32),
     BankTest(u32, u8),
@@ -100,27 +108,30 @@ enum Item {
 /// Why a value buffer is read.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 enum Purpose {
-    /// To adopt it in `slot` (leader of `term`): the stamp must equal the proposal.
+    /// To adopt it in `slot`, or carry it into the slot's next epoch (leader of `term`).
     Adopt { term: u64 },
-    /// To apply it: the slot is decided; the stamp must be at least the proposal.
+    /// To apply it: the slot is decided.
     Learn,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 enum Stage {
     Queued,
+    End,
     Content,
-    Stamp,
+    Begin,
     Loading,
 }
 
-/// A value-buffer read: content first, then the stamp (see [`super::value`]).
+/// A value-buffer read: the end stamp, the content, the begin stamp (see [`super::value`]);
+/// both stamps must agree and their key be at least (`epoch`, `proposal`).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 struct ValueRead {
     purpose: Purpose,
     slot: u64,
     acceptor: u16,
     proposer: ProposerId,
+    epoch: u32,
     proposal: u64,
     stage: Stage,
     words: Vec<Option<u64>>,
@@ -130,12 +141,19 @@ struct ValueRead {
     started: u64,
 }
 
-/// A follower's read of one slot's word at every replica.
+/// A follower's read of one slot's words (every epoch) at every replica.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 struct CatchUp {
     slot: u64,
-    replies: Vec<Option<u64>>,
+    /// Per epoch, per acceptor: the word read.
+    replies: Vec<Vec<Option<u64>>>,
     asked: Vec<bool>,
+}
+
+impl CatchUp {
+    fn answered(&self, a: u16) -> bool {
+        self.replies.iter().all(|r| r[usize::from(a)].is_some())
+    }
 }
 
 /// One replica of a Velos log.
@@ -155,10 +173,15 @@ pub struct Replica {
     links: Links,
     role: Role,
     term: u64,
-    ballot_floor: u64,
-    /// Local acceptor words of the slots from `next_apply` on (refreshed every turn).
-    words: BTreeMap<u64, u64>,
+    /// Per epoch: ballots of earlier terms, for the next term to start above.
+    ballot_floor: Vec<u64>,
+    /// Per epoch: local acceptor words of the slots from `next_apply` on (refreshed every
+    /// turn).
+    words: Vec<BTreeMap<u64, u64>>,
     last_progress: u64,
+    /// Per unapplied slot: the acceptors whose buffer of mine I wrote (bit a), so that the
+    /// first write skips its begin stamp (see [`super::value`]).
+    written: BTreeMap<u64, u64>,
     catch_up: Option<CatchUp>,
     reads: VecDeque<ValueRead>,
     /// Per read bank: the gets of an abandoned read that may still land (bit 0: the
@@ -204,6 +227,8 @@ impl Replica {
             ));
         }
         let scratch = Scratch::new(&config, me);
+        let epochs = config.epochs as usize;
+        let banks = config.read_banks() as usize;
         Ok(Replica {
             shape: config.shape(),
             links: Links::new(scratch.clone(), config.replicas, config.cas_cells()),
@@ -219,12 +244,13 @@ impl Replica {
             heartbeat: 0,
             role: Role::Follower,
             term: 0,
-            ballot_floor: 0,
-            words: BTreeMap::new(),
+            ballot_floor: vec![0; epochs],
+            words: vec![BTreeMap::new(); epochs],
             last_progress: 0,
+            written: BTreeMap::new(),
             catch_up: None,
             reads: VecDeque::new(),
-            poisoned: vec![0; READ_BANKS as usize],
+            poisoned: vec![0; banks],
             moved: false,
             client,
             sent: 0,
@@ -314,7 +340,7 @@ impl Replica {
         }
         if let Some(c) = &self.catch_up {
             let waiting: Vec<u16> = (0..self.config.replicas)
-                .filter(|&a| c.asked[usize::from(a)] && c.replies[usize::from(a)].is_none())
+                .filter(|&a| c.asked[usize::from(a)] && !c.answered(a))
                 .collect();
             for a in waiting {
                 self.op(
@@ -333,7 +359,7 @@ impl Replica {
                 },
                 Then::ReadTest,
             ),
-            Some((Stage::Stamp, b)) => self.op(
+            Some((Stage::End | Stage::Begin, b)) => self.op(
                 Op::Test {
                     work_id: ids::read_stamp(b),
                 },
@@ -341,7 +367,7 @@ impl Replica {
             ),
             _ => {}
         }
-        for b in 0..READ_BANKS {
+        for b in 0..self.config.read_banks() {
             // A bank is free again once the gets of its abandoned read are complete.
             let pending = self.poisoned[b as usize];
             if pending & 1 != 0 {
@@ -354,10 +380,22 @@ impl Replica {
             }
         }
         let end = (self.next_apply + LOOKAHEAD).min(u64::from(self.config.slots));
-        self.words.retain(|&s, _| s >= self.next_apply);
-        for slot in self.next_apply..end {
-            let loc = self.shape.acceptor_word(self.me, slot as u32);
-            self.op(Op::Load { loc }, Then::LocalWord(slot));
+        let next = self.next_apply;
+        for words in &mut self.words {
+            words.retain(|&s, _| s >= next);
+        }
+        let layout = self.config.layout;
+        for e in 0..self.config.epochs {
+            for slot in self.next_apply..end {
+                // A later epoch's word matters once the one below is frozen here (seen in
+                // an earlier turn): a slot moves up only through a frozen majority.
+                let below = e.checked_sub(1).map(|b| self.words[b as usize].get(&slot));
+                if below.is_some_and(|w| !w.is_some_and(|&w| Freezer::is_frozen(layout, w))) {
+                    continue;
+                }
+                let loc = self.shape.epoch_word(self.me, slot as u32, e);
+                self.op(Op::Load { loc }, Then::LocalWord(slot, e));
+            }
         }
         self.items.push_back(Item::Plan);
     }
@@ -375,13 +413,20 @@ impl Replica {
                 self.catch_up = None;
                 self.reads
                     .retain(|r| r.stage != Stage::Queued || r.purpose != Purpose::Learn);
-                let leader = Leader::new(self.me, self.term, self.next_apply, self.ballot_floor);
+                let leader = Leader::new(
+                    self.me,
+                    self.term,
+                    self.next_apply,
+                    self.ballot_floor.clone(),
+                );
                 self.role = Role::Leader(Box::new(leader));
             }
             (Role::Leader(l), false) => {
                 // Deposed: the window is abandoned (its CASes fail on the new leader's
                 // promises); what was decided is applied already.
-                self.ballot_floor = self.ballot_floor.max(l.ballot);
+                for (floor, &b) in self.ballot_floor.iter_mut().zip(&l.ballots) {
+                    *floor = (*floor).max(b);
+                }
                 assert_eq!(l.prefix, self.next_apply, "the leader applied its prefix");
                 let Role::Leader(l) = std::mem::replace(&mut self.role, Role::Follower) else {
                     unreachable!("leading")
@@ -443,13 +488,15 @@ impl Replica {
                 }
                 self.issue(cmds);
             }
-            Then::LocalWord(slot) => {
-                self.words.insert(slot, value.expect("a load"));
+            Then::LocalWord(slot, e) => {
+                self.words[e as usize].insert(slot, value.expect("a load"));
             }
             Then::CatchUpTest(a) => match reply {
                 Reply::Value(1) => {
-                    let loc = self.scratch.catch_up(a);
-                    self.op_first(Op::Load { loc }, Then::CatchUpValue(a));
+                    for e in 0..self.config.epochs {
+                        let loc = self.scratch.catch_up(a, e);
+                        self.op_first(Op::Load { loc }, Then::CatchUpValue(a, e));
+                    }
                 }
                 Reply::Failed(_) => {
                     if let Some(c) = &mut self.catch_up {
@@ -458,9 +505,9 @@ impl Replica {
                 }
                 _ => {}
             },
-            Then::CatchUpValue(a) => {
+            Then::CatchUpValue(a, e) => {
                 if let Some(c) = &mut self.catch_up {
-                    c.replies[usize::from(a)] = value;
+                    c.replies[e as usize][usize::from(a)] = value;
                 }
             }
             Then::ReadTest => self.read_tested(reply),
@@ -480,14 +527,14 @@ impl Replica {
     }
 
     /// Turns slot commands into operations on the links.
-    fn issue(&mut self, cmds: Vec<(u64, SlotCommand)>) {
+    fn issue(&mut self, cmds: Vec<(SlotAt, SlotCommand)>) {
         let Role::Leader(leader) = &self.role else {
             assert!(cmds.is_empty(), "only a leader issues slot commands");
             return;
         };
         let term = leader.term;
         let mut ops = Vec::new();
-        for (slot, cmd) in cmds {
+        for (SlotAt { slot, epoch }, cmd) in cmds {
             match cmd {
                 SlotCommand::Cas {
                     id,
@@ -495,7 +542,7 @@ impl Replica {
                     expected,
                     desired,
                 } => {
-                    let remote = self.shape.acceptor_word(acceptor, slot as u32);
+                    let remote = self.shape.epoch_word(acceptor, slot as u32, epoch);
                     let tag = CasTag { term, slot, id };
                     self.links
                         .send_cas(acceptor, remote, (expected, desired), tag, &mut ops);
@@ -508,12 +555,20 @@ impl Replica {
                     let bytes = leader.value_of(slot, content);
                     let me = ProposerId(self.me);
                     let s = slot as u32;
-                    // The stamp first, then the content (see `value`).
-                    let mut words = vec![stamp(proposal, bytes.len())];
-                    words.extend(to_words(&bytes));
-                    for (i, w) in words.into_iter().enumerate() {
+                    // The begin stamp, the content, the end stamp (see `value`); the
+                    // first write of a buffer needs no begin stamp.
+                    let stamp = stamp(epoch, proposal, bytes.len());
+                    let content = to_words(&bytes);
+                    let last = content.len() + 1;
+                    let mask = self.written.entry(slot).or_insert(0);
+                    let first = *mask & 1 << acceptor == 0;
+                    *mask |= 1 << acceptor;
+                    let words = std::iter::once(stamp).chain(content).chain([stamp]);
+                    for (i, w) in words.enumerate().skip(usize::from(first)) {
                         let remote = if i == 0 {
                             self.shape.value_stamp(acceptor, me, s)
+                        } else if i == last {
+                            self.shape.value_end_stamp(acceptor, me, s)
                         } else {
                             self.shape.value_word(acceptor, me, s, i as u32 - 1)
                         };
@@ -534,6 +589,7 @@ impl Replica {
                     slot,
                     acceptor,
                     proposer,
+                    epoch,
                     proposal,
                     stage: Stage::Queued,
                     words: Vec::new(),
@@ -555,6 +611,7 @@ impl Replica {
         self.applied.push((slot, value));
         self.applied_at.push(self.now);
         self.next_apply += 1;
+        self.written.remove(&slot); // a leader writes only slots it has not applied
         self.last_progress = self.now;
         self.moved = true;
     }
@@ -579,7 +636,7 @@ impl Replica {
             leader.pending.push_back(Proposal { id, bytes: v });
         }
         let mut cmds = Vec::new();
-        let words = &self.words;
+        let words = &self.words[0];
         leader.open_slots(&self.config, |s| words.get(&s).copied(), &mut cmds);
         let progress = leader.step(&self.config, &mut cmds);
         self.role = Role::Leader(leader);
@@ -594,6 +651,17 @@ impl Replica {
                 .into_iter()
                 .map(|(id, slot)| (id, Ok(slot))),
         );
+        if let Role::Leader(l) = &mut self.role
+            && let Some(slot) = l.exhausted
+        {
+            // Nothing pending can be decided any more: say so rather than hold it.
+            let refused = std::mem::take(&mut l.pending);
+            self.results.extend(
+                refused
+                    .into_iter()
+                    .map(|p| (p.id, Err(ProposeError::Exhausted { slot }))),
+            );
+        }
     }
 
     /// The plan at the end of a turn.

@@ -1,20 +1,37 @@
-//! Log values in a value buffer: a stamp word, `proposal << 32 | length`, then the bytes in
-//! little-endian words. The proposer writes the stamp first and the content after it (puts
-//! land in order), so a reader that reads the content and *then* the stamp knows the content
-//! is the stamped attempt's when the stamp still matches.
+//! Log values in a value buffer: a begin stamp, the bytes in little-endian words, an end
+//! stamp. A stamp is `epoch:8 | proposal:32 | length:24`; its top 40 bits, the *key*
+//! (epoch, proposal), grow with every write of one proposer to one slot's buffer.
+//!
+//! The proposer writes the begin stamp, the content, then the end stamp (puts on one queue
+//! pair land in order); its first write of a buffer skips the begin stamp (it stays 0), so a
+//! stable leader posts no more than the content and one stamp. A reader gets the end stamp,
+//! then (after it completed) the content, then the begin stamp. Lemma (consistent read):
+//! when the begin stamp reads equal to the end stamp, or 0, the content read is the end
+//! stamp's write j. Proof: j's end stamp landed after j's content; every later write j + 1
+//! lands its begin stamp (non-zero: its key is) before any of its content, so if any
+//! content word read came from j + 1 or later, the begin stamp read after it shows j + 1 or
+//! later: neither 0 nor j's (keys grow).
 
-/// The stamp word of a buffer written for `proposal` with `len` bytes.
-pub fn stamp(proposal: u64, len: usize) -> u64 {
+/// Bits of the length in a stamp.
+pub const LEN_BITS: u32 = 24;
+
+/// The stamp word of a buffer written in `epoch` for `proposal` with `len` bytes.
+pub fn stamp(epoch: u32, proposal: u64, len: usize) -> u64 {
     assert!(
-        proposal <= u64::from(u32::MAX) && len <= u32::MAX as usize,
-        "stamp fields of 32 bits"
+        epoch < 256 && proposal <= u64::from(u32::MAX) && len < 1 << LEN_BITS,
+        "stamp fields: epoch of 8 bits, proposal of 32, length of 24"
     );
-    proposal << 32 | len as u64
+    u64::from(epoch) << 56 | proposal << LEN_BITS | len as u64
 }
 
-/// The proposal and length of a stamp word.
+/// The key of `(epoch, proposal)`: how stamps are ordered.
+pub fn key(epoch: u32, proposal: u64) -> u64 {
+    stamp(epoch, proposal, 0) >> LEN_BITS
+}
+
+/// The key and length of a stamp word.
 pub fn unstamp(word: u64) -> (u64, usize) {
-    (word >> 32, (word & u64::from(u32::MAX)) as usize)
+    (word >> LEN_BITS, (word & ((1 << LEN_BITS) - 1)) as usize)
 }
 
 /// Words needed for `len` bytes.
@@ -61,8 +78,20 @@ mod tests {
         }
 
         #[test]
-        fn stamps_round_trip(proposal in 0..=u64::from(u32::MAX), len in 0..=u32::MAX as usize) {
-            prop_assert_eq!(unstamp(stamp(proposal, len)), (proposal, len));
+        fn stamps_round_trip(
+            epoch in 0..256u32,
+            proposal in 0..=u64::from(u32::MAX),
+            len in 0..(1usize << LEN_BITS),
+        ) {
+            prop_assert_eq!(unstamp(stamp(epoch, proposal, len)), (key(epoch, proposal), len));
+        }
+
+        #[test]
+        fn keys_order_by_epoch_then_proposal(
+            a in (0..256u32, 0..=u64::from(u32::MAX)),
+            b in (0..256u32, 0..=u64::from(u32::MAX)),
+        ) {
+            prop_assert_eq!(key(a.0, a.1).cmp(&key(b.0, b.1)), a.cmp(&b));
         }
     }
 }

@@ -22,6 +22,9 @@ impl Replica {
         let Role::Leader(l) = &mut self.role else {
             return Err(ProposeError::NotLeader { leader });
         };
+        if let Some(slot) = l.exhausted {
+            return Err(ProposeError::Exhausted { slot });
+        }
         if l.pending.len() >= MAX_PENDING {
             return Err(ProposeError::Busy(l.pending.len()));
         }

@@ -1,5 +1,7 @@
 //! The follower's turn: learn the next slot from the local words, or catch up by reading
-//! it at every live replica (see [`crate::log::learner`]).
+//! its words of every epoch at every live replica (see [`crate::log::learner`]): a pair
+//! accepted by a majority in any epoch is chosen (epochs carry what earlier ones chose, see
+//! [`crate::freeze`]).
 
 use super::{CatchUp, Purpose, Replica, Stage, Then, ValueRead};
 use crate::log::config::ids;
@@ -15,13 +17,21 @@ impl Replica {
             return;
         }
         let layout = self.config.layout;
-        if let Some(state) = local_decision(layout, &self.words, k) {
-            self.learn(k, self.me, state);
+        let local = self
+            .words
+            .iter()
+            .enumerate()
+            .find_map(|(e, words)| local_decision(layout, words, k).map(|s| (e as u32, s)));
+        if let Some((epoch, state)) = local {
+            self.learn(k, self.me, epoch, state);
             return;
         }
         match &self.catch_up {
             Some(c) if c.slot == k => {
-                if let Some((holders, state)) = majority_decision(layout, &c.replies) {
+                let chosen = c.replies.iter().enumerate().find_map(|(e, replies)| {
+                    majority_decision(layout, replies).map(|d| (e as u32, d))
+                });
+                if let Some((epoch, (holders, state))) = chosen {
                     self.catch_up = None;
                     let from = holders
                         .iter()
@@ -34,10 +44,10 @@ impl Replica {
                                 .find(|&a| !self.omega.suspects(a, self.now))
                         })
                         .unwrap_or(holders[0]);
-                    self.learn(k, from, state);
-                } else if (0..self.config.replicas).all(|a| {
-                    c.replies[usize::from(a)].is_some() || self.omega.suspects(a, self.now)
-                }) {
+                    self.learn(k, from, epoch, state);
+                } else if (0..self.config.replicas)
+                    .all(|a| c.answered(a) || self.omega.suspects(a, self.now))
+                {
                     self.catch_up = None; // nothing chosen yet: try again later
                     self.last_progress = self.now;
                 }
@@ -49,13 +59,20 @@ impl Replica {
         }
     }
 
-    pub(super) fn learn(&mut self, slot: u64, acceptor: u16, state: crate::word::AcceptorState) {
+    pub(super) fn learn(
+        &mut self,
+        slot: u64,
+        acceptor: u16,
+        epoch: u32,
+        state: crate::word::AcceptorState,
+    ) {
         let proposer = ProposerId::from_value_tag(state.accepted_value).expect("accepted");
         self.reads.push_back(ValueRead {
             purpose: Purpose::Learn,
             slot,
             acceptor,
             proposer,
+            epoch,
             proposal: state.accepted_proposal,
             stage: Stage::Queued,
             words: Vec::new(),
@@ -68,21 +85,25 @@ impl Replica {
         let n = usize::from(self.config.replicas);
         let mut c = CatchUp {
             slot: k,
-            replies: vec![None; n],
+            replies: vec![vec![None; n]; self.config.epochs as usize],
             asked: vec![false; n],
         };
-        c.replies[usize::from(self.me)] = self.words.get(&k).copied();
+        for (e, words) in self.words.iter().enumerate() {
+            c.replies[e][usize::from(self.me)] = words.get(&k).copied();
+        }
         let peers: Vec<u16> = (0..self.config.replicas)
             .filter(|&a| a != self.me && !self.omega.suspects(a, self.now))
             .collect();
         for a in peers {
             c.asked[usize::from(a)] = true;
-            let get = Op::Get {
-                local: self.scratch.catch_up(a),
-                remote: self.shape.acceptor_word(a, k as u32),
-                work_id: ids::catch_up(a),
-            };
-            self.op(get, Then::Ignore);
+            for e in 0..self.config.epochs {
+                let get = Op::Get {
+                    local: self.scratch.catch_up(a, e),
+                    remote: self.shape.epoch_word(a, k as u32, e),
+                    work_id: ids::catch_up(a),
+                };
+                self.op(get, Then::Ignore);
+            }
         }
         self.catch_up = Some(c);
     }

@@ -1,32 +1,44 @@
-//! Value-buffer reads: content first, then the stamp (see [`crate::log::value`]), in one of
-//! two scratch banks; a read stuck on a suspected acceptor is given up.
+//! Value-buffer reads: the end stamp, then the content, then the begin stamp (see
+//! [`crate::log::value`]), in one of two scratch banks; a read stuck on a suspected
+//! acceptor is given up.
 
 use super::{Purpose, Replica, Role, Stage, Then, ValueRead};
-use crate::log::config::{READ_BANKS, ids};
-use crate::log::value::{from_words, unstamp};
+use crate::log::config::ids;
+use crate::log::value::{from_words, key, unstamp};
 use velos_rdma::{Op, Reply};
 
 impl Replica {
     pub(super) fn read_tested(&mut self, reply: Reply) {
         let words = self.config.value_words();
         let read = self.reads.front_mut().expect("a value read");
+        let (a, p, s) = (read.acceptor, read.proposer, read.slot as u32);
         match reply {
+            Reply::Value(1) if read.stage == Stage::End => {
+                read.stage = Stage::Content;
+                let bank = read.bank;
+                for i in 0..words {
+                    let get = Op::Get {
+                        local: self.scratch.value(bank, i + 1),
+                        remote: self.shape.value_word(a, p, s, i),
+                        work_id: ids::read_content(bank),
+                    };
+                    self.op_first(get, Then::Ignore);
+                }
+            }
             Reply::Value(1) if read.stage == Stage::Content => {
-                read.stage = Stage::Stamp;
+                read.stage = Stage::Begin;
                 let get = Op::Get {
                     local: self.scratch.value(read.bank, 0),
-                    remote: self
-                        .shape
-                        .value_stamp(read.acceptor, read.proposer, read.slot as u32),
+                    remote: self.shape.value_stamp(a, p, s),
                     work_id: ids::read_stamp(read.bank),
                 };
                 self.op_first(get, Then::Ignore);
             }
             Reply::Value(1) => {
                 read.stage = Stage::Loading;
-                read.words = vec![None; words as usize + 1];
+                read.words = vec![None; words as usize + 2];
                 let bank = read.bank;
-                for i in 0..=words {
+                for i in 0..words + 2 {
                     let loc = self.scratch.value(bank, i);
                     self.op_first(Op::Load { loc }, Then::ReadWord(i));
                 }
@@ -39,16 +51,18 @@ impl Replica {
         }
     }
 
+    /// Every word of a read is loaded: the value, if both stamps agree (a consistent read)
+    /// and their key is at least the one read for (a newer write of the same proposer
+    /// carries a value that is as good: see [`crate::slot::SlotProposer::on_value_read`]).
     pub(super) fn read_done(&mut self) {
         let read = self.reads.pop_front().expect("a value read");
         let words: Vec<u64> = read.words.iter().map(|w| w.expect("loaded")).collect();
-        let (proposal, len) = unstamp(words[0]);
+        let (begin, end) = (words[0], words[words.len() - 1]);
+        let (k, len) = unstamp(end);
         let fits = len <= self.config.max_value_bytes as usize;
-        let ok = match read.purpose {
-            Purpose::Adopt { .. } => proposal == read.proposal,
-            Purpose::Learn => proposal >= read.proposal,
-        };
-        let value = (ok && fits).then(|| from_words(&words[1..], len));
+        let consistent = begin == end || begin == 0;
+        let ok = consistent && k >= key(read.epoch, read.proposal) && fits;
+        let value = ok.then(|| from_words(&words[1..words.len() - 1], len));
         self.read_finished(read, value);
     }
 
@@ -78,20 +92,28 @@ impl Replica {
     /// behind it); its bank stays out of use until its gets complete.
     pub(super) fn abandon_stuck_read(&mut self) {
         let stuck = self.reads.front().is_some_and(|r| {
-            matches!(r.stage, Stage::Content | Stage::Stamp)
+            matches!(r.stage, Stage::End | Stage::Content | Stage::Begin)
                 && self.omega.suspects(r.acceptor, self.now)
                 && self.now - r.started > self.config.failure_timeout_ns
         });
         if stuck {
             let read = self.reads.pop_front().expect("a read");
-            self.poisoned[read.bank as usize] = if read.stage == Stage::Stamp { 3 } else { 1 };
+            self.poisoned[read.bank as usize] = 3;
             self.read_finished(read, None);
         }
     }
 
     pub(super) fn start_read(&mut self) {
-        let words = self.config.value_words();
-        let Some(bank) = (0..READ_BANKS).find(|&b| self.poisoned[b as usize] == 0) else {
+        if self
+            .reads
+            .front()
+            .is_some_and(|r| r.stage == Stage::Queued && r.acceptor == self.me)
+        {
+            self.read_locally();
+            return;
+        }
+        let Some(bank) = (0..self.config.read_banks()).find(|&b| self.poisoned[b as usize] == 0)
+        else {
             return;
         };
         let now = self.now;
@@ -101,17 +123,43 @@ impl Replica {
         if read.stage != Stage::Queued {
             return;
         }
-        read.stage = Stage::Content;
+        if self.omega.suspects(read.acceptor, now) {
+            // It may never answer and would hold a bank for good: the reader finds the
+            // value elsewhere (another majority, another holder).
+            let read = self.reads.pop_front().expect("a value read");
+            self.read_finished(read, None);
+            return;
+        }
+        let read = self.reads.front_mut().expect("a value read");
+        read.stage = Stage::End;
         read.bank = bank;
         read.started = now;
+        let get = Op::Get {
+            local: self.scratch.value(bank, self.config.value_words() + 1),
+            remote: self
+                .shape
+                .value_end_stamp(read.acceptor, read.proposer, read.slot as u32),
+            work_id: ids::read_stamp(bank),
+        };
+        self.op(get, Then::Ignore);
+    }
+
+    /// A read of my own acceptor's buffer: CPU loads in the same order as the gets (end
+    /// stamp, content, begin stamp); the lemma of [`crate::log::value`] holds for them as
+    /// the puts land in order and the loads execute in program order.
+    fn read_locally(&mut self) {
+        let words = self.config.value_words();
+        let read = self.reads.front_mut().expect("a value read");
         let (a, p, s) = (read.acceptor, read.proposer, read.slot as u32);
+        read.stage = Stage::Loading;
+        read.words = vec![None; words as usize + 2];
+        let end = self.shape.value_end_stamp(a, p, s);
+        self.op(Op::Load { loc: end }, Then::ReadWord(words + 1));
         for i in 0..words {
-            let get = Op::Get {
-                local: self.scratch.value(bank, i + 1),
-                remote: self.shape.value_word(a, p, s, i),
-                work_id: ids::read_content(bank),
-            };
-            self.op(get, Then::Ignore);
+            let loc = self.shape.value_word(a, p, s, i);
+            self.op(Op::Load { loc }, Then::ReadWord(i + 1));
         }
+        let begin = self.shape.value_stamp(a, p, s);
+        self.op(Op::Load { loc: begin }, Then::ReadWord(0));
     }
 }

@@ -1,7 +1,7 @@
 //! One turn in, the exact operations out.
 
 use super::*;
-use crate::word::AcceptorState;
+use crate::word::{AcceptorState, WordLayout};
 use velos_rdma::{Loc, NodeId, Rmw};
 
 fn replica(me: u16) -> Replica {
@@ -109,5 +109,90 @@ fn the_leader_pre_prepares_its_window_with_one_cas_per_acceptor_and_slot() {
     assert_eq!(
         r.propose(vec![1; 17]),
         Err(ProposeError::ValueTooLarge { len: 17, max: 16 })
+    );
+}
+
+/// Runs one turn like [`turn`], but local loads of acceptor words reply `word`.
+fn turn_with_words(r: &mut Replica, now: u64, word: u64) -> Vec<Op> {
+    let mut ops = Vec::new();
+    let mut step = r.resume(Reply::Value(now));
+    let words = r.config.shape();
+    loop {
+        match step {
+            Step::Op(Op::Now) | Step::Done => return ops,
+            Step::Op(op) => {
+                let reply = match op {
+                    Op::Load { loc } if (0..16).any(|s| loc == words.acceptor_word(r.me, s)) => {
+                        Reply::Value(word)
+                    }
+                    Op::Load { .. } | Op::Test { .. } => Reply::Value(0),
+                    _ => Reply::Done,
+                };
+                ops.push(op);
+                step = r.resume(reply);
+            }
+        }
+    }
+}
+
+/// A replica whose local words show every slot promised at the overflow threshold: its
+/// first turn makes it leader, loads them and opens the window with them.
+fn leader_at_threshold(epochs: u32) -> (Replica, Vec<Op>, u64) {
+    let mut config = LogConfig::new(3, 16, 16);
+    config.epochs = epochs;
+    let at = config
+        .layout
+        .encode(AcceptorState {
+            min_proposal: config.overflow_threshold(),
+            ..AcceptorState::default()
+        })
+        .unwrap();
+    let mut r =
+        Replica::new(Shared::new(config), 0, ClientScript { count: 0, size: 10 }).expect("valid");
+    r.resume(Reply::Start);
+    let ops = turn_with_words(&mut r, 0, at);
+    (r, ops, at)
+}
+
+#[test]
+fn overflow_freezes_the_epoch_with_one_cas_per_acceptor_and_slot() {
+    let (_, ops, at) = leader_at_threshold(2);
+    let shape = LogConfig::new(3, 16, 16).shape();
+    let frozen = crate::freeze::Freezer::frozen(WordLayout::VELOS, at);
+    let cases: Vec<(Loc, u64, u64)> = ops
+        .iter()
+        .filter_map(|op| match op {
+            Op::Atomic {
+                remote,
+                rmw: Rmw::Cas { expected, new },
+                ..
+            } => Some((*remote, *expected, *new)),
+            _ => None,
+        })
+        .collect();
+    // No proposal number above the threshold is left: each of the window's 4 slots
+    // freezes its epoch-0 word at the 3 acceptors instead of preparing it.
+    assert_eq!(cases.len(), 4 * 3, "{cases:?}");
+    for s in 0..4 {
+        for a in 0..3 {
+            assert!(
+                cases.contains(&(shape.epoch_word(a, s, 0), at, frozen)),
+                "slot {s} at {a}"
+            );
+        }
+    }
+}
+
+#[test]
+fn the_last_epoch_exhausted_refuses_proposals_with_the_slot() {
+    let (mut r, ops, _) = leader_at_threshold(1);
+    assert!(r.is_leader());
+    assert!(
+        !ops.iter().any(|op| matches!(op, Op::Atomic { .. })),
+        "nothing to CAS: one epoch only"
+    );
+    assert_eq!(
+        r.propose(vec![1; 10]),
+        Err(ProposeError::Exhausted { slot: 0 })
     );
 }

@@ -1,0 +1,128 @@
+//! The overflow fallback in simulation: clusters whose slots start promised just below the
+//! overflow threshold, with the leader and a minority crashed. Slots freeze epoch 0 and
+//! are decided in epoch 1; every check must hold, every run must have used the fallback,
+//! and the last leader's values must all be applied. A failing seed prints its replay.
+
+use velos::core::log::{ClientScript, LogConfig};
+use velos::harness::cluster::{ClusterSpec, run};
+use velos::sim::latency::LatencyModel;
+
+const SEEDS: u64 = 60;
+const VALUES: u64 = 20;
+const DURATION_NS: u64 = 2_000_000;
+
+/// Seed `seed`: 3 or 5 replicas, every slot promised 0 to 2 numbers below the threshold
+/// (0: no number is left in epoch 0), the leader crashed, with 5 a follower too.
+fn spec(seed: u64) -> ClusterSpec {
+    let replicas = if seed % 2 == 0 { 3 } else { 5 };
+    let crashes = if replicas == 5 {
+        vec![(4 - (seed % 3) as u16, (seed * 104_729) % 600_000)]
+    } else {
+        Vec::new()
+    };
+    ClusterSpec {
+        log: LogConfig::new(replicas, 256, 16),
+        seed,
+        duration_ns: DURATION_NS,
+        crash_leader_at: Some(50_000 + (seed * 7_919) % 400_000),
+        crashes,
+        slow: Vec::new(),
+        client: ClientScript {
+            count: VALUES,
+            size: 16,
+        },
+        latency: LatencyModel::cluster(),
+        near_overflow: Some(seed % 3),
+    }
+}
+
+fn replay(spec: &ClusterSpec) -> String {
+    let mut cmd = format!(
+        "cargo run --release -- sim --replicas {} --seed {} --duration {} --slots {} \
+         --values {VALUES} --crash-leader-at {} --near-overflow {}",
+        spec.log.replicas,
+        spec.seed,
+        spec.duration_ns,
+        spec.log.slots,
+        spec.crash_leader_at.expect("set"),
+        spec.near_overflow.expect("set"),
+    );
+    for (n, t) in &spec.crashes {
+        cmd += &format!(" --crash {n}@{t}");
+    }
+    cmd
+}
+
+#[test]
+fn slots_driven_over_the_threshold_are_decided_in_the_next_epoch() {
+    let mut failed = Vec::new();
+    let mut frozen = Vec::new();
+    for seed in 0..SEEDS {
+        let spec = spec(seed);
+        let report = run(&spec);
+        let last = report.leader_changes.last().map(|c| c.leader);
+        let prefix = last.map(|l| format!("{:04x}", l.swap_bytes()));
+        let theirs: Vec<&String> = report
+            .proposed
+            .iter()
+            .filter(|v| prefix.as_ref().is_some_and(|p| v.starts_with(p)))
+            .collect();
+        let unapplied = report
+            .replicas
+            .iter()
+            .filter(|r| !r.crashed)
+            .flat_map(|r| {
+                theirs
+                    .iter()
+                    .filter(|v| !r.applied.iter().any(|(_, a)| a == **v))
+                    .map(move |v| format!("replica {} never applied {v}", r.id))
+            })
+            .next();
+        let live = report.leader_changes.len() >= 2 && theirs.len() as u64 == VALUES;
+        if !report.ok() || report.frozen_slots == 0 || !live || unapplied.is_some() {
+            failed.push(format!(
+                "seed {seed}: checks {:?}, frozen slots {}, leader changes {}, last leader's \
+                 values {}, {unapplied:?}, first failures {:?}\n  replay: {}",
+                report.checks,
+                report.frozen_slots,
+                report.leader_changes.len(),
+                theirs.len(),
+                report.failures.iter().take(3).collect::<Vec<_>>(),
+                replay(&spec)
+            ));
+        }
+        frozen.push(report.frozen_slots);
+    }
+    frozen.sort_unstable();
+    eprintln!(
+        "{SEEDS} runs: slots frozen per run, median {}, min {}, max {}",
+        frozen[frozen.len() / 2],
+        frozen[0],
+        frozen[frozen.len() - 1]
+    );
+    assert!(
+        failed.is_empty(),
+        "{} seeds failed:\n{}",
+        failed.len(),
+        failed.join("\n")
+    );
+}
+
+/// With one epoch only, a slot at the threshold cannot be decided: the log stops there,
+/// and nothing is applied rather than anything wrong.
+#[test]
+fn one_epoch_at_the_threshold_stops_the_log() {
+    let mut spec = spec(0);
+    spec.log.epochs = 1;
+    spec.near_overflow = Some(0);
+    let report = run(&spec);
+    assert!(report.ok(), "{:?}", report.failures);
+    assert_eq!(
+        report.frozen_slots, 0,
+        "no epoch to move to, nothing frozen"
+    );
+    assert!(
+        report.replicas.iter().all(|r| r.applied.is_empty()),
+        "nothing decided"
+    );
+}

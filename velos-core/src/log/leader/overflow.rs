@@ -1,0 +1,124 @@
+//! The leader's overflow fallback: a slot whose next proposal number would pass the
+//! threshold freezes its words of the current epoch, reads the value the frozen majority
+//! carries (if any) and continues in the next epoch, where proposal numbers start afresh
+//! (see [`crate::freeze`] for the lemmas).
+
+use super::{Leader, SlotAt, emit};
+use crate::freeze::{Carry, Freezer};
+use crate::log::config::LogConfig;
+use crate::slot::{Outcome, SlotCommand, SlotProposer};
+
+impl Leader {
+    /// `slot` is in [`Outcome::Overflow`]: start freezing its epoch, or follow the freeze
+    /// under way. Whether something moved.
+    pub(super) fn overflow(
+        &mut self,
+        config: &LogConfig,
+        slot: u64,
+        out: &mut Vec<(SlotAt, SlotCommand)>,
+    ) -> bool {
+        let run = self.window.get_mut(&slot).expect("present");
+        assert_eq!(
+            run.proposer.outcome(),
+            Outcome::Overflow,
+            "Freeze: only an overflowed slot freezes"
+        );
+        let Some(freezer) = &run.freezer else {
+            if run.epoch + 1 >= config.epochs {
+                // Every epoch's numbers are used up: the log cannot decide this slot.
+                self.exhausted = Some(self.exhausted.map_or(slot, |e| e.min(slot)));
+                return false;
+            }
+            // From now on no accept of this term in this epoch vouches for earlier slots
+            // (see the previous_decision lemma): this slot is decided in another epoch.
+            self.overflowed[run.epoch as usize] = true;
+            let predicted: Vec<u64> = (0..config.replicas)
+                .map(|a| run.proposer.predicted_word(a))
+                .collect();
+            let mut cmds = Vec::new();
+            run.freezer = Some(Freezer::start(config.layout, &predicted, &mut cmds));
+            emit(out, slot, run.epoch, true, cmds);
+            return true;
+        };
+        match freezer.outcome() {
+            None => false,
+            Some(_) if run.carrying => false,
+            Some(Carry::Nothing) => {
+                self.advance(config, slot, None, out);
+                true
+            }
+            Some(Carry::Read {
+                acceptor,
+                proposer,
+                proposal,
+            }) => {
+                run.carrying = true;
+                let cmd = SlotCommand::ReadValue {
+                    acceptor,
+                    proposer,
+                    proposal,
+                };
+                emit(out, slot, run.epoch, true, vec![cmd]);
+                true
+            }
+        }
+    }
+
+    /// The value the frozen majority carries was read (`None`: the read failed; the
+    /// holder's word is confirmed again, or another majority found).
+    pub(super) fn on_carry_read(
+        &mut self,
+        config: &LogConfig,
+        slot: u64,
+        value: Option<Vec<u8>>,
+        out: &mut Vec<(SlotAt, SlotCommand)>,
+    ) {
+        let run = self.window.get_mut(&slot).expect("present");
+        assert!(run.carrying, "Freeze: a carry read under way");
+        run.carrying = false;
+        match value {
+            Some(v) => self.advance(config, slot, Some(v), out),
+            None => {
+                let freezer = run.freezer.as_mut().expect("freezing");
+                let Some(Carry::Read { acceptor, .. }) = freezer.outcome() else {
+                    unreachable!("a carry read follows a carry to read")
+                };
+                let mut cmds = Vec::new();
+                freezer.forget(acceptor, &mut cmds);
+                emit(out, slot, run.epoch, true, cmds);
+            }
+        }
+    }
+
+    /// Moves `slot` to its next epoch, carrying `carry`: a fresh proposer there, prepared
+    /// at that epoch's ballot.
+    fn advance(
+        &mut self,
+        config: &LogConfig,
+        slot: u64,
+        carry: Option<Vec<u8>>,
+        out: &mut Vec<(SlotAt, SlotCommand)>,
+    ) {
+        let cfg = self.slot_config(config);
+        let run = self.window.get_mut(&slot).expect("present");
+        let from = run.epoch;
+        assert!(
+            run.freezer.as_ref().is_some_and(|f| f.outcome().is_some()),
+            "Freeze: a majority frozen before the next epoch"
+        );
+        run.epoch += 1;
+        run.freezer = None;
+        run.carry = carry;
+        run.adopted = None;
+        run.reading = false;
+        let e = run.epoch as usize;
+        let mut proposer = SlotProposer::fresh(cfg).holding();
+        let mut cmds = Vec::new();
+        proposer.prepare_above(self.ballots[e].saturating_sub(1), &mut cmds);
+        self.ballots[e] = self.ballots[e].max(proposer.proposal());
+        run.proposer = proposer;
+        Self::note_reads(run, &cmds);
+        emit(out, slot, run.epoch, false, cmds);
+        assert_eq!(run.epoch, from + 1, "Freeze: one epoch up");
+    }
+}
