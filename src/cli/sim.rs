@@ -37,8 +37,9 @@ pub struct SimArgs {
     /// Slots pre-prepared by the leader.
     #[arg(long, default_value_t = 4)]
     pipeline: u32,
-    /// Start every slot promised this many proposal numbers below the overflow threshold
-    /// (exercises the overflow fallback: slots freeze epoch 0 and move to epoch 1).
+    /// Start every slot promised this many proposal numbers below the overflow threshold,
+    /// at the last replica at the threshold itself (exercises the overflow fallback: slots
+    /// freeze epoch 0 and move to epoch 1).
     #[arg(long)]
     near_overflow: Option<u64>,
     /// Epochs of the overflow fallback (acceptor words per slot).

@@ -31,9 +31,10 @@ pub struct ClusterSpec {
     pub client: ClientScript,
     /// Step costs.
     pub latency: LatencyModel,
-    /// Start every slot's words (epoch 0, every replica) promised to a proposal number
-    /// this far below the overflow threshold: the run drives slots over it, into the
-    /// overflow fallback.
+    /// Start every slot's words (epoch 0) promised to a proposal number this far below the
+    /// overflow threshold, and the last replica's at the threshold itself (as if promised
+    /// to a proposer that then vanished): the run drives slots over it, into the overflow
+    /// fallback, some of them after a value was chosen in epoch 0.
     pub near_overflow: Option<u64>,
 }
 
@@ -101,14 +102,21 @@ pub fn run(spec: &ClusterSpec) -> ClusterReport {
     let mut machine = Machine::new(&shape.layout());
     if let Some(below) = spec.near_overflow {
         let layout = spec.log.layout;
-        let min = spec.log.overflow_threshold().saturating_sub(below);
-        let word = layout
-            .encode(AcceptorState {
-                min_proposal: min,
-                ..AcceptorState::default()
-            })
-            .expect("a proposal below the threshold fits");
+        let threshold = spec.log.overflow_threshold();
+        let promised = |min_proposal| {
+            layout
+                .encode(AcceptorState {
+                    min_proposal,
+                    ..AcceptorState::default()
+                })
+                .expect("a proposal up to the threshold fits")
+        };
         for r in 0..spec.log.replicas {
+            let word = if r + 1 == spec.log.replicas {
+                promised(threshold)
+            } else {
+                promised(threshold.saturating_sub(below))
+            };
             for slot in 0..spec.log.slots {
                 machine
                     .init(shape.acceptor_word(r, slot), word)

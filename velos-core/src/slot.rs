@@ -41,6 +41,10 @@ pub enum Mutation {
     /// shortcut the brief found unsafe ("a prediction is not a confirmation").
     #[cfg(feature = "mutations")]
     ReuseProposal,
+    /// The overflow fallback moves a slot to its next epoch without the value its frozen
+    /// majority carries ([`crate::freeze`]): the log's leader proposes freely there.
+    #[cfg(feature = "mutations")]
+    DropCarry,
 }
 
 impl SlotConfig {

@@ -96,6 +96,10 @@ pub(super) struct Leader {
     overflowed: Vec<bool>,
     /// The slot whose proposal numbers ran out in the last epoch: the log stops there.
     pub exhausted: Option<u64>,
+    /// No slot at or above this is opened.
+    end: u64,
+    /// A learner's repair: a promised slot with nothing to adopt gets a no-op at once.
+    repair: bool,
     /// Every slot below is decided and applied.
     pub prefix: u64,
     next_slot: u64,
@@ -116,12 +120,24 @@ impl Leader {
             overflowed: vec![false; floors.len()],
             ballots: floors,
             exhausted: None,
+            end: u64::MAX,
+            repair: false,
             prefix,
             next_slot: prefix,
             window: BTreeMap::new(),
             pending: VecDeque::new(),
             decided: BTreeMap::new(),
         }
+    }
+
+    /// A learner's repair of `slot` (proposer `me`, under `term`): the slot alone, run to a
+    /// decision like a leader's, adopting what a majority shows or else deciding a no-op
+    /// (the learner that never leaves a hole; see [`super::replica`]).
+    pub(super) fn repair(me: u16, term: u64, slot: u64, floors: Vec<u64>) -> Leader {
+        let mut repair = Leader::new(me, term, slot, floors);
+        repair.end = slot + 1;
+        repair.repair = true;
+        repair
     }
 
     fn slot_config(&self, config: &LogConfig) -> SlotConfig {
@@ -178,7 +194,7 @@ impl Leader {
         out: &mut Vec<(SlotAt, SlotCommand)>,
     ) {
         while self.next_slot < self.prefix + u64::from(config.pipeline)
-            && self.next_slot < u64::from(config.slots)
+            && self.next_slot < u64::from(config.slots).min(self.end)
             && self.exhausted.is_none()
         {
             let slot = self.next_slot;
@@ -382,7 +398,7 @@ impl Leader {
                     if run.mine.is_none() {
                         run.mine = match self.pending.pop_front() {
                             Some(p) => Some(Some(p)),
-                            None if fill => Some(None),
+                            None if fill || self.repair => Some(None),
                             None => None,
                         };
                     }

@@ -179,6 +179,10 @@ pub struct Replica {
     /// turn).
     words: Vec<BTreeMap<u64, u64>>,
     last_progress: u64,
+    /// Catch-ups of the next slot that found a value accepted but no majority.
+    stuck: u32,
+    /// A learner's repair of the next slot (see [`follow`]).
+    repair: Option<Box<Leader>>,
     /// Per unapplied slot: the acceptors whose buffer of mine I wrote (bit a), so that the
     /// first write skips its begin stamp (see [`super::value`]).
     written: BTreeMap<u64, u64>,
@@ -247,6 +251,8 @@ impl Replica {
             ballot_floor: vec![0; epochs],
             words: vec![BTreeMap::new(); epochs],
             last_progress: 0,
+            stuck: 0,
+            repair: None,
             written: BTreeMap::new(),
             catch_up: None,
             reads: VecDeque::new(),
@@ -408,6 +414,7 @@ impl Replica {
         }
         match (&self.role, leader == self.me) {
             (Role::Follower, true) => {
+                self.repair = None;
                 self.term += 1;
                 self.terms_started.push(self.now);
                 self.catch_up = None;
@@ -467,9 +474,7 @@ impl Replica {
                 }
                 Reply::Failed(_) => {
                     let tag = self.links.complete(a);
-                    if let Role::Leader(l) = &mut self.role
-                        && l.term == tag.term
-                    {
+                    if let Some(l) = self.proposer(tag.term) {
                         l.on_cas_lost(tag.slot, a, tag.id);
                     }
                     self.moved = true;
@@ -481,12 +486,11 @@ impl Replica {
                 let actual = value.expect("a load");
                 self.moved = true;
                 let mut cmds = Vec::new();
-                if let Role::Leader(l) = &mut self.role
-                    && l.term == tag.term
-                {
-                    l.on_cas(&self.config, (tag.slot, a, tag.id), actual, &mut cmds);
+                let config = self.config.clone();
+                if let Some(l) = self.proposer(tag.term) {
+                    l.on_cas(&config, (tag.slot, a, tag.id), actual, &mut cmds);
                 }
-                self.issue(cmds);
+                self.issue(tag.term, cmds);
             }
             Then::LocalWord(slot, e) => {
                 self.words[e as usize].insert(slot, value.expect("a load"));
@@ -526,13 +530,25 @@ impl Replica {
         }
     }
 
-    /// Turns slot commands into operations on the links.
-    fn issue(&mut self, cmds: Vec<(SlotAt, SlotCommand)>) {
-        let Role::Leader(leader) = &self.role else {
-            assert!(cmds.is_empty(), "only a leader issues slot commands");
+    /// The leader of `term`: this replica's, or its repair of a slot (see [`follow`]).
+    fn proposer(&mut self, term: u64) -> Option<&mut Leader> {
+        match (&mut self.role, &mut self.repair) {
+            (Role::Leader(l), _) if l.term == term => Some(l),
+            (_, Some(r)) if r.term == term => Some(r),
+            _ => None,
+        }
+    }
+
+    /// Turns the slot commands of the leader of `term` into operations on the links.
+    fn issue(&mut self, term: u64, cmds: Vec<(SlotAt, SlotCommand)>) {
+        if cmds.is_empty() {
             return;
+        }
+        let leader = match (&self.role, &self.repair) {
+            (Role::Leader(l), _) if l.term == term => l,
+            (_, Some(r)) if r.term == term => r,
+            _ => panic!("slot commands of term {term}, which nobody runs"),
         };
-        let term = leader.term;
         let mut ops = Vec::new();
         for (SlotAt { slot, epoch }, cmd) in cmds {
             match cmd {
@@ -612,6 +628,8 @@ impl Replica {
         self.applied_at.push(self.now);
         self.next_apply += 1;
         self.written.remove(&slot); // a leader writes only slots it has not applied
+        self.stuck = 0;
+        self.repair = None;
         self.last_progress = self.now;
         self.moved = true;
     }
@@ -621,6 +639,7 @@ impl Replica {
         let Role::Leader(mut leader) = std::mem::replace(&mut self.role, Role::Follower) else {
             unreachable!("leading")
         };
+        let term = leader.term;
         let pipeline = self.config.pipeline as usize;
         while leader.pending.len() + leader.in_flight_values() < pipeline
             && self.sent < self.client.count
@@ -641,7 +660,7 @@ impl Replica {
         let progress = leader.step(&self.config, &mut cmds);
         self.role = Role::Leader(leader);
         self.moved |= progress.moved || !cmds.is_empty();
-        self.issue(cmds);
+        self.issue(term, cmds);
         for (slot, value) in progress.apply {
             self.apply(slot, value);
         }

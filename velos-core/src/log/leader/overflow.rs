@@ -77,6 +77,10 @@ impl Leader {
         assert!(run.carrying, "Freeze: a carry read under way");
         run.carrying = false;
         match value {
+            #[cfg(feature = "mutations")]
+            Some(_) if config.mutation == crate::slot::Mutation::DropCarry => {
+                self.advance(config, slot, None, out);
+            }
             Some(v) => self.advance(config, slot, Some(v), out),
             None => {
                 let freezer = run.freezer.as_mut().expect("freezing");

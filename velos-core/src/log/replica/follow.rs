@@ -2,19 +2,37 @@
 //! its words of every epoch at every live replica (see [`crate::log::learner`]): a pair
 //! accepted by a majority in any epoch is chosen (epochs carry what earlier ones chose, see
 //! [`crate::freeze`]).
+//!
+//! A slot can stay unlearnable that way: decided by a majority one of whose members has
+//! crashed, and not accepted by enough live acceptors (a leader that crashed before its
+//! accept reached them, or an acceptor that had promised a higher proposal to a proposer
+//! that vanished). The leader has moved past it and will not propose in it again. So a
+//! follower whose catch-ups of the next slot keep finding a value accepted but no majority
+//! repairs the slot itself: it runs the slot's consensus as a proposer (a one-slot
+//! [`crate::log::leader`] window), adopting what a majority shows, else deciding a no-op.
+//! That is Paxos, safe against any other proposer; it may only duel a leader still
+//! working on the slot, which is why it waits for [`REPAIR_AFTER`] catch-ups.
 
 use super::{CatchUp, Purpose, Replica, Stage, Then, ValueRead};
 use crate::log::config::ids;
+use crate::log::leader::Leader;
 use crate::log::learner::{local_decision, majority_decision};
 use crate::proposal::ProposerId;
 use velos_rdma::Op;
+
+/// Catch-ups of the next slot that found a value accepted but no majority before the
+/// follower repairs the slot.
+pub(super) const REPAIR_AFTER: u32 = 3;
 
 impl Replica {
     /// The follower's turn: learn the next slot locally, or catch up by reading it.
     pub(super) fn follow(&mut self) {
         let k = self.next_apply;
-        if k >= u64::from(self.config.slots) || !self.reads.is_empty() {
-            return;
+        if self.repair.is_some() {
+            self.run_repair();
+            if self.next_apply != k || !self.reads.is_empty() {
+                return;
+            }
         }
         let layout = self.config.layout;
         let local = self
@@ -48,8 +66,24 @@ impl Replica {
                 } else if (0..self.config.replicas)
                     .all(|a| c.answered(a) || self.omega.suspects(a, self.now))
                 {
-                    self.catch_up = None; // nothing chosen yet: try again later
+                    // Nothing chosen among the live: try again later, or repair the slot if
+                    // something accepted keeps showing.
+                    let accepted = c
+                        .replies
+                        .iter()
+                        .flatten()
+                        .flatten()
+                        .any(|&w| layout.decode(w).has_accepted());
+                    self.catch_up = None;
                     self.last_progress = self.now;
+                    self.stuck += u32::from(accepted);
+                    if self.stuck >= REPAIR_AFTER && self.repair.is_none() {
+                        self.term += 1;
+                        let repair =
+                            Leader::repair(self.me, self.term, k, self.ballot_floor.clone());
+                        self.repair = Some(Box::new(repair));
+                        self.run_repair();
+                    }
                 }
             }
             _ if self.now.saturating_sub(self.last_progress) > self.config.catch_up_after_ns => {
@@ -88,11 +122,10 @@ impl Replica {
             replies: vec![vec![None; n]; self.config.epochs as usize],
             asked: vec![false; n],
         };
-        for (e, words) in self.words.iter().enumerate() {
-            c.replies[e][usize::from(self.me)] = words.get(&k).copied();
-        }
+        // My own words too, by loopback gets: the local loads skip epochs above an
+        // unfrozen word, but a slot moves up once a majority froze, maybe without me.
         let peers: Vec<u16> = (0..self.config.replicas)
-            .filter(|&a| a != self.me && !self.omega.suspects(a, self.now))
+            .filter(|&a| a == self.me || !self.omega.suspects(a, self.now))
             .collect();
         for a in peers {
             c.asked[usize::from(a)] = true;
@@ -106,5 +139,32 @@ impl Replica {
             }
         }
         self.catch_up = Some(c);
+    }
+
+    /// One step of the repair of the next slot: open it, settle it, apply it if decided.
+    fn run_repair(&mut self) {
+        let Some(mut repair) = self.repair.take() else {
+            return;
+        };
+        let mut cmds = Vec::new();
+        let words = &self.words[0];
+        repair.open_slots(&self.config, |s| words.get(&s).copied(), &mut cmds);
+        let progress = repair.step(&self.config, &mut cmds);
+        assert!(
+            progress.committed.is_empty(),
+            "a repair proposes no client value"
+        );
+        for (floor, &b) in self.ballot_floor.iter_mut().zip(&repair.ballots) {
+            *floor = (*floor).max(b);
+        }
+        let term = repair.term;
+        self.repair = Some(repair);
+        self.moved |= progress.moved || !cmds.is_empty();
+        self.issue(term, cmds);
+        for (slot, value) in progress.apply {
+            if slot == self.next_apply {
+                self.apply(slot, value); // ends the repair
+            }
+        }
     }
 }

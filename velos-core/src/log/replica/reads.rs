@@ -71,12 +71,11 @@ impl Replica {
         match read.purpose {
             Purpose::Adopt { term } => {
                 let mut cmds = Vec::new();
-                if let Role::Leader(l) = &mut self.role
-                    && l.term == term
-                {
-                    l.on_value_read(&self.config, read.slot, value, &mut cmds);
+                let config = self.config.clone();
+                if let Some(l) = self.proposer(term) {
+                    l.on_value_read(&config, read.slot, value, &mut cmds);
                 }
-                self.issue(cmds);
+                self.issue(term, cmds);
             }
             Purpose::Learn => {
                 if let (Role::Follower, Some(v)) = (&self.role, value)
