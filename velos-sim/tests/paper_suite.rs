@@ -78,6 +78,8 @@ const STATES: &[(&str, usize)] = &[
     ("sc/fig15e-sc-after-get.litmus", 8387),
     ("sc/sc-after-get-same-node.litmus", 4160),
     ("sc/sc-after-put-same-node.litmus", 2357),
+    ("velos/seqlock-value-read-local.litmus", 86),
+    ("velos/seqlock-value-read.litmus", 330),
     ("velos/write-other-qp-then-cas.litmus", 261),
     ("velos/write-then-cas-remote-reader.litmus", 166),
     ("velos/write-then-cas.litmus", 47),
