@@ -4,3 +4,4 @@
 pub mod cluster;
 pub mod consensus_checks;
 mod mutation_checks;
+pub mod protocol_model;
