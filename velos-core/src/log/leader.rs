@@ -98,8 +98,11 @@ pub(super) struct Leader {
     pub exhausted: Option<u64>,
     /// No slot at or above this is opened.
     end: u64,
-    /// A learner's repair: a promised slot with nothing to adopt gets a no-op at once.
+    /// A learner's repair: a promised slot with nothing to adopt gets a no-op at once,
+    /// and an abort ends the repair (`gave_up`) instead of outbidding whoever caused it.
     repair: bool,
+    /// The repair aborted: its learner goes back to reading (and may repair again later).
+    pub gave_up: bool,
     /// Every slot below is decided and applied.
     pub prefix: u64,
     next_slot: u64,
@@ -122,6 +125,7 @@ impl Leader {
             exhausted: None,
             end: u64::MAX,
             repair: false,
+            gave_up: false,
             prefix,
             next_slot: prefix,
             window: BTreeMap::new(),
@@ -361,6 +365,10 @@ impl Leader {
                     };
                     self.decided.insert(slot, value);
                     progress.moved = true;
+                }
+                Outcome::Aborted if self.repair => {
+                    // A leader is likely working on the slot: let it, rather than duel.
+                    self.gave_up = true;
                 }
                 Outcome::Aborted => {
                     let run = self.window.get_mut(&slot).expect("present");

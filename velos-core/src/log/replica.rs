@@ -179,8 +179,11 @@ pub struct Replica {
     /// turn).
     words: Vec<BTreeMap<u64, u64>>,
     last_progress: u64,
-    /// Catch-ups of the next slot that found a value accepted but no majority.
-    stuck: u32,
+    /// Since when catch-ups of the next slot find a value accepted but no majority.
+    stuck_since: Option<u64>,
+    /// The last slot applied was learned by a catch-up or a repair, not locally: the next
+    /// one likely needs the same, so its catch-up starts at once.
+    streak: bool,
     /// A learner's repair of the next slot (see [`follow`]).
     repair: Option<Box<Leader>>,
     /// Per unapplied slot: the acceptors whose buffer of mine I wrote (bit a), so that the
@@ -251,7 +254,8 @@ impl Replica {
             ballot_floor: vec![0; epochs],
             words: vec![BTreeMap::new(); epochs],
             last_progress: 0,
-            stuck: 0,
+            stuck_since: None,
+            streak: false,
             repair: None,
             written: BTreeMap::new(),
             catch_up: None,
@@ -628,9 +632,13 @@ impl Replica {
         self.applied_at.push(self.now);
         self.next_apply += 1;
         self.written.remove(&slot); // a leader writes only slots it has not applied
-        self.stuck = 0;
+        self.stuck_since = None;
         self.repair = None;
-        self.last_progress = self.now;
+        self.last_progress = if self.streak {
+            self.now.saturating_sub(self.config.catch_up_after_ns + 1)
+        } else {
+            self.now
+        };
         self.moved = true;
     }
 

@@ -10,8 +10,10 @@
 //! follower whose catch-ups of the next slot keep finding a value accepted but no majority
 //! repairs the slot itself: it runs the slot's consensus as a proposer (a one-slot
 //! [`crate::log::leader`] window), adopting what a majority shows, else deciding a no-op.
-//! That is Paxos, safe against any other proposer; it may only duel a leader still
-//! working on the slot, which is why it waits for [`REPAIR_AFTER`] catch-ups.
+//! That is Paxos, safe against any other proposer. A leader may still be working on the
+//! slot, so the repair waits until the catch-ups have found the slot that way for a failure
+//! timeout, and a repair that aborts gives up instead of outbidding (it may start again
+//! after another timeout): a leader and a repairer never duel.
 
 use super::{CatchUp, Purpose, Replica, Stage, Then, ValueRead};
 use crate::log::config::ids;
@@ -20,14 +22,13 @@ use crate::log::learner::{local_decision, majority_decision};
 use crate::proposal::ProposerId;
 use velos_rdma::Op;
 
-/// Catch-ups of the next slot that found a value accepted but no majority before the
-/// follower repairs the slot.
-pub(super) const REPAIR_AFTER: u32 = 3;
-
 impl Replica {
     /// The follower's turn: learn the next slot locally, or catch up by reading it.
     pub(super) fn follow(&mut self) {
         let k = self.next_apply;
+        if k >= u64::from(self.config.slots) || !self.reads.is_empty() {
+            return;
+        }
         if self.repair.is_some() {
             self.run_repair();
             if self.next_apply != k || !self.reads.is_empty() {
@@ -41,6 +42,7 @@ impl Replica {
             .enumerate()
             .find_map(|(e, words)| local_decision(layout, words, k).map(|s| (e as u32, s)));
         if let Some((epoch, state)) = local {
+            self.streak = false;
             self.learn(k, self.me, epoch, state);
             return;
         }
@@ -62,6 +64,7 @@ impl Replica {
                                 .find(|&a| !self.omega.suspects(a, self.now))
                         })
                         .unwrap_or(holders[0]);
+                    self.streak = true;
                     self.learn(k, from, epoch, state);
                 } else if (0..self.config.replicas)
                     .all(|a| c.answered(a) || self.omega.suspects(a, self.now))
@@ -76,12 +79,17 @@ impl Replica {
                         .any(|&w| layout.decode(w).has_accepted());
                     self.catch_up = None;
                     self.last_progress = self.now;
-                    self.stuck += u32::from(accepted);
-                    if self.stuck >= REPAIR_AFTER && self.repair.is_none() {
+                    let since = *self.stuck_since.get_or_insert(self.now);
+                    if !accepted {
+                        self.stuck_since = None;
+                    } else if self.now - since >= self.config.failure_timeout_ns
+                        && self.repair.is_none()
+                    {
                         self.term += 1;
                         let repair =
                             Leader::repair(self.me, self.term, k, self.ballot_floor.clone());
                         self.repair = Some(Box::new(repair));
+                        self.streak = true;
                         self.run_repair();
                     }
                 }
@@ -158,12 +166,19 @@ impl Replica {
             *floor = (*floor).max(b);
         }
         let term = repair.term;
+        if repair.gave_up {
+            // Back to catch-ups; a repair may start again after another failure timeout.
+            self.stuck_since = Some(self.now);
+            return; // its operations in flight answer to nobody now
+        }
         self.repair = Some(repair);
         self.moved |= progress.moved || !cmds.is_empty();
         self.issue(term, cmds);
         for (slot, value) in progress.apply {
             if slot == self.next_apply {
                 self.apply(slot, value); // ends the repair
+                // A slot that needed repair is seldom alone (the slots a crashed leader
+                // decided last): the next one's catch-up starts at once (`streak`).
             }
         }
     }
