@@ -4,8 +4,10 @@
 #![deny(unsafe_code)]
 
 pub mod bench;
+pub mod cluster_file;
 pub mod harness;
 pub mod local;
+pub mod rendezvous;
 
 pub use velos_core as core;
 pub use velos_rdma as rdma;
