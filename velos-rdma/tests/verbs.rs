@@ -349,6 +349,47 @@ fn cpu_operations_are_local_and_checked() {
 }
 
 #[test]
+fn a_queue_pair_in_error_fails_only_that_direction() {
+    let Some(fabric) = fabric("a_queue_pair_in_error_fails_only_that_direction", 3) else {
+        return;
+    };
+    let mut endpoint = fabric.endpoint(NodeId(0)).expect("endpoint");
+    endpoint
+        .set_queue_pair_error(NodeId(1))
+        .expect("a queue pair can be put in error");
+    let broken = RdmaError::QueuePairError { node: NodeId(1) };
+    let replies: Vec<Reply> = [
+        put_inline(w(1, 0), 1, D),
+        Op::Wait { work_id: D },
+        put_inline(w(2, 0), 2, D),
+        Op::Wait { work_id: D },
+        Op::GlobalFence { node: NodeId(1) },
+    ]
+    .iter()
+    .map(|op| endpoint.execute(op))
+    .collect();
+    assert_eq!(
+        replies,
+        [
+            Reply::Done,
+            work_failed(D, broken.clone()),
+            Reply::Done,
+            Reply::Done,
+            Reply::Failed(broken),
+        ]
+    );
+    drop(endpoint);
+    let other = script(
+        &fabric,
+        2,
+        vec![put_inline(w(1, 0), 3, D), Op::Wait { work_id: D }],
+    );
+    assert_eq!(other, [Reply::Done, Reply::Done]);
+    assert_eq!(fabric.read(w(1, 0)), Ok(3));
+    assert_eq!(fabric.read(w(2, 0)), Ok(2));
+}
+
+#[test]
 fn poll_acknowledges_the_oldest_operation_and_reports_its_failure() {
     let Some(fabric) = fabric("poll_acknowledges_the_oldest_operation", 2) else {
         return;

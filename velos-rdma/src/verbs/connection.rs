@@ -90,6 +90,19 @@ impl Connection {
         self.broken = true;
     }
 
+    /// Moves the requester into the error state (fault injection): the NIC flushes its
+    /// outstanding requests with an error, and later ones are refused.
+    pub(super) fn force_error(&mut self) -> Result<(), VerbsError> {
+        let mut error = QueuePairAttribute::new();
+        error.setup_state(QueuePairState::Error);
+        self.requester
+            .modify(&error)
+            .map_err(|e| VerbsError::verbs("ibv_modify_qp(ERR)", e))?;
+        self.broken = true;
+        assert_eq!(self.requester.state(), QueuePairState::Error);
+        Ok(())
+    }
+
     /// Posts `request` (its addresses checked) as work request `wr_id`, signaled, fenced
     /// behind every earlier read and atomic if `fence`. `Err` if the post is refused (the
     /// queue pair is then treated as broken).

@@ -99,6 +99,24 @@ impl<'f> VerbsEndpoint<'f> {
         Ok(endpoint)
     }
 
+    /// Puts this endpoint's queue pair towards `node` into the error state, on the NIC:
+    /// its outstanding operations fail, and so do later ones, with
+    /// [`RdmaError::QueuePairError`] (like
+    /// [`MemFabric::set_queue_pair_error`](crate::mem::MemFabric::set_queue_pair_error),
+    /// but for one endpoint's queue pair).
+    ///
+    /// # Errors
+    /// [`VerbsError::UnknownNode`] for a node not in the layout; a verbs error if the
+    /// device refuses the state change.
+    pub fn set_queue_pair_error(&mut self, node: NodeId) -> Result<(), VerbsError> {
+        let target = self
+            .queue_pair(node)
+            .map_err(|_| VerbsError::UnknownNode { node })?;
+        self.connections[target].force_error()?;
+        assert!(self.connections[target].broken());
+        Ok(())
+    }
+
     /// The word at `loc` for a CPU access by this thread.
     fn local_word(&self, loc: Loc) -> Result<&'f AtomicU64, RdmaError> {
         if loc.node != self.node {
