@@ -128,6 +128,11 @@ impl Connection {
         if fence {
             flags |= WorkRequestFlags::Fence;
         }
+        if matches!(request.verb, Verb::WriteInline { .. }) {
+            // Some providers (soft-RoCE's) tell an inline request by this flag, not by
+            // `ibv_wr_set_inline_data` alone.
+            flags |= WorkRequestFlags::Inline;
+        }
         let remote = memory.remote(request.remote);
         let local = request.local().map(|local| memory.local(local));
         let mut guard = self.requester.start_post_send();
