@@ -52,6 +52,8 @@ mod op;
 mod process;
 mod shared;
 pub mod sync;
+#[cfg(feature = "verbs")]
+pub mod verbs;
 
 pub use endpoint::{Endpoint, drive};
 pub use error::RdmaError;

@@ -1,0 +1,142 @@
+//! Opening the RDMA device: its context, the protection domain, and the port and GID that
+//! loopback connections use.
+
+use super::error::VerbsError;
+use sideway::ibverbs::address::Gid;
+use sideway::ibverbs::device::{DeviceInfo, DeviceList};
+use sideway::ibverbs::device_context::{DeviceContext, Mtu};
+use sideway::ibverbs::protection_domain::ProtectionDomain;
+use std::sync::Arc;
+
+/// How to build a [`VerbsFabric`](super::VerbsFabric).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct VerbsOptions {
+    /// The device to open, by name (`rxe0`, `mlx5_0`); `None`: the first device.
+    pub device: Option<String>,
+    /// The port of the device, from 1.
+    pub port: u8,
+    /// The GID index that queue pairs address each other with. Index 0 (the IPv6
+    /// link-local GID) is enough for soft-RoCE loopback.
+    pub gid_index: u8,
+    /// Send-queue depth of each queue pair: at most this many operations of an endpoint
+    /// are outstanding towards one node; posting more first waits for completions.
+    pub queue_depth: u32,
+}
+
+impl Default for VerbsOptions {
+    fn default() -> VerbsOptions {
+        VerbsOptions {
+            device: None,
+            port: 1,
+            gid_index: 0,
+            queue_depth: 64,
+        }
+    }
+}
+
+impl VerbsOptions {
+    /// The default options, overridden by the environment variables `VELOS_RDMA_DEVICE`
+    /// (device name) and `VELOS_RDMA_GID_INDEX` (GID index) where they are set. An
+    /// unparsable GID index is ignored.
+    pub fn from_env() -> VerbsOptions {
+        let mut options = VerbsOptions::default();
+        if let Ok(name) = std::env::var("VELOS_RDMA_DEVICE") {
+            options.device = Some(name).filter(|name| !name.is_empty());
+        }
+        if let Some(index) = std::env::var("VELOS_RDMA_GID_INDEX")
+            .ok()
+            .and_then(|index| index.parse().ok())
+        {
+            options.gid_index = index;
+        }
+        options
+    }
+}
+
+/// An open device with its protection domain, and what connections need to know of it.
+#[derive(Debug)]
+pub(super) struct Device {
+    /// The device's name.
+    pub(super) name: String,
+    /// The one protection domain: every memory region and queue pair lives in it.
+    pub(super) pd: Arc<ProtectionDomain>,
+    /// The device context (queue pairs and completion queues are made from it).
+    pub(super) context: Arc<DeviceContext>,
+    /// The port used.
+    pub(super) port: u8,
+    /// The GID index used.
+    pub(super) gid_index: u8,
+    /// The port's GID at that index: both ends of every loopback connection.
+    pub(super) gid: Gid,
+    /// The port's active MTU.
+    pub(super) mtu: Mtu,
+    /// How many RDMA reads and atomics a queue pair may have outstanding (both as
+    /// initiator and as responder), at least 1.
+    pub(super) max_rd_atomic: u8,
+}
+
+impl Device {
+    /// Opens the device `options` names (or the first one), allocates the protection
+    /// domain and reads the port, GID and limits.
+    pub(super) fn open(options: &VerbsOptions) -> Result<Device, VerbsError> {
+        assert!(options.port >= 1, "ports are numbered from 1");
+        assert!(
+            options.queue_depth >= 1,
+            "a queue pair needs room for a request"
+        );
+        let list = DeviceList::new().map_err(|error| VerbsError::NoDevice {
+            reason: VerbsError::verbs("ibv_get_device_list", error).to_string(),
+        })?;
+        let names: Vec<String> = list.iter().map(|device| device.name()).collect();
+        let index = match &options.device {
+            None if names.is_empty() => {
+                return Err(VerbsError::NoDevice {
+                    reason: "the device list is empty".to_owned(),
+                });
+            }
+            None => 0,
+            Some(name) => names
+                .iter()
+                .position(|found| found == name)
+                .ok_or_else(|| VerbsError::DeviceNotFound {
+                    name: name.clone(),
+                    found: names.clone(),
+                })?,
+        };
+        let device = list.get(index).ok_or_else(|| VerbsError::NoDevice {
+            reason: format!("device {index} of the list is missing"),
+        })?;
+        let context = device
+            .open()
+            .map_err(|e| VerbsError::verbs("ibv_open_device", e))?;
+        let attr = context
+            .query_device()
+            .map_err(|e| VerbsError::verbs("ibv_query_device_ex", e))?;
+        let port = context
+            .query_port(options.port)
+            .map_err(|e| VerbsError::verbs("ibv_query_port", e))?;
+        let gid = context
+            .query_gid(options.port, u32::from(options.gid_index))
+            .map_err(|e| VerbsError::verbs("ibv_query_gid", e))?;
+        let pd = context
+            .alloc_pd()
+            .map_err(|e| VerbsError::verbs("ibv_alloc_pd", e))?;
+        // Enough for a pipeline of reads and atomics, within what the device allows.
+        let max_rd_atomic = attr
+            .max_qp_rd_atom()
+            .min(attr.max_qp_init_rd_atom())
+            .clamp(1, 16) as u8;
+        let device = Device {
+            name: names[index].clone(),
+            pd,
+            context,
+            port: options.port,
+            gid_index: options.gid_index,
+            gid,
+            mtu: port.active_mtu(),
+            max_rd_atomic,
+        };
+        assert!(device.max_rd_atomic >= 1);
+        Ok(device)
+    }
+}

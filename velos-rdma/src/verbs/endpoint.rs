@@ -1,0 +1,373 @@
+//! A thread's endpoint on a [`VerbsFabric`].
+
+use super::completions::{Completions, Ticket};
+use super::connection::Connection;
+use super::error::VerbsError;
+use super::fabric::VerbsFabric;
+use super::request::Request;
+use crate::endpoint::Endpoint;
+use crate::error::RdmaError;
+use crate::ids::{Loc, NodeId, WorkId};
+use crate::op::{Op, Reply};
+use sideway::ibverbs::completion::{ExtendedCompletionQueue, PollCompletionQueueError};
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{self, AtomicU64, Ordering};
+
+/// One thread's connection to a [`VerbsFabric`]; made by [`VerbsFabric::endpoint`].
+///
+/// CPU operations (`Load`, `Store`, `Cas`, `Mfence`) act on the registered words of the
+/// thread's own node at once, as `SeqCst` atomics. Remote operations are posted as work
+/// requests on the endpoint's queue pair towards their target node (RDMA WRITE, inline
+/// WRITE, READ, atomic CAS / FAA), every one signaled, and reply [`Reply::Done`] at once;
+/// `Wait`, `Test`, `WaitAny`, `Poll` and `GlobalFence` poll the endpoint's completion
+/// queue. `Rfence` sets the fence flag on the next request towards its node.
+///
+/// # Failures
+/// Exactly as [`MemEndpoint`](crate::mem::MemEndpoint) reports them: a remote operation
+/// replies `Failed` at post only when its target is not a node of the layout or its local
+/// operand is on another node. Any other failure is its completion status, reported once,
+/// by the first `Wait` for its work id (as [`RdmaError::WorkFailed`]), `Poll` acknowledging
+/// it, or `GlobalFence` towards its target. Misaligned and out-of-bounds addresses are
+/// caught before the NIC sees them (they complete as failures in their turn, and the queue
+/// pair stays usable); a failure on the NIC (for example retries exhausted:
+/// [`RdmaError::RemoteCrashed`]) leaves the queue pair in the error state, and every later
+/// operation on it fails with [`RdmaError::QueuePairError`].
+///
+/// Dropping an endpoint waits until its posted operations have completed.
+#[derive(Debug)]
+pub struct VerbsEndpoint<'f> {
+    fabric: &'f VerbsFabric,
+    node: NodeId,
+    /// Per target node: the connection towards it. Declared before `cq`, which the queue
+    /// pairs report to.
+    connections: Vec<Connection>,
+    /// The completion queue of every requester queue pair of the endpoint.
+    cq: Arc<ExtendedCompletionQueue>,
+    completions: Completions,
+    /// Per target node: whether the next request carries the fence flag (`Rfence`).
+    fence: Vec<bool>,
+    /// Remote operations posted so far.
+    seq: u64,
+    /// Per target node: operations posted on the queue pair so far.
+    posted: Vec<u64>,
+    /// Per target node: completions acknowledged by `Poll` so far.
+    polled: Vec<u64>,
+    /// Per work id not awaited since its last post: per target node, the queue-pair
+    /// position of the newest operation with that id (0: none).
+    newest: HashMap<WorkId, Vec<u64>>,
+    /// Operations executed so far.
+    ops: u64,
+}
+
+impl<'f> VerbsEndpoint<'f> {
+    pub(super) fn new(
+        fabric: &'f VerbsFabric,
+        node: NodeId,
+    ) -> Result<VerbsEndpoint<'f>, VerbsError> {
+        let device = fabric.device();
+        let nodes = usize::from(fabric.layout().nodes());
+        let depth = fabric.options().queue_depth;
+        // Every request is signaled and at most `depth` are outstanding per queue pair, so
+        // the completion queue cannot overflow.
+        let cqe = depth.saturating_mul(u32::try_from(nodes).expect("at most 65535 nodes"));
+        let cq = device
+            .context
+            .create_cq_builder()
+            .setup_cqe(cqe)
+            .build_ex()
+            .map_err(|e| VerbsError::verbs("ibv_create_cq_ex", e))?;
+        let connections = fabric
+            .layout()
+            .node_ids()
+            .map(|target| Connection::connect(device, &cq, target, depth))
+            .collect::<Result<Vec<_>, _>>()?;
+        let endpoint = VerbsEndpoint {
+            fabric,
+            node,
+            connections,
+            cq,
+            completions: Completions::new(nodes),
+            fence: vec![false; nodes],
+            seq: 0,
+            posted: vec![0; nodes],
+            polled: vec![0; nodes],
+            newest: HashMap::new(),
+            ops: 0,
+        };
+        assert_eq!(endpoint.connections.len(), nodes);
+        Ok(endpoint)
+    }
+
+    /// Puts this endpoint's queue pair towards `node` into the error state, on the NIC:
+    /// its outstanding operations fail, and so do later ones, with
+    /// [`RdmaError::QueuePairError`] (like
+    /// [`MemFabric::set_queue_pair_error`](crate::mem::MemFabric::set_queue_pair_error),
+    /// but for one endpoint's queue pair).
+    ///
+    /// # Errors
+    /// [`VerbsError::UnknownNode`] for a node not in the layout; a verbs error if the
+    /// device refuses the state change.
+    pub fn set_queue_pair_error(&mut self, node: NodeId) -> Result<(), VerbsError> {
+        let target = self
+            .queue_pair(node)
+            .map_err(|_| VerbsError::UnknownNode { node })?;
+        self.connections[target].force_error()?;
+        assert!(self.connections[target].broken());
+        Ok(())
+    }
+
+    /// The word at `loc` for a CPU access by this thread.
+    fn local_word(&self, loc: Loc) -> Result<&'f AtomicU64, RdmaError> {
+        if loc.node != self.node {
+            return Err(RdmaError::NotLocal {
+                loc,
+                node: self.node,
+            });
+        }
+        self.fabric.memory().word(loc)
+    }
+
+    /// Posts a remote operation.
+    fn post(&mut self, op: &Op) -> Result<(), RdmaError> {
+        let work_id = op.work_id().expect("a remote operation has a work id");
+        let memory = self.fabric.memory();
+        let request = Request::of(op, self.node, memory)?;
+        let target = request.target();
+        let t = target.index();
+        // Back-pressure: the send queue holds at most `queue_depth` requests.
+        let depth = self.fabric.options().queue_depth as usize;
+        while self.completions.outstanding(target) >= depth {
+            self.poll_cq();
+        }
+        self.seq += 1;
+        self.posted[t] += 1;
+        let ticket = Ticket {
+            seq: self.seq,
+            target,
+            qp_seq: self.posted[t],
+            work_id,
+        };
+        let nodes = self.posted.len();
+        self.newest.entry(work_id).or_insert_with(|| vec![0; nodes])[t] = ticket.qp_seq;
+        let connection = &mut self.connections[t];
+        if let Err(error) = request.check(memory) {
+            self.completions.refused(ticket, error);
+        } else if connection.broken() {
+            self.completions
+                .refused(ticket, RdmaError::QueuePairError { node: target });
+        } else {
+            match connection.post(ticket.wr_id(), self.fence[t], &request, memory) {
+                Ok(()) => {
+                    self.fence[t] = false;
+                    self.completions.posted(ticket, request);
+                }
+                // The send queue refused the request: the queue pair is unusable.
+                Err(_) => self
+                    .completions
+                    .refused(ticket, RdmaError::QueuePairError { node: target }),
+            }
+        }
+        assert_eq!(self.posted[t], ticket.qp_seq);
+        Ok(())
+    }
+
+    /// Polls the completion queue once, recording every work completion found.
+    fn poll_cq(&mut self) {
+        let mut found = Vec::new();
+        match self.cq.start_poll() {
+            Ok(poller) => found.extend(poller.map(|wc| (wc.wr_id(), wc.status()))),
+            Err(PollCompletionQueueError::CompletionQueueEmpty) => {}
+            // Only a broken completion queue (an overrun, which the queue depth rules out)
+            // fails a poll: there is nothing to report it to.
+            Err(error) => panic!("polling the completion queue failed: {error}"),
+        }
+        if found.is_empty() {
+            std::hint::spin_loop();
+        }
+        for (wr_id, status) in found {
+            if let Some((target, true)) = self.completions.work_completion(wr_id, status) {
+                self.connections[target.index()].mark_broken();
+            }
+        }
+    }
+
+    /// Polls the completion queue until `ready` holds of the completions, then runs `then`
+    /// on them.
+    fn settle<R>(
+        &mut self,
+        ready: impl Fn(&Completions) -> bool,
+        then: impl FnOnce(&mut Completions) -> R,
+    ) -> R {
+        while !ready(&self.completions) {
+            self.poll_cq();
+        }
+        then(&mut self.completions)
+    }
+
+    /// `Test`: whether every earlier operation with `work_id` has completed (then as
+    /// `wait`), without blocking.
+    fn test(&mut self, work_id: WorkId) -> Result<bool, RdmaError> {
+        let Some(newest) = self.newest.get(&work_id).cloned() else {
+            return Ok(true);
+        };
+        self.poll_cq();
+        if !self.completions.covers(&newest) {
+            return Ok(false);
+        }
+        self.wait(work_id).map(|()| true)
+    }
+
+    /// `WaitAny`: the lowest i in `mask` whose work id `base + i` is complete (then as `wait`).
+    fn wait_any(&mut self, base: WorkId, mask: u64) -> Result<u64, RdmaError> {
+        if mask == 0 {
+            return Err(RdmaError::NothingToWaitFor);
+        }
+        let ids: Vec<(u64, Vec<u64>)> = (0..64u64)
+            .filter(|i| mask & (1 << i) != 0)
+            .map(|i| {
+                let id = WorkId(base.0 + i as u32);
+                (i, self.newest.get(&id).cloned().unwrap_or_default())
+            })
+            .collect();
+        let complete = |c: &Completions| {
+            ids.iter()
+                .find(|(_, n)| n.is_empty() || c.covers(n))
+                .map(|(i, _)| *i)
+        };
+        let i = self.settle(|c| complete(c).is_some(), |c| complete(c).expect("settled"));
+        assert!(mask & (1 << i) != 0);
+        self.wait(WorkId(base.0 + i as u32)).map(|()| i)
+    }
+
+    /// `Wait`: every earlier operation with `work_id` has completed.
+    fn wait(&mut self, work_id: WorkId) -> Result<(), RdmaError> {
+        let Some(newest) = self.newest.remove(&work_id) else {
+            return Ok(());
+        };
+        match self.settle(
+            |completions| completions.covers(&newest),
+            |completions| completions.take_failure(|ticket| ticket.work_id == work_id),
+        ) {
+            None => Ok(()),
+            Some(cause) => Err(RdmaError::WorkFailed {
+                work_id,
+                cause: Box::new(cause),
+            }),
+        }
+    }
+
+    /// `Poll`: the oldest unacknowledged operation on the queue pair towards `node` has
+    /// completed.
+    fn poll(&mut self, node: NodeId) -> Result<(), RdmaError> {
+        let target = self.queue_pair(node)?;
+        // In the model such a poll is never enabled and the thread blocks forever; a real
+        // backend says so instead of hanging.
+        if self.polled[target] >= self.posted[target] {
+            return Err(RdmaError::NothingToPoll { node });
+        }
+        self.polled[target] += 1;
+        let qp_seq = self.polled[target];
+        self.settle(
+            |completions| completions.completed(node) >= qp_seq,
+            |completions| {
+                completions.take_failure(|ticket| ticket.target == node && ticket.qp_seq == qp_seq)
+            },
+        )
+        .map_or(Ok(()), Err)
+    }
+
+    /// `GlobalFence`: every earlier operation towards `node` has completed.
+    ///
+    /// An RC completion of a WRITE means the responder acknowledged it; soft-RoCE places
+    /// the data before acknowledging. On hardware where the acknowledgement may precede
+    /// placement, a READ after the writes would make this stronger.
+    fn global_fence(&mut self, node: NodeId) -> Result<(), RdmaError> {
+        let target = self.queue_pair(node)?;
+        let posted = self.posted[target];
+        self.settle(
+            |completions| completions.completed(node) >= posted,
+            |completions| completions.take_failure(|ticket| ticket.target == node),
+        )
+        .map_or(Ok(()), Err)?;
+        if self.connections[target].broken() {
+            return Err(RdmaError::QueuePairError { node });
+        }
+        Ok(())
+    }
+
+    /// The index of the queue pair towards `node`, if `node` exists.
+    fn queue_pair(&self, node: NodeId) -> Result<usize, RdmaError> {
+        if self.fabric.memory().has_node(node) {
+            Ok(node.index())
+        } else {
+            Err(RdmaError::UnknownNode { node })
+        }
+    }
+
+    fn execute_op(&mut self, op: &Op) -> Result<Reply, RdmaError> {
+        let done = |result: Result<(), RdmaError>| result.map(|()| Reply::Done);
+        match *op {
+            Op::Load { loc } => Ok(Reply::Value(self.local_word(loc)?.load(Ordering::SeqCst))),
+            Op::Store { loc, value } => {
+                self.local_word(loc)?.store(value, Ordering::SeqCst);
+                Ok(Reply::Done)
+            }
+            Op::Cas { loc, expected, new } => Ok(Reply::Value(
+                self.local_word(loc)?
+                    .compare_exchange(expected, new, Ordering::SeqCst, Ordering::SeqCst)
+                    .unwrap_or_else(|actual| actual),
+            )),
+            Op::Mfence => {
+                atomic::fence(Ordering::SeqCst);
+                Ok(Reply::Done)
+            }
+            Op::Put { .. } | Op::PutInline { .. } | Op::Get { .. } | Op::Atomic { .. } => {
+                done(self.post(op))
+            }
+            Op::Wait { work_id } => done(self.wait(work_id)),
+            Op::WaitAny { base, mask } => self.wait_any(base, mask).map(Reply::Value),
+            Op::Test { work_id } => self.test(work_id).map(|c| Reply::Value(u64::from(c))),
+            Op::Poll { node } => done(self.poll(node)),
+            Op::Rfence { node } => {
+                let target = self.queue_pair(node)?;
+                // The fence flag makes the next request wait for every earlier READ and
+                // atomic of the queue pair; RC already executes WRITEs in order.
+                self.fence[target] = true;
+                Ok(Reply::Done)
+            }
+            Op::GlobalFence { node } => done(self.global_fence(node)),
+            Op::Now => Ok(Reply::Value(self.fabric.now_ns())),
+            Op::Pause { ns } => {
+                // Sleeping below the scheduler's granularity would oversleep: yield
+                // until the time has passed instead.
+                let until = self.fabric.now_ns().saturating_add(ns);
+                while self.fabric.now_ns() < until {
+                    std::thread::yield_now();
+                }
+                Ok(Reply::Done)
+            }
+        }
+    }
+}
+
+impl Endpoint for VerbsEndpoint<'_> {
+    fn node(&self) -> NodeId {
+        self.node
+    }
+
+    fn execute(&mut self, op: &Op) -> Reply {
+        self.ops += 1;
+        self.execute_op(op).unwrap_or_else(Reply::Failed)
+    }
+}
+
+impl Drop for VerbsEndpoint<'_> {
+    fn drop(&mut self) {
+        // The NIC may still read or write the fabric's words for posted requests: wait for
+        // them before the queue pairs go.
+        let posted = std::mem::take(&mut self.posted);
+        self.settle(|completions| completions.covers(&posted), |_| ());
+        self.fabric.count_ops(self.ops);
+    }
+}

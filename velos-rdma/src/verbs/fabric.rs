@@ -1,0 +1,172 @@
+//! The fabric: the device, the registered memory of every node, and running processes.
+
+use super::device::{Device, VerbsOptions};
+use super::endpoint::VerbsEndpoint;
+use super::error::VerbsError;
+use super::memory::Memory;
+use crate::endpoint::drive;
+use crate::error::RdmaError;
+use crate::ids::{Loc, NodeId};
+use crate::layout::Layout;
+use crate::process::Process;
+use std::panic;
+use std::sync::Barrier;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::thread;
+use std::time::Instant;
+
+/// A single-process RDMA fabric on a real device: every node of a [`Layout`] has its
+/// registered region (one memory region each, all in one protection domain) in this
+/// process, and threads reach them over loopback RC queue pairs.
+///
+/// Threads get [`VerbsEndpoint`]s ([`VerbsFabric::endpoint`]) or run [`Process`]es with
+/// [`VerbsFabric::run`].
+#[derive(Debug)]
+pub struct VerbsFabric {
+    /// Declared before `device`: the regions are deregistered before the protection
+    /// domain goes.
+    memory: Memory,
+    device: Device,
+    options: VerbsOptions,
+    /// Operations executed by endpoints that have been dropped.
+    ops: AtomicU64,
+    /// When the fabric was made: the zero of every node's clock (`Op::Now`).
+    started: Instant,
+}
+
+impl VerbsFabric {
+    /// A fabric with zeroed memory for `layout` on the first RDMA device, with the default
+    /// options.
+    ///
+    /// # Errors
+    /// [`VerbsError::NoDevice`] on a machine without RDMA; other variants when the device
+    /// fails.
+    pub fn open(layout: Layout) -> Result<VerbsFabric, VerbsError> {
+        VerbsFabric::with_options(layout, VerbsOptions::default())
+    }
+
+    /// A fabric with zeroed memory for `layout` and the given options.
+    ///
+    /// # Errors
+    /// As [`VerbsFabric::open`], and [`VerbsError::DeviceNotFound`] for a device name not
+    /// in the list.
+    pub fn with_options(layout: Layout, options: VerbsOptions) -> Result<VerbsFabric, VerbsError> {
+        let device = Device::open(&options)?;
+        let memory = Memory::register(layout, &device.pd)?;
+        let fabric = VerbsFabric {
+            memory,
+            device,
+            options,
+            ops: AtomicU64::new(0),
+            started: Instant::now(),
+        };
+        assert_eq!(fabric.device.port, fabric.options.port);
+        Ok(fabric)
+    }
+
+    /// The layout of the registered memory.
+    pub fn layout(&self) -> &Layout {
+        self.memory.layout()
+    }
+
+    /// The options the fabric was built with.
+    pub fn options(&self) -> &VerbsOptions {
+        &self.options
+    }
+
+    /// The name of the device in use (`rxe0`, ...).
+    pub fn device_name(&self) -> &str {
+        &self.device.name
+    }
+
+    /// Reads the word at `loc`, for inspection (not an operation of any thread).
+    pub fn read(&self, loc: Loc) -> Result<u64, RdmaError> {
+        Ok(self.memory.word(loc)?.load(Ordering::SeqCst))
+    }
+
+    /// Writes `value` into the word at `loc`, for initialisation (not an operation of any
+    /// thread).
+    pub fn write(&self, loc: Loc, value: u64) -> Result<(), RdmaError> {
+        self.memory.word(loc)?.store(value, Ordering::SeqCst);
+        Ok(())
+    }
+
+    /// A copy of every node's words, node by node.
+    pub fn snapshot(&self) -> Vec<Vec<u64>> {
+        self.memory.snapshot()
+    }
+
+    /// A new endpoint for a thread running on `node`, with its own completion queue and
+    /// one connection (a pair of RC queue pairs) towards every node, its own included.
+    ///
+    /// # Errors
+    /// [`VerbsError::UnknownNode`] if `node` is not a node of the layout; a verbs error if
+    /// the queue pairs cannot be made or connected.
+    pub fn endpoint(&self, node: NodeId) -> Result<VerbsEndpoint<'_>, VerbsError> {
+        if !self.memory.has_node(node) {
+            return Err(VerbsError::UnknownNode { node });
+        }
+        VerbsEndpoint::new(self, node)
+    }
+
+    /// Runs each process on its own thread, with an endpoint on its node; the threads start
+    /// together. Returns the processes in their final states, in the given order, once
+    /// every thread has finished and every remote operation it posted has completed.
+    ///
+    /// # Errors
+    /// If an endpoint cannot be made (before any process runs).
+    pub fn run<P: Process + Send>(&self, procs: Vec<(NodeId, P)>) -> Result<Vec<P>, VerbsError> {
+        let mut ready = Vec::with_capacity(procs.len());
+        for (node, process) in procs {
+            ready.push((self.endpoint(node)?, process));
+        }
+        let count = ready.len();
+        let start = Barrier::new(count);
+        let start = &start;
+        let done = thread::scope(|scope| {
+            let threads: Vec<_> = ready
+                .into_iter()
+                .map(|(mut endpoint, mut process)| {
+                    scope.spawn(move || {
+                        start.wait();
+                        drive(&mut process, &mut endpoint);
+                        // Dropping the endpoint waits for its remote operations.
+                        drop(endpoint);
+                        process
+                    })
+                })
+                .collect();
+            threads
+                .into_iter()
+                .map(|thread| thread.join().unwrap_or_else(|p| panic::resume_unwind(p)))
+                .collect::<Vec<P>>()
+        });
+        assert_eq!(done.len(), count);
+        Ok(done)
+    }
+
+    /// How many operations the endpoints of this fabric have executed, counting the
+    /// endpoints that have been dropped (so every operation of a finished [`run`]).
+    ///
+    /// [`run`]: VerbsFabric::run
+    pub fn ops(&self) -> u64 {
+        self.ops.load(Ordering::SeqCst)
+    }
+
+    pub(super) fn memory(&self) -> &Memory {
+        &self.memory
+    }
+
+    pub(super) fn device(&self) -> &Device {
+        &self.device
+    }
+
+    /// Nanoseconds since the fabric was made (the clock of `Op::Now`).
+    pub(super) fn now_ns(&self) -> u64 {
+        u64::try_from(self.started.elapsed().as_nanos()).unwrap_or(u64::MAX)
+    }
+
+    pub(super) fn count_ops(&self, ops: u64) {
+        self.ops.fetch_add(ops, Ordering::SeqCst);
+    }
+}

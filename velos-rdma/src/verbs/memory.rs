@@ -1,0 +1,137 @@
+//! The registered memory of every node: one memory region per node, over atomic words.
+
+use super::error::VerbsError;
+use crate::error::RdmaError;
+use crate::ids::{Loc, NodeId};
+use crate::layout::Layout;
+use sideway::ibverbs::AccessFlags;
+use sideway::ibverbs::memory_region::MemoryRegion;
+use sideway::ibverbs::protection_domain::ProtectionDomain;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Where a word is, for the NIC: its virtual address and the key of its region.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct WordAddress {
+    /// The virtual address of the word.
+    pub(super) addr: u64,
+    /// The local key (for a local operand) or the remote key (for a remote one).
+    pub(super) key: u32,
+}
+
+/// The registered region of one node.
+#[derive(Debug)]
+struct Region {
+    /// The registration. Declared before `words` so that it is dropped (deregistered)
+    /// before the words are freed.
+    mr: Arc<MemoryRegion>,
+    /// The words; never moved or resized while registered. At least one word, even for a
+    /// node with none (a zero-length registration may be refused); the layout's bounds
+    /// still apply.
+    words: Box<[AtomicU64]>,
+}
+
+/// Every node's words, each node's in its own memory region of the fabric's protection
+/// domain. CPU operations access the words as `SeqCst` atomics; the NIC accesses them by DMA.
+#[derive(Debug)]
+pub(super) struct Memory {
+    layout: Layout,
+    /// One region per node, indexed by node.
+    regions: Vec<Region>,
+}
+
+impl Memory {
+    /// Zeroed words for every node of `layout`, registered in `pd` for local write and
+    /// remote read, write and atomics.
+    pub(super) fn register(
+        layout: Layout,
+        pd: &Arc<ProtectionDomain>,
+    ) -> Result<Memory, VerbsError> {
+        let access = AccessFlags::LocalWrite
+            | AccessFlags::RemoteWrite
+            | AccessFlags::RemoteRead
+            | AccessFlags::RemoteAtomic;
+        let regions = layout
+            .node_ids()
+            .map(|node| {
+                let len = layout.words(node).max(1) as usize;
+                let words: Box<[AtomicU64]> = (0..len).map(|_| AtomicU64::new(0)).collect();
+                // SAFETY: the range is exactly the heap allocation of `words`, which the
+                // `Region` keeps, unmoved and unresized, until after the registration is
+                // dropped (field order); the NIC's writes go through `AtomicU64`s, which
+                // allow mutation behind shared references.
+                let mr = unsafe {
+                    pd.reg_mr(
+                        words.as_ptr() as usize,
+                        len * size_of::<AtomicU64>(),
+                        access,
+                    )
+                }
+                .map_err(|e| VerbsError::verbs("ibv_reg_mr", e))?;
+                Ok(Region { mr, words })
+            })
+            .collect::<Result<Vec<_>, VerbsError>>()?;
+        let memory = Memory { layout, regions };
+        assert_eq!(memory.regions.len(), usize::from(memory.layout.nodes()));
+        Ok(memory)
+    }
+
+    /// The layout of the memory.
+    pub(super) fn layout(&self) -> &Layout {
+        &self.layout
+    }
+
+    /// Whether `node` is a node of the layout.
+    pub(super) fn has_node(&self, node: NodeId) -> bool {
+        node.index() < self.regions.len()
+    }
+
+    /// The word at `loc`, after checking alignment and bounds.
+    pub(super) fn word(&self, loc: Loc) -> Result<&AtomicU64, RdmaError> {
+        let index = self.layout.check(loc)?;
+        Ok(&self.regions[loc.node.index()].words[index])
+    }
+
+    /// The address and local key of the word at `loc`, a location already checked.
+    pub(super) fn local(&self, loc: Loc) -> WordAddress {
+        let region = self.region(loc);
+        WordAddress {
+            addr: self.addr(region, loc),
+            key: region.mr.lkey(),
+        }
+    }
+
+    /// The address and remote key of the word at `loc`, a location already checked.
+    pub(super) fn remote(&self, loc: Loc) -> WordAddress {
+        let region = self.region(loc);
+        WordAddress {
+            addr: self.addr(region, loc),
+            key: region.mr.rkey(),
+        }
+    }
+
+    /// A copy of every node's words, node by node.
+    pub(super) fn snapshot(&self) -> Vec<Vec<u64>> {
+        self.layout
+            .node_ids()
+            .map(|node| {
+                let words = self.layout.words(node) as usize;
+                self.regions[node.index()].words[..words]
+                    .iter()
+                    .map(|word| word.load(Ordering::SeqCst))
+                    .collect()
+            })
+            .collect()
+    }
+
+    fn region(&self, loc: Loc) -> &Region {
+        debug_assert!(self.layout.check(loc).is_ok(), "unchecked location {loc}");
+        &self.regions[loc.node.index()]
+    }
+
+    fn addr(&self, region: &Region, loc: Loc) -> u64 {
+        let addr = region.words.as_ptr() as u64 + u64::from(loc.offset);
+        debug_assert_eq!(region.mr.get_ptr() as u64 + u64::from(loc.offset), addr);
+        addr
+    }
+}
