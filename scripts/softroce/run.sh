@@ -128,9 +128,10 @@ T_BOOT=$(since "$t")
 rm -rf "$CACHE/results" && cp -r "$SHARE/results" "$CACHE/results"
 
 # ---------------------------------------------------------------- report
-# The serial console has CRLF line ends, and kernel messages may precede a
-# marker on the same line: markers are searched anywhere in a line.
-tr -d '\r' < "$SERIAL" > "$CACHE/logs/serial.txt"
+# The serial console has CRLF line ends and the firmware's terminal escapes,
+# and kernel messages may precede a marker on the same line: markers are
+# searched anywhere in a cleaned-up copy of the log.
+tr -d '\r' < "$SERIAL" | sed 's/\x1b\[[0-9;?]*[A-Za-z]//g' > "$CACHE/logs/serial.txt"
 markers=$(grep -o '@@ .*' "$CACHE/logs/serial.txt" || true)
 passed=0; failed=0
 verdicts=()

@@ -57,7 +57,7 @@ while :; do   # the client retries until the server listens
 done
 wait $server; src=$?
 # Result row: #bytes #iterations t_min t_max t_typical t_avg t_stdev 99% 99.9%
-row=$(grep -E '^ *[0-9]+ +[0-9]+ +[0-9.]+' "$OUT/ib_atomic_lat.txt" | tail -1)
+row=$(grep -E '^ *[0-9]+ +[0-9]+ +[0-9.]+' "$OUT/ib_atomic_lat.txt" | tail -1 | tr -s ' \t' ' ')
 typical=$(echo "$row" | awk '{ print $5 }')
 if [ $src -eq 0 ] && [ -n "$typical" ]; then
     echo "ib_atomic_lat CMP_AND_SWAP $ATOMIC_ITERS iterations: t_typical=$typical us (row: $row)" | tee "$OUT/atomic_latency.txt"
