@@ -46,8 +46,15 @@ if [ "$(cat "$G/kernel.key" 2>/dev/null)" != "$KKEY" ]; then
     log "kernel: $KPKG (download + unpack)"
     tmp=$CACHE/tmp-kernel
     rm -rf "$tmp" && mkdir -p "$tmp/deb" "$tmp/out"
-    (cd "$tmp/deb" && apt_retry apt-get download -qq "$KPKG") > /dev/null 2>&1 \
-        || die "apt-get download $KPKG failed"
+    if ! (cd "$tmp/deb" && apt-get download -qq "$KPKG") > /dev/null 2>&1; then
+        # A stale package list names a kernel the mirror no longer has:
+        # refresh it and resolve linux-image-amd64 again.
+        apt_update_once
+        KPKG=${VELOS_SOFTROCE_KERNEL:-$(kpkg)}; KV=${KPKG#linux-image-}
+        KKEY=$(key_of "$KPKG" "$MODULES")
+        (cd "$tmp/deb" && apt-get download -qq "$KPKG") > /dev/null 2>&1 \
+            || die "apt-get download $KPKG failed"
+    fi
     dpkg-deb -x "$tmp"/deb/*.deb "$tmp/x"
     grep -q '^CONFIG_RDMA_RXE=m' "$tmp/x/boot/config-$KV" || die "$KPKG has no rdma_rxe module"
     depmod -b "$tmp/x" "$KV"
