@@ -1,0 +1,93 @@
+#!/bin/sh
+# run-tests.sh SHARE - the test steps of the soft-RoCE guest, started by /init.
+# SHARE (the host's 9p share) holds config.env, tests/* (the test executables)
+# and receives results/*. Each step prints "@@ PASS <step>" or
+# "@@ FAIL <step> <why>" on the serial console and keeps its output in
+# results/<step>.txt. Exit status: 0 when every step passed.
+SHARE=${1:?usage: run-tests.sh SHARE}
+OUT=$SHARE/results
+mkdir -p "$OUT"
+# Defaults, overridden by the host's config.env.
+DEV=rxe0
+ATOMIC_ITERS=1000
+TEST_TIMEOUT=600
+TEST_ARGS=
+[ -f "$SHARE/config.env" ] && . "$SHARE/config.env"
+fails=0
+
+uptime() { cut -d' ' -f1 /proc/uptime; }
+step() { echo "@@ STEP $1 uptime=$(uptime)"; }
+pass() { echo "@@ PASS $1"; }
+fail() { echo "@@ FAIL $*"; fails=$((fails + 1)); }
+show() { sed 's/^/    /' "$1"; }   # a step's output, indented, on the console
+
+# ---------------------------------------------------------------- ibv_devinfo
+# rxe0 must be there, active, and offer atomics (ATOMIC_HCA or ATOMIC_GLOB).
+step ibv_devinfo
+if ibv_devinfo -v -d "$DEV" > "$OUT/ibv_devinfo.txt" 2>&1; then
+    grep -E 'hca_id|state:|atomic_cap|max_qp_rd_atom|link_layer|GID\[' "$OUT/ibv_devinfo.txt" | sed 's/^/    /'
+    if ! grep -q 'state:.*PORT_ACTIVE' "$OUT/ibv_devinfo.txt"; then
+        fail ibv_devinfo "port of $DEV not active"
+    elif ! grep -qE 'atomic_cap:.*ATOMIC_(HCA|GLOB)' "$OUT/ibv_devinfo.txt"; then
+        fail ibv_devinfo "$DEV offers no atomics ($(grep -m1 atomic_cap "$OUT/ibv_devinfo.txt"))"
+    else
+        pass ibv_devinfo
+    fi
+else
+    show "$OUT/ibv_devinfo.txt"; fail ibv_devinfo "ibv_devinfo -d $DEV failed"
+fi
+
+# ---------------------------------------------------------------- ib_atomic_lat
+# perftest's compare-and-swap latency between two processes on rxe0; the
+# out-of-band exchange is TCP on 127.0.0.1. Under TCG the latency is only a
+# sanity figure (tens of microseconds), not performance data.
+step ib_atomic_lat
+args="-d $DEV -x 0 -F -n $ATOMIC_ITERS -A CMP_AND_SWAP -p 18515"
+# shellcheck disable=SC2086
+timeout 120 ib_atomic_lat $args > "$OUT/ib_atomic_lat.server.txt" 2>&1 &
+server=$!
+n=0
+while :; do   # the client retries until the server listens
+    sleep 0.3
+    # shellcheck disable=SC2086
+    timeout 120 ib_atomic_lat $args 127.0.0.1 > "$OUT/ib_atomic_lat.txt" 2>&1 && break
+    n=$((n + 1))
+    [ $n -lt 20 ] && grep -qi 'connect' "$OUT/ib_atomic_lat.txt" && continue
+    break
+done
+wait $server; src=$?
+# Result row: #bytes #iterations t_min t_max t_typical t_avg t_stdev 99% 99.9%
+row=$(grep -E '^ *[0-9]+ +[0-9]+ +[0-9.]+' "$OUT/ib_atomic_lat.txt" | tail -1 | tr -s ' \t' ' ')
+typical=$(echo "$row" | awk '{ print $5 }')
+if [ $src -eq 0 ] && [ -n "$typical" ]; then
+    echo "ib_atomic_lat CMP_AND_SWAP $ATOMIC_ITERS iterations: t_typical=$typical us (row: $row)" | tee "$OUT/atomic_latency.txt"
+    echo "@@ METRIC ib_atomic_lat_cas_typical_us=$typical"
+    pass ib_atomic_lat
+else
+    show "$OUT/ib_atomic_lat.txt"; echo "    --- server:"; show "$OUT/ib_atomic_lat.server.txt"
+    fail ib_atomic_lat "no result (server rc=$src)"
+fi
+
+# ---------------------------------------------------------------- Rust tests
+# Every test executable velos-rdma's build produced. VELOS_REQUIRE_RDMA=1 turns
+# "no RDMA device, skipped" into a failure: here the device must be found.
+export VELOS_REQUIRE_RDMA=1
+for exe in "$SHARE"/tests/*; do
+    [ -f "$exe" ] || continue
+    name=test/$(basename "$exe")
+    log=$OUT/$(basename "$exe").txt
+    step "$name"
+    # cargo runs tests from the package directory; here a scratch one will do.
+    # shellcheck disable=SC2086
+    (cd /tmp && timeout "$TEST_TIMEOUT" "$exe" $TEST_ARGS) > "$log" 2>&1; rc=$?
+    grep -E '^test result:' "$log" | sed 's/^/    /'
+    if [ $rc -eq 0 ]; then
+        pass "$name"
+    else
+        show "$log"
+        [ $rc -eq 124 ] && fail "$name" "timed out after $TEST_TIMEOUT s" || fail "$name" "exit status $rc"
+    fi
+done
+
+echo "@@ SUMMARY guest: $fails failed"
+[ $fails -eq 0 ]
