@@ -1,13 +1,7 @@
 //! What one [`VerbsNode`](super::VerbsNode) tells its peers so that they can connect to
 //! it: [`NodeInfo`], and its byte form (the opaque blob a cluster rendezvous exchanges).
 //!
-//! # Byte form
-//! Little-endian, in this order: the magic `VLNI`, the format version (1, one byte), the
-//! node id (`u16`), the number of nodes of the layout (`u16`), the node's words (`u32`),
-//! the threads per node (`u16`), the GID (16 bytes), the LID (`u16`), the region's address
-//! (`u64`) and rkey (`u32`), then `responders` and `requesters`, each as a count of rows
-//! (`u32`) followed by every row as a count (`u32`) and that many queue-pair numbers
-//! (`u32`). Nothing may follow.
+//! The byte form is described at [`NodeInfo`].
 
 use super::error::VerbsError;
 use crate::ids::NodeId;
@@ -24,6 +18,14 @@ const MAX_ROW: u32 = 1 << 16;
 /// peers connect to. Made by [`VerbsNode::local_info`](super::VerbsNode::local_info),
 /// carried as bytes ([`NodeInfo::to_bytes`], [`NodeInfo::from_bytes`]) or with serde, and
 /// handed to the peers' [`VerbsNode::connect`](super::VerbsNode::connect).
+///
+/// # Byte form
+/// Little-endian, in this order: the magic `VLNI`, the format version (1, one byte), the
+/// node id (`u16`), the number of nodes of the layout (`u16`), the node's words (`u32`),
+/// the threads per node (`u16`), the GID (16 bytes), the LID (`u16`), the region's address
+/// (`u64`) and rkey (`u32`), then `responders` and `requesters`, each as a count of rows
+/// (`u32`) followed by every row as a count (`u32`) and that many queue-pair numbers
+/// (`u32`). Nothing may follow.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct NodeInfo {
     /// The node.
@@ -51,7 +53,7 @@ pub struct NodeInfo {
 }
 
 impl NodeInfo {
-    /// The byte form (see the [module documentation](self)).
+    /// The byte form (see [`NodeInfo`]).
     pub fn to_bytes(&self) -> Vec<u8> {
         let mut bytes = Vec::with_capacity(64);
         bytes.extend_from_slice(MAGIC);
