@@ -1,15 +1,18 @@
-//! A loopback RC connection from a thread towards one node: a requester queue pair (the
-//! thread's side) connected over the device's GID to a responder queue pair (the target
-//! node's side), and posting work requests on it.
+//! An RC connection from a thread towards one node: a requester queue pair (the thread's
+//! side) connected to a responder queue pair (the target node's side), and posting work
+//! requests on it. In the single-process [`VerbsFabric`](super::VerbsFabric) both ends
+//! live in the endpoint (loopback over the device's GID); with
+//! [`VerbsNode`](super::VerbsNode)s the responder lives in the target node's process.
 
 use super::device::Device;
 use super::error::VerbsError;
-use super::memory::Memory;
+use super::memory::WordAddress;
 use super::request::{Request, Verb};
 use crate::ids::NodeId;
+use crate::layout::Layout;
 use crate::op::Rmw;
 use sideway::ibverbs::AccessFlags;
-use sideway::ibverbs::address::AddressHandleAttribute;
+use sideway::ibverbs::address::{AddressHandleAttribute, Gid};
 use sideway::ibverbs::completion::{ExtendedCompletionQueue, GenericCompletionQueue};
 use sideway::ibverbs::queue_pair::{
     ExtendedQueuePair, PostSendGuard, QueuePair, QueuePairAttribute, QueuePairState,
@@ -22,62 +25,195 @@ const MAX_INLINE: u32 = 64;
 /// The first packet sequence number of both directions.
 const FIRST_PSN: u32 = 0;
 
-/// A connected pair of RC queue pairs from a thread towards `target`. In this
-/// single-process fabric both ends live in the endpoint; in a multi-process fabric the
-/// responder would live in the target node's process.
+/// The queue pairs of one endpoint: its completion queue and one connection towards every
+/// node of the layout (its own included), indexed by target node.
+#[derive(Debug)]
+pub(super) struct Lane {
+    /// Per target node: the connection towards it. Declared before `cq`, which the queue
+    /// pairs report to.
+    pub(super) connections: Vec<Connection>,
+    /// The completion queue of every requester queue pair of the lane.
+    pub(super) cq: Arc<ExtendedCompletionQueue>,
+    /// The thread of the node the lane belongs to (0 in the single-process fabric).
+    pub(super) thread: u16,
+}
+
+impl Lane {
+    /// A completion queue and, towards every node of `layout`, a requester queue pair in
+    /// the RESET state (connected later with [`Connection::connect_to`]).
+    pub(super) fn unconnected(
+        device: &Device,
+        layout: &Layout,
+        depth: u32,
+        thread: u16,
+    ) -> Result<Lane, VerbsError> {
+        let cq = completion_queue(device, layout, depth)?;
+        let connections = layout
+            .node_ids()
+            .map(|target| Connection::unconnected(device, &cq, target, depth))
+            .collect::<Result<Vec<_>, _>>()?;
+        let lane = Lane {
+            connections,
+            cq,
+            thread,
+        };
+        assert_eq!(lane.connections.len(), usize::from(layout.nodes()));
+        Ok(lane)
+    }
+
+    /// A completion queue and, towards every node of `layout`, a loopback connection (both
+    /// queue pairs here, connected to each other).
+    pub(super) fn loopback(
+        device: &Device,
+        layout: &Layout,
+        depth: u32,
+    ) -> Result<Lane, VerbsError> {
+        let cq = completion_queue(device, layout, depth)?;
+        let connections = layout
+            .node_ids()
+            .map(|target| Connection::loopback(device, &cq, target, depth))
+            .collect::<Result<Vec<_>, _>>()?;
+        let lane = Lane {
+            connections,
+            cq,
+            thread: 0,
+        };
+        assert_eq!(lane.connections.len(), usize::from(layout.nodes()));
+        Ok(lane)
+    }
+}
+
+/// A completion queue for the requesters of one lane. Every request is signaled and at
+/// most `depth` are outstanding per queue pair, so it cannot overflow.
+fn completion_queue(
+    device: &Device,
+    layout: &Layout,
+    depth: u32,
+) -> Result<Arc<ExtendedCompletionQueue>, VerbsError> {
+    let cqe = depth.saturating_mul(u32::from(layout.nodes()));
+    assert!(cqe >= 1);
+    device
+        .context
+        .create_cq_builder()
+        .setup_cqe(cqe)
+        .build_ex()
+        .map_err(|e| VerbsError::verbs("ibv_create_cq_ex", e))
+}
+
+/// The far end of a connection, as the near end addresses it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct RemoteQp {
+    /// The GID of the far end's port.
+    pub(super) gid: Gid,
+    /// The LID of the far end's port (0 on RoCE, which addresses by GID only).
+    pub(super) lid: u16,
+    /// The far end's queue-pair number.
+    pub(super) qpn: u32,
+}
+
+/// Creates an RC queue pair for RDMA WRITE, READ and atomics, with its completions on
+/// `cq`: a requester (`send_wr` = the queue depth, inline data) or a responder (one
+/// send slot, no inline data: it posts nothing).
+pub(super) fn create_qp(
+    device: &Device,
+    cq: &Arc<ExtendedCompletionQueue>,
+    send_wr: u32,
+    inline: u32,
+) -> Result<ExtendedQueuePair, VerbsError> {
+    assert!(send_wr >= 1);
+    device
+        .pd
+        .create_qp_builder()
+        .setup_send_cq(GenericCompletionQueue::from(Arc::clone(cq)))
+        .setup_recv_cq(GenericCompletionQueue::from(Arc::clone(cq)))
+        .setup_max_send_wr(send_wr)
+        .setup_max_recv_wr(1)
+        .setup_max_inline_data(inline)
+        .setup_send_ops_flags(
+            SendOperationFlags::Write
+                | SendOperationFlags::Read
+                | SendOperationFlags::AtomicCompareAndSwap
+                | SendOperationFlags::AtomicFetchAndAdd,
+        )
+        .build_ex()
+        .map_err(|e| VerbsError::verbs("ibv_create_qp_ex", e))
+}
+
+/// Creates a responder queue pair (in the RESET state) with its completions on `cq`.
+pub(super) fn create_responder(
+    device: &Device,
+    cq: &Arc<ExtendedCompletionQueue>,
+) -> Result<ExtendedQueuePair, VerbsError> {
+    create_qp(device, cq, 1, 0)
+}
+
+/// A connection from a thread towards `target`: the requester queue pair, and in the
+/// single-process fabric the responder it is connected to.
 #[derive(Debug)]
 pub(super) struct Connection {
     target: NodeId,
-    /// Posts the thread's requests; its completions go to the endpoint's CQ.
+    /// Posts the thread's requests; its completions go to the lane's CQ.
     requester: ExtendedQueuePair,
-    /// Executes them against the target node's region. It posts nothing itself.
-    responder: ExtendedQueuePair,
+    /// Executes them against the target node's region, when it lives in this endpoint
+    /// (the single-process fabric's loopback). It posts nothing itself.
+    responder: Option<ExtendedQueuePair>,
     /// Whether a request failed on the NIC: the requester is then in the error state and
     /// everything later on it fails (flushed).
     broken: bool,
 }
 
 impl Connection {
-    /// Creates the two queue pairs, with completions on `cq`, and connects them.
-    pub(super) fn connect(
+    /// Creates the requester and the responder, with completions on `cq`, and connects
+    /// them to each other.
+    pub(super) fn loopback(
+        device: &Device,
+        cq: &Arc<ExtendedCompletionQueue>,
+        target: NodeId,
+        depth: u32,
+    ) -> Result<Connection, VerbsError> {
+        let mut connection = Connection::unconnected(device, cq, target, depth)?;
+        let mut responder = create_responder(device, cq)?;
+        let requester = connection.qp_number();
+        connection.connect_to(device, RemoteQp::local(device, responder.qp_number()))?;
+        bring_up(&mut responder, device, RemoteQp::local(device, requester))?;
+        connection.responder = Some(responder);
+        assert_eq!(connection.requester.state(), QueuePairState::ReadyToSend);
+        Ok(connection)
+    }
+
+    /// Creates the requester towards `target`, with completions on `cq`, in the RESET
+    /// state.
+    pub(super) fn unconnected(
         device: &Device,
         cq: &Arc<ExtendedCompletionQueue>,
         target: NodeId,
         depth: u32,
     ) -> Result<Connection, VerbsError> {
         assert!(depth >= 1);
-        let build = |send_wr: u32, inline: u32| {
-            device
-                .pd
-                .create_qp_builder()
-                .setup_send_cq(GenericCompletionQueue::from(Arc::clone(cq)))
-                .setup_recv_cq(GenericCompletionQueue::from(Arc::clone(cq)))
-                .setup_max_send_wr(send_wr)
-                .setup_max_recv_wr(1)
-                .setup_max_inline_data(inline)
-                .setup_send_ops_flags(
-                    SendOperationFlags::Write
-                        | SendOperationFlags::Read
-                        | SendOperationFlags::AtomicCompareAndSwap
-                        | SendOperationFlags::AtomicFetchAndAdd,
-                )
-                .build_ex()
-                .map_err(|e| VerbsError::verbs("ibv_create_qp_ex", e))
-        };
-        let mut connection = Connection {
+        let connection = Connection {
             target,
-            requester: build(depth, MAX_INLINE)?,
-            responder: build(1, 0)?,
+            requester: create_qp(device, cq, depth, MAX_INLINE)?,
+            responder: None,
             broken: false,
         };
-        let (requester, responder) = (
-            connection.requester.qp_number(),
-            connection.responder.qp_number(),
-        );
-        bring_up(&mut connection.requester, device, responder)?;
-        bring_up(&mut connection.responder, device, requester)?;
-        assert_eq!(connection.requester.state(), QueuePairState::ReadyToSend);
+        assert_eq!(connection.requester.state(), QueuePairState::Reset);
         Ok(connection)
+    }
+
+    /// The requester's queue-pair number (what the far end connects to).
+    pub(super) fn qp_number(&self) -> u32 {
+        self.requester.qp_number()
+    }
+
+    /// Moves the requester to RTS, connected to the responder `remote`.
+    pub(super) fn connect_to(
+        &mut self,
+        device: &Device,
+        remote: RemoteQp,
+    ) -> Result<(), VerbsError> {
+        bring_up(&mut self.requester, device, remote)?;
+        assert_eq!(self.requester.state(), QueuePairState::ReadyToSend);
+        Ok(())
     }
 
     /// Whether a request failed on the NIC, which left the requester in the error state.
@@ -116,7 +252,8 @@ impl Connection {
         wr_id: u64,
         fence: bool,
         request: &Request,
-        memory: &Memory,
+        remote: WordAddress,
+        local: Option<WordAddress>,
     ) -> Result<(), String> {
         assert_eq!(
             request.target(),
@@ -133,8 +270,7 @@ impl Connection {
             // `ibv_wr_set_inline_data` alone.
             flags |= WorkRequestFlags::Inline;
         }
-        let remote = memory.remote(request.remote);
-        let local = request.local().map(|local| memory.local(local));
+        assert_eq!(local.is_some(), request.local().is_some());
         let mut guard = self.requester.start_post_send();
         let wr = guard.construct_wr(wr_id, flags);
         let sge = match request.verb {
@@ -158,10 +294,11 @@ impl Connection {
         };
         if let Some(sge) = sge {
             let local = local.expect("a verb with a local operand");
-            // SAFETY: the scatter/gather entry is one word of a node's registered region,
-            // checked against the layout and keyed with that region's lkey; the region
-            // outlives the endpoint (the endpoint borrows the fabric) and the endpoint
-            // waits for all its requests before it goes away.
+            // SAFETY: the scatter/gather entry is one word of this process's registered
+            // region of the thread's node, checked against the layout and keyed with that
+            // region's lkey; the region outlives the endpoint (the endpoint borrows the
+            // fabric or node that owns it) and the endpoint waits for all its requests
+            // before it goes away.
             unsafe { sge.setup_sge(local.key, local.addr, 8) };
         }
         let posted = guard.post().map_err(|error| {
@@ -174,13 +311,29 @@ impl Connection {
     }
 }
 
-/// Moves `qp` through INIT, RTR and RTS, connected to queue pair `remote_qpn` of the same
-/// device port (loopback over the port's GID).
-fn bring_up(
+impl RemoteQp {
+    /// Queue pair `qpn` on this process's own device port (loopback over its GID).
+    pub(super) fn local(device: &Device, qpn: u32) -> RemoteQp {
+        RemoteQp {
+            gid: device.gid,
+            lid: device.lid,
+            qpn,
+        }
+    }
+}
+
+/// Moves `qp` (in the RESET state) through INIT, RTR and RTS, connected to the queue pair
+/// `remote`.
+pub(super) fn bring_up(
     qp: &mut ExtendedQueuePair,
     device: &Device,
-    remote_qpn: u32,
+    remote: RemoteQp,
 ) -> Result<(), VerbsError> {
+    assert_eq!(
+        qp.state(),
+        QueuePairState::Reset,
+        "bringing up a used queue pair"
+    );
     let access = AccessFlags::LocalWrite
         | AccessFlags::RemoteWrite
         | AccessFlags::RemoteRead
@@ -194,15 +347,15 @@ fn bring_up(
         .map_err(|e| VerbsError::verbs("ibv_modify_qp(INIT)", e))?;
     let mut address = AddressHandleAttribute::new();
     address
-        .setup_dest_lid(0)
+        .setup_dest_lid(remote.lid)
         .setup_port(device.port)
         .setup_grh_src_gid_index(device.gid_index)
-        .setup_grh_dest_gid(&device.gid)
+        .setup_grh_dest_gid(&remote.gid)
         .setup_grh_hop_limit(1);
     let mut rtr = QueuePairAttribute::new();
     rtr.setup_state(QueuePairState::ReadyToReceive)
         .setup_path_mtu(device.mtu)
-        .setup_dest_qp_num(remote_qpn)
+        .setup_dest_qp_num(remote.qpn)
         .setup_rq_psn(FIRST_PSN)
         .setup_max_dest_read_atomic(device.max_rd_atomic)
         .setup_min_rnr_timer(12)

@@ -68,6 +68,8 @@ pub(super) struct Device {
     pub(super) gid_index: u8,
     /// The port's GID at that index: both ends of every loopback connection.
     pub(super) gid: Gid,
+    /// The port's LID (0 on RoCE).
+    pub(super) lid: u16,
     /// The port's active MTU.
     pub(super) mtu: Mtu,
     /// How many RDMA reads and atomics a queue pair may have outstanding (both as
@@ -133,6 +135,7 @@ impl Device {
             port: options.port,
             gid_index: options.gid_index,
             gid,
+            lid: port.lid(),
             mtu: port.active_mtu(),
             max_rd_atomic,
         };

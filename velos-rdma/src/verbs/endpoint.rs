@@ -1,9 +1,11 @@
-//! A thread's endpoint on a [`VerbsFabric`].
+//! A thread's endpoint on a [`VerbsFabric`](super::VerbsFabric) or a
+//! [`VerbsNode`](super::VerbsNode): the same request building, completion tracking and
+//! [`Endpoint`] implementation for both, against their [`Host`].
 
 use super::completions::{Completions, Ticket};
-use super::connection::Connection;
+use super::connection::{Connection, Lane};
 use super::error::VerbsError;
-use super::fabric::VerbsFabric;
+use super::host::{Host, has_node};
 use super::request::Request;
 use crate::endpoint::Endpoint;
 use crate::error::RdmaError;
@@ -14,10 +16,13 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{self, AtomicU64, Ordering};
 
-/// One thread's connection to a [`VerbsFabric`]; made by [`VerbsFabric::endpoint`].
+/// One thread's connection to the cluster; made by
+/// [`VerbsFabric::endpoint`](super::VerbsFabric::endpoint) (every node in this process) or
+/// [`VerbsNode::endpoint`](super::VerbsNode::endpoint) (one node per process).
 ///
 /// CPU operations (`Load`, `Store`, `Cas`, `Mfence`) act on the registered words of the
-/// thread's own node at once, as `SeqCst` atomics. Remote operations are posted as work
+/// thread's own node at once, as `SeqCst` atomics; they are the only words this process
+/// touches with the CPU. Remote operations are posted as work
 /// requests on the endpoint's queue pair towards their target node (RDMA WRITE, inline
 /// WRITE, READ, atomic CAS / FAA), every one signaled, and reply [`Reply::Done`] at once;
 /// `Wait`, `Test`, `WaitAny`, `Poll` and `GlobalFence` poll the endpoint's completion
@@ -34,16 +39,20 @@ use std::sync::atomic::{self, AtomicU64, Ordering};
 /// [`RdmaError::RemoteCrashed`]) leaves the queue pair in the error state, and every later
 /// operation on it fails with [`RdmaError::QueuePairError`].
 ///
-/// Dropping an endpoint waits until its posted operations have completed.
+/// Dropping an endpoint waits until its posted operations have completed (a
+/// [`VerbsNode`](super::VerbsNode) then takes the thread's queue pairs back for its next
+/// endpoint).
 #[derive(Debug)]
 pub struct VerbsEndpoint<'f> {
-    fabric: &'f VerbsFabric,
+    host: &'f dyn Host,
     node: NodeId,
     /// Per target node: the connection towards it. Declared before `cq`, which the queue
     /// pairs report to.
     connections: Vec<Connection>,
     /// The completion queue of every requester queue pair of the endpoint.
     cq: Arc<ExtendedCompletionQueue>,
+    /// The node's thread whose queue pairs these are.
+    thread: u16,
     completions: Completions,
     /// Per target node: whether the next request carries the fence flag (`Rfence`).
     fence: Vec<bool>,
@@ -61,32 +70,19 @@ pub struct VerbsEndpoint<'f> {
 }
 
 impl<'f> VerbsEndpoint<'f> {
-    pub(super) fn new(
-        fabric: &'f VerbsFabric,
-        node: NodeId,
-    ) -> Result<VerbsEndpoint<'f>, VerbsError> {
-        let device = fabric.device();
-        let nodes = usize::from(fabric.layout().nodes());
-        let depth = fabric.options().queue_depth;
-        // Every request is signaled and at most `depth` are outstanding per queue pair, so
-        // the completion queue cannot overflow.
-        let cqe = depth.saturating_mul(u32::try_from(nodes).expect("at most 65535 nodes"));
-        let cq = device
-            .context
-            .create_cq_builder()
-            .setup_cqe(cqe)
-            .build_ex()
-            .map_err(|e| VerbsError::verbs("ibv_create_cq_ex", e))?;
-        let connections = fabric
-            .layout()
-            .node_ids()
-            .map(|target| Connection::connect(device, &cq, target, depth))
-            .collect::<Result<Vec<_>, _>>()?;
+    /// An endpoint of a thread of `node` on `host`, over the connected queue pairs of
+    /// `lane` (one towards every node of the layout, in RTS). The lane goes back to the
+    /// host when the endpoint is dropped.
+    pub(super) fn new(host: &'f dyn Host, node: NodeId, lane: Lane) -> VerbsEndpoint<'f> {
+        let nodes = usize::from(host.layout().nodes());
+        assert!(has_node(host.layout(), node));
+        assert_eq!(lane.connections.len(), nodes);
         let endpoint = VerbsEndpoint {
-            fabric,
+            host,
             node,
-            connections,
-            cq,
+            connections: lane.connections,
+            cq: lane.cq,
+            thread: lane.thread,
             completions: Completions::new(nodes),
             fence: vec![false; nodes],
             seq: 0,
@@ -95,8 +91,8 @@ impl<'f> VerbsEndpoint<'f> {
             newest: HashMap::new(),
             ops: 0,
         };
-        assert_eq!(endpoint.connections.len(), nodes);
-        Ok(endpoint)
+        assert_eq!(endpoint.fence.len(), nodes);
+        endpoint
     }
 
     /// Puts this endpoint's queue pair towards `node` into the error state, on the NIC:
@@ -125,18 +121,18 @@ impl<'f> VerbsEndpoint<'f> {
                 node: self.node,
             });
         }
-        self.fabric.memory().word(loc)
+        self.host.word(loc)
     }
 
     /// Posts a remote operation.
     fn post(&mut self, op: &Op) -> Result<(), RdmaError> {
         let work_id = op.work_id().expect("a remote operation has a work id");
-        let memory = self.fabric.memory();
-        let request = Request::of(op, self.node, memory)?;
+        let host = self.host;
+        let request = Request::of(op, self.node, host.layout())?;
         let target = request.target();
         let t = target.index();
         // Back-pressure: the send queue holds at most `queue_depth` requests.
-        let depth = self.fabric.options().queue_depth as usize;
+        let depth = host.queue_depth() as usize;
         while self.completions.outstanding(target) >= depth {
             self.poll_cq();
         }
@@ -151,13 +147,15 @@ impl<'f> VerbsEndpoint<'f> {
         let nodes = self.posted.len();
         self.newest.entry(work_id).or_insert_with(|| vec![0; nodes])[t] = ticket.qp_seq;
         let connection = &mut self.connections[t];
-        if let Err(error) = request.check(memory) {
+        if let Err(error) = request.check(host.layout()) {
             self.completions.refused(ticket, error);
         } else if connection.broken() {
             self.completions
                 .refused(ticket, RdmaError::QueuePairError { node: target });
         } else {
-            match connection.post(ticket.wr_id(), self.fence[t], &request, memory) {
+            let remote = host.remote(request.remote);
+            let local = request.local().map(|local| host.local(local));
+            match connection.post(ticket.wr_id(), self.fence[t], &request, remote, local) {
                 Ok(()) => {
                     self.fence[t] = false;
                     self.completions.posted(ticket, request);
@@ -298,7 +296,7 @@ impl<'f> VerbsEndpoint<'f> {
 
     /// The index of the queue pair towards `node`, if `node` exists.
     fn queue_pair(&self, node: NodeId) -> Result<usize, RdmaError> {
-        if self.fabric.memory().has_node(node) {
+        if has_node(self.host.layout(), node) {
             Ok(node.index())
         } else {
             Err(RdmaError::UnknownNode { node })
@@ -337,12 +335,12 @@ impl<'f> VerbsEndpoint<'f> {
                 Ok(Reply::Done)
             }
             Op::GlobalFence { node } => done(self.global_fence(node)),
-            Op::Now => Ok(Reply::Value(self.fabric.now_ns())),
+            Op::Now => Ok(Reply::Value(self.host.now_ns())),
             Op::Pause { ns } => {
                 // Sleeping below the scheduler's granularity would oversleep: yield
                 // until the time has passed instead.
-                let until = self.fabric.now_ns().saturating_add(ns);
-                while self.fabric.now_ns() < until {
+                let until = self.host.now_ns().saturating_add(ns);
+                while self.host.now_ns() < until {
                     std::thread::yield_now();
                 }
                 Ok(Reply::Done)
@@ -368,6 +366,11 @@ impl Drop for VerbsEndpoint<'_> {
         // them before the queue pairs go.
         let posted = std::mem::take(&mut self.posted);
         self.settle(|completions| completions.covers(&posted), |_| ());
-        self.fabric.count_ops(self.ops);
+        let lane = Lane {
+            connections: std::mem::take(&mut self.connections),
+            cq: Arc::clone(&self.cq),
+            thread: self.thread,
+        };
+        self.host.release(lane, self.ops);
     }
 }

@@ -1,9 +1,11 @@
 //! The fabric: the device, the registered memory of every node, and running processes.
 
+use super::connection::Lane;
 use super::device::{Device, VerbsOptions};
 use super::endpoint::VerbsEndpoint;
 use super::error::VerbsError;
-use super::memory::Memory;
+use super::host::Host;
+use super::memory::{Memory, WordAddress};
 use crate::endpoint::drive;
 use crate::error::RdmaError;
 use crate::ids::{Loc, NodeId};
@@ -106,7 +108,8 @@ impl VerbsFabric {
         if !self.memory.has_node(node) {
             return Err(VerbsError::UnknownNode { node });
         }
-        VerbsEndpoint::new(self, node)
+        let lane = Lane::loopback(&self.device, self.layout(), self.options.queue_depth)?;
+        Ok(VerbsEndpoint::new(self, node, lane))
     }
 
     /// Runs each process on its own thread, with an endpoint on its node; the threads start
@@ -152,21 +155,36 @@ impl VerbsFabric {
     pub fn ops(&self) -> u64 {
         self.ops.load(Ordering::SeqCst)
     }
+}
 
-    pub(super) fn memory(&self) -> &Memory {
-        &self.memory
+impl Host for VerbsFabric {
+    fn layout(&self) -> &Layout {
+        self.memory.layout()
     }
 
-    pub(super) fn device(&self) -> &Device {
-        &self.device
+    fn word(&self, loc: Loc) -> Result<&AtomicU64, RdmaError> {
+        self.memory.word(loc)
     }
 
-    /// Nanoseconds since the fabric was made (the clock of `Op::Now`).
-    pub(super) fn now_ns(&self) -> u64 {
+    fn local(&self, loc: Loc) -> WordAddress {
+        self.memory.local(loc)
+    }
+
+    fn remote(&self, loc: Loc) -> WordAddress {
+        self.memory.remote(loc)
+    }
+
+    fn queue_depth(&self) -> u32 {
+        self.options.queue_depth
+    }
+
+    fn now_ns(&self) -> u64 {
         u64::try_from(self.started.elapsed().as_nanos()).unwrap_or(u64::MAX)
     }
 
-    pub(super) fn count_ops(&self, ops: u64) {
+    /// The lane's queue pairs are destroyed (each endpoint makes its own).
+    fn release(&self, lane: Lane, ops: u64) {
+        drop(lane);
         self.ops.fetch_add(ops, Ordering::SeqCst);
     }
 }

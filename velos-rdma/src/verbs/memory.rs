@@ -1,4 +1,6 @@
-//! The registered memory of every node: one memory region per node, over atomic words.
+//! The registered memory this process holds: one memory region per node, over atomic
+//! words, for every node of the layout (the single-process fabric) or for one (a
+//! [`VerbsNode`](super::VerbsNode)).
 
 use super::error::VerbsError;
 use crate::error::RdmaError;
@@ -31,13 +33,14 @@ struct Region {
     words: Box<[AtomicU64]>,
 }
 
-/// Every node's words, each node's in its own memory region of the fabric's protection
-/// domain. CPU operations access the words as `SeqCst` atomics; the NIC accesses them by DMA.
+/// The words of the nodes this process holds, each node's in its own memory region of
+/// the device's protection domain. CPU operations access the words as `SeqCst` atomics;
+/// the NIC accesses them by DMA.
 #[derive(Debug)]
 pub(super) struct Memory {
     layout: Layout,
-    /// One region per node, indexed by node.
-    regions: Vec<Region>,
+    /// One region per node, indexed by node; `None` for a node held by another process.
+    regions: Vec<Option<Region>>,
 }
 
 impl Memory {
@@ -47,6 +50,27 @@ impl Memory {
         layout: Layout,
         pd: &Arc<ProtectionDomain>,
     ) -> Result<Memory, VerbsError> {
+        Memory::register_nodes(layout, pd, |_| true)
+    }
+
+    /// Zeroed words for `node` of `layout` only, registered as by [`Memory::register`].
+    pub(super) fn register_node(
+        layout: Layout,
+        pd: &Arc<ProtectionDomain>,
+        node: NodeId,
+    ) -> Result<Memory, VerbsError> {
+        assert!(node.index() < usize::from(layout.nodes()));
+        let memory = Memory::register_nodes(layout, pd, |held| held == node)?;
+        assert!(memory.has_node(node));
+        Ok(memory)
+    }
+
+    /// Registers the nodes `held` selects.
+    fn register_nodes(
+        layout: Layout,
+        pd: &Arc<ProtectionDomain>,
+        held: impl Fn(NodeId) -> bool,
+    ) -> Result<Memory, VerbsError> {
         let access = AccessFlags::LocalWrite
             | AccessFlags::RemoteWrite
             | AccessFlags::RemoteRead
@@ -54,6 +78,9 @@ impl Memory {
         let regions = layout
             .node_ids()
             .map(|node| {
+                if !held(node) {
+                    return Ok(None);
+                }
                 let len = layout.words(node).max(1) as usize;
                 let words: Box<[AtomicU64]> = (0..len).map(|_| AtomicU64::new(0)).collect();
                 // SAFETY: the range is exactly the heap allocation of `words`, which the
@@ -68,7 +95,7 @@ impl Memory {
                     )
                 }
                 .map_err(|e| VerbsError::verbs("ibv_reg_mr", e))?;
-                Ok(Region { mr, words })
+                Ok(Some(Region { mr, words }))
             })
             .collect::<Result<Vec<_>, VerbsError>>()?;
         let memory = Memory { layout, regions };
@@ -81,15 +108,37 @@ impl Memory {
         &self.layout
     }
 
-    /// Whether `node` is a node of the layout.
+    /// Whether this process holds the words of `node` (a node of the layout).
     pub(super) fn has_node(&self, node: NodeId) -> bool {
-        node.index() < self.regions.len()
+        self.regions.get(node.index()).is_some_and(Option::is_some)
     }
 
-    /// The word at `loc`, after checking alignment and bounds.
+    /// The word at `loc`, after checking alignment and bounds; the node must be one this
+    /// process holds.
     pub(super) fn word(&self, loc: Loc) -> Result<&AtomicU64, RdmaError> {
         let index = self.layout.check(loc)?;
-        Ok(&self.regions[loc.node.index()].words[index])
+        Ok(&self.held(loc.node).words[index])
+    }
+
+    /// The words of `node`, a node this process holds.
+    pub(super) fn words(&self, node: NodeId) -> Vec<u64> {
+        let words = self.layout.words(node) as usize;
+        let copy: Vec<u64> = self.held(node).words[..words]
+            .iter()
+            .map(|word| word.load(Ordering::SeqCst))
+            .collect();
+        assert_eq!(copy.len(), words);
+        copy
+    }
+
+    /// The registered address and rkey of `node`'s region, a node this process holds:
+    /// what a peer needs to reach it.
+    pub(super) fn region_key(&self, node: NodeId) -> WordAddress {
+        let region = self.held(node);
+        WordAddress {
+            addr: region.words.as_ptr() as u64,
+            key: region.mr.rkey(),
+        }
     }
 
     /// The address and local key of the word at `loc`, a location already checked.
@@ -110,23 +159,24 @@ impl Memory {
         }
     }
 
-    /// A copy of every node's words, node by node.
+    /// A copy of every node's words, node by node; every node must be held here.
     pub(super) fn snapshot(&self) -> Vec<Vec<u64>> {
         self.layout
             .node_ids()
-            .map(|node| {
-                let words = self.layout.words(node) as usize;
-                self.regions[node.index()].words[..words]
-                    .iter()
-                    .map(|word| word.load(Ordering::SeqCst))
-                    .collect()
-            })
+            .map(|node| self.words(node))
             .collect()
+    }
+
+    /// The region of `node`, a node this process holds (the callers check).
+    fn held(&self, node: NodeId) -> &Region {
+        self.regions[node.index()]
+            .as_ref()
+            .unwrap_or_else(|| panic!("{node}'s memory is not held by this process"))
     }
 
     fn region(&self, loc: Loc) -> &Region {
         debug_assert!(self.layout.check(loc).is_ok(), "unchecked location {loc}");
-        &self.regions[loc.node.index()]
+        self.held(loc.node)
     }
 
     fn addr(&self, region: &Region, loc: Loc) -> u64 {

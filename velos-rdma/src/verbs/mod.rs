@@ -2,13 +2,21 @@
 //! (through the `sideway` crate, which loads libibverbs at run time), for example
 //! soft-RoCE (`rdma_rxe`) or an InfiniBand / RoCE NIC.
 //!
-//! A [`VerbsFabric`] opens one device (the first, or one named in [`VerbsOptions`]),
-//! allocates one protection domain and registers one memory region per node of a
-//! [`Layout`](crate::Layout). All nodes live in this one process for now: a
-//! single-process multi-node fabric. Each [`VerbsEndpoint`] (one per thread) has its own
-//! completion queue and, towards every node, its own connection: an RC queue pair
-//! connected over the port's GID (loopback) to a responder queue pair. It implements
-//! [`Endpoint`](crate::Endpoint), so every [`Process`](crate::Process) runs on it.
+//! Two forms share the endpoint ([`VerbsEndpoint`], one per thread, which implements
+//! [`Endpoint`](crate::Endpoint), so every [`Process`](crate::Process) runs on it):
+//!
+//! * **Single process**: a [`VerbsFabric`] opens one device (the first, or one named in
+//!   [`VerbsOptions`]), allocates one protection domain and registers one memory region
+//!   per node of a [`Layout`](crate::Layout). Each endpoint has its own completion queue
+//!   and, towards every node, its own connection: an RC queue pair connected over the
+//!   port's GID (loopback) to a responder queue pair of the same endpoint.
+//! * **One node per process**: a [`VerbsNode`] registers only its own node's words and
+//!   makes, per thread and target node, a requester queue pair, and per peer node and
+//!   thread, the responder that peer thread connects to. Its [`NodeInfo`] (GID, region
+//!   address and rkey, queue-pair numbers; [`NodeInfo::to_bytes`] is the blob a cluster
+//!   rendezvous exchanges) goes to every peer; [`VerbsNode::connect`] takes theirs and
+//!   moves every queue pair to RTS. Its endpoints' CPU operations touch this node's words;
+//!   their remote operations reach every node, this one included, through the rkeys.
 //!
 //! # Relation to the rdma-rmw model and to the in-process backend
 //!
@@ -38,10 +46,15 @@ mod device;
 mod endpoint;
 mod error;
 mod fabric;
+mod host;
+mod info;
 mod memory;
+mod node;
 mod request;
 
 pub use device::VerbsOptions;
 pub use endpoint::VerbsEndpoint;
 pub use error::VerbsError;
 pub use fabric::VerbsFabric;
+pub use info::NodeInfo;
+pub use node::VerbsNode;

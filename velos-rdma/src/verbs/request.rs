@@ -1,9 +1,10 @@
 //! A remote operation as a work request: what the NIC does, and how its completion status
 //! reads as an [`RdmaError`].
 
-use super::memory::Memory;
+use super::host::has_node;
 use crate::error::RdmaError;
 use crate::ids::{Loc, NodeId};
+use crate::layout::Layout;
 use crate::op::{Op, Rmw};
 use sideway::ibverbs::completion::WorkCompletionStatus;
 
@@ -49,7 +50,7 @@ impl Request {
     /// `Err` is the failure to reply at post, as the in-process backend replies it: the
     /// target is not a node of the layout (no queue pair), or the local operand is on
     /// another node.
-    pub(super) fn of(op: &Op, source: NodeId, memory: &Memory) -> Result<Request, RdmaError> {
+    pub(super) fn of(op: &Op, source: NodeId, layout: &Layout) -> Result<Request, RdmaError> {
         let (remote, verb) = match *op {
             Op::Put { remote, local, .. } => (remote, Verb::Write { local }),
             Op::PutInline { remote, value, .. } => (remote, Verb::WriteInline { value }),
@@ -59,7 +60,7 @@ impl Request {
             } => (remote, Verb::Atomic { local, rmw }),
             _ => panic!("not a remote operation: {op:?}"),
         };
-        if !memory.has_node(remote.node) {
+        if !has_node(layout, remote.node) {
             return Err(RdmaError::UnknownNode { node: remote.node });
         }
         let request = Request { remote, verb };
@@ -91,11 +92,11 @@ impl Request {
     /// Checks the addresses as the in-process backend does (local operand first, then the
     /// remote word). A bad address is the request's failure, reported at its completion;
     /// it is never handed to the NIC, whose error would also break the queue pair.
-    pub(super) fn check(&self, memory: &Memory) -> Result<(), RdmaError> {
+    pub(super) fn check(&self, layout: &Layout) -> Result<(), RdmaError> {
         if let Some(local) = self.local() {
-            memory.layout().check(local)?;
+            layout.check(local)?;
         }
-        memory.layout().check(self.remote)?;
+        layout.check(self.remote)?;
         Ok(())
     }
 

@@ -1,0 +1,50 @@
+//! What a [`VerbsEndpoint`](super::VerbsEndpoint) runs against: the single-process
+//! [`VerbsFabric`](super::VerbsFabric) or one process's [`VerbsNode`](super::VerbsNode).
+//!
+//! The endpoint's request building, completion tracking and
+//! [`Endpoint`](crate::Endpoint) implementation are the same for both; they differ in
+//! which words this process holds (every node's, or one node's), where a remote word is
+//! for the NIC (a local region's rkey, or a peer's from its
+//! [`NodeInfo`](super::NodeInfo)), and what happens to an endpoint's queue pairs when it
+//! goes (destroyed, or handed back to the node for the thread's next endpoint).
+
+use super::connection::Lane;
+use super::memory::WordAddress;
+use crate::error::RdmaError;
+use crate::ids::{Loc, NodeId};
+use crate::layout::Layout;
+use std::fmt::Debug;
+use std::sync::atomic::AtomicU64;
+
+/// The owner of an endpoint's memory and queue pairs.
+pub(super) trait Host: Debug + Sync {
+    /// The layout of the cluster's registered memory (every node's, held here or not).
+    fn layout(&self) -> &Layout;
+
+    /// The word at `loc`, for a CPU access, after checking alignment and bounds. Only
+    /// called for a location on the endpoint's own node, which this process holds.
+    fn word(&self, loc: Loc) -> Result<&AtomicU64, RdmaError>;
+
+    /// The address and local key of the word at `loc`, a checked location on the
+    /// endpoint's own node (the local operand of a request).
+    fn local(&self, loc: Loc) -> WordAddress;
+
+    /// The address and remote key of the word at `loc`, a checked location on any node
+    /// (the target of a request).
+    fn remote(&self, loc: Loc) -> WordAddress;
+
+    /// Send-queue depth of each requester queue pair.
+    fn queue_depth(&self) -> u32;
+
+    /// Nanoseconds since the host was made (the clock of `Op::Now`).
+    fn now_ns(&self) -> u64;
+
+    /// An endpoint has gone, after every request it posted completed: takes back its
+    /// queue pairs and counts the `ops` operations it executed.
+    fn release(&self, lane: Lane, ops: u64);
+}
+
+/// Whether `node` is a node of `layout`.
+pub(super) fn has_node(layout: &Layout, node: NodeId) -> bool {
+    node.index() < usize::from(layout.nodes())
+}

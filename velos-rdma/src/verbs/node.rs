@@ -1,0 +1,427 @@
+//! One node of a cluster in its own process: [`VerbsNode`] registers only this node's
+//! memory, makes the queue pairs of its threads and the responders its peers' threads
+//! connect to, describes them in a [`NodeInfo`], and connects them to the peers' once every
+//! peer's information has arrived (through a rendezvous, as opaque bytes).
+//!
+//! Queue pairs, per ordered pair of nodes (a, b), both possibly the same node, and per
+//! thread t: a requester of a's thread t towards b, connected to a responder of b made for
+//! (a, t). A node therefore holds `threads × nodes` requesters and `nodes × threads`
+//! responders; its own node is one of the nodes (loopback over its GID).
+
+use super::connection::{Lane, RemoteQp, bring_up, create_responder};
+use super::device::{Device, VerbsOptions};
+use super::endpoint::VerbsEndpoint;
+use super::error::VerbsError;
+use super::host::{Host, has_node};
+use super::info::NodeInfo;
+use super::memory::{Memory, WordAddress};
+use crate::error::RdmaError;
+use crate::ids::{Loc, NodeId};
+use crate::layout::Layout;
+use sideway::ibverbs::address::Gid;
+use sideway::ibverbs::completion::ExtendedCompletionQueue;
+use sideway::ibverbs::queue_pair::{ExtendedQueuePair, QueuePair};
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Instant;
+
+/// Where connecting stands.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Connected {
+    /// Not tried yet: every queue pair is in the RESET state.
+    No,
+    /// Every queue pair is in RTS; per node, where its region is for the NIC (address of
+    /// word 0 and rkey).
+    Yes(Vec<WordAddress>),
+    /// A verbs call failed half-way: the node cannot be used.
+    Failed,
+}
+
+/// One node of a cluster whose other nodes run in other processes (or in this one: any
+/// number of `VerbsNode`s may share a device).
+///
+/// Use: [`VerbsNode::open`], send [`VerbsNode::local_info`] (as
+/// [`NodeInfo::to_bytes`]) to every peer and collect theirs, [`VerbsNode::connect`], then
+/// one [`VerbsNode::endpoint`] per thread. Endpoints' CPU operations act on this node's
+/// words; their remote operations reach every node's words (this node's too) through the
+/// rkeys of the [`NodeInfo`]s.
+#[derive(Debug)]
+pub struct VerbsNode {
+    /// Per thread: its requesters and completion queue, or `None` while an endpoint has
+    /// them. Declared before the responders, the memory and the device, which go after.
+    lanes: Mutex<Vec<Option<Lane>>>,
+    /// `responders[m][t]`: the responder for thread `t` of node `m`.
+    responders: Vec<Vec<ExtendedQueuePair>>,
+    /// `requesters[m][t]`: the queue-pair number of thread `t`'s requester towards node
+    /// `m` (kept here: the lanes come and go with endpoints).
+    requesters: Vec<Vec<u32>>,
+    /// The completion queue of the responders (which post nothing: it stays empty). Only
+    /// held, so that it outlives them (declared after them).
+    #[allow(dead_code)]
+    responder_cq: Arc<ExtendedCompletionQueue>,
+    /// This node's registered words only. Before `device`: the region is deregistered
+    /// before the protection domain goes.
+    memory: Memory,
+    device: Device,
+    options: VerbsOptions,
+    id: NodeId,
+    threads: u16,
+    connected: Connected,
+    /// Operations executed by endpoints that have been dropped.
+    ops: AtomicU64,
+    /// When the node was made: the zero of its clock (`Op::Now`).
+    started: Instant,
+}
+
+impl VerbsNode {
+    /// Node `id` of `layout`, with `threads` threads, on the first RDMA device with the
+    /// default options.
+    ///
+    /// # Errors
+    /// As [`VerbsNode::with_options`].
+    pub fn open(layout: Layout, id: NodeId, threads: u16) -> Result<VerbsNode, VerbsError> {
+        VerbsNode::with_options(layout, id, threads, VerbsOptions::default())
+    }
+
+    /// Node `id` of `layout`, with `threads` threads (every node of the cluster must run
+    /// as many), on the device the options name: registers this node's zeroed words and
+    /// makes its queue pairs, in the RESET state until [`VerbsNode::connect`].
+    ///
+    /// # Errors
+    /// [`VerbsError::UnknownNode`] if `id` is not a node of `layout`,
+    /// [`VerbsError::NoThreads`] for no threads, [`VerbsError::NoDevice`] on a machine
+    /// without RDMA, [`VerbsError::DeviceNotFound`] for a device name not in the list, and
+    /// [`VerbsError::Verbs`] when the device fails.
+    pub fn with_options(
+        layout: Layout,
+        id: NodeId,
+        threads: u16,
+        options: VerbsOptions,
+    ) -> Result<VerbsNode, VerbsError> {
+        if !has_node(&layout, id) {
+            return Err(VerbsError::UnknownNode { node: id });
+        }
+        if threads == 0 {
+            return Err(VerbsError::NoThreads);
+        }
+        let device = Device::open(&options)?;
+        let memory = Memory::register_node(layout, &device.pd, id)?;
+        let layout = memory.layout();
+        let lanes = (0..threads)
+            .map(|thread| Lane::unconnected(&device, layout, options.queue_depth, thread).map(Some))
+            .collect::<Result<Vec<_>, _>>()?;
+        let responder_cq = device
+            .context
+            .create_cq_builder()
+            .setup_cqe(1)
+            .build_ex()
+            .map_err(|e| VerbsError::verbs("ibv_create_cq_ex", e))?;
+        let responders = layout
+            .node_ids()
+            .map(|_| {
+                (0..threads)
+                    .map(|_| create_responder(&device, &responder_cq))
+                    .collect::<Result<Vec<_>, _>>()
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let requesters = layout
+            .node_ids()
+            .map(|target| {
+                lanes
+                    .iter()
+                    .flatten()
+                    .map(|lane| lane.connections[target.index()].qp_number())
+                    .collect()
+            })
+            .collect();
+        let node = VerbsNode {
+            lanes: Mutex::new(lanes),
+            responders,
+            requesters,
+            responder_cq,
+            memory,
+            device,
+            options,
+            id,
+            threads,
+            connected: Connected::No,
+            ops: AtomicU64::new(0),
+            started: Instant::now(),
+        };
+        assert_eq!(node.responders.len(), usize::from(node.layout().nodes()));
+        assert!(node.memory.has_node(id));
+        Ok(node)
+    }
+
+    /// This node's id.
+    pub fn id(&self) -> NodeId {
+        self.id
+    }
+
+    /// The layout of the cluster's memory (this node holds only its own words of it).
+    pub fn layout(&self) -> &Layout {
+        self.memory.layout()
+    }
+
+    /// How many threads the node runs (endpoints 0 to `threads - 1`).
+    pub fn threads(&self) -> u16 {
+        self.threads
+    }
+
+    /// The options the node was built with.
+    pub fn options(&self) -> &VerbsOptions {
+        &self.options
+    }
+
+    /// The name of the device in use (`rxe0`, ...).
+    pub fn device_name(&self) -> &str {
+        &self.device.name
+    }
+
+    /// Whether [`VerbsNode::connect`] has succeeded.
+    pub fn is_connected(&self) -> bool {
+        matches!(self.connected, Connected::Yes(_))
+    }
+
+    /// What peers need to connect to this node: its GID, its region's address and rkey,
+    /// and the queue-pair numbers of its requesters and responders.
+    pub fn local_info(&self) -> NodeInfo {
+        let region = self.memory.region_key(self.id);
+        let info = NodeInfo {
+            node: self.id,
+            nodes: self.layout().nodes(),
+            words: self.layout().words(self.id),
+            threads: self.threads,
+            gid: self.device.gid.raw,
+            lid: self.device.lid,
+            addr: region.addr,
+            rkey: region.key,
+            responders: self
+                .responders
+                .iter()
+                .map(|row| row.iter().map(QueuePair::qp_number).collect())
+                .collect(),
+            requesters: self.requesters.clone(),
+        };
+        debug_assert!(info.check_shape().is_ok());
+        info
+    }
+
+    /// Connects every queue pair of this node to its counterpart: this node's requesters
+    /// to the peers' responders made for them, and this node's responders to the peers'
+    /// requesters, moving each to RTS. `peers` holds every other node's information by
+    /// node id (as a rendezvous returns it); an entry for this node itself may be there if
+    /// it is this node's own information. Everything is checked before any queue pair
+    /// moves, so after an error other than [`VerbsError::Verbs`] the node can try again.
+    ///
+    /// # Errors
+    /// [`VerbsError::MissingPeer`] for a node of the layout without information;
+    /// [`VerbsError::UnknownNode`] for an id the layout does not have;
+    /// [`VerbsError::PeerMismatch`], [`VerbsError::NodeCountMismatch`],
+    /// [`VerbsError::WordCountMismatch`], [`VerbsError::ThreadCountMismatch`] and
+    /// [`VerbsError::BadNodeInfo`] for information that does not fit this node's layout
+    /// and threads; [`VerbsError::AlreadyConnected`] on a second call; a verbs error if a
+    /// queue pair cannot be moved (the node is unusable then).
+    pub fn connect(&mut self, peers: &BTreeMap<u16, NodeInfo>) -> Result<(), VerbsError> {
+        if self.connected != Connected::No {
+            return Err(VerbsError::AlreadyConnected);
+        }
+        let infos = self.check_peers(peers)?;
+        self.connected = Connected::Failed;
+        let me = self.id.index();
+        let lanes = self.lanes.get_mut().unwrap_or_else(PoisonError::into_inner);
+        for (target, info) in infos.iter().enumerate() {
+            let gid = Gid { raw: info.gid };
+            for (thread, lane) in lanes.iter_mut().enumerate() {
+                let lane = lane.as_mut().expect("no endpoint while connecting");
+                let qpn = info.responders[me][thread];
+                lane.connections[target].connect_to(
+                    &self.device,
+                    RemoteQp {
+                        gid,
+                        lid: info.lid,
+                        qpn,
+                    },
+                )?;
+            }
+            for (thread, responder) in self.responders[target].iter_mut().enumerate() {
+                let qpn = info.requesters[me][thread];
+                let remote = RemoteQp {
+                    gid,
+                    lid: info.lid,
+                    qpn,
+                };
+                bring_up(responder, &self.device, remote)?;
+            }
+        }
+        let regions = infos
+            .iter()
+            .map(|info| WordAddress {
+                addr: info.addr,
+                key: info.rkey,
+            })
+            .collect::<Vec<_>>();
+        assert_eq!(regions.len(), usize::from(self.layout().nodes()));
+        self.connected = Connected::Yes(regions);
+        Ok(())
+    }
+
+    /// Every node's information, by node, this node's own included, after checking that
+    /// `peers` fits this node.
+    fn check_peers(&self, peers: &BTreeMap<u16, NodeInfo>) -> Result<Vec<NodeInfo>, VerbsError> {
+        let own = self.local_info();
+        for (&key, info) in peers {
+            if !has_node(self.layout(), NodeId(key)) {
+                return Err(VerbsError::UnknownNode { node: NodeId(key) });
+            }
+            if info.node != NodeId(key) || (info.node == self.id && *info != own) {
+                return Err(VerbsError::PeerMismatch {
+                    key,
+                    found: info.node,
+                });
+            }
+        }
+        let mut infos = Vec::with_capacity(usize::from(self.layout().nodes()));
+        for node in self.layout().node_ids() {
+            let info = if node == self.id {
+                own.clone()
+            } else {
+                peers
+                    .get(&node.0)
+                    .ok_or(VerbsError::MissingPeer { node })?
+                    .clone()
+            };
+            if info.nodes != self.layout().nodes() {
+                return Err(VerbsError::NodeCountMismatch {
+                    node,
+                    expected: self.layout().nodes(),
+                    found: info.nodes,
+                });
+            }
+            if info.words != self.layout().words(node) {
+                return Err(VerbsError::WordCountMismatch {
+                    node,
+                    expected: self.layout().words(node),
+                    found: info.words,
+                });
+            }
+            if info.threads != self.threads {
+                return Err(VerbsError::ThreadCountMismatch {
+                    node,
+                    expected: self.threads,
+                    found: info.threads,
+                });
+            }
+            info.check_shape()?;
+            infos.push(info);
+        }
+        assert_eq!(infos.len(), usize::from(self.layout().nodes()));
+        Ok(infos)
+    }
+
+    /// The endpoint of thread `thread` (one at a time per thread: dropping it hands the
+    /// thread's queue pairs back for the next).
+    ///
+    /// # Errors
+    /// [`VerbsError::NotConnected`] before a successful [`VerbsNode::connect`],
+    /// [`VerbsError::UnknownThread`] for a thread the node does not have and
+    /// [`VerbsError::ThreadBusy`] while the thread's previous endpoint is alive.
+    pub fn endpoint(&self, thread: u16) -> Result<VerbsEndpoint<'_>, VerbsError> {
+        if !self.is_connected() {
+            return Err(VerbsError::NotConnected);
+        }
+        let mut lanes = self.lanes.lock().unwrap_or_else(PoisonError::into_inner);
+        let slot = lanes
+            .get_mut(usize::from(thread))
+            .ok_or(VerbsError::UnknownThread {
+                thread,
+                threads: self.threads,
+            })?;
+        let lane = slot.take().ok_or(VerbsError::ThreadBusy { thread })?;
+        drop(lanes);
+        assert_eq!(lane.thread, thread);
+        Ok(VerbsEndpoint::new(self, self.id, lane))
+    }
+
+    /// Reads this node's word at `loc`, for inspection (not an operation of any thread).
+    ///
+    /// # Errors
+    /// [`RdmaError::NotLocal`] for a word of another node, and the layout's checks.
+    pub fn read(&self, loc: Loc) -> Result<u64, RdmaError> {
+        Ok(self.own_word(loc)?.load(Ordering::SeqCst))
+    }
+
+    /// Writes `value` into this node's word at `loc`, for initialisation (not an operation
+    /// of any thread).
+    ///
+    /// # Errors
+    /// As [`VerbsNode::read`].
+    pub fn write(&self, loc: Loc, value: u64) -> Result<(), RdmaError> {
+        self.own_word(loc)?.store(value, Ordering::SeqCst);
+        Ok(())
+    }
+
+    /// A copy of this node's words.
+    pub fn words(&self) -> Vec<u64> {
+        self.memory.words(self.id)
+    }
+
+    /// How many operations the endpoints of this node have executed, counting only the
+    /// endpoints that have been dropped.
+    pub fn ops(&self) -> u64 {
+        self.ops.load(Ordering::SeqCst)
+    }
+
+    fn own_word(&self, loc: Loc) -> Result<&AtomicU64, RdmaError> {
+        if loc.node != self.id {
+            return Err(RdmaError::NotLocal { loc, node: self.id });
+        }
+        self.memory.word(loc)
+    }
+}
+
+impl Host for VerbsNode {
+    fn layout(&self) -> &Layout {
+        self.memory.layout()
+    }
+
+    fn word(&self, loc: Loc) -> Result<&AtomicU64, RdmaError> {
+        self.own_word(loc)
+    }
+
+    fn local(&self, loc: Loc) -> WordAddress {
+        assert_eq!(loc.node, self.id, "a local operand on another node");
+        self.memory.local(loc)
+    }
+
+    fn remote(&self, loc: Loc) -> WordAddress {
+        let Connected::Yes(regions) = &self.connected else {
+            unreachable!("endpoints exist only once connected");
+        };
+        let region = regions[loc.node.index()];
+        let address = WordAddress {
+            addr: region.addr + u64::from(loc.offset),
+            key: region.key,
+        };
+        debug_assert!(loc.node != self.id || address == self.memory.remote(loc));
+        address
+    }
+
+    fn queue_depth(&self) -> u32 {
+        self.options.queue_depth
+    }
+
+    fn now_ns(&self) -> u64 {
+        u64::try_from(self.started.elapsed().as_nanos()).unwrap_or(u64::MAX)
+    }
+
+    /// The lane goes back to its thread's slot, for the thread's next endpoint.
+    fn release(&self, lane: Lane, ops: u64) {
+        let mut lanes = self.lanes.lock().unwrap_or_else(PoisonError::into_inner);
+        let slot = &mut lanes[usize::from(lane.thread)];
+        assert!(slot.is_none(), "two endpoints of one thread");
+        *slot = Some(lane);
+        self.ops.fetch_add(ops, Ordering::SeqCst);
+    }
+}
