@@ -7,6 +7,7 @@ pub mod bench;
 pub mod cluster_file;
 pub mod harness;
 pub mod local;
+pub mod node;
 pub mod rendezvous;
 
 pub use velos_core as core;

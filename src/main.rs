@@ -21,6 +21,8 @@ enum Command {
     Bench(cli::bench::BenchArgs),
     /// Run a Velos cluster on the simulation driver, with crashes; check the logs.
     Sim(cli::sim::SimArgs),
+    /// Run one replica of a Velos log as a process over real RDMA (the `verbs` feature).
+    Node(cli::node::NodeArgs),
 }
 
 fn main() -> ExitCode {
@@ -29,5 +31,6 @@ fn main() -> ExitCode {
         Command::Litmus(a) => cli::litmus::run(a),
         Command::Bench(a) => cli::bench::run(a),
         Command::Sim(a) => cli::sim::run_cli(a),
+        Command::Node(a) => cli::node::run_cli(a),
     }
 }

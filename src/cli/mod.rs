@@ -2,4 +2,5 @@
 
 pub mod bench;
 pub mod litmus;
+pub mod node;
 pub mod sim;

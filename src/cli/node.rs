@@ -1,0 +1,83 @@
+//! `velos node`: one replica of a Velos log as a process over real RDMA; the other
+//! processes of the cluster file are its peers. Prints every committed entry as a JSON line
+//! (`{"slot": N, "value": "hex"}`) as it is applied.
+
+use super::sim::parse_duration;
+use clap::Args;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+use velos::cluster_file::ClusterFile;
+use velos::core::log::LogConfig;
+use velos::node::{NodeError, NodeSpec, run};
+
+/// Arguments of `velos node`.
+#[derive(Args)]
+pub struct NodeArgs {
+    /// The cluster file (TOML: `cluster_id`, `[[node]]` entries with `id` and `address`).
+    #[arg(long)]
+    config: PathBuf,
+    /// This node's id in the file.
+    #[arg(long)]
+    id: u16,
+    /// Values this node proposes while it leads.
+    #[arg(long, default_value_t = 1000)]
+    values: u64,
+    /// Bytes per value (at least 10).
+    #[arg(long, default_value_t = 16)]
+    value_size: usize,
+    /// Log slots (the same on every node).
+    #[arg(long, default_value_t = 4096)]
+    slots: u32,
+    /// Stop after this long (`10s`, `500ms`, …).
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    run_for: u64,
+    /// How long to wait for the other processes at connection setup.
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    rendezvous_timeout: u64,
+}
+
+/// Runs `velos node`: exit status 2 on bad input, 1 when the node fails.
+pub fn run_cli(a: NodeArgs) -> ExitCode {
+    let cluster = match ClusterFile::load(&a.config) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("velos node: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let replicas = cluster.len() as u16;
+    let spec = NodeSpec {
+        log: LogConfig::new(replicas, a.slots, a.value_size.max(10) as u32),
+        cluster,
+        id: a.id,
+        values: a.values,
+        value_size: a.value_size,
+        run_for: Duration::from_nanos(a.run_for),
+        rendezvous_timeout: Duration::from_nanos(a.rendezvous_timeout),
+    };
+    if let Err(e) = spec.check() {
+        eprintln!("velos node: {e}");
+        return ExitCode::from(2);
+    }
+    let result = run(&spec, |c| {
+        println!(
+            "{}",
+            serde_json::to_string(&c).expect("an entry serialises")
+        );
+    });
+    match result {
+        Ok(applied) => {
+            eprintln!("velos node {}: {applied} entries applied", a.id);
+            ExitCode::SUCCESS
+        }
+        Err(e @ NodeError::NoVerbs) => {
+            eprintln!("velos node: {e}");
+            ExitCode::from(2)
+        }
+        Err(e) => {
+            eprintln!("velos node {}: {e}", a.id);
+            ExitCode::from(1)
+        }
+    }
+}

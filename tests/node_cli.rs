@@ -1,0 +1,58 @@
+//! `velos node` refuses bad input with a clear message and exit status 2, never a panic;
+//! a build without the verbs backend says how to get one.
+
+use std::process::Command;
+
+fn velos(args: &[&str]) -> (i32, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_velos"))
+        .args(args)
+        .output()
+        .expect("velos runs");
+    (
+        out.status.code().expect("an exit status"),
+        String::from_utf8(out.stderr).expect("utf-8"),
+    )
+}
+
+fn cluster_file(dir: &tempfile::TempDir, text: &str) -> String {
+    let path = dir.path().join("cluster.toml");
+    std::fs::write(&path, text).expect("written");
+    path.display().to_string()
+}
+
+const THREE: &str = "cluster_id = \"demo\"\n\
+    [[node]]\nid = 0\naddress = \"127.0.0.1:7400\"\n\
+    [[node]]\nid = 1\naddress = \"127.0.0.1:7401\"\n\
+    [[node]]\nid = 2\naddress = \"127.0.0.1:7402\"\n";
+
+#[test]
+fn bad_input_is_refused_with_its_reason() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let file = cluster_file(&dir, THREE);
+    let (code, err) = velos(&["node", "--config", &file, "--id", "7"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("node 7 is not in the cluster file"), "{err}");
+    let (code, err) = velos(&["node", "--config", "/nonexistent/c.toml", "--id", "0"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("cannot read the cluster file"), "{err}");
+    let bad = cluster_file(
+        &dir,
+        "cluster_id = \"x\"\n[[node]]\nid = 1\naddress = \"a:1\"\n",
+    );
+    let (code, err) = velos(&["node", "--config", &bad, "--id", "0"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("node ids must be 0 to 0"), "{err}");
+    let (code, err) = velos(&["node", "--config", &file, "--id", "0", "--value-size", "3"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("3 bytes"), "{err}");
+}
+
+#[cfg(not(feature = "verbs"))]
+#[test]
+fn a_build_without_rdma_says_how_to_get_it() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let file = cluster_file(&dir, THREE);
+    let (code, err) = velos(&["node", "--config", &file, "--id", "0"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--features verbs"), "{err}");
+}
