@@ -14,8 +14,8 @@ fn velos(args: &[&str]) -> (i32, String) {
     )
 }
 
-fn cluster_file(dir: &tempfile::TempDir, text: &str) -> String {
-    let path = dir.path().join("cluster.toml");
+fn cluster_file(dir: &tempfile::TempDir, name: &str, text: &str) -> String {
+    let path = dir.path().join(name);
     std::fs::write(&path, text).expect("written");
     path.display().to_string()
 }
@@ -28,7 +28,7 @@ const THREE: &str = "cluster_id = \"demo\"\n\
 #[test]
 fn bad_input_is_refused_with_its_reason() {
     let dir = tempfile::tempdir().expect("a temporary directory");
-    let file = cluster_file(&dir, THREE);
+    let file = cluster_file(&dir, "three.toml", THREE);
     let (code, err) = velos(&["node", "--config", &file, "--id", "7"]);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("node 7 is not in the cluster file"), "{err}");
@@ -51,7 +51,7 @@ fn bad_input_is_refused_with_its_reason() {
 #[test]
 fn a_build_without_rdma_says_how_to_get_it() {
     let dir = tempfile::tempdir().expect("a temporary directory");
-    let file = cluster_file(&dir, THREE);
+    let file = cluster_file(&dir, "three.toml", THREE);
     let (code, err) = velos(&["node", "--config", &file, "--id", "0"]);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("--features verbs"), "{err}");
