@@ -37,6 +37,7 @@ fn bad_input_is_refused_with_its_reason() {
     assert!(err.contains("cannot read the cluster file"), "{err}");
     let bad = cluster_file(
         &dir,
+        "bad.toml",
         "cluster_id = \"x\"\n[[node]]\nid = 1\naddress = \"a:1\"\n",
     );
     let (code, err) = velos(&["node", "--config", &bad, "--id", "0"]);
