@@ -93,6 +93,35 @@ impl Completions {
         self.outstanding[target.index()].len()
     }
 
+    /// How many requests on the queue pair towards `target` went to the NIC and have not
+    /// completed.
+    pub(super) fn in_flight(&self, target: NodeId) -> usize {
+        self.outstanding[target.index()]
+            .iter()
+            .filter(|o| o.fate.is_ok())
+            .count()
+    }
+
+    /// Completes every request on the queue pair towards `target`, in order: those on the
+    /// NIC with `error` (their completions are lost or will be ignored), refused ones with
+    /// their own error.
+    pub(super) fn expire(&mut self, target: NodeId, error: &RdmaError) {
+        let queue = std::mem::take(&mut self.outstanding[target.index()]);
+        for front in queue {
+            let result = match front.fate {
+                Err(own) => Err(own),
+                Ok(_) => Err(error.clone()),
+            };
+            Self::record(
+                &mut self.completed,
+                &mut self.failures,
+                front.ticket,
+                result,
+            );
+        }
+        assert!(self.outstanding[target.index()].is_empty());
+    }
+
     /// Records the work completion of the request `wr_id` with `status`.
     /// It completes every earlier request on its queue pair as well. Returns the target
     /// node and whether the completion was an error (the queue pair is then in the error
