@@ -313,4 +313,25 @@ mod tests {
             })
         );
     }
+
+    #[test]
+    fn expiring_fails_the_requests_on_the_nic_and_keeps_the_refused_ones_errors() {
+        let mut c = Completions::new(2);
+        let oob = RdmaError::OutOfBounds {
+            loc: Loc::word(NodeId(1), 99),
+        };
+        let crashed = RdmaError::RemoteCrashed { node: NodeId(1) };
+        c.posted(ticket(1, 1, 1), inline_put(1));
+        c.refused(ticket(2, 1, 2), oob.clone());
+        c.posted(ticket(3, 1, 3), inline_put(1));
+        assert_eq!(c.in_flight(NodeId(1)), 2);
+        c.expire(NodeId(1), &crashed);
+        assert_eq!(c.in_flight(NodeId(1)), 0);
+        assert_eq!(c.completed(NodeId(1)), 3);
+        // A late completion of an expired request is ignored.
+        assert_eq!(c.work_completion(ticket(1, 1, 1).wr_id(), 0), None);
+        assert_eq!(c.take_failure(|t| t.seq == 2), Some(oob));
+        assert_eq!(c.take_failure(|t| t.seq == 3), Some(crashed.clone()));
+        assert_eq!(c.take_failure(|_| true), Some(crashed));
+    }
 }
