@@ -9,6 +9,7 @@
 #![cfg(feature = "verbs")]
 
 use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
 use velos_rdma::verbs::{NodeInfo, VerbsError, VerbsNode, VerbsOptions};
 use velos_rdma::{Endpoint, Layout, Loc, NodeId, Op, RdmaError, Reply, Rmw, WorkId, drive};
 
@@ -347,4 +348,91 @@ fn node_info_bytes_round_trip_without_a_device() {
     let error = NodeInfo::from_bytes(b"not a node info").unwrap_err();
     assert!(matches!(error, VerbsError::BadNodeInfo { .. }), "{error:?}");
     assert!(!error.to_string().is_empty());
+}
+
+/// Node 0 connects to peers that never connect back (their responders stay in RESET and
+/// drop its packets): no completion comes for its requests towards them, and instead of
+/// hanging, the wait fails after the completion timeout (or the RC retries, whichever
+/// comes first) with `RemoteCrashed`; the queue pair is in error afterwards, and the
+/// other directions (here node 0's own) still work.
+#[test]
+fn requests_towards_a_peer_that_never_connected_fail_instead_of_hanging() {
+    let test = "requests_towards_a_peer_that_never_connected_fail_instead_of_hanging";
+    let options = VerbsOptions {
+        completion_timeout: Duration::from_millis(300),
+        ..VerbsOptions::from_env()
+    };
+    let mut node0 = match VerbsNode::with_options(layout(), NodeId(0), THREADS, options) {
+        Ok(node) => node,
+        Err(error) if error.is_no_device() && !rdma_required() => {
+            println!("skipped {test}: {error} (VELOS_REQUIRE_RDMA=1 makes this a failure)");
+            return;
+        }
+        Err(error) => panic!("{test}: no usable RDMA node: {error}"),
+    };
+    let silent: Vec<VerbsNode> = (1..NODES)
+        .map(|id| open(test, layout(), id, THREADS).expect("device"))
+        .collect();
+    let mut peers = BTreeMap::new();
+    for node in &silent {
+        let info = NodeInfo::from_bytes(&node.local_info().to_bytes()).expect("our bytes");
+        peers.insert(node.id().0, info);
+    }
+    node0.connect(&peers).expect("connect");
+    let started = Instant::now();
+    let replies = script(
+        &node0,
+        0,
+        vec![
+            Op::PutInline {
+                remote: w(1, 0),
+                value: 1,
+                work_id: D,
+            },
+            Op::Get {
+                local: w(0, 0),
+                remote: w(2, 0),
+                work_id: E,
+            },
+            Op::Wait { work_id: D },
+            Op::Wait { work_id: E },
+            Op::PutInline {
+                remote: w(1, 1),
+                value: 2,
+                work_id: D,
+            },
+            Op::Wait { work_id: D },
+            Op::PutInline {
+                remote: w(0, 1),
+                value: 3,
+                work_id: D,
+            },
+            Op::Wait { work_id: D },
+        ],
+    );
+    let failed = |work_id: WorkId, cause: RdmaError| {
+        Reply::Failed(RdmaError::WorkFailed {
+            work_id,
+            cause: Box::new(cause),
+        })
+    };
+    assert_eq!(
+        replies,
+        [
+            Reply::Done,
+            Reply::Done,
+            failed(D, RdmaError::RemoteCrashed { node: NodeId(1) }),
+            failed(E, RdmaError::RemoteCrashed { node: NodeId(2) }),
+            Reply::Done,
+            failed(D, RdmaError::QueuePairError { node: NodeId(1) }),
+            Reply::Done,
+            Reply::Done,
+        ]
+    );
+    assert_eq!(node0.read(w(0, 1)), Ok(3));
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "gave up after {:?}",
+        started.elapsed()
+    );
 }

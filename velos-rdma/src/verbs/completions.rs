@@ -93,6 +93,35 @@ impl Completions {
         self.outstanding[target.index()].len()
     }
 
+    /// How many requests on the queue pair towards `target` went to the NIC and have not
+    /// completed.
+    pub(super) fn in_flight(&self, target: NodeId) -> usize {
+        self.outstanding[target.index()]
+            .iter()
+            .filter(|o| o.fate.is_ok())
+            .count()
+    }
+
+    /// Completes every request on the queue pair towards `target`, in order: those on the
+    /// NIC with `error` (their completions are lost or will be ignored), refused ones with
+    /// their own error.
+    pub(super) fn expire(&mut self, target: NodeId, error: &RdmaError) {
+        let queue = std::mem::take(&mut self.outstanding[target.index()]);
+        for front in queue {
+            let result = match front.fate {
+                Err(own) => Err(own),
+                Ok(_) => Err(error.clone()),
+            };
+            Self::record(
+                &mut self.completed,
+                &mut self.failures,
+                front.ticket,
+                result,
+            );
+        }
+        assert!(self.outstanding[target.index()].is_empty());
+    }
+
     /// Records the work completion of the request `wr_id` with `status`.
     /// It completes every earlier request on its queue pair as well. Returns the target
     /// node and whether the completion was an error (the queue pair is then in the error
@@ -283,5 +312,26 @@ mod tests {
                 loc: Loc::word(NodeId(1), 0)
             })
         );
+    }
+
+    #[test]
+    fn expiring_fails_the_requests_on_the_nic_and_keeps_the_refused_ones_errors() {
+        let mut c = Completions::new(2);
+        let oob = RdmaError::OutOfBounds {
+            loc: Loc::word(NodeId(1), 99),
+        };
+        let crashed = RdmaError::RemoteCrashed { node: NodeId(1) };
+        c.posted(ticket(1, 1, 1), inline_put(1));
+        c.refused(ticket(2, 1, 2), oob.clone());
+        c.posted(ticket(3, 1, 3), inline_put(1));
+        assert_eq!(c.in_flight(NodeId(1)), 2);
+        c.expire(NodeId(1), &crashed);
+        assert_eq!(c.in_flight(NodeId(1)), 0);
+        assert_eq!(c.completed(NodeId(1)), 3);
+        // A late completion of an expired request is ignored.
+        assert_eq!(c.work_completion(ticket(1, 1, 1).wr_id(), 0), None);
+        assert_eq!(c.take_failure(|t| t.seq == 2), Some(oob));
+        assert_eq!(c.take_failure(|t| t.seq == 3), Some(crashed.clone()));
+        assert_eq!(c.take_failure(|_| true), Some(crashed));
     }
 }

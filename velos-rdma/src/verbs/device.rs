@@ -7,6 +7,7 @@ use sideway::ibverbs::device::{DeviceInfo, DeviceList};
 use sideway::ibverbs::device_context::{DeviceContext, Mtu};
 use sideway::ibverbs::protection_domain::ProtectionDomain;
 use std::sync::Arc;
+use std::time::Duration;
 
 /// How to build a [`VerbsFabric`](super::VerbsFabric).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -21,6 +22,14 @@ pub struct VerbsOptions {
     /// Send-queue depth of each queue pair: at most this many operations of an endpoint
     /// are outstanding towards one node; posting more first waits for completions.
     pub queue_depth: u32,
+    /// How long a thread waiting for completions (`Wait`, `Poll`, `GlobalFence`, a full
+    /// send queue, dropping an endpoint) goes without any completion arriving before it
+    /// gives up on its outstanding requests: their queue pairs are moved to the error
+    /// state and the requests fail with [`RdmaError::RemoteCrashed`](crate::RdmaError)
+    /// (a message on stderr says so). Ten seconds by default: far beyond any RC retry
+    /// budget in use (`timeout` 14 with 7 retries is about 0.5 s per try), so only a lost
+    /// completion or a dead peer gets there, and it fails instead of hanging.
+    pub completion_timeout: Duration,
 }
 
 impl Default for VerbsOptions {
@@ -30,14 +39,16 @@ impl Default for VerbsOptions {
             port: 1,
             gid_index: 0,
             queue_depth: 64,
+            completion_timeout: Duration::from_secs(10),
         }
     }
 }
 
 impl VerbsOptions {
     /// The default options, overridden by the environment variables `VELOS_RDMA_DEVICE`
-    /// (device name) and `VELOS_RDMA_GID_INDEX` (GID index) where they are set. An
-    /// unparsable GID index is ignored.
+    /// (device name), `VELOS_RDMA_GID_INDEX` (GID index) and
+    /// `VELOS_RDMA_COMPLETION_TIMEOUT_MS` (completion timeout, in milliseconds) where they
+    /// are set. An unparsable number is ignored.
     pub fn from_env() -> VerbsOptions {
         let mut options = VerbsOptions::default();
         if let Ok(name) = std::env::var("VELOS_RDMA_DEVICE") {
@@ -48,6 +59,12 @@ impl VerbsOptions {
             .and_then(|index| index.parse().ok())
         {
             options.gid_index = index;
+        }
+        if let Some(ms) = std::env::var("VELOS_RDMA_COMPLETION_TIMEOUT_MS")
+            .ok()
+            .and_then(|ms| ms.parse().ok())
+        {
+            options.completion_timeout = Duration::from_millis(ms);
         }
         options
     }

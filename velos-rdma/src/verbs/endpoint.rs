@@ -15,6 +15,10 @@ use sideway::ibverbs::completion::{ExtendedCompletionQueue, PollCompletionQueueE
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{self, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+/// The most work completions one poll of the completion queue takes.
+const POLL_BATCH: usize = 16;
 
 /// One thread's connection to the cluster; made by
 /// [`VerbsFabric::endpoint`](super::VerbsFabric::endpoint) (every node in this process) or
@@ -38,6 +42,12 @@ use std::sync::atomic::{self, AtomicU64, Ordering};
 /// pair stays usable); a failure on the NIC (for example retries exhausted:
 /// [`RdmaError::RemoteCrashed`]) leaves the queue pair in the error state, and every later
 /// operation on it fails with [`RdmaError::QueuePairError`].
+///
+/// No wait blocks forever: when no completion of an outstanding request arrives for
+/// [`VerbsOptions::completion_timeout`](super::VerbsOptions::completion_timeout) (10 s by
+/// default), the requests the NIC holds are given up: they fail with
+/// [`RdmaError::RemoteCrashed`] (reported as above), their queue pairs go to the error
+/// state, and a message on stderr names the endpoint, the target and the count.
 ///
 /// Dropping an endpoint waits until its posted operations have completed (a
 /// [`VerbsNode`](super::VerbsNode) then takes the thread's queue pairs back for its next
@@ -133,9 +143,7 @@ impl<'f> VerbsEndpoint<'f> {
         let t = target.index();
         // Back-pressure: the send queue holds at most `queue_depth` requests.
         let depth = host.queue_depth() as usize;
-        while self.completions.outstanding(target) >= depth {
-            self.poll_cq();
-        }
+        self.settle(|c| c.outstanding(target) < depth, |_| ());
         self.seq += 1;
         self.posted[t] += 1;
         let ticket = Ticket {
@@ -170,37 +178,99 @@ impl<'f> VerbsEndpoint<'f> {
         Ok(())
     }
 
-    /// Polls the completion queue once, recording every work completion found.
-    fn poll_cq(&mut self) {
-        let mut found = Vec::new();
-        match self.cq.start_poll() {
-            Ok(poller) => found.extend(poller.map(|wc| (wc.wr_id(), wc.status()))),
-            Err(PollCompletionQueueError::CompletionQueueEmpty) => {}
-            // Only a broken completion queue (an overrun, which the queue depth rules out)
-            // fails a poll: there is nothing to report it to.
-            Err(error) => panic!("polling the completion queue failed: {error}"),
-        }
-        if found.is_empty() {
-            std::hint::spin_loop();
-        }
-        for (wr_id, status) in found {
-            if let Some((target, true)) = self.completions.work_completion(wr_id, status) {
-                self.connections[target.index()].mark_broken();
+    /// Polls the completion queue, recording the work completions found (at most
+    /// [`POLL_BATCH`]). Whether any of them completed an outstanding request.
+    ///
+    /// Each work completion is read in its own `ibv_start_poll` / `ibv_end_poll` pair,
+    /// never with `ibv_next_poll`: soft-RoCE's provider (rdma-core's `rxe`) advances its
+    /// consumer index both in an `ibv_next_poll` that finds the queue empty and in the
+    /// `ibv_end_poll` after it, so draining a batch that way moves the consumer index one
+    /// past the producer's, and from then on the queue reads as full of stale entries
+    /// (old work request ids, forever) while the real completions are skipped.
+    /// `ibv_end_poll` after exactly one entry is right for every provider. (Seen in the
+    /// soft-RoCE guest: with batch polling, every wait after the first poll hung.)
+    fn poll_cq(&mut self) -> bool {
+        let mut progress = false;
+        for _ in 0..POLL_BATCH {
+            let (wr_id, status) = match self.cq.start_poll() {
+                // Dropping the poller (`ibv_end_poll`) consumes the one entry read.
+                Ok(mut poller) => match poller.next() {
+                    Some(wc) => (wc.wr_id(), wc.status()),
+                    None => break,
+                },
+                Err(PollCompletionQueueError::CompletionQueueEmpty) => break,
+                // Only a broken completion queue (an overrun, which the queue depth rules
+                // out) fails a poll: there is nothing to report it to.
+                Err(error) => panic!("polling the completion queue failed: {error}"),
+            };
+            // `None`: a completion of a request already given up (`expire`), or of a
+            // flushed one after it.
+            if let Some((target, failed)) = self.completions.work_completion(wr_id, status) {
+                progress = true;
+                if failed {
+                    self.connections[target.index()].mark_broken();
+                }
             }
         }
+        if !progress {
+            std::hint::spin_loop();
+        }
+        progress
     }
 
     /// Polls the completion queue until `ready` holds of the completions, then runs `then`
     /// on them.
+    ///
+    /// Bounded: if no completion of an outstanding request arrives for the host's
+    /// completion timeout while
+    /// requests are on the NIC, they are given up ([`VerbsEndpoint::expire`]), so a lost
+    /// completion fails the wait with a typed error instead of hanging it.
     fn settle<R>(
         &mut self,
         ready: impl Fn(&Completions) -> bool,
         then: impl FnOnce(&mut Completions) -> R,
     ) -> R {
+        let timeout = self.host.completion_timeout();
+        let mut deadline = Instant::now() + timeout;
         while !ready(&self.completions) {
-            self.poll_cq();
+            if self.poll_cq() {
+                deadline = Instant::now() + timeout;
+            } else if Instant::now() >= deadline {
+                self.expire(timeout);
+                deadline = Instant::now() + timeout;
+            }
         }
         then(&mut self.completions)
+    }
+
+    /// Gives up on every request the NIC holds after `waited` without a completion: each
+    /// queue pair with such requests goes to the error state (the NIC stops using this
+    /// process's buffers for them and flushes them; the flushed completions are ignored),
+    /// and its requests complete with [`RdmaError::RemoteCrashed`] (a target that does
+    /// not answer looks like a crashed one), reported as usual by `Wait`, `Poll` or
+    /// `GlobalFence`. Later operations on those queue pairs fail with
+    /// [`RdmaError::QueuePairError`].
+    fn expire(&mut self, waited: Duration) {
+        for (t, connection) in self.connections.iter_mut().enumerate() {
+            let node = NodeId(u16::try_from(t).expect("node ids are u16"));
+            let in_flight = self.completions.in_flight(node);
+            if in_flight == 0 {
+                continue;
+            }
+            eprintln!(
+                "velos-rdma verbs: no completion for {waited:?} with {in_flight} request(s) \
+                 outstanding on the queue pair of {} thread {} towards {node}: failing them \
+                 (RemoteCrashed) and moving the queue pair to the error state",
+                self.node, self.thread
+            );
+            if let Err(error) = connection.force_error() {
+                eprintln!("velos-rdma verbs: {error}");
+                connection.mark_broken();
+            }
+            self.completions
+                .expire(node, &RdmaError::RemoteCrashed { node });
+            assert_eq!(self.completions.in_flight(node), 0);
+        }
     }
 
     /// `Test`: whether every earlier operation with `work_id` has completed (then as

@@ -15,7 +15,7 @@ use std::panic;
 use std::sync::Barrier;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::thread;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// A single-process RDMA fabric on a real device: every node of a [`Layout`] has its
 /// registered region (one memory region each, all in one protection domain) in this
@@ -176,6 +176,10 @@ impl Host for VerbsFabric {
 
     fn queue_depth(&self) -> u32 {
         self.options.queue_depth
+    }
+
+    fn completion_timeout(&self) -> Duration {
+        self.options.completion_timeout
     }
 
     fn now_ns(&self) -> u64 {

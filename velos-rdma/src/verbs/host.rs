@@ -15,6 +15,7 @@ use crate::ids::{Loc, NodeId};
 use crate::layout::Layout;
 use std::fmt::Debug;
 use std::sync::atomic::AtomicU64;
+use std::time::Duration;
 
 /// The owner of an endpoint's memory and queue pairs.
 pub(super) trait Host: Debug + Sync {
@@ -35,6 +36,10 @@ pub(super) trait Host: Debug + Sync {
 
     /// Send-queue depth of each requester queue pair.
     fn queue_depth(&self) -> u32;
+
+    /// How long a wait goes without completions before it fails the outstanding requests
+    /// ([`VerbsOptions::completion_timeout`](super::VerbsOptions::completion_timeout)).
+    fn completion_timeout(&self) -> Duration;
 
     /// Nanoseconds since the host was made (the clock of `Op::Now`).
     fn now_ns(&self) -> u64;

@@ -24,7 +24,7 @@ use sideway::ibverbs::queue_pair::{ExtendedQueuePair, QueuePair};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// Where connecting stands.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -410,6 +410,10 @@ impl Host for VerbsNode {
 
     fn queue_depth(&self) -> u32 {
         self.options.queue_depth
+    }
+
+    fn completion_timeout(&self) -> Duration {
+        self.options.completion_timeout
     }
 
     fn now_ns(&self) -> u64 {
