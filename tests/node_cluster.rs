@@ -14,9 +14,11 @@
 //! node's wall clock) suit real RDMA. Under soft-RoCE in a TCG-emulated guest one
 //! operation takes tens of µs and three spinning processes share two vCPUs, so a live
 //! replica's heartbeat routinely stands still for milliseconds: with the defaults every
-//! replica suspects the others and leadership flaps. The nodes here run with
+//! replica suspects the others and leadership flaps (seen in the soft-RoCE guest: with the
+//! defaults the followers trailed node 0 by about 100 entries, and after the kill node 2
+//! led alone while node 1 stayed at 9 applied entries for 150 s). The nodes here run with
 //! `--heartbeat-period 2ms --failure-timeout 1s`; the waits below are generous for the same
-//! reason.
+//! reason (under TCG the whole test takes a few seconds).
 #![cfg(feature = "verbs")]
 
 use std::io::{BufRead, BufReader, Read};
@@ -35,11 +37,11 @@ const SURVIVOR_VALUES: &str = "50000";
 /// How long the processes may take to connect and decide a first entry.
 const FIRST_COMMIT_WITHIN: Duration = Duration::from_secs(180);
 /// Node 0 is killed once it has applied this many entries…
-const KILL_AFTER_ENTRIES: usize = 100;
+const KILL_AFTER_ENTRIES: usize = 300;
 /// …or this long after its first, whichever comes first.
 const KILL_AFTER_TIME: Duration = Duration::from_secs(20);
 /// After the kill, each survivor must apply this many entries proposed by a survivor…
-const NEW_ENTRIES: usize = 20;
+const NEW_ENTRIES: usize = 200;
 /// …within this long.
 const NEW_ENTRIES_WITHIN: Duration = Duration::from_secs(150);
 
