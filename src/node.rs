@@ -105,7 +105,7 @@ fn run_verbs(spec: &NodeSpec, mut on_commit: impl FnMut(Committed)) -> Result<u6
     use std::time::Instant;
     use velos_core::log::{ClientScript, Replica};
     use velos_rdma::verbs::{NodeInfo, VerbsNode};
-    use velos_rdma::{Endpoint, Process, Reply, Shared, Step};
+    use velos_rdma::{Endpoint, Op, Process, Reply, Shared, Step};
 
     let rdma = |e: &dyn std::fmt::Display| NodeError::Rdma(e.to_string());
     let layout = spec.log.shape().layout();
@@ -133,13 +133,28 @@ fn run_verbs(spec: &NodeSpec, mut on_commit: impl FnMut(Committed)) -> Result<u6
     let mut replica =
         Replica::new(Shared::new(spec.log.clone()), spec.id, client).map_err(NodeError::Spec)?;
     let mut endpoint = node.endpoint(0).map_err(|e| rdma(&e))?;
+    // The endpoint's clock counts from `VerbsNode::open`, before the rendezvous (seconds
+    // under emulation); the replica's Ω counts every peer as seen at time 0. Shift the
+    // clock to start now, or every peer is suspected at the first turn and each replica
+    // briefly leads.
+    let origin = match endpoint.execute(&Op::Now) {
+        Reply::Value(t) => t,
+        other => return Err(NodeError::Rdma(format!("the clock: {other:?}"))),
+    };
     let started = Instant::now();
     let mut reply = Reply::Start;
     let mut applied = 0u64;
     while started.elapsed() < spec.run_for {
         match replica.resume(reply) {
             Step::Done => break,
-            Step::Op(op) => reply = endpoint.execute(&op),
+            Step::Op(op) => {
+                reply = match endpoint.execute(&op) {
+                    Reply::Value(t) if matches!(op, Op::Now) => {
+                        Reply::Value(t.saturating_sub(origin))
+                    }
+                    r => r,
+                }
+            }
         }
         for (slot, entry) in replica.take_committed() {
             applied += 1;

@@ -6,8 +6,8 @@
 #
 # Steps: install missing host packages (apt) -> build or reuse the cached guest
 # (Debian kernel + debootstrap'd rootfs as initramfs) -> cargo test -p
-# velos-rdma --features verbs --release --no-run -> copy the test executables
-# to a 9p share -> boot the guest under TCG (no NIC; rxe0 on a dummy netdev)
+# velos-rdma --features verbs --release --no-run, and the velos binary and its
+# node_cluster test -> copy the executables to a 9p share -> boot the guest under TCG (no NIC; rxe0 on a dummy netdev)
 # -> print one verdict per step, then "N passed, N failed" as the last line.
 # Exit status: 0 when every step passed; 1 on any failure, timeout or missing
 # verdict.
@@ -94,11 +94,32 @@ jq -r 'select(.reason == "compiler-artifact" and .executable != null
 while read -r kind name exe; do
     install -m755 "$exe" "$SHARE/tests/$kind-$name"
 done < "$CACHE/logs/executables.txt"
+# The cluster step: tests/node_cluster.rs (three `velos node` processes) and the velos
+# binary it starts, which the guest finds through VELOS_BIN (cargo's compile-time path
+# does not exist there). Not in tests/: run as its own step, "cluster".
+log "cargo test -p velos --features verbs --release --test node_cluster --no-run; cargo build -p velos --features verbs --release --bin velos"
+(cd "$REPO" && "$CARGO" test -p velos --features verbs --release --test node_cluster --no-run --message-format=json \
+    && "$CARGO" build -p velos --features verbs --release --bin velos --message-format=json) \
+    > "$CACHE/logs/cargo-cluster.json" 2> "$CACHE/logs/cargo-cluster.log" \
+    || { tail -30 "$CACHE/logs/cargo-cluster.log"; die "cargo build of the cluster test failed (log: $CACHE/logs/cargo-cluster.log)"; }
+cluster_test=$(jq -r 'select(.reason == "compiler-artifact" and .executable != null
+                             and .profile.test == true and .target.name == "node_cluster")
+                      | .executable' "$CACHE/logs/cargo-cluster.json" | tail -1)
+velos_bin=$(jq -r 'select(.reason == "compiler-artifact" and .executable != null
+                          and .profile.test == false and .target.name == "velos"
+                          and (.target.kind | index("bin")))
+                   | .executable' "$CACHE/logs/cargo-cluster.json" | tail -1)
+[ -x "$cluster_test" ] || die "no node_cluster test executable in $CACHE/logs/cargo-cluster.json"
+[ -x "$velos_bin" ] || die "no velos binary in $CACHE/logs/cargo-cluster.json"
+mkdir -p "$SHARE/cluster"
+install -m755 "$cluster_test" "$SHARE/cluster/node_cluster"
+install -m755 "$velos_bin" "$SHARE/cluster/velos"
 T_CARGO=$(since "$t")
 
 # The guest's steps, in order: a step without a verdict is a failure.
 EXPECTED="rxe_up ibv_devinfo ib_atomic_lat"
 for f in "$SHARE"/tests/*; do EXPECTED="$EXPECTED test/$(basename "$f")"; done
+EXPECTED="$EXPECTED cluster"
 install -m755 "$HERE/guest/run-tests.sh" "$SHARE/run-tests.sh"
 sq() { printf "'%s'" "$(printf '%s' "$1" | sed "s/'/'\\\\''/g")"; }   # shell-quote for config.env
 {
@@ -167,6 +188,9 @@ if [ "$failed" != 0 ]; then
 fi
 lat=$(sed -n 's/^@@ METRIC ib_atomic_lat_cas_typical_us=//p' <<< "$markers")
 [ -z "$lat" ] || log "ib_atomic_lat CMP_AND_SWAP: t_typical $lat us (TCG; a sanity figure, not performance data)"
+grep '^@@ METRIC cluster_' <<< "$markers" | sed 's/^@@ METRIC //' | while read -r m; do
+    log "node_cluster: $m (TCG; a sanity figure, not performance data)"
+done
 log "times: host deps ${T_DEPS} s, guest ${T_GUEST} s, cargo ${T_CARGO} s, boot ${T_BOOT} s, total $(since "$T_ALL") s"
 log "results: $CACHE/results"
 for v in "${verdicts[@]}"; do echo "$v"; done

@@ -35,6 +35,17 @@ pub struct NodeArgs {
     /// How long to wait for the other processes at connection setup.
     #[arg(long, default_value = "30s", value_parser = parse_duration)]
     rendezvous_timeout: u64,
+    /// How often the replica bumps its heartbeat and reads the others' (the same on every
+    /// node). The default suits real RDMA; on a slow machine (soft-RoCE under emulation,
+    /// where one operation takes tens of µs) use milliseconds.
+    #[arg(long, default_value = "1us", value_parser = parse_duration)]
+    heartbeat_period: u64,
+    /// A replica whose heartbeat has not moved for this long is suspected (Ω); must exceed
+    /// two heartbeat periods. Under emulation, or with more busy processes than CPUs, a
+    /// live replica can stall for milliseconds: use a timeout well above that, or
+    /// leadership flaps.
+    #[arg(long, default_value = "20us", value_parser = parse_duration)]
+    failure_timeout: u64,
 }
 
 /// Runs `velos node`: exit status 2 on bad input, 1 when the node fails.
@@ -47,8 +58,11 @@ pub fn run_cli(a: NodeArgs) -> ExitCode {
         }
     };
     let replicas = cluster.len() as u16;
+    let mut log = LogConfig::new(replicas, a.slots, a.value_size.max(10) as u32);
+    log.heartbeat_period_ns = a.heartbeat_period.max(1);
+    log.failure_timeout_ns = a.failure_timeout;
     let spec = NodeSpec {
-        log: LogConfig::new(replicas, a.slots, a.value_size.max(10) as u32),
+        log,
         cluster,
         id: a.id,
         values: a.values,

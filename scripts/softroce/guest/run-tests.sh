@@ -89,5 +89,28 @@ for exe in "$SHARE"/tests/*; do
     fi
 done
 
+# ---------------------------------------------------------------- cluster
+# tests/node_cluster.rs: three `velos node` processes on rxe0, the leader killed. The
+# test starts the binary VELOS_BIN names (copied to the share by the host).
+if [ -x "$SHARE/cluster/node_cluster" ]; then
+    step cluster
+    log=$OUT/cluster.txt
+    (cd /tmp && VELOS_BIN=$SHARE/cluster/velos timeout "$TEST_TIMEOUT" \
+        "$SHARE/cluster/node_cluster" --nocapture) > "$log" 2>&1; rc=$?
+    grep -E '^(test result:|node [0-9]|killed|take-over)' "$log" | sed 's/^/    /'
+    # Decision rates the test printed: node 0 before the kill, the survivors after it.
+    r=$(sed -n 's/^killed node 0 after it applied \([0-9]*\) entries (\([0-9.]*\) entries\/s).*/\2/p' "$log")
+    [ -z "$r" ] || echo "@@ METRIC cluster_leader_entries_per_s=$r"
+    sed -n 's/^node \([12]\): .*, \([0-9.]*\) entries\/s)$/\1 \2/p' "$log" | while read -r n r; do
+        echo "@@ METRIC cluster_survivor${n}_entries_per_s=$r"
+    done
+    if [ $rc -eq 0 ] && grep -q '^test result: ok. 1 passed' "$log"; then
+        pass cluster
+    else
+        show "$log"
+        [ $rc -eq 124 ] && fail cluster "timed out after $TEST_TIMEOUT s" || fail cluster "exit status $rc"
+    fi
+fi
+
 echo "@@ SUMMARY guest: $fails failed"
 [ $fails -eq 0 ]
