@@ -1,7 +1,7 @@
 //! One replica of a Velos log as an operating-system process over real RDMA (`velos node`):
 //! read the cluster file, register this node's memory, exchange connection information with
 //! the other processes ([`crate::rendezvous`]), connect the queue pairs, then drive the same
-//! [`Replica`] the simulator runs, on a verbs endpoint. Committed entries are reported as
+//! [`Replica`](velos_core::log::Replica) the simulator runs, on a verbs endpoint. Committed entries are reported as
 //! they are applied.
 //!
 //! The verbs backend is velos-rdma's `verbs` feature; a build without it refuses to run a
