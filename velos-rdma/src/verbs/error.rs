@@ -10,6 +10,13 @@ use thiserror::Error;
 #[derive(Debug, Error)]
 #[non_exhaustive]
 pub enum VerbsError {
+    /// A region plan that does not fit the node's memory (see
+    /// [`VerbsNode::with_plan`](super::VerbsNode::with_plan)).
+    #[error("bad region plan: {reason}")]
+    BadPlan {
+        /// What is wrong.
+        reason: String,
+    },
     /// No RDMA device can be used: libibverbs is missing, the kernel has no uverbs
     /// (`ibv_get_device_list` fails with ENOSYS) or the device list is empty. Tests skip
     /// on this error, unless `VELOS_REQUIRE_RDMA=1`.

@@ -11,6 +11,10 @@ use serde::{Deserialize, Serialize};
 const MAGIC: &[u8; 4] = b"VLNI";
 /// The version of the byte form.
 const VERSION: u8 = 1;
+/// The first bytes of every [`PeerInfo`] in byte form.
+const PEER_MAGIC: &[u8; 4] = b"VLPI";
+/// The version of the [`PeerInfo`] byte form.
+const PEER_VERSION: u8 = 1;
 /// Rows longer than this are refused when decoding (a guard against absurd allocations).
 const MAX_ROW: u32 = 1 << 16;
 
@@ -220,6 +224,148 @@ impl Reader<'_> {
     }
 }
 
+/// A word range of a node's memory registered on its own (a grant of a region plan, see
+/// [`VerbsNode::with_plan`](super::VerbsNode::with_plan)), and its remote key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct RemoteRange {
+    /// The first word (word index).
+    pub start: u32,
+    /// How many words.
+    pub words: u32,
+    /// The remote key of the range's region.
+    pub rkey: u32,
+}
+
+/// What one node tells one peer: its [`NodeInfo`], and the word ranges of its region plan
+/// this peer may reach, each with its own key. Made by
+/// [`VerbsNode::local_info_for`](super::VerbsNode::local_info_for), handed to the peer's
+/// [`VerbsNode::connect_peers`](super::VerbsNode::connect_peers). A word outside the
+/// ranges is reached with [`NodeInfo::rkey`], which for a node opened with a plan grants no
+/// remote access at all: the NIC refuses the access.
+///
+/// # Byte form
+/// Little-endian: the magic `VLPI`, the format version (1, one byte), the length of the
+/// node information's byte form (`u32`) and that byte form, the number of ranges (`u32`)
+/// and per range its first word, its word count and its rkey (each `u32`). Nothing may
+/// follow.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct PeerInfo {
+    /// The node's connection information.
+    pub info: NodeInfo,
+    /// The ranges this peer may reach with their own keys (none without a plan).
+    pub ranges: Vec<RemoteRange>,
+}
+
+impl From<NodeInfo> for PeerInfo {
+    /// The information without ranges (a node opened without a plan).
+    fn from(info: NodeInfo) -> PeerInfo {
+        PeerInfo {
+            info,
+            ranges: Vec::new(),
+        }
+    }
+}
+
+impl PeerInfo {
+    /// The remote key for the node's word with index `word`: that of the range holding
+    /// it, or the region's ([`NodeInfo::rkey`]).
+    pub fn rkey_of(&self, word: u32) -> u32 {
+        self.ranges
+            .iter()
+            .find(|range| range.start <= word && word - range.start < range.words)
+            .map_or(self.info.rkey, |range| range.rkey)
+    }
+
+    /// The byte form (see [`PeerInfo`]).
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let info = self.info.to_bytes();
+        let mut bytes = Vec::with_capacity(16 + info.len() + 12 * self.ranges.len());
+        bytes.extend_from_slice(PEER_MAGIC);
+        bytes.push(PEER_VERSION);
+        put_len(&mut bytes, info.len());
+        bytes.extend_from_slice(&info);
+        put_len(&mut bytes, self.ranges.len());
+        for range in &self.ranges {
+            for field in [range.start, range.words, range.rkey] {
+                bytes.extend_from_slice(&field.to_le_bytes());
+            }
+        }
+        assert_eq!(&bytes[..4], PEER_MAGIC);
+        bytes
+    }
+
+    /// Reads the byte form back and checks it: the node information as
+    /// [`NodeInfo::from_bytes`] does, and every range non-empty and inside the node's
+    /// words.
+    ///
+    /// # Errors
+    /// [`VerbsError::BadNodeInfo`] saying what is wrong.
+    pub fn from_bytes(bytes: &[u8]) -> Result<PeerInfo, VerbsError> {
+        let mut reader = Reader { bytes, at: 0 };
+        if reader.take::<4>("the magic")? != *PEER_MAGIC {
+            return Err(bad(format!(
+                "it does not start with {:?} (not a verbs peer info)",
+                String::from_utf8_lossy(PEER_MAGIC)
+            )));
+        }
+        let [version] = reader.take::<1>("the version")?;
+        if version != PEER_VERSION {
+            return Err(bad(format!(
+                "peer info format version {version}, but this build reads version {PEER_VERSION}"
+            )));
+        }
+        let len = u32::from_le_bytes(reader.take("the node info length")?) as usize;
+        let end = reader
+            .at
+            .checked_add(len)
+            .filter(|&end| end <= bytes.len())
+            .ok_or_else(|| bad("it ends before the node info does".to_owned()))?;
+        let info = NodeInfo::from_bytes(&bytes[reader.at..end])?;
+        reader.at = end;
+        let count = u32::from_le_bytes(reader.take("the range count")?);
+        if count > MAX_ROW {
+            return Err(bad(format!("{count} ranges")));
+        }
+        let mut ranges = Vec::with_capacity(count as usize);
+        for _ in 0..count {
+            let mut field = || reader.take("a range").map(u32::from_le_bytes);
+            ranges.push(RemoteRange {
+                start: field()?,
+                words: field()?,
+                rkey: field()?,
+            });
+        }
+        if reader.at != bytes.len() {
+            return Err(bad(format!(
+                "{} bytes follow the end",
+                bytes.len() - reader.at
+            )));
+        }
+        let peer = PeerInfo { info, ranges };
+        peer.check_ranges()?;
+        assert_eq!(peer.to_bytes(), bytes);
+        Ok(peer)
+    }
+
+    /// Checks that every range is non-empty and inside the node's words.
+    pub(super) fn check_ranges(&self) -> Result<(), VerbsError> {
+        let words = self.info.words;
+        let outside = |range: &&RemoteRange| {
+            range.words == 0
+                || range
+                    .start
+                    .checked_add(range.words)
+                    .is_none_or(|end| end > words)
+        };
+        if let Some(range) = self.ranges.iter().find(outside) {
+            return Err(bad(format!(
+                "the range {range:?} is empty or outside the node's {words} words"
+            )));
+        }
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -237,6 +383,36 @@ mod tests {
             responders: vec![vec![10, 11], vec![12, 13], vec![14, 15]],
             requesters: vec![vec![20, 21], vec![22, 23], vec![24, 25]],
         }
+    }
+
+    #[test]
+    fn peer_info_round_trips_and_picks_keys_by_word() {
+        let peer = PeerInfo {
+            info: info(),
+            ranges: vec![RemoteRange {
+                start: 2,
+                words: 3,
+                rkey: 0x1234,
+            }],
+        };
+        assert_eq!(PeerInfo::from_bytes(&peer.to_bytes()).unwrap(), peer);
+        let keys: Vec<u32> = (0..8).map(|word| peer.rkey_of(word)).collect();
+        assert_eq!(
+            keys,
+            [
+                0xabcd, 0xabcd, 0x1234, 0x1234, 0x1234, 0xabcd, 0xabcd, 0xabcd
+            ]
+        );
+        let mut outside = peer.clone();
+        outside.ranges[0].words = 7;
+        assert!(matches!(
+            PeerInfo::from_bytes(&outside.to_bytes()),
+            Err(VerbsError::BadNodeInfo { .. })
+        ));
+        assert!(PeerInfo::from_bytes(&info().to_bytes()).is_err());
+        let mut trailing = peer.to_bytes();
+        trailing.push(0);
+        assert!(PeerInfo::from_bytes(&trailing).is_err());
     }
 
     #[test]

@@ -3,6 +3,8 @@
 //! [`VerbsNode`](super::VerbsNode)).
 
 use super::error::VerbsError;
+use super::info::RemoteRange;
+use super::plan::Grant;
 use crate::error::RdmaError;
 use crate::ids::{Loc, NodeId};
 use crate::layout::Layout;
@@ -27,10 +29,20 @@ struct Region {
     /// The registration. Declared before `words` so that it is dropped (deregistered)
     /// before the words are freed.
     mr: Arc<MemoryRegion>,
+    /// With a region plan: one registration per grant (and `mr` has local access only).
+    /// Dropped before `words` too.
+    grants: Vec<Granted>,
     /// The words; never moved or resized while registered. At least one word, even for a
     /// node with none (a zero-length registration may be refused); the layout's bounds
     /// still apply.
     words: Box<[AtomicU64]>,
+}
+
+/// One grant of a region plan and its registration.
+#[derive(Debug)]
+struct Granted {
+    grant: Grant,
+    mr: Arc<MemoryRegion>,
 }
 
 /// The words of the nodes this process holds, each node's in its own memory region of
@@ -50,7 +62,7 @@ impl Memory {
         layout: Layout,
         pd: &Arc<ProtectionDomain>,
     ) -> Result<Memory, VerbsError> {
-        Memory::register_nodes(layout, pd, |_| true)
+        Memory::register_nodes(layout, pd, |_| true, None)
     }
 
     /// Zeroed words for `node` of `layout` only, registered as by [`Memory::register`].
@@ -60,7 +72,22 @@ impl Memory {
         node: NodeId,
     ) -> Result<Memory, VerbsError> {
         assert!(node.index() < usize::from(layout.nodes()));
-        let memory = Memory::register_nodes(layout, pd, |held| held == node)?;
+        let memory = Memory::register_nodes(layout, pd, |held| held == node, None)?;
+        assert!(memory.has_node(node));
+        Ok(memory)
+    }
+
+    /// Zeroed words for `node` of `layout` only, registered as `plan` says: one region per
+    /// grant with its access, and one over every word with local write access only. The
+    /// plan has been checked.
+    pub(super) fn register_planned(
+        layout: Layout,
+        pd: &Arc<ProtectionDomain>,
+        node: NodeId,
+        plan: &[Grant],
+    ) -> Result<Memory, VerbsError> {
+        assert!(node.index() < usize::from(layout.nodes()));
+        let memory = Memory::register_nodes(layout, pd, |held| held == node, Some(plan))?;
         assert!(memory.has_node(node));
         Ok(memory)
     }
@@ -70,11 +97,17 @@ impl Memory {
         layout: Layout,
         pd: &Arc<ProtectionDomain>,
         held: impl Fn(NodeId) -> bool,
+        plan: Option<&[Grant]>,
     ) -> Result<Memory, VerbsError> {
-        let access = AccessFlags::LocalWrite
-            | AccessFlags::RemoteWrite
-            | AccessFlags::RemoteRead
-            | AccessFlags::RemoteAtomic;
+        let access = match plan {
+            None => {
+                AccessFlags::LocalWrite
+                    | AccessFlags::RemoteWrite
+                    | AccessFlags::RemoteRead
+                    | AccessFlags::RemoteAtomic
+            }
+            Some(_) => AccessFlags::LocalWrite,
+        };
         let regions = layout
             .node_ids()
             .map(|node| {
@@ -95,7 +128,32 @@ impl Memory {
                     )
                 }
                 .map_err(|e| VerbsError::verbs("ibv_reg_mr", e))?;
-                Ok(Some(Region { mr, words }))
+                let grants = plan
+                    .unwrap_or_default()
+                    .iter()
+                    .map(|grant| {
+                        let start = grant.words.start as usize;
+                        let count = grant.words.len();
+                        assert!(count > 0 && start + count <= len, "unchecked plan");
+                        // SAFETY: the range lies inside the heap allocation of `words`
+                        // (checked above), which lives, unmoved, until after this
+                        // registration is dropped (field order of `Region`); the NIC's
+                        // writes go through `AtomicU64`s.
+                        let mr = unsafe {
+                            pd.reg_mr(
+                                words[start..].as_ptr() as usize,
+                                count * size_of::<AtomicU64>(),
+                                grant.access.flags(),
+                            )
+                        }
+                        .map_err(|e| VerbsError::verbs("ibv_reg_mr", e))?;
+                        Ok(Granted {
+                            grant: grant.clone(),
+                            mr,
+                        })
+                    })
+                    .collect::<Result<Vec<_>, VerbsError>>()?;
+                Ok(Some(Region { mr, grants, words }))
             })
             .collect::<Result<Vec<_>, VerbsError>>()?;
         let memory = Memory { layout, regions };
@@ -139,6 +197,21 @@ impl Memory {
             addr: region.words.as_ptr() as u64,
             key: region.mr.rkey(),
         }
+    }
+
+    /// The grants of `node`'s region plan whose keys `peer` receives, as ranges and keys
+    /// (none without a plan).
+    pub(super) fn range_keys(&self, node: NodeId, peer: NodeId) -> Vec<RemoteRange> {
+        self.held(node)
+            .grants
+            .iter()
+            .filter(|granted| granted.grant.is_for(peer))
+            .map(|granted| RemoteRange {
+                start: granted.grant.words.start,
+                words: granted.grant.words.len() as u32,
+                rkey: granted.mr.rkey(),
+            })
+            .collect()
     }
 
     /// The address and local key of the word at `loc`, a location already checked.

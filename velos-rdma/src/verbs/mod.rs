@@ -50,11 +50,13 @@ mod host;
 mod info;
 mod memory;
 mod node;
+mod plan;
 mod request;
 
 pub use device::VerbsOptions;
 pub use endpoint::VerbsEndpoint;
 pub use error::VerbsError;
 pub use fabric::VerbsFabric;
-pub use info::NodeInfo;
+pub use info::{NodeInfo, PeerInfo, RemoteRange};
 pub use node::VerbsNode;
+pub use plan::{Access, Grant};

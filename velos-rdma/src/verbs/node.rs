@@ -13,8 +13,9 @@ use super::device::{Device, VerbsOptions};
 use super::endpoint::VerbsEndpoint;
 use super::error::VerbsError;
 use super::host::{Host, has_node};
-use super::info::NodeInfo;
+use super::info::{NodeInfo, PeerInfo};
 use super::memory::{Memory, WordAddress};
+use super::plan::{Grant, check_plan};
 use crate::error::RdmaError;
 use crate::ids::{Loc, NodeId};
 use crate::layout::Layout;
@@ -31,9 +32,9 @@ use std::time::{Duration, Instant};
 enum Connected {
     /// Not tried yet: every queue pair is in the RESET state.
     No,
-    /// Every queue pair is in RTS; per node, where its region is for the NIC (address of
-    /// word 0 and rkey).
-    Yes(Vec<WordAddress>),
+    /// Every queue pair is in RTS; per node, its information (where its memory is for
+    /// the NIC: address of word 0, rkeys).
+    Yes(Vec<PeerInfo>),
     /// A verbs call failed half-way: the node cannot be used.
     Failed,
 }
@@ -84,6 +85,32 @@ impl VerbsNode {
         VerbsNode::with_options(layout, id, threads, VerbsOptions::default())
     }
 
+    /// Node `id` of `layout`, with `threads` threads, on the device the options name, its
+    /// memory registered as `plan` says (see [`Grant`]): one memory region per grant, with
+    /// only the remote access it grants, and one over all its words with local access
+    /// only. Peers reach a granted range with its own key, which
+    /// [`VerbsNode::local_info_for`] gives only to the peers the grant is for; any other
+    /// remote access to this node's words is posted with a key that does not allow it, and
+    /// fails on the NIC ([`RdmaError::RemoteAccess`], which breaks the queue pair).
+    ///
+    /// # Errors
+    /// [`VerbsError::BadPlan`] for a grant that is empty, outside the node's words, for a
+    /// node not in the layout, or overlapping another; otherwise as
+    /// [`VerbsNode::with_options`].
+    pub fn with_plan(
+        layout: Layout,
+        id: NodeId,
+        threads: u16,
+        plan: &[Grant],
+        options: VerbsOptions,
+    ) -> Result<VerbsNode, VerbsError> {
+        if !has_node(&layout, id) {
+            return Err(VerbsError::UnknownNode { node: id });
+        }
+        check_plan(&layout, id, plan)?;
+        VerbsNode::build(layout, id, threads, Some(plan), options)
+    }
+
     /// Node `id` of `layout`, with `threads` threads (every node of the cluster must run
     /// as many), on the device the options name: registers this node's zeroed words and
     /// makes its queue pairs, in the RESET state until [`VerbsNode::connect`].
@@ -99,6 +126,17 @@ impl VerbsNode {
         threads: u16,
         options: VerbsOptions,
     ) -> Result<VerbsNode, VerbsError> {
+        VerbsNode::build(layout, id, threads, None, options)
+    }
+
+    /// [`VerbsNode::with_options`] (no plan) or [`VerbsNode::with_plan`] (a checked plan).
+    fn build(
+        layout: Layout,
+        id: NodeId,
+        threads: u16,
+        plan: Option<&[Grant]>,
+        options: VerbsOptions,
+    ) -> Result<VerbsNode, VerbsError> {
         if !has_node(&layout, id) {
             return Err(VerbsError::UnknownNode { node: id });
         }
@@ -106,7 +144,10 @@ impl VerbsNode {
             return Err(VerbsError::NoThreads);
         }
         let device = Device::open(&options)?;
-        let memory = Memory::register_node(layout, &device.pd, id)?;
+        let memory = match plan {
+            None => Memory::register_node(layout, &device.pd, id)?,
+            Some(plan) => Memory::register_planned(layout, &device.pd, id, plan)?,
+        };
         let layout = memory.layout();
         let lanes = (0..threads)
             .map(|thread| Lane::unconnected(&device, layout, options.queue_depth, thread).map(Some))
@@ -185,7 +226,9 @@ impl VerbsNode {
     }
 
     /// What peers need to connect to this node: its GID, its region's address and rkey,
-    /// and the queue-pair numbers of its requesters and responders.
+    /// and the queue-pair numbers of its requesters and responders. For a node opened
+    /// with a region plan the rkey grants no remote access: peers need
+    /// [`VerbsNode::local_info_for`].
     pub fn local_info(&self) -> NodeInfo {
         let region = self.memory.region_key(self.id);
         let info = NodeInfo {
@@ -208,6 +251,18 @@ impl VerbsNode {
         info
     }
 
+    /// What `peer` needs to connect to this node: [`VerbsNode::local_info`] plus the
+    /// ranges of the region plan granted to every node or to `peer`, with their keys
+    /// (none without a plan). Hand it to `peer`'s [`VerbsNode::connect_peers`].
+    pub fn local_info_for(&self, peer: NodeId) -> PeerInfo {
+        let info = PeerInfo {
+            info: self.local_info(),
+            ranges: self.memory.range_keys(self.id, peer),
+        };
+        debug_assert!(info.check_ranges().is_ok());
+        info
+    }
+
     /// Connects every queue pair of this node to its counterpart: this node's requesters
     /// to the peers' responders made for them, and this node's responders to the peers'
     /// requesters, moving each to RTS. `peers` holds every other node's information by
@@ -224,6 +279,24 @@ impl VerbsNode {
     /// and threads; [`VerbsError::AlreadyConnected`] on a second call; a verbs error if a
     /// queue pair cannot be moved (the node is unusable then).
     pub fn connect(&mut self, peers: &BTreeMap<u16, NodeInfo>) -> Result<(), VerbsError> {
+        let peers = peers
+            .iter()
+            .map(|(&key, info)| (key, PeerInfo::from(info.clone())))
+            .collect();
+        self.connect_peers(&peers)
+    }
+
+    /// [`VerbsNode::connect`] with every peer's [`PeerInfo`] (from its
+    /// [`VerbsNode::local_info_for`] this node): remote operations towards a peer's word
+    /// use the key of the range holding it, or the peer's region key. This node's own
+    /// information, if there, may be its [`VerbsNode::local_info_for`] itself or its
+    /// [`VerbsNode::local_info`] without ranges; either way this node reaches its own
+    /// words with the ranges granted to itself.
+    ///
+    /// # Errors
+    /// As [`VerbsNode::connect`]; [`VerbsError::BadNodeInfo`] also for a range outside
+    /// its node's words.
+    pub fn connect_peers(&mut self, peers: &BTreeMap<u16, PeerInfo>) -> Result<(), VerbsError> {
         if self.connected != Connected::No {
             return Err(VerbsError::AlreadyConnected);
         }
@@ -231,7 +304,7 @@ impl VerbsNode {
         self.connected = Connected::Failed;
         let me = self.id.index();
         let lanes = self.lanes.get_mut().unwrap_or_else(PoisonError::into_inner);
-        for (target, info) in infos.iter().enumerate() {
+        for (target, info) in infos.iter().map(|peer| &peer.info).enumerate() {
             let gid = Gid { raw: info.gid };
             for (thread, lane) in lanes.iter_mut().enumerate() {
                 let lane = lane.as_mut().expect("no endpoint while connecting");
@@ -255,27 +328,21 @@ impl VerbsNode {
                 bring_up(responder, &self.device, remote)?;
             }
         }
-        let regions = infos
-            .iter()
-            .map(|info| WordAddress {
-                addr: info.addr,
-                key: info.rkey,
-            })
-            .collect::<Vec<_>>();
-        assert_eq!(regions.len(), usize::from(self.layout().nodes()));
-        self.connected = Connected::Yes(regions);
+        assert_eq!(infos.len(), usize::from(self.layout().nodes()));
+        self.connected = Connected::Yes(infos);
         Ok(())
     }
 
     /// Every node's information, by node, this node's own included, after checking that
     /// `peers` fits this node.
-    fn check_peers(&self, peers: &BTreeMap<u16, NodeInfo>) -> Result<Vec<NodeInfo>, VerbsError> {
-        let own = self.local_info();
-        for (&key, info) in peers {
+    fn check_peers(&self, peers: &BTreeMap<u16, PeerInfo>) -> Result<Vec<PeerInfo>, VerbsError> {
+        let own = self.local_info_for(self.id);
+        for (&key, peer) in peers {
+            let info = &peer.info;
             if !has_node(self.layout(), NodeId(key)) {
                 return Err(VerbsError::UnknownNode { node: NodeId(key) });
             }
-            if info.node != NodeId(key) || (info.node == self.id && *info != own) {
+            if info.node != NodeId(key) || (info.node == self.id && *info != own.info) {
                 return Err(VerbsError::PeerMismatch {
                     key,
                     found: info.node,
@@ -284,7 +351,7 @@ impl VerbsNode {
         }
         let mut infos = Vec::with_capacity(usize::from(self.layout().nodes()));
         for node in self.layout().node_ids() {
-            let info = if node == self.id {
+            let peer = if node == self.id {
                 own.clone()
             } else {
                 peers
@@ -292,6 +359,7 @@ impl VerbsNode {
                     .ok_or(VerbsError::MissingPeer { node })?
                     .clone()
             };
+            let info = &peer.info;
             if info.nodes != self.layout().nodes() {
                 return Err(VerbsError::NodeCountMismatch {
                     node,
@@ -314,7 +382,8 @@ impl VerbsNode {
                 });
             }
             info.check_shape()?;
-            infos.push(info);
+            peer.check_ranges()?;
+            infos.push(peer);
         }
         assert_eq!(infos.len(), usize::from(self.layout().nodes()));
         Ok(infos)
@@ -396,15 +465,15 @@ impl Host for VerbsNode {
     }
 
     fn remote(&self, loc: Loc) -> WordAddress {
-        let Connected::Yes(regions) = &self.connected else {
+        let Connected::Yes(infos) = &self.connected else {
             unreachable!("endpoints exist only once connected");
         };
-        let region = regions[loc.node.index()];
+        let info = &infos[loc.node.index()];
         let address = WordAddress {
-            addr: region.addr + u64::from(loc.offset),
-            key: region.key,
+            addr: info.info.addr + u64::from(loc.offset),
+            key: info.rkey_of(loc.offset / 8),
         };
-        debug_assert!(loc.node != self.id || address == self.memory.remote(loc));
+        debug_assert!(loc.node != self.id || address.addr == self.memory.remote(loc).addr);
         address
     }
 
