@@ -17,6 +17,12 @@
 //!   rendezvous exchanges) goes to every peer; [`VerbsNode::connect`] takes theirs and
 //!   moves every queue pair to RTS. Its endpoints' CPU operations touch this node's words;
 //!   their remote operations reach every node, this one included, through the rkeys.
+//!   [`VerbsNode::open`] registers the node's words as one region with full remote
+//!   access; [`VerbsNode::with_plan`] registers them by a region plan instead: one region
+//!   per [`Grant`] (a word range with only its [`Access`], possibly for one peer only),
+//!   whose keys reach the peers in per-peer information ([`VerbsNode::local_info_for`],
+//!   [`PeerInfo`], [`VerbsNode::connect_peers`]). Requests pick the key by the target
+//!   word; an access the plan does not grant is refused by the NIC, not by the backend.
 //!
 //! # Relation to the rdma-rmw model and to the in-process backend
 //!
