@@ -8,6 +8,7 @@ pub mod cluster_file;
 pub mod harness;
 pub mod local;
 pub mod node;
+pub mod node_client;
 pub mod rendezvous;
 
 pub use velos_core as core;

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU16, AtomicU64, Ordering};
 use std::thread;
 use velos_core::log::{ClientScript, LogConfig, ProposeError, Replica};
-use velos_rdma::mem::{MemFabric, Mode};
+use velos_rdma::mem::{MemFabric, MemOptions, Mode};
 use velos_rdma::{Endpoint, NodeId, Process, Reply, Shared, Step};
 
 /// The service's state, replicated: every replica applies the same entries in the same
@@ -57,7 +57,18 @@ impl<S: StateMachine> LocalCluster<S> {
     pub fn start(mut config: LogConfig, machines: Vec<S>) -> Result<LocalCluster<S>, String> {
         config.replicas = u16::try_from(machines.len()).map_err(|_| "too many replicas")?;
         config.validate()?;
-        let fabric = Arc::new(MemFabric::new(config.shape().layout(), Mode::Worker));
+        // Every node's memory reachable only as its region plan says, as over real verbs:
+        // an access the plan does not grant fails the replica's operation.
+        let shape = config.shape();
+        let options = MemOptions {
+            mode: Mode::Worker,
+            jitter: None,
+        };
+        let fabric = Arc::new(MemFabric::with_plans(
+            shape.layout(),
+            options,
+            shape.region_plans(),
+        )?);
         let config = Shared::new(config);
         let mut commands = Vec::new();
         let mut shown = Vec::new();

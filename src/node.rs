@@ -8,6 +8,7 @@
 //! node with [`NodeError::NoVerbs`] (the simulator and the in-process backend need no RDMA).
 
 use crate::cluster_file::ClusterFile;
+pub use crate::node_client::{Client, LatencySummary};
 use std::time::Duration;
 use velos_core::log::LogConfig;
 
@@ -20,7 +21,9 @@ pub struct NodeSpec {
     pub id: u16,
     /// The log's shape and timing (the same on every node).
     pub log: LogConfig,
-    /// Values this node proposes while it leads (the tiny built-in client).
+    /// The tiny built-in client: what this node proposes while it leads.
+    pub client: Client,
+    /// Values the client proposes ([`Client::Script`], [`Client::ClosedLoop`]).
     pub values: u64,
     /// Bytes per value.
     pub value_size: usize,
@@ -78,47 +81,99 @@ impl NodeSpec {
     }
 }
 
-/// One committed entry, as the node reports it.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
-pub struct Committed {
-    /// The slot.
-    pub slot: u64,
-    /// The entry, as hex (empty: a no-op).
-    pub value: String,
+/// What a node reports as it runs.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+#[serde(untagged)]
+pub enum Event {
+    /// An entry applied (in slot order, without gaps).
+    Committed {
+        /// The slot.
+        slot: u64,
+        /// The entry, as hex (empty: a no-op).
+        value: String,
+    },
+    /// What became of a proposal of the standard-input client (`id` counts the input's
+    /// lines from 0).
+    Outcome {
+        /// The proposal's line number.
+        proposal: u64,
+        /// The slot that decided it.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        slot: Option<u64>,
+        /// Why it was refused or lost.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        error: Option<String>,
+    },
+    /// The closed-loop client proposed all its values.
+    Latency {
+        /// Its decision latencies.
+        latency: LatencySummary,
+    },
 }
 
-/// Runs the node until `spec.run_for` has passed; `on_commit` sees every entry applied,
-/// in order.
-pub fn run(spec: &NodeSpec, on_commit: impl FnMut(Committed)) -> Result<u64, NodeError> {
+/// What a node did, once it stops.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct NodeReport {
+    /// Entries applied.
+    pub applied: u64,
+    /// The closed-loop client's decision latencies, if it decided anything.
+    pub latency: Option<LatencySummary>,
+}
+
+/// Runs the node until `spec.run_for` has passed; `on_event` sees every entry applied, in
+/// order, and the client's reports.
+pub fn run(spec: &NodeSpec, on_event: impl FnMut(Event)) -> Result<NodeReport, NodeError> {
     spec.check()?;
-    run_verbs(spec, on_commit)
+    run_verbs(spec, on_event)
 }
 
 #[cfg(not(feature = "verbs"))]
-fn run_verbs(_spec: &NodeSpec, _on_commit: impl FnMut(Committed)) -> Result<u64, NodeError> {
+fn run_verbs(_spec: &NodeSpec, _on_event: impl FnMut(Event)) -> Result<NodeReport, NodeError> {
     Err(NodeError::NoVerbs)
 }
 
 #[cfg(feature = "verbs")]
-fn run_verbs(spec: &NodeSpec, mut on_commit: impl FnMut(Committed)) -> Result<u64, NodeError> {
+fn run_verbs(spec: &NodeSpec, mut on_event: impl FnMut(Event)) -> Result<NodeReport, NodeError> {
+    use crate::node_client::Driver;
     use std::collections::BTreeMap;
     use std::time::Instant;
     use velos_core::log::{ClientScript, Replica};
-    use velos_rdma::verbs::{NodeInfo, VerbsNode};
+    use velos_rdma::verbs::{PeerInfo, VerbsNode, VerbsOptions};
     use velos_rdma::{Endpoint, Op, Process, Reply, Shared, Step};
 
     let rdma = |e: &dyn std::fmt::Display| NodeError::Rdma(e.to_string());
-    let layout = spec.log.shape().layout();
-    let mut node = VerbsNode::open(layout, velos_rdma::NodeId(spec.id), 1).map_err(|e| rdma(&e))?;
-    let mine = node.local_info().to_bytes();
-    let blobs =
-        crate::rendezvous::exchange(&spec.cluster, spec.id, &mine, spec.rendezvous_timeout)?;
+    let shape = spec.log.shape();
+    // Least privilege: the node's memory is registered as its region plan says (acceptor
+    // words read + atomics, each proposer's value buffers writable by that proposer only,
+    // the heartbeat read-only), and each peer receives only the keys meant for it.
+    let mut node = VerbsNode::with_plan(
+        shape.layout(),
+        velos_rdma::NodeId(spec.id),
+        1,
+        &shape.region_plan(spec.id),
+        VerbsOptions::from_env(),
+    )
+    .map_err(|e| rdma(&e))?;
+    let mine: BTreeMap<u16, Vec<u8>> = (0..spec.log.replicas)
+        .map(|peer| {
+            let info = node.local_info_for(velos_rdma::NodeId(peer));
+            (peer, info.to_bytes())
+        })
+        .collect();
+    let blobs = crate::rendezvous::exchange_each(
+        &spec.cluster,
+        spec.id,
+        |peer| mine[&peer].clone(),
+        spec.rendezvous_timeout,
+    )?;
     let mut peers = BTreeMap::new();
     for (peer, blob) in blobs {
-        let info = NodeInfo::from_bytes(&blob).map_err(|e| rdma(&e))?;
+        let info = PeerInfo::from_bytes(&blob).map_err(|e| rdma(&e))?;
         peers.insert(peer, info);
     }
-    node.connect(&peers).map_err(|e| rdma(&e))?;
+    // This node reaches its own memory through loopback, with its own keys.
+    peers.insert(spec.id, node.local_info_for(velos_rdma::NodeId(spec.id)));
+    node.connect_peers(&peers).map_err(|e| rdma(&e))?;
     // A barrier: every peer has connected its side before anyone posts to it.
     crate::rendezvous::exchange(
         &spec.cluster,
@@ -127,9 +182,14 @@ fn run_verbs(spec: &NodeSpec, mut on_commit: impl FnMut(Committed)) -> Result<u6
         spec.rendezvous_timeout,
     )?;
     let client = ClientScript {
-        count: spec.values,
+        count: if spec.client == Client::Script {
+            spec.values
+        } else {
+            0
+        },
         size: spec.value_size,
     };
+    let mut driver = Driver::new(spec.client, spec.id, spec.values, spec.value_size);
     let mut replica =
         Replica::new(Shared::new(spec.log.clone()), spec.id, client).map_err(NodeError::Spec)?;
     let mut endpoint = node.endpoint(0).map_err(|e| rdma(&e))?;
@@ -145,6 +205,7 @@ fn run_verbs(spec: &NodeSpec, mut on_commit: impl FnMut(Committed)) -> Result<u6
     let mut reply = Reply::Start;
     let mut applied = 0u64;
     while started.elapsed() < spec.run_for {
+        driver.pump(&mut replica, &mut on_event);
         match replica.resume(reply) {
             Step::Done => break,
             Step::Op(op) => {
@@ -158,13 +219,16 @@ fn run_verbs(spec: &NodeSpec, mut on_commit: impl FnMut(Committed)) -> Result<u6
         }
         for (slot, entry) in replica.take_committed() {
             applied += 1;
-            on_commit(Committed {
+            on_event(Event::Committed {
                 slot,
                 value: entry.iter().map(|b| format!("{b:02x}")).collect(),
             });
         }
     }
-    Ok(applied)
+    Ok(NodeReport {
+        applied,
+        latency: driver.latency(),
+    })
 }
 
 #[cfg(test)]
@@ -179,6 +243,7 @@ mod tests {
             cluster: ClusterFile::parse(text, "t.toml").unwrap(),
             id,
             log: LogConfig::new(3, 64, 16),
+            client: Client::Script,
             values: 1,
             value_size: 16,
             run_for: Duration::from_millis(1),

@@ -126,14 +126,29 @@ pub fn exchange(
     info: &[u8],
     timeout: Duration,
 ) -> Result<BTreeMap<u16, Vec<u8>>, RendezvousError> {
+    exchange_each(file, me, |_| info.to_vec(), timeout)
+}
+
+/// Exchanges information with every other node of `file` as node `me`, sending each peer
+/// its own (`info_for(peer)`: for example memory keys only that peer may use); returns
+/// what every peer sent this node, by node id. Waits at most `timeout` for the others.
+pub fn exchange_each(
+    file: &ClusterFile,
+    me: u16,
+    info_for: impl Fn(u16) -> Vec<u8> + Sync,
+    timeout: Duration,
+) -> Result<BTreeMap<u16, Vec<u8>>, RendezvousError> {
     if file.node(me).is_none() {
         return Err(RendezvousError::NotAMember(me));
     }
-    let hello = Hello {
-        magic: MAGIC.into(),
-        cluster_id: file.cluster_id.clone(),
-        node: me,
-        info: info.to_vec(),
+    let hello = Greeter {
+        template: Hello {
+            magic: MAGIC.into(),
+            cluster_id: file.cluster_id.clone(),
+            node: me,
+            info: Vec::new(),
+        },
+        info_for: &info_for,
     };
     let deadline = Instant::now() + timeout;
     let address = file
@@ -158,12 +173,29 @@ pub fn exchange(
     Ok(peers)
 }
 
+/// This node's hello, for each peer with that peer's information.
+struct Greeter<'a> {
+    template: Hello,
+    info_for: &'a (dyn Fn(u16) -> Vec<u8> + Sync),
+}
+
+impl Greeter<'_> {
+    /// The hello for `peer`.
+    fn to(&self, peer: u16) -> Hello {
+        Hello {
+            info: (self.info_for)(peer),
+            ..self.template.clone()
+        }
+    }
+}
+
 /// Dials every node below `me` (retrying until it listens) and checks its answer.
 fn dial_lower(
     file: &ClusterFile,
-    hello: &Hello,
+    greeter: &Greeter<'_>,
     deadline: Instant,
 ) -> Result<BTreeMap<u16, Vec<u8>>, RendezvousError> {
+    let hello = &greeter.template;
     let mut peers = BTreeMap::new();
     for peer in 0..hello.node {
         let address = file
@@ -188,7 +220,7 @@ fn dial_lower(
         stream
             .set_read_timeout(Some(remaining.max(Duration::from_millis(10))))
             .map_err(io("setting a read timeout"))?;
-        send(&mut stream, hello).map_err(io(format!("sending to node {peer}")))?;
+        send(&mut stream, &greeter.to(peer)).map_err(io(format!("sending to node {peer}")))?;
         let answer: Answer =
             receive(&mut stream).map_err(io(format!("reading node {peer}'s answer")))?;
         match answer {
@@ -230,10 +262,11 @@ fn mismatch(theirs: &Hello, cluster_id: &str, node: Option<u16>) -> Option<Strin
 /// Accepts every node above `me`, refusing whoever is not one of them.
 fn accept_higher(
     file: &ClusterFile,
-    hello: &Hello,
+    greeter: &Greeter<'_>,
     listener: &TcpListener,
     deadline: Instant,
 ) -> Result<BTreeMap<u16, Vec<u8>>, RendezvousError> {
+    let hello = &greeter.template;
     let me = hello.node;
     let expected: Vec<u16> = (me + 1..file.len() as u16).collect();
     let mut peers = BTreeMap::new();
@@ -290,7 +323,7 @@ fn accept_higher(
                 refusals.push(format!("node {}: {reason}", theirs.node));
             }
             None => {
-                send(&mut stream, &Answer::Accept(hello.clone()))
+                send(&mut stream, &Answer::Accept(greeter.to(theirs.node)))
                     .map_err(io(format!("answering node {}", theirs.node)))?;
                 peers.insert(theirs.node, theirs.info);
             }
@@ -336,6 +369,28 @@ mod tests {
             assert_eq!(ids, others);
             for (n, info) in peers {
                 assert_eq!(info, vec![n as u8; 3]);
+            }
+        }
+    }
+
+    #[test]
+    fn each_peer_receives_the_information_meant_for_it() {
+        let f = file(3, "c1");
+        let results: Vec<_> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..3u16)
+                .map(|me| {
+                    let f = &f;
+                    let info_for = move |peer: u16| vec![me as u8, peer as u8];
+                    s.spawn(move || exchange_each(f, me, info_for, Duration::from_secs(10)))
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        for (me, r) in results.into_iter().enumerate() {
+            let peers = r.unwrap();
+            assert_eq!(peers.len(), 2);
+            for (n, info) in peers {
+                assert_eq!(info, vec![n as u8, me as u8], "node {me} from node {n}");
             }
         }
     }

@@ -18,6 +18,7 @@
 #   VELOS_SOFTROCE_TEST_TIMEOUT  seconds per test executable in the guest (600)
 #   VELOS_SOFTROCE_TEST_ARGS     arguments for every test executable (e.g. --test-threads=1)
 #   VELOS_SOFTROCE_ATOMIC_ITERS  ib_atomic_lat iterations (1000)
+#   VELOS_SOFTROCE_LATENCY_VALUES  values the latency step decides one at a time (1000)
 #   VELOS_SOFTROCE_ACCEL         qemu -accel value (tcg,thread=multi; KVM hangs on PVM hosts)
 #   VELOS_SOFTROCE_SMP, VELOS_SOFTROCE_MEM   guest vCPUs (2) and MiB (2048)
 #   VELOS_SOFTROCE_QEMU          a qemu-system-x86_64 to use instead of the default
@@ -97,35 +98,42 @@ done < "$CACHE/logs/executables.txt"
 # The cluster step: tests/node_cluster.rs (three `velos node` processes) and the velos
 # binary it starts, which the guest finds through VELOS_BIN (cargo's compile-time path
 # does not exist there). Not in tests/: run as its own step, "cluster".
-log "cargo test -p velos --features verbs --release --test node_cluster --no-run; cargo build -p velos --features verbs --release --bin velos"
-(cd "$REPO" && "$CARGO" test -p velos --features verbs --release --test node_cluster --no-run --message-format=json \
+log "cargo test -p velos --features verbs --release --test node_cluster --test node_latency --no-run; cargo build -p velos --features verbs --release --bin velos"
+(cd "$REPO" && "$CARGO" test -p velos --features verbs --release --test node_cluster --test node_latency --no-run --message-format=json \
     && "$CARGO" build -p velos --features verbs --release --bin velos --message-format=json) \
     > "$CACHE/logs/cargo-cluster.json" 2> "$CACHE/logs/cargo-cluster.log" \
     || { tail -30 "$CACHE/logs/cargo-cluster.log"; die "cargo build of the cluster test failed (log: $CACHE/logs/cargo-cluster.log)"; }
-cluster_test=$(jq -r 'select(.reason == "compiler-artifact" and .executable != null
-                             and .profile.test == true and .target.name == "node_cluster")
-                      | .executable' "$CACHE/logs/cargo-cluster.json" | tail -1)
+cargo_test_exe() {   # the test executable of integration test $1
+    jq -r --arg name "$1" 'select(.reason == "compiler-artifact" and .executable != null
+                                  and .profile.test == true and .target.name == $name)
+                           | .executable' "$CACHE/logs/cargo-cluster.json" | tail -1
+}
+cluster_test=$(cargo_test_exe node_cluster)
+latency_test=$(cargo_test_exe node_latency)
 velos_bin=$(jq -r 'select(.reason == "compiler-artifact" and .executable != null
                           and .profile.test == false and .target.name == "velos"
                           and (.target.kind | index("bin")))
                    | .executable' "$CACHE/logs/cargo-cluster.json" | tail -1)
 [ -x "$cluster_test" ] || die "no node_cluster test executable in $CACHE/logs/cargo-cluster.json"
+[ -x "$latency_test" ] || die "no node_latency test executable in $CACHE/logs/cargo-cluster.json"
 [ -x "$velos_bin" ] || die "no velos binary in $CACHE/logs/cargo-cluster.json"
 mkdir -p "$SHARE/cluster"
 install -m755 "$cluster_test" "$SHARE/cluster/node_cluster"
+install -m755 "$latency_test" "$SHARE/cluster/node_latency"
 install -m755 "$velos_bin" "$SHARE/cluster/velos"
 T_CARGO=$(since "$t")
 
 # The guest's steps, in order: a step without a verdict is a failure.
 EXPECTED="rxe_up ibv_devinfo ib_atomic_lat"
 for f in "$SHARE"/tests/*; do EXPECTED="$EXPECTED test/$(basename "$f")"; done
-EXPECTED="$EXPECTED cluster"
+EXPECTED="$EXPECTED cluster latency"
 install -m755 "$HERE/guest/run-tests.sh" "$SHARE/run-tests.sh"
 sq() { printf "'%s'" "$(printf '%s' "$1" | sed "s/'/'\\\\''/g")"; }   # shell-quote for config.env
 {
     echo "ATOMIC_ITERS=$(sq "${VELOS_SOFTROCE_ATOMIC_ITERS:-1000}")"
     echo "TEST_TIMEOUT=$(sq "${VELOS_SOFTROCE_TEST_TIMEOUT:-600}")"
     echo "TEST_ARGS=$(sq "${VELOS_SOFTROCE_TEST_ARGS:-}")"
+    echo "LATENCY_VALUES=$(sq "${VELOS_SOFTROCE_LATENCY_VALUES:-1000}")"
 } > "$SHARE/config.env"
 
 # ---------------------------------------------------------------- boot
@@ -190,6 +198,10 @@ lat=$(sed -n 's/^@@ METRIC ib_atomic_lat_cas_typical_us=//p' <<< "$markers")
 [ -z "$lat" ] || log "ib_atomic_lat CMP_AND_SWAP: t_typical $lat us (TCG; a sanity figure, not performance data)"
 grep '^@@ METRIC cluster_' <<< "$markers" | sed 's/^@@ METRIC //' | while read -r m; do
     log "node_cluster: $m (TCG; a sanity figure, not performance data)"
+done
+# Our decision latency next to the raw compare-and-swap's, from the same boot.
+grep '^@@ METRIC latency_' <<< "$markers" | sed 's/^@@ METRIC //' | while read -r m; do
+    log "node_latency: $m (TCG; target: decision p50 <= 1.3x ib_atomic_lat t_typical)"
 done
 log "times: host deps ${T_DEPS} s, guest ${T_GUEST} s, cargo ${T_CARGO} s, boot ${T_BOOT} s, total $(since "$T_ALL") s"
 log "results: $CACHE/results"

@@ -1,15 +1,18 @@
 //! `velos node`: one replica of a Velos log as a process over real RDMA; the other
 //! processes of the cluster file are its peers. Prints every committed entry as a JSON line
-//! (`{"slot": N, "value": "hex"}`) as it is applied.
+//! (`{"slot": N, "value": "hex"}`) as it is applied; with `--client stdin`, also each
+//! proposal's outcome (`{"proposal": N, "slot": S}` or `{"proposal": N, "error": "..."}`);
+//! with `--client closed-loop`, the decision latencies once every value is decided
+//! (`{"latency": {"count": N, "p50_us": …, …}}`).
 
 use super::sim::parse_duration;
-use clap::Args;
+use clap::{Args, ValueEnum};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 use velos::cluster_file::ClusterFile;
 use velos::core::log::LogConfig;
-use velos::node::{NodeError, NodeSpec, run};
+use velos::node::{Client, NodeError, NodeSpec, run};
 
 /// Arguments of `velos node`.
 #[derive(Args)]
@@ -20,7 +23,12 @@ pub struct NodeArgs {
     /// This node's id in the file.
     #[arg(long)]
     id: u16,
-    /// Values this node proposes while it leads.
+    /// What this node proposes while it leads: `script` pipelines `--values` generated
+    /// values; `closed-loop` proposes them one at a time and reports decision latencies;
+    /// `stdin` proposes each line of standard input (hex) and reports its outcome.
+    #[arg(long, value_enum, default_value_t = ClientArg::Script)]
+    client: ClientArg,
+    /// Values the `script` and `closed-loop` clients propose.
     #[arg(long, default_value_t = 1000)]
     values: u64,
     /// Bytes per value (at least 10).
@@ -48,6 +56,13 @@ pub struct NodeArgs {
     failure_timeout: u64,
 }
 
+#[derive(Clone, Copy, ValueEnum)]
+enum ClientArg {
+    Script,
+    ClosedLoop,
+    Stdin,
+}
+
 /// Runs `velos node`: exit status 2 on bad input, 1 when the node fails.
 pub fn run_cli(a: NodeArgs) -> ExitCode {
     let cluster = match ClusterFile::load(&a.config) {
@@ -65,6 +80,11 @@ pub fn run_cli(a: NodeArgs) -> ExitCode {
         log,
         cluster,
         id: a.id,
+        client: match a.client {
+            ClientArg::Script => Client::Script,
+            ClientArg::ClosedLoop => Client::ClosedLoop,
+            ClientArg::Stdin => Client::Stdin,
+        },
         values: a.values,
         value_size: a.value_size,
         run_for: Duration::from_nanos(a.run_for),
@@ -74,15 +94,22 @@ pub fn run_cli(a: NodeArgs) -> ExitCode {
         eprintln!("velos node: {e}");
         return ExitCode::from(2);
     }
-    let result = run(&spec, |c| {
+    let result = run(&spec, |event| {
         println!(
             "{}",
-            serde_json::to_string(&c).expect("an entry serialises")
+            serde_json::to_string(&event).expect("an event serialises")
         );
     });
     match result {
-        Ok(applied) => {
-            eprintln!("velos node {}: {applied} entries applied", a.id);
+        Ok(report) => {
+            eprintln!("velos node {}: {} entries applied", a.id, report.applied);
+            if let Some(l) = report.latency {
+                eprintln!(
+                    "velos node {}: decision latency over {} proposals: p50 {:.1} us, \
+                     p90 {:.1} us, p99 {:.1} us, max {:.1} us",
+                    a.id, l.count, l.p50_us, l.p90_us, l.p99_us, l.max_us
+                );
+            }
             ExitCode::SUCCESS
         }
         Err(e @ NodeError::NoVerbs) => {

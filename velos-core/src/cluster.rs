@@ -1,6 +1,7 @@
 //! Where everything lives in the registered memory of a Velos cluster.
 
 use crate::proposal::ProposerId;
+use velos_rdma::plan::{Access, Grant};
 use velos_rdma::{Layout, Loc, NodeId};
 
 /// The shape of a cluster's registered memory. Every node is an acceptor and may propose;
@@ -96,5 +97,101 @@ impl ClusterShape {
     /// The registered memory of every node.
     pub fn layout(&self) -> Layout {
         Layout::uniform(self.nodes, self.heartbeat_index() + 1 + self.scratch_words)
+    }
+
+    /// The least remote access `node`'s memory needs (its region plan, see
+    /// [`velos_rdma::plan`]):
+    ///
+    /// * acceptor words: remote atomics (the only way anyone changes them) and reads (the
+    ///   learners' catch-ups), for every node, never a plain write;
+    /// * proposer p's value buffers: written and read by p only, read by every other node
+    ///   (learners and a new leader's adoption read them), so that no proposer can write
+    ///   into another's buffer;
+    /// * the heartbeat counter: read by every node (the owner bumps it with a CPU store);
+    /// * scratch words: nothing (they are the local operands of the node's own requests).
+    pub fn region_plan(&self, node: u16) -> Vec<Grant> {
+        assert!(node < self.nodes, "node {node} of {}", self.nodes);
+        let acceptor_words = 0..self.epochs * self.slots;
+        let mut plan = vec![Grant::new(acceptor_words, Access::ReadAtomic)];
+        for p in 0..self.nodes {
+            let start = self.buffer_base(ProposerId(p), 0);
+            let buffers = start..start + self.slots * self.buffer_words();
+            plan.push(Grant::new(buffers.clone(), Access::ReadWrite).only(NodeId(p)));
+            for reader in (0..self.nodes).filter(|&q| q != p) {
+                plan.push(Grant::new(buffers.clone(), Access::Read).only(NodeId(reader)));
+            }
+        }
+        let beat = self.heartbeat_index();
+        plan.push(Grant::new(beat..beat + 1, Access::Read));
+        debug_assert_eq!(
+            velos_rdma::plan::check_plan(&self.layout(), NodeId(node), &plan),
+            Ok(())
+        );
+        plan
+    }
+
+    /// Every node's region plan, by node.
+    pub fn region_plans(&self) -> Vec<Vec<Grant>> {
+        (0..self.nodes).map(|n| self.region_plan(n)).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use velos_rdma::plan::{RemoteKind, check_plan, permits};
+
+    /// What node `peer` may do to `loc` under its node's plan: (read, write, atomic).
+    fn may(shape: &ClusterShape, peer: u16, loc: Loc) -> (bool, bool, bool) {
+        let plan = shape.region_plan(loc.node.0);
+        let word = loc.offset / 8;
+        let p = |kind| permits(&plan, NodeId(peer), word, kind);
+        (
+            p(RemoteKind::Read),
+            p(RemoteKind::Write),
+            p(RemoteKind::Atomic),
+        )
+    }
+
+    #[test]
+    fn the_region_plan_grants_each_word_the_least_access_it_needs() {
+        let shape = ClusterShape {
+            nodes: 3,
+            slots: 4,
+            epochs: 2,
+            value_words: 2,
+            scratch_words: 5,
+        };
+        for node in 0..3 {
+            let plan = shape.region_plan(node);
+            assert_eq!(check_plan(&shape.layout(), NodeId(node), &plan), Ok(()));
+            for peer in 0..3 {
+                for slot in 0..4 {
+                    for epoch in 0..2 {
+                        let word = shape.epoch_word(node, slot, epoch);
+                        assert_eq!(may(&shape, peer, word), (true, false, true), "{word}");
+                    }
+                    for p in 0..3 {
+                        let own = p == peer;
+                        let proposer = ProposerId(p);
+                        let words = [
+                            shape.value_stamp(node, proposer, slot),
+                            shape.value_word(node, proposer, slot, 0),
+                            shape.value_word(node, proposer, slot, 1),
+                            shape.value_end_stamp(node, proposer, slot),
+                        ];
+                        for loc in words {
+                            assert_eq!(may(&shape, peer, loc), (true, own, false), "{loc}");
+                        }
+                    }
+                }
+                let beat = shape.heartbeat(node);
+                assert_eq!(may(&shape, peer, beat), (true, false, false));
+                for i in 0..5 {
+                    let scratch = shape.scratch(node, i);
+                    assert_eq!(may(&shape, peer, scratch), (false, false, false));
+                }
+            }
+        }
     }
 }

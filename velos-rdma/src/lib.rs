@@ -49,6 +49,7 @@ mod layout;
 mod layout_builder;
 pub mod mem;
 mod op;
+pub mod plan;
 mod process;
 mod shared;
 pub mod sync;

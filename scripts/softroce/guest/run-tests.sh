@@ -12,6 +12,7 @@ DEV=rxe0
 ATOMIC_ITERS=1000
 TEST_TIMEOUT=600
 TEST_ARGS=
+LATENCY_VALUES=1000
 [ -f "$SHARE/config.env" ] && . "$SHARE/config.env"
 fails=0
 
@@ -109,6 +110,35 @@ if [ -x "$SHARE/cluster/node_cluster" ]; then
     else
         show "$log"
         [ $rc -eq 124 ] && fail cluster "timed out after $TEST_TIMEOUT s" || fail cluster "exit status $rc"
+    fi
+fi
+
+# ---------------------------------------------------------------- latency
+# tests/node_latency.rs: three `velos node` processes, node 0 deciding LATENCY_VALUES
+# values one at a time; its decision latency is set next to ib_atomic_lat's t_typical
+# (perftest's median) from above. The target (p50 <= 1.3x) is reported, not asserted:
+# under TCG emulation timing is a sanity figure.
+if [ -x "$SHARE/cluster/node_latency" ]; then
+    step latency
+    log=$OUT/latency.txt
+    (cd /tmp && VELOS_BIN=$SHARE/cluster/velos VELOS_LATENCY_VALUES=$LATENCY_VALUES \
+        timeout "$TEST_TIMEOUT" "$SHARE/cluster/node_latency" --nocapture) > "$log" 2>&1; rc=$?
+    grep -E '^(test result:|decision latency)' "$log" | sed 's/^/    /'
+    p50=$(sed -n 's/^decision latency: .* p50 \([0-9.]*\) us.*/\1/p' "$log")
+    cas=$(sed -n 's/^ib_atomic_lat .* t_typical=\([0-9.]*\) us.*/\1/p' "$OUT/atomic_latency.txt" 2>/dev/null)
+    if [ -n "$p50" ]; then
+        echo "@@ METRIC latency_decision_p50_us=$p50"
+        if [ -n "$cas" ]; then
+            ratio=$(awk -v a="$p50" -v b="$cas" 'BEGIN { printf "%.2f", a / b }')
+            echo "    decision p50 $p50 us, ib_atomic_lat CAS t_typical $cas us: ratio $ratio (target <= 1.3)" | tee "$OUT/latency_ratio.txt"
+            echo "@@ METRIC latency_ratio_to_ib_atomic_lat=$ratio"
+        fi
+    fi
+    if [ $rc -eq 0 ] && grep -q '^test result: ok. 1 passed' "$log"; then
+        pass latency
+    else
+        show "$log"
+        [ $rc -eq 124 ] && fail latency "timed out after $TEST_TIMEOUT s" || fail latency "exit status $rc"
     fi
 fi
 

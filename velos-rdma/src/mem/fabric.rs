@@ -8,6 +8,7 @@ use crate::endpoint::drive;
 use crate::error::RdmaError;
 use crate::ids::{Loc, NodeId};
 use crate::layout::Layout;
+use crate::plan::{Grant, check_plan};
 use crate::process::Process;
 use crossbeam_channel::Sender;
 use std::panic;
@@ -64,7 +65,34 @@ impl MemFabric {
 
     /// A fabric with zeroed memory for `layout` and the given options.
     pub fn with_options(layout: Layout, options: MemOptions) -> MemFabric {
-        let memory = Arc::new(Memory::new(layout));
+        MemFabric::build(Memory::new(layout), options)
+    }
+
+    /// A fabric whose nodes' memories are reachable only as their region plans say (one
+    /// plan per node, see [`crate::plan`]): a remote operation the target's plan does not
+    /// grant its source node fails with [`RdmaError::RemoteAccess`] and puts the queue
+    /// pairs from the source towards the target into the error state, as on a NIC.
+    /// `Err` names the first plan that does not pass [`crate::plan::check_plan`].
+    pub fn with_plans(
+        layout: Layout,
+        options: MemOptions,
+        plans: Vec<Vec<Grant>>,
+    ) -> Result<MemFabric, String> {
+        if plans.len() != usize::from(layout.nodes()) {
+            return Err(format!(
+                "{} plans for {} nodes",
+                plans.len(),
+                layout.nodes()
+            ));
+        }
+        for (node, plan) in layout.node_ids().zip(&plans) {
+            check_plan(&layout, node, plan).map_err(|e| format!("the plan of {node}: {e}"))?;
+        }
+        Ok(MemFabric::build(Memory::with_plans(layout, plans), options))
+    }
+
+    fn build(memory: Memory, options: MemOptions) -> MemFabric {
+        let memory = Arc::new(memory);
         let workers = match options.mode {
             Mode::Inline => Vec::new(),
             Mode::Worker => memory

@@ -3,6 +3,7 @@
 use crate::error::RdmaError;
 use crate::ids::{Loc, NodeId};
 use crate::layout::Layout;
+use crate::plan::{Grant, RemoteKind, permits};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 /// Node memories as atomic words, plus which nodes crashed and which queue pairs are broken.
@@ -19,6 +20,8 @@ pub(crate) struct Memory {
     /// Per (from, to) pair, row-major: whether queue pairs from `from` towards `to` are in
     /// the error state.
     queue_pair_error: Vec<AtomicBool>,
+    /// Per node, its region plan, or `None`: every remote access allowed.
+    plans: Option<Vec<Vec<Grant>>>,
 }
 
 impl Memory {
@@ -34,6 +37,40 @@ impl Memory {
             words,
             crashed: (0..nodes).map(|_| AtomicBool::new(false)).collect(),
             queue_pair_error: (0..nodes * nodes).map(|_| AtomicBool::new(false)).collect(),
+            plans: None,
+        }
+    }
+
+    /// Zeroed memory for `layout` whose remote accesses `plans` (one checked plan per
+    /// node) restrict.
+    pub(crate) fn with_plans(layout: Layout, plans: Vec<Vec<Grant>>) -> Memory {
+        assert_eq!(
+            plans.len(),
+            usize::from(layout.nodes()),
+            "one plan per node"
+        );
+        Memory {
+            plans: Some(plans),
+            ..Memory::new(layout)
+        }
+    }
+
+    /// `Err(RemoteAccess)` unless the plan of `remote`'s node lets `source` make an access
+    /// of `kind` there (always `Ok` without plans); `remote` is a checked location.
+    pub(crate) fn permit(
+        &self,
+        source: NodeId,
+        remote: Loc,
+        kind: RemoteKind,
+    ) -> Result<(), RdmaError> {
+        let Some(plans) = &self.plans else {
+            return Ok(());
+        };
+        let word = remote.offset / 8;
+        if permits(&plans[remote.node.index()], source, word, kind) {
+            Ok(())
+        } else {
+            Err(RdmaError::RemoteAccess { loc: remote })
         }
     }
 

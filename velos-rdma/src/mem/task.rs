@@ -4,6 +4,7 @@ use super::memory::Memory;
 use crate::error::RdmaError;
 use crate::ids::{Loc, NodeId};
 use crate::op::{Op, Rmw};
+use crate::plan::RemoteKind;
 use std::sync::atomic::Ordering;
 
 /// A remote operation on the queue pair from `source` towards `target`.
@@ -66,13 +67,18 @@ impl Task {
         Ok(Task {
             source,
             target: remote.node,
-            access: Access::check(op, memory),
+            access: Access::check(op, source, memory),
         })
     }
 
     /// Executes the task in full: the local read, the remote access and the local write.
     pub(crate) fn execute(&self, memory: &Memory) -> Result<(), RdmaError> {
         memory.queue_pair(self.source, self.target)?;
+        if let Err(e @ RdmaError::RemoteAccess { .. }) = &self.access {
+            // As on a NIC: an access the target's plan refuses breaks the queue pair.
+            memory.set_queue_pair_error(self.source, self.target);
+            return Err(e.clone());
+        }
         let local = |index| memory.word_at(self.source, index);
         let remote = |index| memory.word_at(self.target, index);
         match self.access.clone()? {
@@ -104,9 +110,18 @@ impl Task {
 }
 
 impl Access {
-    /// The accesses of `op` with their word indices, or the first address error.
-    fn check(op: &Op, memory: &Memory) -> Result<Access, RdmaError> {
+    /// The accesses of `op` posted on `source` with their word indices, or the first
+    /// address error, or the access the target's region plan refuses.
+    fn check(op: &Op, source: NodeId, memory: &Memory) -> Result<Access, RdmaError> {
         let index = |loc: Loc| memory.layout().check(loc);
+        let (remote, kind) = match *op {
+            Op::Put { remote, .. } | Op::PutInline { remote, .. } => (remote, RemoteKind::Write),
+            Op::Get { remote, .. } => (remote, RemoteKind::Read),
+            Op::Atomic { remote, .. } => (remote, RemoteKind::Atomic),
+            _ => unreachable!("checked by Task::post"),
+        };
+        index(remote)?;
+        memory.permit(source, remote, kind)?;
         Ok(match *op {
             Op::Put { remote, local, .. } => Access::Put {
                 local: index(local)?,

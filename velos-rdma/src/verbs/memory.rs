@@ -4,10 +4,10 @@
 
 use super::error::VerbsError;
 use super::info::RemoteRange;
-use super::plan::Grant;
 use crate::error::RdmaError;
 use crate::ids::{Loc, NodeId};
 use crate::layout::Layout;
+use crate::plan::Grant;
 use sideway::ibverbs::AccessFlags;
 use sideway::ibverbs::memory_region::MemoryRegion;
 use sideway::ibverbs::protection_domain::ProtectionDomain;
@@ -143,7 +143,7 @@ impl Memory {
                             pd.reg_mr(
                                 words[start..].as_ptr() as usize,
                                 count * size_of::<AtomicU64>(),
-                                grant.access.flags(),
+                                super::plan::flags(grant.access),
                             )
                         }
                         .map_err(|e| VerbsError::verbs("ibv_reg_mr", e))?;

@@ -59,10 +59,10 @@ mod node;
 mod plan;
 mod request;
 
+pub use crate::plan::{Access, Grant};
 pub use device::VerbsOptions;
 pub use endpoint::VerbsEndpoint;
 pub use error::VerbsError;
 pub use fabric::VerbsFabric;
 pub use info::{NodeInfo, PeerInfo, RemoteRange};
 pub use node::VerbsNode;
-pub use plan::{Access, Grant};
