@@ -162,6 +162,28 @@ fn a_stream_of_puts_is_mostly_unsignaled_and_every_work_id_completes() {
         let value = Reply::Value(expected[remote]);
         assert_eq!(endpoint.execute(&Op::Load { loc: local }), value);
     }
+
+    // A global fence and a wait-any after a burst: both see every put complete.
+    let base = WorkId(70);
+    for i in 0..100 {
+        let op = put_inline(w(1, i % WORDS), 5000 + u64::from(i), WorkId(70 + i % 2));
+        assert_eq!(endpoint.execute(&op), Reply::Done);
+    }
+    let fence = endpoint.execute(&Op::GlobalFence { node: NodeId(1) });
+    assert_eq!(fence, Reply::Done);
+    for i in 36..100 {
+        assert_eq!(fabric.read(w(1, i % WORDS)), Ok(5000 + u64::from(i)));
+    }
+    for i in 0..100 {
+        let op = put_inline(w(2, i % WORDS), 6000 + u64::from(i), WorkId(71));
+        assert_eq!(endpoint.execute(&op), Reply::Done);
+    }
+    let any = Op::WaitAny { base, mask: 0b10 };
+    assert_eq!(endpoint.execute(&any), Reply::Value(1));
+    for i in 36..100 {
+        assert_eq!(fabric.read(w(2, i % WORDS)), Ok(6000 + u64::from(i)));
+    }
+
     let counts = endpoint.work_requests();
     drop(endpoint);
     assert_eq!(fabric.work_requests(), counts);
@@ -302,8 +324,9 @@ fn a_failing_unsignaled_put_is_reported_for_its_work_id() {
     assert_eq!(nodes[0].words()[..3], [1, 2, 0]);
 }
 
-/// `bursts` times: `puts` inline puts towards node 1, then a wait; the time of each burst.
-fn bursts(endpoint: &mut VerbsEndpoint<'_>, bursts: usize, puts: u64) -> Vec<Duration> {
+/// `bursts` times: `puts` inline puts towards node 1, then a wait; the time each burst
+/// took to post its puts, and to post them and wait.
+fn bursts(endpoint: &mut VerbsEndpoint<'_>, bursts: usize, puts: u64) -> Vec<[Duration; 2]> {
     (0..bursts)
         .map(|_| {
             let started = Instant::now();
@@ -311,10 +334,22 @@ fn bursts(endpoint: &mut VerbsEndpoint<'_>, bursts: usize, puts: u64) -> Vec<Dur
                 let op = put_inline(w(1, (i % u64::from(WORDS)) as u32), i, WorkId(1));
                 assert_eq!(endpoint.execute(&op), Reply::Done);
             }
+            let posted = started.elapsed();
             assert_eq!(endpoint.execute(&wait(WorkId(1))), Reply::Done);
-            started.elapsed()
+            [posted, started.elapsed()]
         })
         .collect()
+}
+
+/// The median, minimum and maximum of `times`, in microseconds.
+fn spread(mut times: Vec<Duration>) -> [f64; 3] {
+    times.sort();
+    let us = |d: Duration| d.as_secs_f64() * 1e6;
+    [
+        us(times[times.len() / 2]),
+        us(times[0]),
+        us(times[times.len() - 1]),
+    ]
 }
 
 /// A burst of puts and one wait, with every request signaled and with periodic
@@ -328,7 +363,7 @@ fn signaled_all_against_periodic_signaling() {
     const PUTS: u64 = 256;
     const BURSTS: usize = 10;
     let periodic = fabric.options().queue_depth / 4;
-    let mut times: BTreeMap<u32, Vec<Duration>> = BTreeMap::new();
+    let mut times: BTreeMap<u32, Vec<[Duration; 2]>> = BTreeMap::new();
     let mut counts: BTreeMap<u32, WorkRequests> = BTreeMap::new();
     // Alternating, so that both see the same machine.
     for _ in 0..3 {
@@ -345,17 +380,15 @@ fn signaled_all_against_periodic_signaling() {
     assert_eq!(all.flushes, 0);
     let some = counts[&periodic];
     assert!(some.signaled * 4 < some.posted, "{some:?}");
-    for (interval, mut times) in times {
-        times.sort();
-        let median = times[times.len() / 2];
-        let per_put = median.as_secs_f64() * 1e6 / PUTS as f64;
+    for (interval, times) in times {
+        let bursts = times.len();
+        let [post, post_min, post_max] = spread(times.iter().map(|t| t[0]).collect());
+        let [all, all_min, all_max] = spread(times.iter().map(|t| t[1]).collect());
+        let per_put = all / PUTS as f64;
         println!(
-            "{test}: interval {interval}: {PUTS} puts + wait, median {:.0} us ({per_put:.2} \
-             us/put), min {:.0} us, max {:.0} us over {} bursts; {:?}",
-            median.as_secs_f64() * 1e6,
-            times[0].as_secs_f64() * 1e6,
-            times[times.len() - 1].as_secs_f64() * 1e6,
-            times.len(),
+            "{test}: interval {interval}, {bursts} bursts of {PUTS} puts + wait: \
+             median {all:.0} us ({per_put:.2} us/put; min {all_min:.0}, max {all_max:.0}), \
+             of which posting {post:.0} us (min {post_min:.0}, max {post_max:.0}); {:?}",
             counts[&interval],
         );
     }
