@@ -3,8 +3,10 @@
 //!
 //! Requests of a queue pair complete in posting order (RC send queues complete in order),
 //! so a completion of request `n` on a queue pair completes every earlier request there
-//! too: that is how unsignaled requests would be completed, and how requests refused
-//! before reaching the NIC (bad addresses, broken queue pair) complete in their turn.
+//! too: that is how unsignaled requests complete (see [`super::signaling`]), and how
+//! requests refused before reaching the NIC (bad addresses, broken queue pair) complete
+//! in their turn. A flush's completion completes every request up to the position it
+//! was posted after.
 
 use super::request::Request;
 use crate::error::RdmaError;
@@ -15,6 +17,9 @@ use std::collections::VecDeque;
 /// Bits of a work request id that hold the position on the queue pair; the bits above
 /// hold the target node.
 const QP_SEQ_BITS: u32 = 48;
+/// The bit of a work request id that marks a flush; the position bits then hold the
+/// newest request before it.
+const FLUSH_BIT: u64 = 1 << (QP_SEQ_BITS - 1);
 
 /// Identifies one posted remote operation of an endpoint.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -32,18 +37,26 @@ pub(super) struct Ticket {
 impl Ticket {
     /// The work request id of the ticket's request: target node and queue-pair position.
     pub(super) fn wr_id(&self) -> u64 {
-        assert!(
-            self.qp_seq < 1 << QP_SEQ_BITS,
-            "queue-pair position overflow"
-        );
-        (u64::from(self.target.0) << QP_SEQ_BITS) | self.qp_seq
+        wr_id(self.target, self.qp_seq)
     }
 
-    /// The target node and queue-pair position a work request id names.
-    pub(super) fn decode(wr_id: u64) -> (NodeId, u64) {
-        let target = u16::try_from(wr_id >> QP_SEQ_BITS).expect("a work request id of ours");
-        (NodeId(target), wr_id & ((1 << QP_SEQ_BITS) - 1))
+    /// The work request id of a flush towards `target` posted after request `qp_seq`.
+    pub(super) fn flush_wr_id(target: NodeId, qp_seq: u64) -> u64 {
+        wr_id(target, qp_seq) | FLUSH_BIT
     }
+
+    /// The target node and queue-pair position a work request id names, and whether it is
+    /// a flush's.
+    pub(super) fn decode(wr_id: u64) -> (NodeId, u64, bool) {
+        let target = u16::try_from(wr_id >> QP_SEQ_BITS).expect("a work request id of ours");
+        let flush = wr_id & FLUSH_BIT != 0;
+        (NodeId(target), wr_id & (FLUSH_BIT - 1), flush)
+    }
+}
+
+fn wr_id(target: NodeId, qp_seq: u64) -> u64 {
+    assert!(qp_seq < FLUSH_BIT, "queue-pair position overflow");
+    (u64::from(target.0) << QP_SEQ_BITS) | qp_seq
 }
 
 /// A request not completed yet.
@@ -63,6 +76,9 @@ pub(super) struct Completions {
     completed: Vec<u64>,
     /// Completed requests that failed and whose failure nobody has reported yet.
     failures: Vec<(Ticket, RdmaError)>,
+    /// Per target node: the flush on the NIC, by the position of the newest request
+    /// before it (at most one per queue pair).
+    flushes: Vec<Option<u64>>,
 }
 
 impl Completions {
@@ -72,6 +88,7 @@ impl Completions {
             outstanding: vec![VecDeque::new(); nodes],
             completed: vec![0; nodes],
             failures: Vec::new(),
+            flushes: vec![None; nodes],
         }
     }
 
@@ -93,19 +110,40 @@ impl Completions {
         self.outstanding[target.index()].len()
     }
 
-    /// How many requests on the queue pair towards `target` went to the NIC and have not
-    /// completed.
+    /// How many work requests on the queue pair towards `target` went to the NIC and have
+    /// not completed (the flush included).
     pub(super) fn in_flight(&self, target: NodeId) -> usize {
+        let flush = usize::from(self.flushes[target.index()].is_some());
         self.outstanding[target.index()]
             .iter()
             .filter(|o| o.fate.is_ok())
             .count()
+            + flush
+    }
+
+    /// Records a flush handed to the NIC on the queue pair towards `target` after request
+    /// `qp_seq`.
+    pub(super) fn flushing(&mut self, target: NodeId, qp_seq: u64) {
+        let flush = &mut self.flushes[target.index()];
+        assert!(flush.is_none(), "one flush per queue pair at a time");
+        *flush = Some(qp_seq);
+    }
+
+    /// Whether a flush is on the NIC on the queue pair towards `target`.
+    pub(super) fn flush_in_flight(&self, target: NodeId) -> bool {
+        self.flushes[target.index()].is_some()
+    }
+
+    /// Whether no flush is on the NIC on any queue pair.
+    pub(super) fn no_flush_in_flight(&self) -> bool {
+        self.flushes.iter().all(Option::is_none)
     }
 
     /// Completes every request on the queue pair towards `target`, in order: those on the
     /// NIC with `error` (their completions are lost or will be ignored), refused ones with
-    /// their own error.
+    /// their own error. A flush on the NIC is forgotten (its completion will be ignored).
     pub(super) fn expire(&mut self, target: NodeId, error: &RdmaError) {
+        self.flushes[target.index()] = None;
         let queue = std::mem::take(&mut self.outstanding[target.index()]);
         for front in queue {
             let result = match front.fate {
@@ -126,15 +164,27 @@ impl Completions {
     /// It completes every earlier request on its queue pair as well. Returns the target
     /// node and whether the completion was an error (the queue pair is then in the error
     /// state). A completion for no outstanding request (none is expected) is ignored.
+    ///
+    /// The completion of a flush completes every request up to the one it was posted
+    /// after, successfully: a request of those that failed had an error completion of
+    /// its own, which came first (completions are in order, and one in error is always
+    /// generated). If the flush itself failed, the queue pair is in the error state.
     pub(super) fn work_completion(&mut self, wr_id: u64, status: u32) -> Option<(NodeId, bool)> {
-        let (target, qp_seq) = Ticket::decode(wr_id);
-        let queue = self.outstanding.get_mut(target.index())?;
-        if !queue.iter().any(|o| o.ticket.qp_seq == qp_seq) {
+        let (target, qp_seq, flush) = Ticket::decode(wr_id);
+        let t = target.index();
+        let queue = self.outstanding.get_mut(t)?;
+        if flush {
+            if self.flushes[t] != Some(qp_seq) {
+                return None;
+            }
+            self.flushes[t] = None;
+        } else if !queue.iter().any(|o| o.ticket.qp_seq == qp_seq) {
             return None;
         }
         let failed = status != WorkCompletionStatus::Success as u32;
-        while let Some(front) = queue.pop_front() {
-            let done = front.ticket.qp_seq == qp_seq;
+        while queue.front().is_some_and(|o| o.ticket.qp_seq <= qp_seq) {
+            let front = queue.pop_front().expect("checked");
+            let done = front.ticket.qp_seq == qp_seq && !flush;
             let result = match front.fate {
                 Err(error) => Err(error),
                 Ok(request) if done && failed => Err(request.failure(status)),
@@ -146,12 +196,9 @@ impl Completions {
                 front.ticket,
                 result,
             );
-            if done {
-                break;
-            }
         }
         self.complete_refused(target);
-        assert!(self.completed[target.index()] >= qp_seq);
+        assert!(self.completed[t] >= qp_seq);
         Some((target, failed))
     }
 
@@ -230,108 +277,4 @@ impl Completions {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::{Completions, Ticket};
-    use crate::error::RdmaError;
-    use crate::ids::{Loc, NodeId, WorkId};
-    use crate::verbs::request::{Request, Verb};
-    use sideway::ibverbs::completion::WorkCompletionStatus;
-
-    fn ticket(seq: u64, target: u16, qp_seq: u64) -> Ticket {
-        Ticket {
-            seq,
-            target: NodeId(target),
-            qp_seq,
-            work_id: WorkId(1),
-        }
-    }
-
-    fn inline_put(target: u16) -> Request {
-        Request {
-            remote: Loc::word(NodeId(target), 0),
-            verb: Verb::WriteInline { value: 7 },
-        }
-    }
-
-    #[test]
-    fn work_request_ids_name_the_queue_pair_and_position() {
-        let t = ticket(9, 3, 5);
-        assert_eq!(Ticket::decode(t.wr_id()), (NodeId(3), 5));
-    }
-
-    #[test]
-    fn a_completion_completes_the_earlier_requests_of_its_queue_pair() {
-        let mut c = Completions::new(2);
-        c.posted(ticket(1, 1, 1), inline_put(1));
-        c.posted(ticket(2, 1, 2), inline_put(1));
-        assert_eq!(c.outstanding(NodeId(1)), 2);
-        assert_eq!(
-            c.work_completion(ticket(2, 1, 2).wr_id(), 0),
-            Some((NodeId(1), false))
-        );
-        assert_eq!(c.completed(NodeId(1)), 2);
-        assert!(c.covers(&[0, 2]));
-        assert_eq!(c.take_failure(|_| true), None);
-        // Nothing outstanding any more: a stray completion is ignored.
-        assert_eq!(c.work_completion(ticket(2, 1, 2).wr_id(), 0), None);
-    }
-
-    #[test]
-    fn refused_requests_complete_in_their_turn_with_their_error() {
-        let mut c = Completions::new(2);
-        let oob = RdmaError::OutOfBounds {
-            loc: Loc::word(NodeId(1), 99),
-        };
-        c.posted(ticket(1, 1, 1), inline_put(1));
-        c.refused(ticket(2, 1, 2), oob.clone());
-        assert_eq!(c.completed(NodeId(1)), 0);
-        c.work_completion(ticket(1, 1, 1).wr_id(), 0);
-        assert_eq!(c.completed(NodeId(1)), 2);
-        assert_eq!(c.take_failure(|t| t.qp_seq == 2), Some(oob));
-    }
-
-    #[test]
-    fn a_failed_completion_reports_its_cause_and_the_flushed_ones_the_queue_pair() {
-        let mut c = Completions::new(2);
-        c.posted(ticket(1, 1, 1), inline_put(1));
-        c.posted(ticket(2, 1, 2), inline_put(1));
-        let access = WorkCompletionStatus::RemoteAccessError as u32;
-        let flushed = WorkCompletionStatus::WorkRequestFlushedError as u32;
-        assert_eq!(
-            c.work_completion(ticket(1, 1, 1).wr_id(), access),
-            Some((NodeId(1), true))
-        );
-        c.work_completion(ticket(2, 1, 2).wr_id(), flushed);
-        assert_eq!(
-            c.take_failure(|t| t.seq == 2),
-            Some(RdmaError::QueuePairError { node: NodeId(1) })
-        );
-        assert_eq!(
-            c.take_failure(|_| true),
-            Some(RdmaError::RemoteAccess {
-                loc: Loc::word(NodeId(1), 0)
-            })
-        );
-    }
-
-    #[test]
-    fn expiring_fails_the_requests_on_the_nic_and_keeps_the_refused_ones_errors() {
-        let mut c = Completions::new(2);
-        let oob = RdmaError::OutOfBounds {
-            loc: Loc::word(NodeId(1), 99),
-        };
-        let crashed = RdmaError::RemoteCrashed { node: NodeId(1) };
-        c.posted(ticket(1, 1, 1), inline_put(1));
-        c.refused(ticket(2, 1, 2), oob.clone());
-        c.posted(ticket(3, 1, 3), inline_put(1));
-        assert_eq!(c.in_flight(NodeId(1)), 2);
-        c.expire(NodeId(1), &crashed);
-        assert_eq!(c.in_flight(NodeId(1)), 0);
-        assert_eq!(c.completed(NodeId(1)), 3);
-        // A late completion of an expired request is ignored.
-        assert_eq!(c.work_completion(ticket(1, 1, 1).wr_id(), 0), None);
-        assert_eq!(c.take_failure(|t| t.seq == 2), Some(oob));
-        assert_eq!(c.take_failure(|t| t.seq == 3), Some(crashed.clone()));
-        assert_eq!(c.take_failure(|_| true), Some(crashed));
-    }
-}
+mod tests;

@@ -83,14 +83,15 @@ impl Lane {
     }
 }
 
-/// A completion queue for the requesters of one lane. Every request is signaled and at
-/// most `depth` are outstanding per queue pair, so it cannot overflow.
+/// A completion queue for the requesters of one lane. At most `depth` requests and one
+/// flush are outstanding per queue pair, so it cannot overflow even when every one of
+/// them completes with an error (errors produce completions for unsignaled requests too).
 fn completion_queue(
     device: &Device,
     layout: &Layout,
     depth: u32,
 ) -> Result<Arc<ExtendedCompletionQueue>, VerbsError> {
-    let cqe = depth.saturating_mul(u32::from(layout.nodes()));
+    let cqe = send_queue_slots(depth).saturating_mul(u32::from(layout.nodes()));
     assert!(cqe >= 1);
     device
         .context
@@ -98,6 +99,12 @@ fn completion_queue(
         .setup_cqe(cqe)
         .build_ex()
         .map_err(|e| VerbsError::verbs("ibv_create_cq_ex", e))
+}
+
+/// The send-queue slots of a requester for `depth` outstanding requests: one more, for
+/// the flush (see [`super::signaling`]).
+fn send_queue_slots(depth: u32) -> u32 {
+    depth.saturating_add(1)
 }
 
 /// The far end of a connection, as the near end addresses it.
@@ -192,7 +199,7 @@ impl Connection {
         assert!(depth >= 1);
         let connection = Connection {
             target,
-            requester: create_qp(device, cq, depth, MAX_INLINE)?,
+            requester: create_qp(device, cq, send_queue_slots(depth), MAX_INLINE)?,
             responder: None,
             broken: false,
         };
@@ -239,17 +246,14 @@ impl Connection {
         Ok(())
     }
 
-    /// Posts `request` (its addresses checked) as work request `wr_id`, signaled, fenced
-    /// behind every earlier read and atomic if `fence`. `Err` if the post is refused (the
-    /// queue pair is then treated as broken).
-    ///
-    /// Every request is signaled for now. Unsignaled requests would go here: signal one
-    /// in N, and let its completion complete the unsignaled ones before it (the
-    /// endpoint's completion bookkeeping already completes everything up to a completed
-    /// request on a queue pair).
+    /// Posts `request` (its addresses checked) as work request `wr_id`, signaled if
+    /// `signaled` (see [`super::signaling`] for which are), fenced behind every earlier
+    /// read and atomic if `fence`. `Err` if the post is refused (the queue pair is then
+    /// treated as broken).
     pub(super) fn post(
         &mut self,
         wr_id: u64,
+        signaled: bool,
         fence: bool,
         request: &Request,
         remote: WordAddress,
@@ -261,7 +265,11 @@ impl Connection {
             "request on the wrong queue pair"
         );
         assert!(!self.broken, "posting on a broken queue pair");
-        let mut flags = WorkRequestFlags::Signaled;
+        let mut flags = if signaled {
+            WorkRequestFlags::Signaled
+        } else {
+            WorkRequestFlags::none()
+        };
         if fence {
             flags |= WorkRequestFlags::Fence;
         }
@@ -301,14 +309,35 @@ impl Connection {
             // before it goes away.
             unsafe { sge.setup_sge(local.key, local.addr, 8) };
         }
-        let posted = guard.post().map_err(|error| {
-            let message = VerbsError::verbs("ibv_wr_complete", error).to_string();
-            self.broken = true;
-            message
-        });
-        assert!(posted.is_err() || !self.broken);
+        let posted = hand_over(guard);
+        self.broken |= posted.is_err();
         posted
     }
+
+    /// Posts a flush as work request `wr_id`: a signaled zero-length RDMA WRITE to
+    /// `remote` (the remote word of the newest put, with its key), whose completion
+    /// reports every earlier request of the queue pair complete. `Err` as for
+    /// [`Connection::post`].
+    pub(super) fn post_flush(&mut self, wr_id: u64, remote: WordAddress) -> Result<(), String> {
+        assert!(!self.broken, "flushing a broken queue pair");
+        let mut guard = self.requester.start_post_send();
+        let wr = guard.construct_wr(wr_id, WorkRequestFlags::Signaled);
+        let sge = wr.setup_write(remote.key, remote.addr);
+        // SAFETY: an empty scatter/gather list hands the NIC no local memory at all; it
+        // is set explicitly because some providers finish building a request only there.
+        unsafe { sge.setup_sge_list(&[]) };
+        let posted = hand_over(guard);
+        self.broken |= posted.is_err();
+        posted
+    }
+}
+
+/// Hands the request built in `guard` to the NIC (`ibv_wr_complete`); `Err` says why the
+/// NIC refused it.
+fn hand_over(guard: impl PostSendGuard) -> Result<(), String> {
+    guard
+        .post()
+        .map_err(|error| VerbsError::verbs("ibv_wr_complete", error).to_string())
 }
 
 impl RemoteQp {

@@ -20,7 +20,9 @@ pub struct VerbsOptions {
     /// link-local GID) is enough for soft-RoCE loopback.
     pub gid_index: u8,
     /// Send-queue depth of each queue pair: at most this many operations of an endpoint
-    /// are outstanding towards one node; posting more first waits for completions.
+    /// are outstanding towards one node; posting more first waits for completions. (The
+    /// send queue has one slot more, for a flush; a quarter of the depth is the default
+    /// [signal interval](super::VerbsEndpoint::signal_interval).)
     pub queue_depth: u32,
     /// How long a thread waiting for completions (`Wait`, `Poll`, `GlobalFence`, a full
     /// send queue, dropping an endpoint) goes without any completion arriving before it

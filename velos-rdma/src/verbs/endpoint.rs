@@ -1,12 +1,16 @@
 //! A thread's endpoint on a [`VerbsFabric`](super::VerbsFabric) or a
 //! [`VerbsNode`](super::VerbsNode): the same request building, completion tracking and
-//! [`Endpoint`] implementation for both, against their [`Host`].
+//! [`Endpoint`] implementation for both, against their [`Host`]. The operations that
+//! wait for completions are in `waits`.
+
+mod waits;
 
 use super::completions::{Completions, Ticket};
 use super::connection::{Connection, Lane};
 use super::error::VerbsError;
 use super::host::{Host, has_node};
 use super::request::Request;
+use super::signaling::{Signaling, WorkRequests, default_interval};
 use crate::endpoint::Endpoint;
 use crate::error::RdmaError;
 use crate::ids::{Loc, NodeId, WorkId};
@@ -28,9 +32,21 @@ const POLL_BATCH: usize = 16;
 /// thread's own node at once, as `SeqCst` atomics; they are the only words this process
 /// touches with the CPU. Remote operations are posted as work
 /// requests on the endpoint's queue pair towards their target node (RDMA WRITE, inline
-/// WRITE, READ, atomic CAS / FAA), every one signaled, and reply [`Reply::Done`] at once;
+/// WRITE, READ, atomic CAS / FAA) and reply [`Reply::Done`] at once;
 /// `Wait`, `Test`, `WaitAny`, `Poll` and `GlobalFence` poll the endpoint's completion
 /// queue. `Rfence` sets the fence flag on the next request towards its node.
+///
+/// # Signaling
+/// Gets and atomics are posted signaled; puts mostly unsignaled: one in
+/// [`signal_interval`](VerbsEndpoint::signal_interval) in a row is signaled, and so is
+/// one on a queue pair with no signaled request outstanding. An unsignaled put completes
+/// with the next signaled request of its queue pair; when a wait (or a test, a poll, a
+/// global fence, a full send queue, dropping the endpoint) needs a put no signaled
+/// request covers, the endpoint posts a *flush*, a signaled zero-length RDMA WRITE, after
+/// it. None of this changes what operations reply: every work id completes, a get's or
+/// atomic's local word is written when its wait returns, and failures are reported as
+/// below, for the operation that failed. [`work_requests`](VerbsEndpoint::work_requests)
+/// counts the signaled requests and flushes.
 ///
 /// # Failures
 /// Exactly as [`MemEndpoint`](crate::mem::MemEndpoint) reports them: a remote operation
@@ -75,6 +91,8 @@ pub struct VerbsEndpoint<'f> {
     /// Per work id not awaited since its last post: per target node, the queue-pair
     /// position of the newest operation with that id (0: none).
     newest: HashMap<WorkId, Vec<u64>>,
+    /// Which requests are signaled; the counts of posted and signaled ones.
+    signaling: Signaling,
     /// Operations executed so far.
     ops: u64,
 }
@@ -99,10 +117,37 @@ impl<'f> VerbsEndpoint<'f> {
             posted: vec![0; nodes],
             polled: vec![0; nodes],
             newest: HashMap::new(),
+            signaling: Signaling::new(nodes, default_interval(host.queue_depth())),
             ops: 0,
         };
         assert_eq!(endpoint.fence.len(), nodes);
         endpoint
+    }
+
+    /// How many work requests this endpoint has posted so far, and how many of them were
+    /// signaled (flushes included).
+    pub fn work_requests(&self) -> WorkRequests {
+        self.signaling.counts()
+    }
+
+    /// At most this many puts in a row go unsignaled on a queue pair, less one; a quarter
+    /// of the queue depth by default ([`VerbsOptions::queue_depth`]).
+    ///
+    /// [`VerbsOptions::queue_depth`]: super::VerbsOptions::queue_depth
+    pub fn signal_interval(&self) -> u32 {
+        self.signaling.interval()
+    }
+
+    /// Sets the signal interval for the requests posted from now on; 1 signals every
+    /// request (as the backend did before it signaled periodically). An interval above
+    /// the queue depth is correct but lets a full send queue hold no signaled request
+    /// before the flush a full queue then needs.
+    ///
+    /// # Panics
+    /// If `every` is 0.
+    pub fn set_signal_interval(&mut self, every: u32) {
+        self.signaling.set_interval(every);
+        assert_eq!(self.signaling.interval(), every);
     }
 
     /// Puts this endpoint's queue pair towards `node` into the error state, on the NIC:
@@ -118,6 +163,9 @@ impl<'f> VerbsEndpoint<'f> {
         let target = self
             .queue_pair(node)
             .map_err(|_| VerbsError::UnknownNode { node })?;
+        // The NIC reports nothing for an unsignaled request that succeeded before the
+        // state change: make a signaled one follow every request first.
+        self.cover(target, self.posted[target], true);
         self.connections[target].force_error()?;
         assert!(self.connections[target].broken());
         Ok(())
@@ -141,9 +189,13 @@ impl<'f> VerbsEndpoint<'f> {
         let request = Request::of(op, self.node, host.layout())?;
         let target = request.target();
         let t = target.index();
-        // Back-pressure: the send queue holds at most `queue_depth` requests.
+        // Back-pressure: the send queue holds at most `queue_depth` requests (and a flush).
         let depth = host.queue_depth() as usize;
-        self.settle(|c| c.outstanding(target) < depth, |_| ());
+        if self.completions.outstanding(target) >= depth {
+            let oldest = self.completions.completed(target) + 1;
+            self.cover(t, oldest, true);
+            self.settle(|c| c.outstanding(target) < depth, |_| ());
+        }
         self.seq += 1;
         self.posted[t] += 1;
         let ticket = Ticket {
@@ -163,9 +215,13 @@ impl<'f> VerbsEndpoint<'f> {
         } else {
             let remote = host.remote(request.remote);
             let local = request.local().map(|local| host.local(local));
-            match connection.post(ticket.wr_id(), self.fence[t], &request, remote, local) {
+            let completed = self.completions.completed(target);
+            let signaled = self.signaling.decide(t, &request.verb, completed);
+            let wr_id = ticket.wr_id();
+            match connection.post(wr_id, signaled, self.fence[t], &request, remote, local) {
                 Ok(()) => {
                     self.fence[t] = false;
+                    self.signaling.posted(t, ticket.qp_seq, signaled, remote);
                     self.completions.posted(ticket, request);
                 }
                 // The send queue refused the request: the queue pair is unusable.
@@ -273,97 +329,6 @@ impl<'f> VerbsEndpoint<'f> {
         }
     }
 
-    /// `Test`: whether every earlier operation with `work_id` has completed (then as
-    /// `wait`), without blocking.
-    fn test(&mut self, work_id: WorkId) -> Result<bool, RdmaError> {
-        let Some(newest) = self.newest.get(&work_id).cloned() else {
-            return Ok(true);
-        };
-        self.poll_cq();
-        if !self.completions.covers(&newest) {
-            return Ok(false);
-        }
-        self.wait(work_id).map(|()| true)
-    }
-
-    /// `WaitAny`: the lowest i in `mask` whose work id `base + i` is complete (then as `wait`).
-    fn wait_any(&mut self, base: WorkId, mask: u64) -> Result<u64, RdmaError> {
-        if mask == 0 {
-            return Err(RdmaError::NothingToWaitFor);
-        }
-        let ids: Vec<(u64, Vec<u64>)> = (0..64u64)
-            .filter(|i| mask & (1 << i) != 0)
-            .map(|i| {
-                let id = WorkId(base.0 + i as u32);
-                (i, self.newest.get(&id).cloned().unwrap_or_default())
-            })
-            .collect();
-        let complete = |c: &Completions| {
-            ids.iter()
-                .find(|(_, n)| n.is_empty() || c.covers(n))
-                .map(|(i, _)| *i)
-        };
-        let i = self.settle(|c| complete(c).is_some(), |c| complete(c).expect("settled"));
-        assert!(mask & (1 << i) != 0);
-        self.wait(WorkId(base.0 + i as u32)).map(|()| i)
-    }
-
-    /// `Wait`: every earlier operation with `work_id` has completed.
-    fn wait(&mut self, work_id: WorkId) -> Result<(), RdmaError> {
-        let Some(newest) = self.newest.remove(&work_id) else {
-            return Ok(());
-        };
-        match self.settle(
-            |completions| completions.covers(&newest),
-            |completions| completions.take_failure(|ticket| ticket.work_id == work_id),
-        ) {
-            None => Ok(()),
-            Some(cause) => Err(RdmaError::WorkFailed {
-                work_id,
-                cause: Box::new(cause),
-            }),
-        }
-    }
-
-    /// `Poll`: the oldest unacknowledged operation on the queue pair towards `node` has
-    /// completed.
-    fn poll(&mut self, node: NodeId) -> Result<(), RdmaError> {
-        let target = self.queue_pair(node)?;
-        // In the model such a poll is never enabled and the thread blocks forever; a real
-        // backend says so instead of hanging.
-        if self.polled[target] >= self.posted[target] {
-            return Err(RdmaError::NothingToPoll { node });
-        }
-        self.polled[target] += 1;
-        let qp_seq = self.polled[target];
-        self.settle(
-            |completions| completions.completed(node) >= qp_seq,
-            |completions| {
-                completions.take_failure(|ticket| ticket.target == node && ticket.qp_seq == qp_seq)
-            },
-        )
-        .map_or(Ok(()), Err)
-    }
-
-    /// `GlobalFence`: every earlier operation towards `node` has completed.
-    ///
-    /// An RC completion of a WRITE means the responder acknowledged it; soft-RoCE places
-    /// the data before acknowledging. On hardware where the acknowledgement may precede
-    /// placement, a READ after the writes would make this stronger.
-    fn global_fence(&mut self, node: NodeId) -> Result<(), RdmaError> {
-        let target = self.queue_pair(node)?;
-        let posted = self.posted[target];
-        self.settle(
-            |completions| completions.completed(node) >= posted,
-            |completions| completions.take_failure(|ticket| ticket.target == node),
-        )
-        .map_or(Ok(()), Err)?;
-        if self.connections[target].broken() {
-            return Err(RdmaError::QueuePairError { node });
-        }
-        Ok(())
-    }
-
     /// The index of the queue pair towards `node`, if `node` exists.
     fn queue_pair(&self, node: NodeId) -> Result<usize, RdmaError> {
         if has_node(self.host.layout(), node) {
@@ -433,14 +398,21 @@ impl Endpoint for VerbsEndpoint<'_> {
 impl Drop for VerbsEndpoint<'_> {
     fn drop(&mut self) {
         // The NIC may still read or write the fabric's words for posted requests: wait for
-        // them before the queue pairs go.
+        // them (and the flushes) before the queue pairs go.
         let posted = std::mem::take(&mut self.posted);
-        self.settle(|completions| completions.covers(&posted), |_| ());
+        for (t, &upto) in posted.iter().enumerate() {
+            self.cover(t, upto, true);
+        }
+        self.settle(
+            |completions| completions.covers(&posted) && completions.no_flush_in_flight(),
+            |_| (),
+        );
         let lane = Lane {
             connections: std::mem::take(&mut self.connections),
             cq: Arc::clone(&self.cq),
             thread: self.thread,
         };
+        self.host.count_work_requests(self.signaling.counts());
         self.host.release(lane, self.ops);
     }
 }

@@ -6,14 +6,15 @@ use super::endpoint::VerbsEndpoint;
 use super::error::VerbsError;
 use super::host::Host;
 use super::memory::{Memory, WordAddress};
+use super::signaling::WorkRequests;
 use crate::endpoint::drive;
 use crate::error::RdmaError;
 use crate::ids::{Loc, NodeId};
 use crate::layout::Layout;
 use crate::process::Process;
 use std::panic;
-use std::sync::Barrier;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Barrier, Mutex, PoisonError};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -32,6 +33,8 @@ pub struct VerbsFabric {
     options: VerbsOptions,
     /// Operations executed by endpoints that have been dropped.
     ops: AtomicU64,
+    /// Work requests posted by endpoints that have been dropped.
+    work_requests: Mutex<WorkRequests>,
     /// When the fabric was made: the zero of every node's clock (`Op::Now`).
     started: Instant,
 }
@@ -60,6 +63,7 @@ impl VerbsFabric {
             device,
             options,
             ops: AtomicU64::new(0),
+            work_requests: Mutex::new(WorkRequests::default()),
             started: Instant::now(),
         };
         assert_eq!(fabric.device.port, fabric.options.port);
@@ -155,6 +159,18 @@ impl VerbsFabric {
     pub fn ops(&self) -> u64 {
         self.ops.load(Ordering::SeqCst)
     }
+
+    /// How many work requests the endpoints of this fabric that have been dropped posted,
+    /// and how many of them were signaled (so every request of a finished [`run`];
+    /// [`VerbsEndpoint::work_requests`] counts a live endpoint's).
+    ///
+    /// [`run`]: VerbsFabric::run
+    pub fn work_requests(&self) -> WorkRequests {
+        *self
+            .work_requests
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
 }
 
 impl Host for VerbsFabric {
@@ -190,5 +206,14 @@ impl Host for VerbsFabric {
     fn release(&self, lane: Lane, ops: u64) {
         drop(lane);
         self.ops.fetch_add(ops, Ordering::SeqCst);
+    }
+
+    fn count_work_requests(&self, counts: WorkRequests) {
+        let mut total = self
+            .work_requests
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        *total += counts;
+        assert!(total.signaled <= total.posted);
     }
 }

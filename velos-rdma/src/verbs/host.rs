@@ -10,6 +10,7 @@
 
 use super::connection::Lane;
 use super::memory::WordAddress;
+use super::signaling::WorkRequests;
 use crate::error::RdmaError;
 use crate::ids::{Loc, NodeId};
 use crate::layout::Layout;
@@ -47,6 +48,12 @@ pub(super) trait Host: Debug + Sync {
     /// An endpoint has gone, after every request it posted completed: takes back its
     /// queue pairs and counts the `ops` operations it executed.
     fn release(&self, lane: Lane, ops: u64);
+
+    /// An endpoint that is going posted `counts` work requests: a host that sums them up
+    /// adds them (by default they are not kept).
+    fn count_work_requests(&self, counts: WorkRequests) {
+        let _ = counts;
+    }
 }
 
 /// Whether `node` is a node of `layout`.

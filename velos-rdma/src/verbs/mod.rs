@@ -36,9 +36,17 @@
 //! atomics are atomic against each other (the model's only requirement); against CPU
 //! accesses that depends on the device.
 //!
+//! # Signaling
+//! Not every work request is signaled: puts mostly go unsignaled and complete with the
+//! next signaled request of their queue pair, or with a *flush* (a signaled zero-length
+//! RDMA WRITE) that a wait posts when nothing signaled follows the put it needs. Gets
+//! and atomics are always signaled. What operations reply does not change; see
+//! [`VerbsEndpoint`] (signaling), `signaling.rs` (the policy and why it is safe) and
+//! [`WorkRequests`] (the counts).
+//!
 //! # Unsafe code
 //! This module is the only place in the crate with `unsafe`: registering memory with the
-//! NIC and handing it local buffers. Each block says why it is sound.
+//! NIC and handing it local buffers (or, for a flush, none). Each block says why it is sound.
 //!
 //! # No device
 //! [`VerbsFabric::open`] fails with [`VerbsError::NoDevice`] on a machine without RDMA
@@ -58,6 +66,7 @@ mod memory;
 mod node;
 mod plan;
 mod request;
+mod signaling;
 
 pub use crate::plan::{Access, Grant};
 pub use device::VerbsOptions;
@@ -66,3 +75,4 @@ pub use error::VerbsError;
 pub use fabric::VerbsFabric;
 pub use info::{NodeInfo, PeerInfo, RemoteRange};
 pub use node::VerbsNode;
+pub use signaling::WorkRequests;
