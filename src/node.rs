@@ -118,6 +118,8 @@ pub struct NodeReport {
     pub applied: u64,
     /// The closed-loop client's decision latencies, if it decided anything.
     pub latency: Option<LatencySummary>,
+    /// RDMA work requests posted, of which signaled, of which flushes.
+    pub work_requests: [u64; 3],
 }
 
 /// Runs the node until `spec.run_for` has passed; `on_event` sees every entry applied, in
@@ -205,7 +207,7 @@ fn run_verbs(spec: &NodeSpec, mut on_event: impl FnMut(Event)) -> Result<NodeRep
     let mut reply = Reply::Start;
     let mut applied = 0u64;
     while started.elapsed() < spec.run_for {
-        driver.pump(&mut replica, &mut on_event);
+        driver.pump(&mut replica, endpoint.work_requests().posted, &mut on_event);
         match replica.resume(reply) {
             Step::Done => break,
             Step::Op(op) => {
@@ -225,9 +227,11 @@ fn run_verbs(spec: &NodeSpec, mut on_event: impl FnMut(Event)) -> Result<NodeRep
             });
         }
     }
+    let counts = endpoint.work_requests();
     Ok(NodeReport {
         applied,
         latency: driver.latency(),
+        work_requests: [counts.posted, counts.signaled, counts.flushes],
     })
 }
 

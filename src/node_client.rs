@@ -56,6 +56,10 @@ pub struct LatencySummary {
     pub p99_us: f64,
     /// Largest.
     pub max_us: f64,
+    /// RDMA work requests the node posted per decision, from the first proposal to the
+    /// last decision (heartbeats and reads included), if the node counts them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub requests_per_decision: Option<f64>,
 }
 
 impl Latencies {
@@ -77,6 +81,7 @@ impl Latencies {
             p90_us: us(self.histogram.value_at_quantile(0.9)),
             p99_us: us(self.histogram.value_at_quantile(0.99)),
             max_us: us(self.histogram.max()),
+            requests_per_decision: None,
         })
     }
 }
@@ -90,6 +95,8 @@ pub struct ClosedLoop {
     pub in_flight: Option<(u64, Instant)>,
     /// Latencies so far.
     pub latencies: Latencies,
+    /// Work requests the node had posted at the first proposal, and at the last decision.
+    pub requests: Option<(u64, u64)>,
 }
 
 /// Runs a [`Client`] against a replica, between the replica's steps.
@@ -145,8 +152,9 @@ impl Driver {
         }
     }
 
-    /// Proposes what the client has to propose now and reports outcomes.
-    pub fn pump(&mut self, replica: &mut Replica, on_event: &mut impl FnMut(Event)) {
+    /// Proposes what the client has to propose now and reports outcomes; `posted` counts
+    /// the RDMA work requests the node has posted so far (0 if it does not count them).
+    pub fn pump(&mut self, replica: &mut Replica, posted: u64, on_event: &mut impl FnMut(Event)) {
         for (id, result) in replica.take_results() {
             if let Some((ours, at)) = self.closed.in_flight
                 && ours == id
@@ -155,6 +163,9 @@ impl Driver {
                 if result.is_ok() {
                     self.closed.latencies.record(at.elapsed());
                     self.closed.remaining -= 1;
+                    if let Some((_, last)) = &mut self.closed.requests {
+                        *last = posted;
+                    }
                 }
             }
             if let Some(line) = self.stdin_in_flight.remove(&id) {
@@ -163,7 +174,12 @@ impl Driver {
         }
         match self.client {
             Client::Script => {}
-            Client::ClosedLoop => self.pump_closed_loop(replica, on_event),
+            Client::ClosedLoop => {
+                if self.closed.requests.is_none() && replica.is_leader() {
+                    self.closed.requests = Some((posted, posted));
+                }
+                self.pump_closed_loop(replica, on_event);
+            }
             Client::Stdin => self.pump_stdin(replica, on_event),
         }
     }
@@ -212,7 +228,13 @@ impl Driver {
 
     /// The closed loop's latencies so far, if it decided anything.
     pub fn latency(&self) -> Option<LatencySummary> {
-        self.closed.latencies.summary()
+        let mut summary = self.closed.latencies.summary()?;
+        if let Some((first, last)) = self.closed.requests
+            && last > first
+        {
+            summary.requests_per_decision = Some((last - first) as f64 / summary.count as f64);
+        }
+        Some(summary)
     }
 }
 

@@ -85,11 +85,15 @@ fn a_leader_decides_values_one_at_a_time_and_reports_its_latency() {
     );
     assert!(field("p50_us") > 0.0 && field("p50_us") <= field("p99_us"));
     println!(
-        "decision latency: count {} p50 {:.1} us p90 {:.1} us p99 {:.1} us max {:.1} us",
+        "decision latency: count {} p50 {:.1} us p90 {:.1} us p99 {:.1} us max {:.1} us; \
+         {} work requests per decision",
         values,
         field("p50_us"),
         field("p90_us"),
         field("p99_us"),
-        field("max_us")
+        field("max_us"),
+        latency["requests_per_decision"]
+            .as_f64()
+            .map_or("?".into(), |r| format!("{r:.1}"))
     );
 }

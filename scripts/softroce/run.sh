@@ -196,11 +196,12 @@ if [ "$failed" != 0 ]; then
 fi
 lat=$(sed -n 's/^@@ METRIC ib_atomic_lat_cas_typical_us=//p' <<< "$markers")
 [ -z "$lat" ] || log "ib_atomic_lat CMP_AND_SWAP: t_typical $lat us (TCG; a sanity figure, not performance data)"
-grep '^@@ METRIC cluster_' <<< "$markers" | sed 's/^@@ METRIC //' | while read -r m; do
+# (grep finds nothing when a step failed early: `|| true`, or pipefail ends the script.)
+{ grep '^@@ METRIC cluster_' <<< "$markers" || true; } | sed 's/^@@ METRIC //' | while read -r m; do
     log "node_cluster: $m (TCG; a sanity figure, not performance data)"
 done
 # Our decision latency next to the raw compare-and-swap's, from the same boot.
-grep '^@@ METRIC latency_' <<< "$markers" | sed 's/^@@ METRIC //' | while read -r m; do
+{ grep '^@@ METRIC latency_' <<< "$markers" || true; } | sed 's/^@@ METRIC //' | while read -r m; do
     log "node_latency: $m (TCG; target: decision p50 <= 1.3x ib_atomic_lat t_typical)"
 done
 log "times: host deps ${T_DEPS} s, guest ${T_GUEST} s, cargo ${T_CARGO} s, boot ${T_BOOT} s, total $(since "$T_ALL") s"

@@ -102,7 +102,12 @@ pub fn run_cli(a: NodeArgs) -> ExitCode {
     });
     match result {
         Ok(report) => {
-            eprintln!("velos node {}: {} entries applied", a.id, report.applied);
+            let [posted, signaled, flushes] = report.work_requests;
+            eprintln!(
+                "velos node {}: {} entries applied; {posted} work requests posted, \
+                 {signaled} signaled ({flushes} flushes)",
+                a.id, report.applied
+            );
             if let Some(l) = report.latency {
                 eprintln!(
                     "velos node {}: decision latency over {} proposals: p50 {:.1} us, \
