@@ -9,6 +9,8 @@ pub mod harness;
 pub mod local;
 pub mod node;
 pub mod rendezvous;
+#[cfg(feature = "verbs")]
+pub mod verbs_litmus;
 
 pub use velos_core as core;
 pub use velos_rdma as rdma;
