@@ -18,6 +18,7 @@
 #   VELOS_SOFTROCE_TEST_TIMEOUT  seconds per test executable in the guest (600)
 #   VELOS_SOFTROCE_TEST_ARGS     arguments for every test executable (e.g. --test-threads=1)
 #   VELOS_SOFTROCE_ATOMIC_ITERS  ib_atomic_lat iterations (1000)
+#   VELOS_SOFTROCE_LITMUS_RUNS   executions per litmus test in the litmus step (40)
 #   VELOS_SOFTROCE_ACCEL         qemu -accel value (tcg,thread=multi; KVM hangs on PVM hosts)
 #   VELOS_SOFTROCE_SMP, VELOS_SOFTROCE_MEM   guest vCPUs (2) and MiB (2048)
 #   VELOS_SOFTROCE_QEMU          a qemu-system-x86_64 to use instead of the default
@@ -128,6 +129,14 @@ sq() { printf "'%s'" "$(printf '%s' "$1" | sed "s/'/'\\\\''/g")"; }   # shell-qu
     echo "TEST_ARGS=$(sq "${VELOS_SOFTROCE_TEST_ARGS:-}")"
 } > "$SHARE/config.env"
 
+# ---------------------------------------------------------------- litmus
+# The litmus step: the suite (velos-sim/litmus) as real executions on rxe0 with
+# the velos binary of the cluster step (`velos litmus --backend verbs`).
+rm -rf "$SHARE/litmus" && cp -r "$REPO/velos-sim/litmus" "$SHARE/litmus"
+EXPECTED="$EXPECTED litmus"
+echo "LITMUS_RUNS=$(sq "${VELOS_SOFTROCE_LITMUS_RUNS:-40}")" >> "$SHARE/config.env"
+# ---------------------------------------------------------------- (end of litmus)
+
 # ---------------------------------------------------------------- boot
 SERIAL=$CACHE/logs/serial.log
 log "booting the guest ($ACCEL, $SMP vCPU, $MEM MiB, timeout $TIMEOUT s; serial: $SERIAL)"
@@ -190,6 +199,11 @@ lat=$(sed -n 's/^@@ METRIC ib_atomic_lat_cas_typical_us=//p' <<< "$markers")
 [ -z "$lat" ] || log "ib_atomic_lat CMP_AND_SWAP: t_typical $lat us (TCG; a sanity figure, not performance data)"
 grep '^@@ METRIC cluster_' <<< "$markers" | sed 's/^@@ METRIC //' | while read -r m; do
     log "node_cluster: $m (TCG; a sanity figure, not performance data)"
+done
+# litmus: the suite's totals on real verbs (coverage = allowed outcomes observed);
+# none when the step failed early (grep finds nothing: not an error here).
+{ grep '^@@ METRIC litmus_' <<< "$markers" || true; } | sed 's/^@@ METRIC //' | while read -r m; do
+    log "litmus: $m"
 done
 log "times: host deps ${T_DEPS} s, guest ${T_GUEST} s, cargo ${T_CARGO} s, boot ${T_BOOT} s, total $(since "$T_ALL") s"
 log "results: $CACHE/results"
