@@ -4,8 +4,14 @@
 //! wraps the fabric.
 //!
 //! One fabric is opened per test (its layout) and reused by every execution of the test;
-//! between executions its words are set back to 0 by CPU stores.
+//! between executions its words are set back to 0 by CPU stores. Each execution starts
+//! the threads in a random order and, four times out of five, pauses them at random
+//! (`jitter.rs`), so that executions do not all run in the one order a barrier start
+//! favours.
 
+mod jitter;
+
+use jitter::Jittered;
 use std::cell::Cell;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
@@ -14,6 +20,7 @@ use velos_rdma::{Layout, Loc, NodeId, RdmaError};
 use velos_sim::litmus::program::LitmusThread;
 use velos_sim::litmus::real::every_word;
 use velos_sim::litmus::{FabricError, LitmusFabric, RealBackend};
+use velos_sim::rng::Rng;
 
 /// The verbs backend: fabrics on one RDMA device (the first, or `VELOS_RDMA_DEVICE`; see
 /// [`VerbsOptions::from_env`]).
@@ -21,24 +28,27 @@ use velos_sim::litmus::{FabricError, LitmusFabric, RealBackend};
 pub struct VerbsBackend {
     options: VerbsOptions,
     device: String,
+    /// Seed of the pauses.
+    seed: u64,
     /// Wall-clock time spent in executions (threads, operations, queue-pair setup).
     busy: Rc<Cell<Duration>>,
 }
 
 impl VerbsBackend {
     /// Opens a one-word fabric to check that the device can be used, with the options of
-    /// the environment.
+    /// the environment; `seed` draws the executions' pauses.
     ///
     /// # Errors
     /// [`FabricError::Unavailable`] without an RDMA device, [`FabricError::Failed`] when
     /// the device fails.
-    pub fn open() -> Result<VerbsBackend, FabricError> {
+    pub fn open(seed: u64) -> Result<VerbsBackend, FabricError> {
         let options = VerbsOptions::from_env();
         let probe = VerbsFabric::with_options(Layout::uniform(1, 1), options.clone())
             .map_err(fabric_error)?;
         Ok(VerbsBackend {
             device: probe.device_name().to_owned(),
             options,
+            seed,
             busy: Rc::default(),
         })
     }
@@ -66,6 +76,8 @@ impl RealBackend for VerbsBackend {
             .map_err(fabric_error)?;
         Ok(VerbsLitmus {
             fabric,
+            seed: self.seed,
+            run: 0,
             busy: Rc::clone(&self.busy),
         })
     }
@@ -75,6 +87,9 @@ impl RealBackend for VerbsBackend {
 #[derive(Debug)]
 pub struct VerbsLitmus {
     fabric: VerbsFabric,
+    seed: u64,
+    /// The execution under way.
+    run: u64,
     busy: Rc<Cell<Duration>>,
 }
 
@@ -94,7 +109,8 @@ fn failed(e: RdmaError) -> FabricError {
 }
 
 impl LitmusFabric for VerbsLitmus {
-    fn reset(&mut self, _run: u64) -> Result<(), FabricError> {
+    fn reset(&mut self, run: u64) -> Result<(), FabricError> {
+        self.run = run;
         let layout = self.fabric.layout().clone();
         for loc in every_word(&layout) {
             self.fabric.write(loc, 0).map_err(failed)?;
@@ -110,10 +126,27 @@ impl LitmusFabric for VerbsLitmus {
         &mut self,
         threads: Vec<(NodeId, LitmusThread)>,
     ) -> Result<Vec<LitmusThread>, FabricError> {
+        let mut rng = Rng::new(self.seed ^ self.run.rotate_left(32));
+        let scale = jitter::scale_ns(self.run);
+        let order = jitter::order(threads.len(), &mut rng);
+        let mut slots: Vec<Option<(NodeId, LitmusThread)>> =
+            threads.into_iter().map(Some).collect();
+        let started = order
+            .iter()
+            .map(|&i| {
+                let (node, thread) = slots[i].take().expect("an order is a permutation");
+                (node, Jittered::new(thread, rng.next_u64(), scale))
+            })
+            .collect();
         let start = Instant::now();
-        let finals = self.fabric.run(threads).map_err(fabric_error);
+        let finals = self.fabric.run(started).map_err(fabric_error);
         self.busy.set(self.busy.get() + start.elapsed());
-        finals
+        // Back to the test's order.
+        let mut back: Vec<Option<LitmusThread>> = vec![None; order.len()];
+        for (&i, done) in order.iter().zip(finals?) {
+            back[i] = Some(done.inner);
+        }
+        Ok(back.into_iter().flatten().collect())
     }
 
     fn read(&self, loc: Loc) -> Result<u64, FabricError> {
@@ -136,7 +169,7 @@ mod tests {
     /// completes. Without a device: a skip message, unless `VELOS_REQUIRE_RDMA=1`.
     #[test]
     fn suite_tests_run_on_real_verbs() {
-        let mut backend = match VerbsBackend::open() {
+        let mut backend = match VerbsBackend::open(1) {
             Ok(backend) => backend,
             Err(FabricError::Unavailable(e)) if !rdma_required() => {
                 println!("skipped: {e} (VELOS_REQUIRE_RDMA=1 makes this a failure)");
@@ -146,7 +179,7 @@ mod tests {
         };
         let suite = Path::new(env!("CARGO_MANIFEST_DIR")).join("velos-sim/litmus");
         let options = RunOptions {
-            runs: 5,
+            runs: 10,
             ..RunOptions::default()
         };
         for file in [
@@ -159,7 +192,7 @@ mod tests {
             let real = report.real.as_ref().expect("the backend ran");
             assert_eq!(real.backend, "verbs");
             assert!(real.skipped.is_none(), "{file}: {:?}", real.skipped);
-            assert_eq!(real.runs, 5, "{file}: {:?}", real.failure);
+            assert_eq!(real.runs, 10, "{file}: {:?}", real.failure);
             assert!(real.covered >= 1, "{file}: some allowed outcome was seen");
             assert!(report.pass, "{file}: {real:?}");
         }

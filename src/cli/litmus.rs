@@ -28,7 +28,7 @@ pub struct LitmusArgs {
     /// Real executions per test (`mem`, `verbs`).
     #[arg(long, default_value_t = 200)]
     runs: u64,
-    /// Seed of the `mem` backend's jitter.
+    /// Seed of the real backends' jitter (random delays between a thread's operations).
     #[arg(long, default_value_t = 1)]
     seed: u64,
     /// One JSON object per test, then one with the totals, instead of text.
@@ -90,7 +90,7 @@ pub fn status(args: LitmusArgs) -> u8 {
 
 #[cfg(feature = "verbs")]
 fn verbs(files: &[PathBuf], options: &RunOptions, json: bool) -> u8 {
-    match velos::verbs_litmus::VerbsBackend::open() {
+    match velos::verbs_litmus::VerbsBackend::open(options.seed) {
         Ok(mut backend) => {
             if !json {
                 println!("verbs backend on device {}", backend.device());
@@ -293,7 +293,7 @@ thread T1@1\n  rcas a x 0 1\nthread T3@3\n  rfaa b x 1\nexists a = 0 && x = 1\ne
         let status = status_of(&[suite, "--backend", "verbs", "--runs", "3"]);
         let required = std::env::var("VELOS_REQUIRE_RDMA").is_ok_and(|v| v == "1");
         #[cfg(feature = "verbs")]
-        let device = match velos::verbs_litmus::VerbsBackend::open() {
+        let device = match velos::verbs_litmus::VerbsBackend::open(1) {
             Err(velos::sim::litmus::FabricError::Unavailable(e)) => Err(e),
             _ => Ok(()),
         };
