@@ -10,6 +10,8 @@ pub mod local;
 pub mod node;
 pub mod node_client;
 pub mod rendezvous;
+#[cfg(feature = "verbs")]
+pub mod verbs_litmus;
 
 pub use velos_core as core;
 pub use velos_rdma as rdma;

@@ -6,9 +6,13 @@
 #
 # Steps: install missing host packages (apt) -> build or reuse the cached guest
 # (Debian kernel + debootstrap'd rootfs as initramfs) -> cargo test -p
-# velos-rdma --features verbs --release --no-run, and the velos binary and its
-# node_cluster test -> copy the executables to a 9p share -> boot the guest under TCG (no NIC; rxe0 on a dummy netdev)
-# -> print one verdict per step, then "N passed, N failed" as the last line.
+# velos-rdma --features verbs --release --no-run, and the velos binary with its
+# node_cluster and node_latency tests -> copy the executables and the litmus suite
+# to a 9p share -> boot the guest under TCG (no NIC; rxe0 on a dummy netdev) ->
+# in the guest: ibv_devinfo, ib_atomic_lat, velos-rdma's tests, the cluster
+# (leader killed), the latency step (decision p50 next to ib_atomic_lat's), the
+# litmus suite on verbs -> print one verdict per step, then "N passed, N failed"
+# as the last line.
 # Exit status: 0 when every step passed; 1 on any failure, timeout or missing
 # verdict.
 #
@@ -19,6 +23,7 @@
 #   VELOS_SOFTROCE_TEST_ARGS     arguments for every test executable (e.g. --test-threads=1)
 #   VELOS_SOFTROCE_ATOMIC_ITERS  ib_atomic_lat iterations (1000)
 #   VELOS_SOFTROCE_LATENCY_VALUES  values the latency step decides one at a time (1000)
+#   VELOS_SOFTROCE_LITMUS_RUNS   executions per litmus test in the litmus step (40)
 #   VELOS_SOFTROCE_ACCEL         qemu -accel value (tcg,thread=multi; KVM hangs on PVM hosts)
 #   VELOS_SOFTROCE_SMP, VELOS_SOFTROCE_MEM   guest vCPUs (2) and MiB (2048)
 #   VELOS_SOFTROCE_QEMU          a qemu-system-x86_64 to use instead of the default
@@ -136,6 +141,14 @@ sq() { printf "'%s'" "$(printf '%s' "$1" | sed "s/'/'\\\\''/g")"; }   # shell-qu
     echo "LATENCY_VALUES=$(sq "${VELOS_SOFTROCE_LATENCY_VALUES:-1000}")"
 } > "$SHARE/config.env"
 
+# ---------------------------------------------------------------- litmus
+# The litmus step: the suite (velos-sim/litmus) as real executions on rxe0 with
+# the velos binary of the cluster step (`velos litmus --backend verbs`).
+rm -rf "$SHARE/litmus" && cp -r "$REPO/velos-sim/litmus" "$SHARE/litmus"
+EXPECTED="$EXPECTED litmus"
+echo "LITMUS_RUNS=$(sq "${VELOS_SOFTROCE_LITMUS_RUNS:-40}")" >> "$SHARE/config.env"
+# ---------------------------------------------------------------- (end of litmus)
+
 # ---------------------------------------------------------------- boot
 SERIAL=$CACHE/logs/serial.log
 log "booting the guest ($ACCEL, $SMP vCPU, $MEM MiB, timeout $TIMEOUT s; serial: $SERIAL)"
@@ -203,6 +216,11 @@ done
 # Our decision latency next to the raw compare-and-swap's, from the same boot.
 { grep '^@@ METRIC latency_' <<< "$markers" || true; } | sed 's/^@@ METRIC //' | while read -r m; do
     log "node_latency: $m (TCG; target: decision p50 <= 1.3x ib_atomic_lat t_typical)"
+done
+# litmus: the suite's totals on real verbs (coverage = allowed outcomes observed);
+# none when the step failed early (grep finds nothing: not an error here).
+{ grep '^@@ METRIC litmus_' <<< "$markers" || true; } | sed 's/^@@ METRIC //' | while read -r m; do
+    log "litmus: $m"
 done
 log "times: host deps ${T_DEPS} s, guest ${T_GUEST} s, cargo ${T_CARGO} s, boot ${T_BOOT} s, total $(since "$T_ALL") s"
 log "results: $CACHE/results"

@@ -1,10 +1,15 @@
-//! `velos litmus`: run `.litmus` files; exit 0 when all pass, 1 when a verdict differs,
-//! 2 for a file that does not parse, a usage error, or an exceeded state budget.
+//! `velos litmus`: run `.litmus` files on the model, and optionally on a real backend;
+//! exit 0 when all pass, 1 when a verdict differs, a forbidden outcome is observed or an
+//! execution fails, 2 for a file that does not parse, a usage error, an exceeded state
+//! budget, or no RDMA device.
 
 use clap::{Args, ValueEnum};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use velos::sim::litmus::{Backend, RunOptions, collect_files, render, run_file};
+use velos::sim::litmus::{
+    Backend, MemBackend, Report, RunError, RunOptions, Totals, collect_files, render, run_file,
+    run_file_on,
+};
 
 /// Arguments of `velos litmus`.
 #[derive(Args)]
@@ -12,19 +17,21 @@ pub struct LitmusArgs {
     /// Files or directories (searched recursively for `*.litmus`).
     #[arg(required = true)]
     paths: Vec<PathBuf>,
-    /// The backend: `sim` explores every execution; `mem` runs real executions.
+    /// The backend: `sim` explores every execution; `mem` (in-process threads) and `verbs`
+    /// (real RDMA, a build with `--features verbs`) also run real executions, checked
+    /// against the model.
     #[arg(long, value_enum, default_value_t = BackendArg::Sim)]
     backend: BackendArg,
     /// The explorer's state budget per test.
     #[arg(long, default_value_t = 5_000_000)]
     max_states: usize,
-    /// Executions per test on the `mem` backend.
+    /// Real executions per test (`mem`, `verbs`).
     #[arg(long, default_value_t = 200)]
     runs: u64,
-    /// Seed of the `mem` backend's jitter.
+    /// Seed of the real backends' jitter (random delays between a thread's operations).
     #[arg(long, default_value_t = 1)]
     seed: u64,
-    /// One JSON object per test instead of text.
+    /// One JSON object per test, then one with the totals, instead of text.
     #[arg(long)]
     json: bool,
 }
@@ -33,6 +40,7 @@ pub struct LitmusArgs {
 enum BackendArg {
     Sim,
     Mem,
+    Verbs,
 }
 
 /// Runs the subcommand.
@@ -43,10 +51,8 @@ pub fn run(args: LitmusArgs) -> ExitCode {
 /// Runs the subcommand and returns its exit status.
 pub fn status(args: LitmusArgs) -> u8 {
     let options = RunOptions {
-        backend: match args.backend {
-            BackendArg::Sim => Backend::Sim,
-            BackendArg::Mem => Backend::Mem,
-        },
+        // What `run_file` explores; a real backend is handed to `run_file_on` below.
+        backend: Backend::Sim,
         max_states: args.max_states,
         runs: args.runs,
         seed: args.seed,
@@ -66,11 +72,72 @@ pub fn status(args: LitmusArgs) -> u8 {
         eprintln!("no .litmus files found");
         return 2;
     }
-    let (mut failed, mut broken, mut passed) = (0usize, 0usize, 0usize);
-    for file in &files {
-        match run_file(file, &options) {
+    match args.backend {
+        BackendArg::Sim => {
+            let ran = run_all(&files, args.json, |f| run_file(f, &options));
+            finish(ran, args.json, None)
+        }
+        BackendArg::Mem => {
+            let mut backend = MemBackend { seed: args.seed };
+            let ran = run_all(&files, args.json, |f| {
+                run_file_on(f, &options, &mut backend)
+            });
+            finish(ran, args.json, None)
+        }
+        BackendArg::Verbs => verbs(&files, &options, args.json),
+    }
+}
+
+#[cfg(feature = "verbs")]
+fn verbs(files: &[PathBuf], options: &RunOptions, json: bool) -> u8 {
+    match velos::verbs_litmus::VerbsBackend::open(options.seed) {
+        Ok(mut backend) => {
+            if !json {
+                println!("verbs backend on device {}", backend.device());
+            }
+            let ran = run_all(files, json, |f| run_file_on(f, options, &mut backend));
+            let busy = backend.busy().as_secs_f64();
+            let note = format!(
+                "verbs executions took {busy:.1} s ({:.1} ms each)",
+                1e3 * busy / ran.totals.runs.max(1) as f64
+            );
+            finish(ran, json, Some(note))
+        }
+        Err(e) => {
+            eprintln!("velos litmus --backend verbs: {e}");
+            2
+        }
+    }
+}
+
+#[cfg(not(feature = "verbs"))]
+fn verbs(_files: &[PathBuf], _options: &RunOptions, _json: bool) -> u8 {
+    eprintln!(
+        "velos litmus --backend verbs: this build of velos has no RDMA backend: \
+         rebuild with `cargo build --release --features verbs`"
+    );
+    2
+}
+
+/// What running the files established.
+struct Ran {
+    totals: Totals,
+    /// Files that could not be run (bad input, exceeded budget).
+    broken: usize,
+}
+
+/// Runs every file and prints each report.
+fn run_all(
+    files: &[PathBuf],
+    json: bool,
+    mut run: impl FnMut(&Path) -> Result<Report, RunError>,
+) -> Ran {
+    let mut totals = Totals::default();
+    let mut broken = 0usize;
+    for file in files {
+        match run(file) {
             Ok(report) => {
-                if args.json {
+                if json {
                     println!(
                         "{}",
                         serde_json::to_string(&report).expect("reports serialise")
@@ -78,11 +145,7 @@ pub fn status(args: LitmusArgs) -> u8 {
                 } else {
                     print!("{}", render(&report));
                 }
-                if report.pass {
-                    passed += 1;
-                } else {
-                    failed += 1;
-                }
+                totals.add(&report);
             }
             Err(e) => {
                 eprintln!("{e}");
@@ -90,12 +153,24 @@ pub fn status(args: LitmusArgs) -> u8 {
             }
         }
     }
-    if !args.json {
-        println!("{passed} passed, {failed} failed");
+    Ran { totals, broken }
+}
+
+/// Prints `note` (text only) and the totals, last; returns the exit status.
+fn finish(ran: Ran, json: bool, note: Option<String>) -> u8 {
+    let Ran { totals, broken } = ran;
+    if json {
+        let summary = serde_json::json!({ "summary": totals });
+        println!("{summary}");
+    } else {
+        if let Some(note) = note {
+            println!("{note}");
+        }
+        println!("{}", totals.line());
     }
     if broken > 0 {
         2
-    } else if failed > 0 {
+    } else if totals.failed > 0 {
         1
     } else {
         0
@@ -203,5 +278,33 @@ thread T1@1\n  rcas a x 0 1\nthread T3@3\n  rfaa b x 1\nexists a = 0 && x = 1\ne
     fn the_mem_backend_observes_nothing_forbidden() {
         let suite = concat!(env!("CARGO_MANIFEST_DIR"), "/velos-sim/litmus/paper");
         assert_eq!(status_of(&[suite, "--backend", "mem", "--runs", "20"]), 0);
+        assert_eq!(
+            status_of(&[suite, "--backend", "mem", "--runs", "5", "--json"]),
+            0
+        );
+    }
+
+    /// On real verbs the paper suite passes; without a device (or a build without the
+    /// feature) the command says so and exits 2, and this test prints a skip message,
+    /// unless `VELOS_REQUIRE_RDMA=1`.
+    #[test]
+    fn the_verbs_backend_runs_the_suite_or_exits_2() {
+        let suite = concat!(env!("CARGO_MANIFEST_DIR"), "/velos-sim/litmus/paper");
+        let status = status_of(&[suite, "--backend", "verbs", "--runs", "3"]);
+        let required = std::env::var("VELOS_REQUIRE_RDMA").is_ok_and(|v| v == "1");
+        #[cfg(feature = "verbs")]
+        let device = match velos::verbs_litmus::VerbsBackend::open(1) {
+            Err(velos::sim::litmus::FabricError::Unavailable(e)) => Err(e),
+            _ => Ok(()),
+        };
+        #[cfg(not(feature = "verbs"))]
+        let device: Result<(), String> = Err("a build without the verbs feature".into());
+        match device {
+            Err(why) if !required => {
+                println!("skipped: {why} (VELOS_REQUIRE_RDMA=1 makes this a failure)");
+                assert_eq!(status, 2, "no device is a usage error");
+            }
+            _ => assert_eq!(status, 0),
+        }
     }
 }

@@ -142,5 +142,39 @@ if [ -x "$SHARE/cluster/node_latency" ]; then
     fi
 fi
 
+# ---------------------------------------------------------------- litmus
+# `velos litmus --backend verbs`: every test of the litmus suite (copied to
+# $SHARE/litmus by the host) run LITMUS_RUNS times on rxe0, each outcome checked
+# against the model's. A forbidden outcome or a failed execution fails the step;
+# coverage (how many of the model's allowed outcomes the runs showed) is reported.
+if [ -d "$SHARE/litmus" ] && [ -x "$SHARE/cluster/velos" ]; then
+    step litmus
+    log=$OUT/litmus.txt
+    t0=$(uptime)
+    (cd /tmp && timeout "$TEST_TIMEOUT" "$SHARE/cluster/velos" litmus \
+        --backend verbs --runs "${LITMUS_RUNS:-40}" "$SHARE/litmus") > "$log" 2>&1; rc=$?
+    grep -E '^(verbs |  coverage |  verbs skipped |  FORBIDDEN |  RUN FAILED |[0-9]+ passed, )' "$log" \
+        | sed 's/^ */    /'
+    # The summary line: "P passed, F failed, S skipped; verbs: R runs, observed C of A
+    # allowed outcomes, X forbidden, exists held in E of T tests that allow it, K tests
+    # with failed runs".
+    m=$(tail -1 "$log" | sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed, \([0-9]*\) skipped; verbs: \([0-9]*\) runs, observed \([0-9]*\) of \([0-9]*\) allowed outcomes, \([0-9]*\) forbidden, exists held in \([0-9]*\) of \([0-9]*\) tests that allow it, .*$/tests_passed=\1 tests_failed=\2 tests_skipped=\3 runs=\4 outcomes_observed=\5 outcomes_allowed=\6 forbidden=\7 exists_seen=\8 exists_allowed=\9/p')
+    k=$(tail -1 "$log" | sed -n 's/.*; verbs: .*, \([0-9]*\) tests with failed runs$/\1/p')
+    ms=$(sed -n 's/^verbs executions took .* (\([0-9.]*\) ms each)$/\1/p' "$log")
+    secs=$(awk -v a="$t0" -v b="$(uptime)" 'BEGIN { printf "%.0f", b - a }')
+    for kv in $m ${k:+tests_run_failed=$k} ${ms:+ms_per_run=$ms} seconds=$secs; do echo "@@ METRIC litmus_$kv"; done
+    if [ $rc -eq 0 ] && [ -n "$m" ]; then
+        pass litmus
+    else
+        show "$log" | grep -vE '^    (  outcome |  states |  verbs seen |RESULT .* PASS$)'
+        case $rc in
+            124) fail litmus "timed out after $TEST_TIMEOUT s (VELOS_SOFTROCE_LITMUS_RUNS=${LITMUS_RUNS:-40})";;
+            1) fail litmus "$(tail -1 "$log")";;
+            *) fail litmus "exit status $rc: $(tail -1 "$log")";;
+        esac
+    fi
+fi
+# ---------------------------------------------------------------- (end of litmus)
+
 echo "@@ SUMMARY guest: $fails failed"
 [ $fails -eq 0 ]

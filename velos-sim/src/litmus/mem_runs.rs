@@ -1,51 +1,72 @@
-//! Randomised real executions of a litmus test on the in-process backend.
+//! The in-process backend as a [`RealBackend`]: randomised real executions of litmus
+//! tests on [`MemFabric`]s.
 
-use super::compile::{Outcome, Program, project};
-use super::run::{MemReport, RunOptions, named};
-use std::collections::BTreeSet;
+use super::program::LitmusThread;
+use super::real::{FabricError, LitmusFabric, RealBackend};
 use velos_rdma::mem::{MemFabric, MemOptions, Mode};
+use velos_rdma::{Layout, Loc, NodeId};
 
-/// Runs `options.runs` executions, alternating inline and NIC-worker mode with a fresh
-/// jitter seed each, and compares every outcome with the model's `allowed` set.
-pub(crate) fn run_mem(
-    program: &Program,
-    allowed: &BTreeSet<Outcome>,
-    options: &RunOptions,
-) -> MemReport {
-    let mut observed = BTreeSet::new();
-    for run in 0..options.runs {
+/// The in-process backend: executions alternate NIC-worker and inline mode, each with a
+/// fresh jitter seed drawn from `seed`.
+#[derive(Clone, Copy, Debug)]
+pub struct MemBackend {
+    /// Seed of the jitter.
+    pub seed: u64,
+}
+
+impl RealBackend for MemBackend {
+    type Fabric = MemRuns;
+
+    fn name(&self) -> &'static str {
+        "mem"
+    }
+
+    fn open(&mut self, layout: &Layout) -> Result<MemRuns, FabricError> {
+        Ok(MemRuns {
+            layout: layout.clone(),
+            seed: self.seed,
+            fabric: MemFabric::new(layout.clone(), Mode::Inline),
+        })
+    }
+}
+
+/// One test's executions on the in-process backend. A fabric's mode and jitter are fixed
+/// when it is made, so each execution gets a fresh (zeroed) one.
+#[derive(Debug)]
+pub struct MemRuns {
+    layout: Layout,
+    seed: u64,
+    fabric: MemFabric,
+}
+
+fn failed(e: velos_rdma::RdmaError) -> FabricError {
+    FabricError::Failed(e.to_string())
+}
+
+impl LitmusFabric for MemRuns {
+    fn reset(&mut self, run: u64) -> Result<(), FabricError> {
         let mode = if run % 2 == 0 {
             Mode::Worker
         } else {
             Mode::Inline
         };
-        let jitter = Some(options.seed.wrapping_mul(0x9E37_79B9).wrapping_add(run));
-        let fabric = MemFabric::with_options(program.layout.clone(), MemOptions { mode, jitter });
-        for &(loc, value) in &program.init {
-            fabric
-                .write(loc, value)
-                .expect("compiled locations are in the layout");
-        }
-        let finals = fabric.run(program.threads.clone());
-        let outcome = project(
-            &program.observed,
-            |loc| {
-                fabric
-                    .read(loc)
-                    .expect("compiled locations are in the layout")
-            },
-            |t| finals[t].regs.clone(),
-        );
-        observed.insert(outcome);
+        let jitter = Some(self.seed.wrapping_mul(0x9E37_79B9).wrapping_add(run));
+        self.fabric = MemFabric::with_options(self.layout.clone(), MemOptions { mode, jitter });
+        Ok(())
     }
-    let forbidden = observed
-        .iter()
-        .filter(|o| !allowed.contains(*o))
-        .map(|o| named(program, o))
-        .collect();
-    MemReport {
-        runs: options.runs,
-        observed: observed.iter().map(|o| named(program, o)).collect(),
-        forbidden,
+
+    fn write(&mut self, loc: Loc, value: u64) -> Result<(), FabricError> {
+        self.fabric.write(loc, value).map_err(failed)
+    }
+
+    fn run(
+        &mut self,
+        threads: Vec<(NodeId, LitmusThread)>,
+    ) -> Result<Vec<LitmusThread>, FabricError> {
+        Ok(self.fabric.run(threads))
+    }
+
+    fn read(&self, loc: Loc) -> Result<u64, FabricError> {
+        self.fabric.read(loc).map_err(failed)
     }
 }

@@ -4,12 +4,19 @@ pub mod ast;
 pub mod compile;
 pub mod lex;
 pub mod libcall;
-mod mem_runs;
+pub mod mem_runs;
 pub mod parse;
 pub mod program;
+pub mod real;
+pub mod real_report;
 pub mod run;
 pub mod validate;
 
 pub use ast::{LitmusTest, ParseError};
+pub use mem_runs::MemBackend;
 pub use parse::parse;
-pub use run::{Backend, Report, RunError, RunOptions, collect_files, render, run_file};
+pub use real::{FabricError, LitmusFabric, RealBackend};
+pub use real_report::{RealReport, Totals};
+pub use run::{
+    Backend, Report, RunError, RunOptions, collect_files, render, run_file, run_file_on,
+};

@@ -1,10 +1,13 @@
-//! Runs litmus tests: exhaustively on the emulator, or as randomised real executions on
-//! the in-process backend checked against the emulator's verdict.
+//! Runs litmus tests: exhaustively on the emulator, and optionally as real executions on a
+//! [`RealBackend`] checked against the emulator's outcomes.
 
 use super::ast::{Expect, LitmusTest};
 use super::compile::{Outcome, Program, compile, holds, project};
+use super::mem_runs::MemBackend;
 use super::parse::parse;
 use super::program::LitmusThread;
+use super::real::{FabricError, RealBackend, cannot_run, run_real};
+use super::real_report::{RealReport, skipped};
 use crate::explore::explore;
 use crate::machine::{Machine, Mutation};
 use serde::Serialize;
@@ -24,11 +27,11 @@ pub enum Backend {
 /// Options of a litmus run.
 #[derive(Clone, Debug)]
 pub struct RunOptions {
-    /// The backend.
+    /// The backend of [`run_file`] and [`run_test`] ([`run_file_on`] is handed its own).
     pub backend: Backend,
     /// The explorer's state budget.
     pub max_states: usize,
-    /// Executions per test on the `mem` backend.
+    /// Real executions per test (`mem` or a backend handed to [`run_file_on`]).
     pub runs: u64,
     /// Seed of the `mem` backend's jitter.
     pub seed: u64,
@@ -59,8 +62,8 @@ pub struct Report {
     pub verdict: &'static str,
     /// The expected verdict.
     pub expect: &'static str,
-    /// Verdict equals expectation, no unallowed stuck state, and on `mem` nothing the model
-    /// forbids was observed.
+    /// Verdict equals expectation, no unallowed stuck state, and on a real backend nothing
+    /// the model forbids was observed and no execution failed.
     pub pass: bool,
     /// Stuck states.
     pub stuck: usize,
@@ -68,20 +71,9 @@ pub struct Report {
     pub outcomes: Vec<BTreeMap<String, u64>>,
     /// States explored.
     pub states: usize,
-    /// The `mem` backend's executions, if it ran.
+    /// What a real backend showed, if one ran.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub mem: Option<MemReport>,
-}
-
-/// What the in-process backend observed.
-#[derive(Clone, Debug, Serialize)]
-pub struct MemReport {
-    /// Executions run.
-    pub runs: u64,
-    /// Distinct outcomes observed.
-    pub observed: Vec<BTreeMap<String, u64>>,
-    /// Observed outcomes the model does not allow (must be empty).
-    pub forbidden: Vec<BTreeMap<String, u64>>,
+    pub real: Option<RealReport>,
 }
 
 /// A test that could not be run: a bad file or an exceeded budget. Exit status 2.
@@ -113,17 +105,45 @@ pub fn initial_machine(program: &Program) -> Machine<LitmusThread> {
     machine
 }
 
-/// Parses, compiles and runs one file.
+/// Parses, compiles and runs one file on `options.backend`.
 pub fn run_file(path: &Path, options: &RunOptions) -> Result<Report, RunError> {
-    let text =
-        std::fs::read_to_string(path).map_err(|e| RunError(format!("{}: {e}", path.display())))?;
-    let test = parse(&text)
-        .map_err(|e| RunError(format!("{}:{}: {}", path.display(), e.line, e.message)))?;
-    run_test(&test, path, options)
+    run_test(&read_test(path)?, path, options)
 }
 
-/// Runs one parsed test.
+/// Parses, compiles and explores one file, then runs it on `backend`.
+pub fn run_file_on<B: RealBackend>(
+    path: &Path,
+    options: &RunOptions,
+    backend: &mut B,
+) -> Result<Report, RunError> {
+    run_test_on(&read_test(path)?, path, options, Some(backend))
+}
+
+fn read_test(path: &Path) -> Result<LitmusTest, RunError> {
+    let text =
+        std::fs::read_to_string(path).map_err(|e| RunError(format!("{}: {e}", path.display())))?;
+    parse(&text).map_err(|e| RunError(format!("{}:{}: {}", path.display(), e.line, e.message)))
+}
+
+/// Runs one parsed test on `options.backend`.
 pub fn run_test(test: &LitmusTest, path: &Path, options: &RunOptions) -> Result<Report, RunError> {
+    match options.backend {
+        Backend::Sim => run_test_on::<MemBackend>(test, path, options, None),
+        Backend::Mem => {
+            let mut backend = MemBackend { seed: options.seed };
+            run_test_on(test, path, options, Some(&mut backend))
+        }
+    }
+}
+
+/// Explores one parsed test, then, given a backend, runs `options.runs` real executions
+/// of it there (unless [`cannot_run`] says why not).
+pub fn run_test_on<B: RealBackend>(
+    test: &LitmusTest,
+    path: &Path,
+    options: &RunOptions,
+    backend: Option<&mut B>,
+) -> Result<Report, RunError> {
     let program = compile(test)
         .map_err(|e| RunError(format!("{}:{}: {}", path.display(), e.line, e.message)))?;
     let mut machine = initial_machine(&program);
@@ -152,11 +172,17 @@ pub fn run_test(test: &LitmusTest, path: &Path, options: &RunOptions) -> Result<
         Expect::Forbidden
     };
     let mut pass = verdict == test.expect && (test.allow_stuck || exploration.stuck == 0);
-    let mem = match options.backend {
-        Backend::Sim => None,
-        Backend::Mem => {
-            let report = super::mem_runs::run_mem(&program, &exploration.outcomes, options);
-            pass &= report.forbidden.is_empty();
+    let real = match backend {
+        None => None,
+        Some(backend) => {
+            let allowed = &exploration.outcomes;
+            let report = match cannot_run(exploration.stuck, options.mutation.is_some()) {
+                Some(reason) => skipped(backend.name(), allowed.len(), reason),
+                None => run_real(backend, test, &program, allowed, options.runs).map_err(
+                    |e: FabricError| RunError(format!("{}: {}: {e}", path.display(), test.name)),
+                )?,
+            };
+            pass &= report.ok();
             Some(report)
         }
     };
@@ -173,7 +199,7 @@ pub fn run_test(test: &LitmusTest, path: &Path, options: &RunOptions) -> Result<
             .map(|o| named(&program, o))
             .collect(),
         states: exploration.states,
-        mem,
+        real,
     })
 }
 
@@ -220,17 +246,8 @@ pub fn render(report: &Report) -> String {
         s += &format!("  outcome {}\n", fields.join(" "));
     }
     s += &format!("  states {} stuck {}\n", report.states, report.stuck);
-    if let Some(mem) = &report.mem {
-        s += &format!(
-            "  mem runs {} observed {} forbidden {}\n",
-            mem.runs,
-            mem.observed.len(),
-            mem.forbidden.len()
-        );
-        for o in &mem.forbidden {
-            let fields: Vec<String> = o.iter().map(|(k, v)| format!("{k}={v}")).collect();
-            s += &format!("  FORBIDDEN OUTCOME OBSERVED {}\n", fields.join(" "));
-        }
+    if let Some(real) = &report.real {
+        s += &super::real_report::render_real(&report.name, real);
     }
     s += &format!(
         "RESULT {} {} expect={} stuck={} {}\n",

@@ -1,0 +1,184 @@
+//! What a real backend showed for a test ([`RealReport`]), its text form, and the totals
+//! over a suite.
+
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// An outcome a real backend showed, and in how many executions.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Seen {
+    /// The final state, projected on the condition's names.
+    pub outcome: BTreeMap<String, u64>,
+    /// Executions that ended in it.
+    pub runs: u64,
+}
+
+/// What a real backend showed for one test.
+#[derive(Clone, Debug, Serialize)]
+pub struct RealReport {
+    /// The backend: `mem`, `verbs`.
+    pub backend: &'static str,
+    /// Executions completed.
+    pub runs: u64,
+    /// Distinct outcomes observed.
+    pub observed: Vec<Seen>,
+    /// Observed outcomes the model does not allow (must be empty).
+    pub forbidden: Vec<BTreeMap<String, u64>>,
+    /// The model's outcomes (its allowed final states).
+    pub allowed: usize,
+    /// How many of them were observed: the coverage.
+    pub covered: usize,
+    /// The model's outcomes never observed.
+    pub not_seen: Vec<BTreeMap<String, u64>>,
+    /// Executions whose outcome satisfies the `exists` condition.
+    pub exists_runs: u64,
+    /// The execution that failed (an RDMA error), if one did; later ones were not run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub failure: Option<String>,
+    /// Why the backend did not run the test, if it did not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub skipped: Option<String>,
+}
+
+impl RealReport {
+    /// Nothing forbidden was observed and no execution failed (a skipped test passes).
+    pub fn ok(&self) -> bool {
+        self.forbidden.is_empty() && self.failure.is_none()
+    }
+}
+
+/// The report of a test the backend did not run, and why.
+pub fn skipped(backend: &'static str, allowed: usize, reason: String) -> RealReport {
+    RealReport {
+        backend,
+        runs: 0,
+        observed: Vec::new(),
+        forbidden: Vec::new(),
+        allowed,
+        covered: 0,
+        not_seen: Vec::new(),
+        exists_runs: 0,
+        failure: None,
+        skipped: Some(reason),
+    }
+}
+
+fn fields(outcome: &BTreeMap<String, u64>) -> String {
+    let fields: Vec<String> = outcome.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    fields.join(" ")
+}
+
+/// The text lines of a real backend's report on test `name`.
+pub fn render_real(name: &str, real: &RealReport) -> String {
+    let backend = real.backend;
+    if let Some(reason) = &real.skipped {
+        return format!("  {backend} skipped {name}: {reason}\n");
+    }
+    let mut s = format!(
+        "  {backend} runs {} observed {} forbidden {}\n",
+        real.runs,
+        real.observed.len(),
+        real.forbidden.len()
+    );
+    for seen in &real.observed {
+        s += &format!(
+            "  {backend} seen {} ({} runs)\n",
+            fields(&seen.outcome),
+            seen.runs
+        );
+    }
+    let not_seen: Vec<String> = real.not_seen.iter().map(fields).collect();
+    s += &format!(
+        "  coverage {name}: observed {} of {} allowed outcomes in {} runs (exists held in {}){}\n",
+        real.covered,
+        real.allowed,
+        real.runs,
+        real.exists_runs,
+        if not_seen.is_empty() {
+            String::new()
+        } else {
+            format!("; not seen: {}", not_seen.join(" | "))
+        }
+    );
+    for o in &real.forbidden {
+        s += &format!("  FORBIDDEN OUTCOME OBSERVED on {backend}: {}\n", fields(o));
+    }
+    if let Some(failure) = &real.failure {
+        s += &format!("  RUN FAILED on {backend}: {failure}\n");
+    }
+    s
+}
+
+/// Totals over the tests of one invocation: the summary line.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Totals {
+    /// Tests that passed (and ran on the real backend, if one was asked for).
+    pub passed: usize,
+    /// Tests that failed.
+    pub failed: usize,
+    /// Tests that passed on the model but that the real backend skipped.
+    pub skipped: usize,
+    /// The real backend, if one ran.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub backend: Option<&'static str>,
+    /// Real executions completed.
+    pub runs: u64,
+    /// The model's outcomes, over the tests the real backend ran.
+    pub allowed: usize,
+    /// How many of them the real backend observed.
+    pub covered: usize,
+    /// Distinct forbidden outcomes observed.
+    pub forbidden: usize,
+    /// Tests whose executions failed with an RDMA error.
+    pub run_failures: usize,
+    /// Tests the real backend ran whose `exists` condition the model allows.
+    pub exists_allowed: usize,
+    /// How many of them showed it.
+    pub exists_seen: usize,
+}
+
+impl Totals {
+    /// Counts one test's report.
+    pub fn add(&mut self, report: &super::run::Report) {
+        let skipped = report.real.as_ref().is_some_and(|r| r.skipped.is_some());
+        match (report.pass, skipped) {
+            (false, _) => self.failed += 1,
+            (true, true) => self.skipped += 1,
+            (true, false) => self.passed += 1,
+        }
+        let Some(real) = &report.real else { return };
+        self.backend = Some(real.backend);
+        if real.skipped.is_some() {
+            return;
+        }
+        self.runs += real.runs;
+        self.allowed += real.allowed;
+        self.covered += real.covered;
+        self.forbidden += real.forbidden.len();
+        self.run_failures += usize::from(real.failure.is_some());
+        if report.verdict == "allowed" {
+            self.exists_allowed += 1;
+            self.exists_seen += usize::from(real.exists_runs > 0);
+        }
+    }
+
+    /// The summary line: `N passed, N failed`, and on a real backend what it showed.
+    pub fn line(&self) -> String {
+        let mut s = format!("{} passed, {} failed", self.passed, self.failed);
+        if let Some(backend) = self.backend {
+            s += &format!(
+                ", {} skipped; {backend}: {} runs, observed {} of {} allowed outcomes, \
+                 {} forbidden, exists held in {} of {} tests that allow it, {} tests with failed runs",
+                self.skipped,
+                self.runs,
+                self.covered,
+                self.allowed,
+                self.forbidden,
+                self.exists_seen,
+                self.exists_allowed,
+                self.run_failures
+            );
+        }
+        s
+    }
+}
