@@ -11,6 +11,7 @@
 
 mod output;
 mod plot;
+mod report;
 pub mod round;
 #[cfg(test)]
 mod tests;
@@ -20,6 +21,8 @@ use anyhow::Context;
 use hdrhistogram::Histogram;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 pub use output::{table, write_outputs};
+pub use report::{LatencyPoint, LatencyReport, Phases, RoundRef, TargetCheck};
+use report::{Measured, targets};
 use round::RoundKind;
 use serde::Serialize;
 use std::sync::Mutex;
@@ -33,6 +36,7 @@ use velos_sim::latency::LatencyModel;
 /// `Mu`, whose decision is one inline-or-not WRITE of the entry into every follower's
 /// log, waited for a majority.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Protocol {
     /// One-sided Paxos: the value's puts then one accept CAS per acceptor, decided at a
     /// majority of successful CASes.
@@ -92,6 +96,12 @@ pub struct LatencyConfig {
     /// The leader's pause when it has nothing to do (ns; [`velos_core::log::LogConfig`]'s
     /// `idle_pause_ns`): a proposal waits for the end of the pause it arrives in.
     pub idle_pause_ns: u64,
+    /// The replicas' failure timeout (ns; [`velos_core::log::LogConfig`]'s
+    /// `failure_timeout_ns`). The leader bumps its heartbeat once per turn, and a turn
+    /// posts a whole value word by word: from about 2 KiB on, a turn outlasts the
+    /// engine's default 20 µs and the followers depose a live leader. The benchmark wants
+    /// a stable leader, so its default is 1 ms.
+    pub failure_timeout_ns: u64,
     /// Rounds of each reference pattern per placement.
     pub rounds: u64,
     /// The seed of every run.
@@ -106,7 +116,7 @@ pub struct LatencyConfig {
 impl LatencyConfig {
     /// The full sweep: sizes 1 B to 4 KiB in powers of two, both placements, 200
     /// decisions per point after 20 of warm-up, 5 µs between them, the engine's default
-    /// idle pause (200 ns), the `paper-cx6` profile.
+    /// idle pause (200 ns), a failure timeout of 1 ms, the `paper-cx6` profile.
     pub fn full() -> LatencyConfig {
         LatencyConfig {
             protocols: Protocol::ALL.to_vec(),
@@ -117,6 +127,7 @@ impl LatencyConfig {
             warmup_ns: 20_000,
             gap_ns: 5_000,
             idle_pause_ns: 200,
+            failure_timeout_ns: 1_000_000,
             rounds: 200,
             seed: 1,
             latency: LatencyModel::paper_cx6(),
@@ -139,179 +150,29 @@ impl LatencyConfig {
     pub fn check(&self) -> anyhow::Result<()> {
         anyhow::ensure!(!self.protocols.is_empty(), "no protocol to measure");
         anyhow::ensure!(
-            !self.sizes.is_empty() && self.sizes.iter().all(|&s| (1..=1 << 20).contains(&s)),
-            "value sizes must be 1 byte to 1 MiB"
+            !self.sizes.is_empty() && self.sizes.iter().all(|&s| (1..=1 << 16).contains(&s)),
+            "value sizes must be 1 byte to 64 KiB"
         );
         anyhow::ensure!(!self.device_memory.is_empty(), "no placement to measure");
+        anyhow::ensure!(
+            self.failure_timeout_ns > 2_000,
+            "the failure timeout must exceed two heartbeat periods (2 µs)"
+        );
         anyhow::ensure!(
             self.proposals > 0 && self.rounds > 0,
             "at least one decision and one round"
         );
+        // The log is not recycled: every decision keeps its slot, and every slot a value
+        // buffer per replica at every replica.
+        let largest = self.sizes.iter().copied().max().unwrap_or(1);
+        let words = (self.proposals + self.warmup_proposals + 16) * 3 * (largest.div_ceil(8) + 2);
         anyhow::ensure!(
-            self.proposals + self.warmup_proposals <= 1 << 20,
-            "at most 2^20 decisions per point (the log is not recycled)"
+            words <= 1 << 24,
+            "{} decisions of {largest} bytes need {words} words per node; at most 2^24 \
+             (fewer proposals or smaller values)",
+            self.proposals + self.warmup_proposals
         );
         Ok(())
-    }
-}
-
-/// Where a decision's time went (means over a point, virtual ns), from the leader's own
-/// steps: `turn` from the proposal to the leader's first post for it (the rest of its
-/// pause or turn); `posting` from there to the post of the CAS that completed the
-/// majority (the value's puts and the CASes ahead of it); `cas_round` from that post to
-/// the majority's completion (the round trip, including any wait behind the value's
-/// writes on the same queue pair); `notice` from there to the decision (the leader's
-/// polling: a test, a load, its plan).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
-pub struct Phases {
-    /// Proposal to the first post.
-    pub turn_ns: u64,
-    /// First post to the majority CAS's post.
-    pub posting_ns: u64,
-    /// The majority CAS's post to the majority's completion.
-    pub cas_round_ns: u64,
-    /// The majority's completion to the decision.
-    pub notice_ns: u64,
-}
-
-/// The raw result of one point.
-struct Measured {
-    hist: Histogram<u64>,
-    phase_sums: [u64; 4],
-    phase_count: u64,
-    steps: u64,
-    simulated_ns: u64,
-    trace_hash: u64,
-}
-
-impl Measured {
-    fn new() -> Measured {
-        Measured {
-            hist: Histogram::new(3).expect("3 significant digits"),
-            phase_sums: [0; 4],
-            phase_count: 0,
-            steps: 0,
-            simulated_ns: 0,
-            trace_hash: 0,
-        }
-    }
-
-    fn record(&mut self, latency_ns: u64, phases: Option<Phases>) {
-        self.hist
-            .record(latency_ns.max(1))
-            .expect("the histogram grows");
-        if let Some(p) = phases {
-            let parts = [p.turn_ns, p.posting_ns, p.cas_round_ns, p.notice_ns];
-            for (sum, part) in self.phase_sums.iter_mut().zip(parts) {
-                *sum += part;
-            }
-            self.phase_count += 1;
-        }
-    }
-
-    fn phases(&self) -> Option<Phases> {
-        let n = self.phase_count;
-        (n > 0).then(|| Phases {
-            turn_ns: self.phase_sums[0] / n,
-            posting_ns: self.phase_sums[1] / n,
-            cas_round_ns: self.phase_sums[2] / n,
-            notice_ns: self.phase_sums[3] / n,
-        })
-    }
-}
-
-/// One measured point.
-#[derive(Clone, Debug, Serialize)]
-pub struct LatencyPoint {
-    /// The protocol's name.
-    pub protocol: &'static str,
-    /// Value size in bytes.
-    pub size: usize,
-    /// Replicated words in NIC device memory.
-    pub device_memory: bool,
-    /// Decisions measured.
-    pub decisions: u64,
-    /// Median decision latency (virtual ns).
-    pub p50_ns: u64,
-    /// 99th percentile (virtual ns).
-    pub p99_ns: u64,
-    /// Mean (virtual ns).
-    pub mean_ns: f64,
-    /// Longest (virtual ns).
-    pub max_ns: u64,
-    /// Where the time went (means), when the protocol reports it.
-    pub phases: Option<Phases>,
-    /// Virtual time simulated (ns).
-    pub simulated_ns: u64,
-    /// Machine steps simulated.
-    pub steps: u64,
-    /// The simulator's trace hash (hex): the same configuration gives the same hash.
-    pub trace_hash: String,
-}
-
-/// The reference patterns under one placement: medians over `rounds` rounds (virtual ns).
-#[derive(Clone, Debug, Serialize)]
-pub struct RoundRef {
-    /// The targets in NIC device memory.
-    pub device_memory: bool,
-    /// 3 CASes posted together, waited for a majority.
-    pub cas_majority_ns: u64,
-    /// 3 inline WRITEs posted together, waited for a majority.
-    pub write_majority_ns: u64,
-}
-
-/// The target: a protocol's 1-byte median decision against one CAS round to a majority.
-#[derive(Clone, Debug, Serialize)]
-pub struct TargetCheck {
-    /// The protocol's name.
-    pub protocol: &'static str,
-    /// The placement.
-    pub device_memory: bool,
-    /// The smallest size measured (1 B in the full sweep).
-    pub size: usize,
-    /// Its median decision latency (virtual ns).
-    pub p50_ns: u64,
-    /// The CAS round to a majority in the same placement (virtual ns).
-    pub cas_majority_ns: u64,
-    /// `p50_ns / cas_majority_ns`.
-    pub ratio: f64,
-    /// Whether the ratio is at most 1.05 (within 5 % of one CAS round).
-    pub within_5_percent: bool,
-}
-
-/// Everything a sweep measured.
-#[derive(Clone, Debug, Serialize)]
-pub struct LatencyReport {
-    /// What was measured.
-    pub config: LatencyConfig,
-    /// Every point, in the order protocol, placement, size.
-    pub points: Vec<LatencyPoint>,
-    /// The reference patterns, per placement.
-    pub rounds: Vec<RoundRef>,
-    /// The target, per protocol and placement.
-    pub targets: Vec<TargetCheck>,
-    /// Wall time of the whole sweep (s).
-    pub wall_seconds: f64,
-}
-
-impl LatencyReport {
-    /// The point of `protocol` at `size` bytes and `device_memory`, if measured.
-    pub fn point(
-        &self,
-        protocol: Protocol,
-        size: usize,
-        device_memory: bool,
-    ) -> Option<&LatencyPoint> {
-        self.points.iter().find(|x| {
-            x.protocol == protocol.name() && x.size == size && x.device_memory == device_memory
-        })
-    }
-
-    /// The reference patterns under `device_memory`, if measured.
-    pub fn round(&self, device_memory: bool) -> Option<&RoundRef> {
-        self.rounds
-            .iter()
-            .find(|r| r.device_memory == device_memory)
     }
 }
 
@@ -433,31 +294,4 @@ pub fn run_point(
         steps: m.steps,
         trace_hash: format!("{:016x}", m.trace_hash),
     })
-}
-
-/// Per protocol and placement: the smallest size's median against the CAS round.
-fn targets(report: &LatencyReport) -> Vec<TargetCheck> {
-    let config = &report.config;
-    let Some(&size) = config.sizes.iter().min() else {
-        return Vec::new();
-    };
-    let mut out = Vec::new();
-    for &protocol in &config.protocols {
-        for &dm in &config.device_memory {
-            let (Some(x), Some(r)) = (report.point(protocol, size, dm), report.round(dm)) else {
-                continue;
-            };
-            let ratio = x.p50_ns as f64 / r.cas_majority_ns as f64;
-            out.push(TargetCheck {
-                protocol: protocol.name(),
-                device_memory: dm,
-                size,
-                p50_ns: x.p50_ns,
-                cas_majority_ns: r.cas_majority_ns,
-                ratio,
-                within_5_percent: ratio <= 1.05,
-            });
-        }
-    }
-    out
 }

@@ -68,6 +68,9 @@ struct LatencyArgs {
     /// The leader's pause when idle, in ns (default 200, the engine's).
     #[arg(long)]
     idle_pause_ns: Option<u64>,
+    /// The replicas' failure timeout, in ns (default 1000000: a stable leader).
+    #[arg(long)]
+    failure_timeout_ns: Option<u64>,
     /// The seed (default 1).
     #[arg(long)]
     seed: Option<u64>,
@@ -114,6 +117,7 @@ impl LatencyArgs {
         c.warmup_proposals = self.warmup_proposals.unwrap_or(c.warmup_proposals);
         c.gap_ns = self.gap_ns.unwrap_or(c.gap_ns);
         c.idle_pause_ns = self.idle_pause_ns.unwrap_or(c.idle_pause_ns);
+        c.failure_timeout_ns = self.failure_timeout_ns.unwrap_or(c.failure_timeout_ns);
         c.seed = self.seed.unwrap_or(c.seed);
         c.jobs = self.jobs.unwrap_or(c.jobs);
         if let Some(name) = &self.latency {

@@ -16,13 +16,16 @@ pub(super) fn latency_vs_size(report: &LatencyReport, path: &Path) -> anyhow::Re
     } else {
         (lo / 2.0, hi * 2.0)
     };
-    let top = report
+    // A log scale: word-granular puts make large values two orders slower than small
+    // ones, and the small sizes' gaps (device memory, the CAS round) must stay readable.
+    let values = report
         .points
         .iter()
-        .map(|x| x.p50_ns as f64 / 1e3)
-        .fold(0.0f64, f64::max)
-        .max(1e-3)
-        * 1.1;
+        .map(|x| x.p50_ns)
+        .chain(report.rounds.iter().map(|r| r.cas_majority_ns))
+        .map(|ns| ns.max(1) as f64 / 1e3);
+    let bottom = values.clone().fold(f64::INFINITY, f64::min).min(1e6) / 1.2;
+    let top = values.fold(0.0f64, f64::max).max(bottom * 2.0) * 1.2;
     let root = SVGBackend::new(path, (800, 500)).into_drawing_area();
     root.fill(&WHITE)?;
     let mut chart = ChartBuilder::on(&root)
@@ -33,12 +36,13 @@ pub(super) fn latency_vs_size(report: &LatencyReport, path: &Path) -> anyhow::Re
         .margin(12)
         .x_label_area_size(45)
         .y_label_area_size(65)
-        .build_cartesian_2d((lo..hi).log_scale().base(2.0), 0.0..top)?;
+        .build_cartesian_2d((lo..hi).log_scale().base(2.0), (bottom..top).log_scale())?;
     chart
         .configure_mesh()
         .x_desc("value size (bytes)")
         .y_desc("median decision latency (µs, virtual)")
         .x_label_formatter(&|x| format!("{x:.0}"))
+        .y_label_formatter(&|y| format!("{y:.1}"))
         .max_light_lines(1)
         .draw()?;
     for &protocol in &config.protocols {

@@ -83,6 +83,7 @@ pub(super) fn measure(
         u32::try_from(size.max(1)).context("value size")?,
     );
     log.idle_pause_ns = config.idle_pause_ns;
+    log.failure_timeout_ns = config.failure_timeout_ns;
     let spec = ClusterSpec {
         log,
         seed: config.seed,
@@ -166,7 +167,8 @@ fn decide(
         }
         watch_completions(sim, leader, &mut watch);
         let results = sim.machine_mut().threads[leader].process.take_results();
-        for (done, outcome) in results {
+        if let Some((done, outcome)) = results.into_iter().next() {
+            // One proposal at a time: the only outcome can be this one's.
             ensure!(done == id, "an outcome for proposal {done}, not {id}");
             return match outcome {
                 Ok(_slot) => Ok((now, watch)),
