@@ -274,6 +274,11 @@ pub fn run_point(
     size: usize,
     device_memory: bool,
 ) -> anyhow::Result<LatencyPoint> {
+    config.check()?;
+    anyhow::ensure!(
+        (1..=1 << 16).contains(&size),
+        "a value of {size} bytes: 1 byte to 64 KiB"
+    );
     let m = protocol.measure(config, size, device_memory)?;
     assert_eq!(
         m.hist.len(),

@@ -42,6 +42,8 @@ pub struct MajorityRound {
     outstanding: u64,
     /// Every round's latency (virtual ns).
     pub latencies: Vec<u64>,
+    /// Why the rounds stopped early: an operation failed (never in a fault-free run).
+    pub error: Option<String>,
 }
 
 impl MajorityRound {
@@ -56,6 +58,7 @@ impl MajorityRound {
             started: 0,
             outstanding: 0,
             latencies: Vec::new(),
+            error: None,
         }
     }
 
@@ -83,7 +86,8 @@ impl MajorityRound {
 impl Process for MajorityRound {
     fn resume(&mut self, reply: Reply) -> Step {
         if let Reply::Failed(e) = &reply {
-            panic!("round {}: an operation failed: {e}", self.round); // a fault-free run
+            self.error = Some(format!("round {}: {e}", self.round));
+            return Step::Done;
         }
         let value = match reply {
             Reply::Value(v) => v,
@@ -162,7 +166,11 @@ pub fn measure(
     let mut sim = Simulator::new(machine, SimConfig::new(seed, latency.clone()));
     let stop = sim.run(u64::MAX, u64::MAX);
     anyhow::ensure!(stop == Stop::Complete, "the rounds ended with {stop:?}");
-    let latencies = sim.machine().threads[0].process.latencies.clone();
+    let process = &sim.machine().threads[0].process;
+    if let Some(e) = &process.error {
+        anyhow::bail!("the {kind:?} rounds failed: {e}");
+    }
+    let latencies = process.latencies.clone();
     assert_eq!(latencies.len() as u64, rounds, "every round timed");
     Ok(latencies)
 }
