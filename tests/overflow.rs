@@ -37,6 +37,7 @@ fn spec(seed: u64) -> ClusterSpec {
         },
         latency: LatencyModel::cluster(),
         near_overflow: Some(3 + seed % 3),
+        device_memory: false,
     }
 }
 

@@ -34,6 +34,7 @@ fn spec(seed: u64) -> ClusterSpec {
         },
         latency: LatencyModel::cluster(),
         near_overflow: None,
+        device_memory: false,
     }
 }
 

@@ -2,4 +2,5 @@
 //! never assert speed.
 
 pub mod emulator;
+pub mod latency;
 pub mod locks;

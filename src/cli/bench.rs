@@ -4,6 +4,7 @@ use clap::{Args, Subcommand};
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use velos::bench::latency::{LatencyConfig, Protocol};
 use velos::bench::locks::{LockKind, LocksConfig};
 use velos::sim::latency::LatencyModel;
 
@@ -34,6 +35,136 @@ enum Bench {
     /// Distributed locks in virtual time: throughput and acquire latency against the
     /// number of processes and the writer fraction (RMA-locks paper, Fig. 5).
     Locks(Box<LocksArgs>),
+    /// Decision latency against the value size in virtual time, with and without NIC
+    /// device memory, next to one CAS round to a majority (Velos paper, Fig. 1).
+    Latency(Box<LatencyArgs>),
+}
+
+/// Arguments of `velos bench latency`. Unset options take the full sweep's values (or,
+/// with `--quick`, the tiny sweep's).
+#[derive(Args)]
+struct LatencyArgs {
+    /// A tiny sweep (3 sizes, a few decisions), for tests and a first look.
+    #[arg(long)]
+    quick: bool,
+    /// Protocols, comma-separated (default: all).
+    #[arg(long, value_delimiter = ',', value_parser = parse_protocol)]
+    protocols: Option<Vec<Protocol>>,
+    /// Value sizes in bytes, comma-separated (default 1,2,4,...,4096).
+    #[arg(long, value_delimiter = ',')]
+    sizes: Option<Vec<usize>>,
+    /// Placement: host, device or both (default both).
+    #[arg(long, value_parser = ["host", "device", "both"])]
+    memory: Option<String>,
+    /// Decisions measured per point (default 200).
+    #[arg(long)]
+    proposals: Option<usize>,
+    /// Decisions before those, not measured (default 20).
+    #[arg(long)]
+    warmup_proposals: Option<usize>,
+    /// Think time between a decision and the next proposal, in ns (default 5000).
+    #[arg(long)]
+    gap_ns: Option<u64>,
+    /// The leader's pause when idle, in ns (default 200, the engine's).
+    #[arg(long)]
+    idle_pause_ns: Option<u64>,
+    /// The replicas' failure timeout, in ns (default 1000000: a stable leader).
+    #[arg(long)]
+    failure_timeout_ns: Option<u64>,
+    /// The seed (default 1).
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Latency profile: paper-cx6, cluster, generic or uniform (default paper-cx6).
+    #[arg(long)]
+    latency: Option<String>,
+    /// Points simulated at once (default: the number of cores).
+    #[arg(long)]
+    jobs: Option<usize>,
+    /// Write latency.json and latency.svg into this directory.
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Print one JSON object instead of the table.
+    #[arg(long)]
+    json: bool,
+}
+
+fn parse_protocol(s: &str) -> Result<Protocol, String> {
+    Protocol::by_name(s).ok_or_else(|| {
+        let names: Vec<&str> = Protocol::ALL.iter().map(|p| p.name()).collect();
+        format!("unknown protocol {s:?} (known: {})", names.join(", "))
+    })
+}
+
+impl LatencyArgs {
+    fn config(&self) -> Result<LatencyConfig, String> {
+        let mut c = if self.quick {
+            LatencyConfig::quick()
+        } else {
+            LatencyConfig::full()
+        };
+        if let Some(v) = &self.protocols {
+            c.protocols.clone_from(v);
+        }
+        if let Some(v) = &self.sizes {
+            c.sizes.clone_from(v);
+        }
+        match self.memory.as_deref() {
+            Some("host") => c.device_memory = vec![false],
+            Some("device") => c.device_memory = vec![true],
+            _ => {}
+        }
+        c.proposals = self.proposals.unwrap_or(c.proposals);
+        c.warmup_proposals = self.warmup_proposals.unwrap_or(c.warmup_proposals);
+        c.gap_ns = self.gap_ns.unwrap_or(c.gap_ns);
+        c.idle_pause_ns = self.idle_pause_ns.unwrap_or(c.idle_pause_ns);
+        c.failure_timeout_ns = self.failure_timeout_ns.unwrap_or(c.failure_timeout_ns);
+        c.seed = self.seed.unwrap_or(c.seed);
+        c.jobs = self.jobs.unwrap_or(c.jobs);
+        if let Some(name) = &self.latency {
+            c.latency = LatencyModel::by_name(name)
+                .ok_or_else(|| format!("unknown latency profile {name:?}"))?;
+        }
+        c.check().map_err(|e| format!("{e:#}"))?;
+        Ok(c)
+    }
+}
+
+fn run_latency(args: &LatencyArgs) -> ExitCode {
+    let config = match args.config() {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("bench latency: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let report = match velos::bench::latency::run(&config, std::io::stderr().is_terminal()) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("bench latency: {e:#}");
+            return ExitCode::FAILURE;
+        }
+    };
+    if let Some(dir) = &args.out
+        && let Err(e) = velos::bench::latency::write_outputs(&report, dir)
+    {
+        eprintln!("bench latency: {e:#}");
+        return ExitCode::FAILURE;
+    }
+    if args.json {
+        println!(
+            "{}",
+            serde_json::to_string(&report).expect("report serialises")
+        );
+    } else {
+        print!("{}", velos::bench::latency::table(&report));
+        println!(
+            "{} points, latency model {:?}, {:.1} s wall",
+            report.points.len(),
+            report.config.latency.name,
+            report.wall_seconds
+        );
+    }
+    ExitCode::SUCCESS
 }
 
 /// Arguments of `velos bench locks`. Unset options take the full sweep's values (or,
@@ -82,7 +213,7 @@ struct LocksArgs {
     /// The seed (default 1).
     #[arg(long)]
     seed: Option<u64>,
-    /// Latency profile: cluster, generic or uniform (default cluster).
+    /// Latency profile: cluster, paper-cx6, generic or uniform (default cluster).
     #[arg(long)]
     latency: Option<String>,
     /// Points simulated at once (default: the number of cores).
@@ -214,5 +345,6 @@ pub fn run(args: BenchArgs) -> ExitCode {
             }
         },
         Bench::Locks(args) => run_locks(&args),
+        Bench::Latency(args) => run_latency(&args),
     }
 }

@@ -119,6 +119,7 @@ pub fn run_cli(a: SimArgs) -> ExitCode {
         },
         latency: LatencyModel::cluster(),
         near_overflow: a.near_overflow,
+        device_memory: false,
     };
     let report = run(&spec);
     if a.json {

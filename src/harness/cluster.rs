@@ -36,6 +36,10 @@ pub struct ClusterSpec {
     /// to a proposer that then vanished): the run drives slots over it, into the overflow
     /// fallback, some of them after a value was chosen in epoch 0.
     pub near_overflow: Option<u64>,
+    /// Place every replica's acceptor words and value buffers in NIC device memory (the
+    /// paper's option: the responder skips PCIe on them; see
+    /// [`LatencyModel::device_mem_access_ns`]).
+    pub device_memory: bool,
 }
 
 /// What a replica applied.
@@ -97,9 +101,41 @@ fn hex(bytes: &[u8]) -> String {
 
 /// Runs `spec` and checks the outcome.
 pub fn run(spec: &ClusterSpec) -> ClusterReport {
+    let mut sim = Simulator::new(machine(spec), sim_config(spec));
+    let max_steps = u64::MAX;
+    if let Some(at) = spec.crash_leader_at.filter(|&at| at < spec.duration_ns) {
+        sim.run(at, max_steps);
+        let m = sim.machine();
+        let leader = m
+            .threads
+            .iter()
+            .position(|t| m.is_up(t.node) && t.process.is_leader());
+        if let Some(l) = leader {
+            sim.inject(Fault::Crash {
+                node: NodeId(l as u16),
+                mode: CrashMode::Hang,
+            });
+        }
+    }
+    sim.run(spec.duration_ns, max_steps);
+    report(spec, &sim)
+}
+
+/// The machine of `spec`: replica r on node r (thread r), the initial words, and the
+/// device-memory placement.
+pub fn machine(spec: &ClusterSpec) -> Machine<Replica> {
     let config = Shared::new(spec.log.clone());
     let shape = spec.log.shape();
     let mut machine = Machine::new(&shape.layout());
+    if spec.device_memory {
+        for r in 0..spec.log.replicas {
+            for words in [shape.acceptor_words(), shape.value_buffer_words()] {
+                machine
+                    .set_device_memory(NodeId(r), words)
+                    .expect("the shape's ranges lie in its layout");
+            }
+        }
+    }
     if let Some(below) = spec.near_overflow {
         let layout = spec.log.layout;
         let threshold = spec.log.overflow_threshold();
@@ -131,6 +167,16 @@ pub fn run(spec: &ClusterSpec) -> ClusterReport {
                 .unwrap_or_else(|e| panic!("cluster spec: {e}")),
         );
     }
+    assert_eq!(
+        machine.threads.len(),
+        usize::from(spec.log.replicas),
+        "one thread per replica"
+    );
+    machine
+}
+
+/// The simulation settings of `spec`: seed, latency profile and scheduled faults.
+pub fn sim_config(spec: &ClusterSpec) -> SimConfig {
     let mut sim = SimConfig::new(spec.seed, spec.latency.clone());
     sim.faults = spec
         .crashes
@@ -151,27 +197,12 @@ pub fn run(spec: &ClusterSpec) -> ClusterReport {
             },
         }))
         .collect();
-    let mut sim = Simulator::new(machine, sim);
-    let max_steps = u64::MAX;
-    if let Some(at) = spec.crash_leader_at.filter(|&at| at < spec.duration_ns) {
-        sim.run(at, max_steps);
-        let m = sim.machine();
-        let leader = m
-            .threads
-            .iter()
-            .position(|t| m.is_up(t.node) && t.process.is_leader());
-        if let Some(l) = leader {
-            sim.inject(Fault::Crash {
-                node: NodeId(l as u16),
-                mode: CrashMode::Hang,
-            });
-        }
-    }
-    sim.run(spec.duration_ns, max_steps);
-    report(spec, &sim)
+    sim
 }
 
-fn report(spec: &ClusterSpec, sim: &Simulator<Replica>) -> ClusterReport {
+/// The report of a run of `spec` that `sim` simulated: what every replica applied, and
+/// the checks.
+pub fn report(spec: &ClusterSpec, sim: &Simulator<Replica>) -> ClusterReport {
     let m = sim.machine();
     let replicas: Vec<ReplicaReport> = m
         .threads

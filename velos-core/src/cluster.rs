@@ -1,6 +1,7 @@
 //! Where everything lives in the registered memory of a Velos cluster.
 
 use crate::proposal::ProposerId;
+use std::ops::Range;
 use velos_rdma::plan::{Access, Grant};
 use velos_rdma::{Layout, Loc, NodeId};
 
@@ -94,6 +95,25 @@ impl ClusterShape {
         Loc::word(NodeId(node), self.heartbeat_index() + 1 + i)
     }
 
+    /// The word indices of a node's acceptor words, every slot in every epoch (the same
+    /// on every node).
+    pub fn acceptor_words(&self) -> Range<u32> {
+        0..self.epochs * self.slots
+    }
+
+    /// The word indices of a node's value buffers, every proposer's for every slot (the
+    /// same on every node). They follow the acceptor words directly.
+    pub fn value_buffer_words(&self) -> Range<u32> {
+        let start = self.buffer_base(ProposerId(0), 0);
+        let words = start..self.heartbeat_index();
+        assert_eq!(
+            words.len() as u64,
+            u64::from(self.nodes) * u64::from(self.slots) * u64::from(self.buffer_words()),
+            "one buffer per proposer and slot"
+        );
+        words
+    }
+
     /// The registered memory of every node.
     pub fn layout(&self) -> Layout {
         Layout::uniform(self.nodes, self.heartbeat_index() + 1 + self.scratch_words)
@@ -165,6 +185,10 @@ mod tests {
         for node in 0..3 {
             let plan = shape.region_plan(node);
             assert_eq!(check_plan(&shape.layout(), NodeId(node), &plan), Ok(()));
+            // The device-memory ranges: acceptor words, then the value buffers.
+            assert_eq!(shape.acceptor_words().end, shape.value_buffer_words().start);
+            let last = shape.value_end_stamp(node, ProposerId(2), 3);
+            assert_eq!(last.offset / 8 + 1, shape.value_buffer_words().end);
             for peer in 0..3 {
                 for slot in 0..4 {
                     for epoch in 0..2 {

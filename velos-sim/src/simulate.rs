@@ -94,6 +94,11 @@ struct SimClock {
 impl Clock for SimClock {
     fn delay(&mut self, kind: Delay, target: Option<NodeId>) -> u64 {
         let mut d = self.latency.base(kind);
+        // A step the profile makes free stays free (no jitter drawn, no slowdown): a cost
+        // added to the model later, at 0 in older profiles, leaves their traces unchanged.
+        if d == 0 {
+            return 0;
+        }
         if self.latency.jitter_ns > 0 {
             d += self.jitter.below(self.latency.jitter_ns + 1);
         }

@@ -28,6 +28,13 @@ pub enum Delay {
     LocalMemWrite,
     /// A CPU `pause` of this many nanoseconds, until the next CPU step.
     Pause(u64),
+    /// The responder's work on a put before its ACK leaves (placement in host memory).
+    PutAck,
+    /// The responder's access to a word in NIC device memory: an atomic's execution or a
+    /// remote write's, in place of [`Delay::Atomic`] or [`Delay::RemoteMemWrite`].
+    DeviceMem,
+    /// [`Delay::PutAck`] for a put into device memory.
+    DevicePutAck,
 }
 
 /// A source of delays. The explorer uses [`NoDelay`]; the simulator a latency model.

@@ -7,6 +7,7 @@ mod delay;
 mod fault;
 mod items;
 mod mutation;
+mod placement;
 mod reduction;
 mod rules;
 mod state;

@@ -160,11 +160,14 @@ impl<P: Process> Machine<P> {
                 || self.mutation.is_some(),
             "rule 3: pre ⊆ {{ACK,G0,LW}}"
         );
+        // The ACK leaves after the responder's work on the put (0 unless the profile's
+        // NIC acknowledges only after placement), then crosses the wire.
+        let ack = clock.delay(self.put_ack_delay(remote), Some(target));
         self.qps[q].pipe[i] = Timed {
             item: PipeItem::Ack { work_id },
-            ready: now + clock.delay(self.wire(q), Some(target)),
+            ready: now + ack + clock.delay(self.wire(q), Some(target)),
         };
-        let ready = now + clock.delay(Delay::RemoteMemWrite, Some(target));
+        let ready = now + clock.delay(self.remote_write_delay(remote), Some(target));
         self.qps[q].rw.push_back(Timed {
             item: RemoteWrite::Put { loc: remote, value },
             ready,
@@ -313,7 +316,7 @@ impl<P: Process> Machine<P> {
         let old = self
             .read(remote)
             .expect("rules 9-11: remote checked at post");
-        let atomic = clock.delay(Delay::Atomic, Some(target));
+        let atomic = clock.delay(self.atomic_delay(remote), Some(target));
         let back = Timed {
             item: PipeItem::LocalWrite {
                 local,
@@ -359,7 +362,7 @@ impl<P: Process> Machine<P> {
         let PipeItem::AtomicWrite { remote, value, .. } = entry.item else {
             unreachable!("rule 12 fires on AW")
         };
-        let ready = now + clock.delay(Delay::RemoteMemWrite, Some(target));
+        let ready = now + clock.delay(self.remote_write_delay(remote), Some(target));
         self.qps[q].rw.push_back(Timed {
             item: RemoteWrite::Atomic { loc: remote, value },
             ready,

@@ -5,6 +5,7 @@ use super::active::{ActiveQps, Members};
 use super::items::{LocalWriteEntry, PipeItem, RemoteWrite, SbEntry, Timed};
 use super::mutation::Mutation;
 use std::collections::VecDeque;
+use std::ops::Range;
 use velos_rdma::{Layout, Loc, NodeId, Op, Process, RdmaError, Shared, WorkId};
 
 /// What a thread does next.
@@ -122,6 +123,9 @@ pub struct Machine<P> {
     /// Per node, per word: `t + 1` if only thread t ever touches the word (a library's
     /// scratch word), else 0. Declared by the program; the explorer's reduction uses it.
     pub owner: Shared<Vec<Vec<u32>>>,
+    /// Per node: the word ranges placed in NIC device memory (see `placement.rs`). Only
+    /// the latency of responder steps depends on it, never what a step does.
+    pub(crate) device: Shared<Vec<Vec<Range<u32>>>>,
     /// The queue pairs in use (derived from `qps`; out of equality and hashing).
     active: ActiveQps,
 }
@@ -146,6 +150,7 @@ impl<P: Process> Machine<P> {
                     .map(|id| vec![0; layout.words(id) as usize])
                     .collect(),
             ),
+            device: Shared::new(vec![Vec::new(); n]),
             active: ActiveQps::new(),
         }
     }
