@@ -28,6 +28,8 @@ pub enum Delay {
     LocalMemWrite,
     /// A CPU `pause` of this many nanoseconds, until the next CPU step.
     Pause(u64),
+    /// A change of queue-pair write access (`SetWriteAccess`), until it is in effect.
+    QpAccessChange,
 }
 
 /// A source of delays. The explorer uses [`NoDelay`]; the simulator a latency model.
