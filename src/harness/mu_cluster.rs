@@ -22,8 +22,10 @@ pub struct MuSpec {
     /// Crash whichever node leads (in the fast path) at this time.
     pub crash_leader_at: Option<u64>,
     /// Slow down operations towards a node: (node, from ns, extra ns per step, for ns).
-    /// A slowed leader looks dead to the others while it still runs.
     pub slow: Vec<(u16, u64, u64, u64)>,
+    /// Stop a node's CPU for a while: (node, from ns, for ns). A stalled leader looks
+    /// dead to the others, then comes back believing it still leads.
+    pub stalls: Vec<(u16, u64, u64)>,
     /// Step costs.
     pub latency: LatencyModel,
 }
@@ -73,11 +75,16 @@ fn hex(words: &[u64]) -> String {
 }
 
 /// The emulator machine of a Mu cluster, one process per node.
-fn machine(config: &MuConfig) -> Result<Machine<MuNode>, String> {
+fn machine(config: &MuConfig, stalls: &[(u16, u64, u64)]) -> Result<Machine<MuNode>, String> {
     let shared = Shared::new(config.clone());
     let mut machine = Machine::new(&config.layout());
     for r in 0..config.replicas {
-        machine.spawn(NodeId(r), MuNode::new(shared.clone(), r)?);
+        let mut node = MuNode::new(shared.clone(), r)?;
+        node.stall = stalls
+            .iter()
+            .find(|s| s.0 == r)
+            .map(|&(_, at, ns)| (at, ns));
+        machine.spawn(NodeId(r), node);
     }
     Ok(machine)
 }
@@ -97,7 +104,7 @@ pub fn run(spec: &MuSpec) -> Result<MuReport, String> {
             },
         })
         .collect();
-    let mut sim = Simulator::new(machine(&spec.config)?, config);
+    let mut sim = Simulator::new(machine(&spec.config, &spec.stalls)?, config);
     let mut crashed = None;
     if let Some(at) = spec.crash_leader_at.filter(|&at| at < spec.duration_ns) {
         sim.run(at, u64::MAX);
@@ -213,7 +220,10 @@ pub fn decision_latencies(
 ) -> Result<Vec<u64>, String> {
     let value_words = value_bytes.div_ceil(8).max(1);
     let config = MuConfig::new(replicas, decisions, value_words);
-    let mut sim = Simulator::new(machine(&config)?, SimConfig::new(seed, latency.clone()));
+    let mut sim = Simulator::new(
+        machine(&config, &[])?,
+        SimConfig::new(seed, latency.clone()),
+    );
     let mut until = 0;
     let limit = 2_000_000 + u64::from(decisions) * 200_000;
     loop {

@@ -198,6 +198,15 @@ impl MuNode {
         let cfg = self.cfg.clone();
         let me = self.me;
         let lead = self.lead();
+        assert!(
+            lead.entry.is_none() && slot == lead.commit && slot < u64::from(cfg.slots),
+            "write_entry: one entry at a time, right after the commit point"
+        );
+        assert_eq!(
+            value.len() as u32,
+            cfg.value_words,
+            "write_entry: a whole value"
+        );
         let header = Header {
             proposal: lead.proposal,
             commit: lead.commit,
@@ -229,6 +238,7 @@ impl MuNode {
             reproposal,
         });
         lead.next = slot + 1;
+        assert!(lead.fast(), "write_entry: only in the fast path");
         self.then = NodeThen::Tick;
     }
 
@@ -329,6 +339,10 @@ impl MuNode {
     /// Puts the own log's decided slots `from..to` into follower `p`'s, each with a header
     /// of this leader's proposal number and the commit point `to`.
     pub(super) fn catch_up(&mut self, p: u16, from: u64, to: u64) {
+        assert!(
+            from <= to && to <= self.lead().commit.max(self.lead().fuo_max),
+            "catch_up: decided slots only"
+        );
         let header = Header {
             proposal: self.lead().proposal,
             commit: to,

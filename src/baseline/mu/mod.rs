@@ -235,3 +235,30 @@ impl Header {
 pub fn proposal(round: u64, node: u16) -> u64 {
     (round << 8) | u64::from(node)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn headers_round_trip() {
+        let h = Header {
+            proposal: proposal(7, 2),
+            commit: 41,
+        };
+        assert_eq!(Header::decode(h.encode()), h);
+        assert_eq!(Header::decode(0).proposal, 0, "an empty slot");
+    }
+
+    #[test]
+    fn bad_configs_are_errors() {
+        assert!(MuConfig::new(3, 10, 1).check().is_ok());
+        assert!(MuConfig::new(0, 10, 1).check().is_err());
+        assert!(MuConfig::new(65, 10, 1).check().is_err());
+        assert!(MuConfig::new(3, 0, 1).check().is_err());
+        let mut c = MuConfig::new(3, 10, 1);
+        c.recover_at = c.fail_below;
+        assert!(c.check().is_err());
+        assert!(MuNode::new(velos_rdma::Shared::new(MuConfig::new(3, 10, 1)), 3).is_err());
+    }
+}

@@ -103,6 +103,9 @@ pub struct MuNode {
     pub terms_started: Vec<u64>,
     /// Its log writes refused by a follower (`RemoteAccess`): it had been deposed.
     pub refusals: u64,
+    /// A stall to inject, for tests: from this time its CPU stops for this long (as a
+    /// descheduled or paused process would), then goes on where it was.
+    pub stall: Option<(u64, u64)>,
 }
 
 impl MuNode {
@@ -146,14 +149,24 @@ impl MuNode {
             takeovers_started: Vec::new(),
             terms_started: Vec::new(),
             refusals: 0,
+            stall: None,
         })
     }
 
     /// Its role, the failure detector's view and its grant, in words (for failure reports).
     pub fn describe(&self) -> String {
         format!(
-            "node {} at {} ns: {:?}; granted {}; peers {:?}",
-            self.me, self.now, self.role, self.granted, self.peers
+            "node {} at {} ns: {:?}; granted {}; peers {:?}; takeovers at {:?}; fast path \
+             from {:?}; {} decisions, {} refused writes",
+            self.me,
+            self.now,
+            self.role,
+            self.granted,
+            self.peers,
+            self.takeovers_started,
+            self.terms_started,
+            self.decisions.len(),
+            self.refusals
         )
     }
 
@@ -211,6 +224,12 @@ impl MuNode {
 
     /// One turn: housekeeping first (heartbeat, heartbeat reads), then the role's step.
     fn turn(&mut self) {
+        if let Some((at, ns)) = self.stall
+            && self.now >= at
+        {
+            self.stall = None;
+            return self.batch([Op::Pause { ns }], Then::Tick);
+        }
         let cfg = self.cfg.clone();
         if self.now >= self.next_hb {
             self.hb += 1;
