@@ -3,6 +3,7 @@
 //! The facade: re-exports the member crates.
 #![deny(unsafe_code)]
 
+pub mod baseline;
 pub mod bench;
 pub mod cluster_file;
 pub mod harness;

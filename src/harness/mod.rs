@@ -3,5 +3,6 @@
 
 pub mod cluster;
 pub mod consensus_checks;
+pub mod mu_cluster;
 mod mutation_checks;
 pub mod protocol_model;

@@ -60,6 +60,14 @@ pub enum RdmaError {
         /// Target node of the queue pair.
         node: NodeId,
     },
+    /// The backend cannot perform this operation (yet), or not on a fabric of this size.
+    #[error("{operation} is not supported by {backend}")]
+    Unsupported {
+        /// The operation.
+        operation: &'static str,
+        /// The backend, and why.
+        backend: &'static str,
+    },
     /// A `wait_any` with an empty set of work ids: it would block forever.
     #[error("wait_any for no work id")]
     NothingToWaitFor,

@@ -61,6 +61,6 @@ pub use error::RdmaError;
 pub use ids::{Loc, NodeId, WorkId};
 pub use layout::Layout;
 pub use layout_builder::LayoutBuilder;
-pub use op::{Op, Reply, Rmw};
+pub use op::{Op, Reply, Rmw, check_writers, may_write};
 pub use process::{Process, Step};
 pub use shared::Shared;

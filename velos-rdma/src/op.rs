@@ -152,6 +152,28 @@ pub enum Op {
         /// How long.
         ns: u64,
     },
+    /// Changes which peers may RDMA WRITE into this node's memory (ours: Mu's permission
+    /// switch, where only the leader's queue pair holds REMOTE_WRITE on a follower's log).
+    /// The node's CPU changes the access of its own end of every queue pair at once: bit i
+    /// of `writers` set means node i's queue pairs towards this node may write (puts,
+    /// inline or not); reads and remote atomics are unaffected. Replies `Done` once the
+    /// change is in effect; on a NIC that takes a while (about 250 µs on ConnectX).
+    ///
+    /// Initially every peer may write. After the change, a put from a node whose bit is
+    /// clear fails with [`RdmaError::RemoteAccess`] at the `wait` for its work id (the
+    /// target checks when the write arrives, so a put posted before the change can fail)
+    /// and, as on a NIC, puts the requester's queue pair into the error state: its later
+    /// operations fail with [`RdmaError::QueuePairError`]. Granting write access again
+    /// reconnects the peer's refused queue pairs towards this node (Mu cycles a queue
+    /// pair through reset when it changes permissions), so they carry operations again.
+    ///
+    /// A bit for a node the fabric does not have fails the operation with
+    /// [`RdmaError::UnknownNode`]; a fabric of more than 64 nodes cannot name them all
+    /// and replies [`RdmaError::Unsupported`].
+    SetWriteAccess {
+        /// Bit i: node i may write into this node's memory.
+        writers: u64,
+    },
 }
 
 impl Op {
@@ -173,7 +195,8 @@ impl Op {
             | Op::Poll { .. }
             | Op::GlobalFence { .. }
             | Op::Now
-            | Op::Pause { .. } => None,
+            | Op::Pause { .. }
+            | Op::SetWriteAccess { .. } => None,
         }
     }
 
@@ -187,6 +210,30 @@ impl Op {
             _ => None,
         }
     }
+}
+
+/// Checks the `writers` of [`Op::SetWriteAccess`] for a fabric of `nodes` nodes: every set
+/// bit names a node, and the fabric has at most 64 nodes.
+pub fn check_writers(writers: u64, nodes: usize) -> Result<(), RdmaError> {
+    if nodes > 64 {
+        return Err(RdmaError::Unsupported {
+            operation: "SetWriteAccess",
+            backend: "a fabric of more than 64 nodes",
+        });
+    }
+    let beyond = writers.checked_shr(nodes as u32).unwrap_or(0);
+    if beyond != 0 {
+        let bit = nodes as u32 + beyond.trailing_zeros();
+        return Err(RdmaError::UnknownNode {
+            node: NodeId(bit as u16),
+        });
+    }
+    Ok(())
+}
+
+/// Whether `writers` (of [`Op::SetWriteAccess`]) lets `node` write.
+pub fn may_write(writers: u64, node: NodeId) -> bool {
+    node.0 < 64 && (writers >> node.0) & 1 == 1
 }
 
 /// What a backend answers to an operation.

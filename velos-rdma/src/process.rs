@@ -44,4 +44,13 @@ pub trait Process: Clone + Eq + Hash + Debug + Send + 'static {
     fn tests_completions(&self) -> bool {
         true
     }
+
+    /// Whether this process may ever issue [`Op::SetWriteAccess`](crate::Op::SetWriteAccess).
+    /// A permission change makes puts of other threads fail or succeed, so the emulator's
+    /// explorer makes no reduction on a machine with such a process, and the emulator
+    /// refuses the operation (with `RdmaError::Unsupported`) from a process that did not
+    /// declare it.
+    fn changes_write_access(&self) -> bool {
+        false
+    }
 }

@@ -41,6 +41,9 @@ pub struct LatencyModel {
     /// (`Machine::set_device_memory`), not the profile's.
     #[serde(default)]
     pub device_mem_access_ns: u64,
+    /// A change of queue-pair write access (`Op::SetWriteAccess`) until it is in effect:
+    /// Mu measured about 250 µs for a permission switch on ConnectX NICs.
+    pub qp_access_change_ns: u64,
     /// Each delay gets a uniformly drawn extra in `0..=jitter_ns`.
     pub jitter_ns: u64,
 }
@@ -63,6 +66,7 @@ impl LatencyModel {
             local_mem_write_ns: 150,
             put_ack_ns: 0,
             device_mem_access_ns: 50,
+            qp_access_change_ns: 250_000,
             jitter_ns: 20,
         }
     }
@@ -89,6 +93,7 @@ impl LatencyModel {
             local_mem_write_ns: 200,
             put_ack_ns: 0,
             device_mem_access_ns: 50,
+            qp_access_change_ns: 250_000,
             jitter_ns: 50,
         }
     }
@@ -110,6 +115,7 @@ impl LatencyModel {
             local_mem_write_ns: 1,
             put_ack_ns: 0,
             device_mem_access_ns: 1,
+            qp_access_change_ns: 1,
             jitter_ns: 0,
         }
     }
@@ -142,6 +148,8 @@ impl LatencyModel {
             local_mem_write_ns: 640,
             put_ack_ns: 250,
             device_mem_access_ns: 50,
+            // Mu's measured permission switch on ConnectX NICs.
+            qp_access_change_ns: 250_000,
             jitter_ns: 10,
         }
     }
@@ -174,6 +182,7 @@ impl LatencyModel {
             Delay::DeviceMem => self.device_mem_access_ns,
             Delay::DevicePutAck => self.put_ack_ns.min(self.device_mem_access_ns),
             Delay::Pause(ns) => ns.max(self.cpu_local_ns),
+            Delay::QpAccessChange => self.qp_access_change_ns,
         }
     }
 }

@@ -274,6 +274,10 @@ impl<'f> MemEndpoint<'f> {
             Op::Rfence { node } => done(self.queue_pair(node).map(drop)),
             Op::GlobalFence { node } => done(self.global_fence(node)),
             Op::Now => Ok(Reply::Value(self.fabric.now_ns())),
+            // In effect at once: puts the NIC executes from now on are checked against it.
+            Op::SetWriteAccess { writers } => {
+                done(self.fabric.memory().set_writers(self.node, writers))
+            }
             Op::Pause { ns } => {
                 // Sleeping below the scheduler's granularity would oversleep: yield
                 // until the time has passed instead.

@@ -3,6 +3,7 @@
 use crate::error::RdmaError;
 use crate::ids::{Loc, NodeId};
 use crate::layout::Layout;
+use crate::op::{check_writers, may_write};
 use crate::plan::{Grant, RemoteKind, permits};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
@@ -22,6 +23,11 @@ pub(crate) struct Memory {
     queue_pair_error: Vec<AtomicBool>,
     /// Per node, its region plan, or `None`: every remote access allowed.
     plans: Option<Vec<Vec<Grant>>>,
+    /// Per node: which nodes may put into its memory (`Op::SetWriteAccess`; bit i: node i).
+    writers: Vec<AtomicU64>,
+    /// Per (from, to) pair, row-major: whether queue pairs from `from` towards `to` are in
+    /// error because `to` refused a put; a grant of write access to `from` clears it.
+    refused: Vec<AtomicBool>,
 }
 
 impl Memory {
@@ -38,6 +44,8 @@ impl Memory {
             crashed: (0..nodes).map(|_| AtomicBool::new(false)).collect(),
             queue_pair_error: (0..nodes * nodes).map(|_| AtomicBool::new(false)).collect(),
             plans: None,
+            writers: (0..nodes).map(|_| AtomicU64::new(u64::MAX)).collect(),
+            refused: (0..nodes * nodes).map(|_| AtomicBool::new(false)).collect(),
         }
     }
 
@@ -110,8 +118,38 @@ impl Memory {
     pub(crate) fn queue_pair(&self, from: NodeId, to: NodeId) -> Result<(), RdmaError> {
         self.alive(from)?;
         self.alive(to)?;
-        if self.queue_pair_error[self.pair_index(from, to)].load(Ordering::SeqCst) {
+        let pair = self.pair_index(from, to);
+        if self.queue_pair_error[pair].load(Ordering::SeqCst)
+            || self.refused[pair].load(Ordering::SeqCst)
+        {
             return Err(RdmaError::QueuePairError { node: to });
+        }
+        Ok(())
+    }
+
+    /// `Err(RemoteAccess)` unless `to` lets `from` put into its memory now
+    /// (`Op::SetWriteAccess`); a refusal puts the queue pairs from `from` towards `to` in
+    /// error until `to` grants `from` write access again.
+    pub(crate) fn may_write(&self, from: NodeId, to: NodeId, loc: Loc) -> Result<(), RdmaError> {
+        if may_write(self.writers[to.index()].load(Ordering::SeqCst), from) {
+            return Ok(());
+        }
+        self.refused[self.pair_index(from, to)].store(true, Ordering::SeqCst);
+        Err(RdmaError::RemoteAccess { loc })
+    }
+
+    /// `Op::SetWriteAccess` by a thread of `node`: from now on only `writers` may put into
+    /// its memory; the refused queue pairs of the granted nodes towards it are reconnected.
+    pub(crate) fn set_writers(&self, node: NodeId, writers: u64) -> Result<(), RdmaError> {
+        check_writers(writers, self.words.len())?;
+        self.alive(node)?;
+        self.writers[node.index()].store(writers, Ordering::SeqCst);
+        for from in self
+            .layout
+            .node_ids()
+            .filter(|&from| may_write(writers, from))
+        {
+            self.refused[self.pair_index(from, node)].store(false, Ordering::SeqCst);
         }
         Ok(())
     }

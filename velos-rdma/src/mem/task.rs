@@ -79,6 +79,11 @@ impl Task {
             memory.set_queue_pair_error(self.source, self.target);
             return Err(e.clone());
         }
+        if let Ok(Access::Put { remote, .. } | Access::PutInline { remote, .. }) = self.access {
+            // The target checks its write permission when the write arrives.
+            let loc = Loc::word(self.target, remote as u32);
+            memory.may_write(self.source, self.target, loc)?;
+        }
         let local = |index| memory.word_at(self.source, index);
         let remote = |index| memory.word_at(self.target, index);
         match self.access.clone()? {

@@ -380,6 +380,14 @@ impl<'f> VerbsEndpoint<'f> {
                 }
                 Ok(Reply::Done)
             }
+            // The responder's ends of the queue pairs towards this node belong to the
+            // peers' endpoints (or, one node per process, to the node's connections):
+            // changing their access flags (ibv_modify_qp with IBV_QP_ACCESS_FLAGS, or a
+            // reset and reconnect) is not written yet.
+            Op::SetWriteAccess { .. } => Err(RdmaError::Unsupported {
+                operation: "SetWriteAccess",
+                backend: "the verbs backend (not written yet)",
+            }),
         }
     }
 }

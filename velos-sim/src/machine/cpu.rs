@@ -12,7 +12,14 @@ impl<P: Process> Machine<P> {
         let Next::Pending(op) = self.threads[t].next.clone() else {
             unreachable!("a CPU step needs a pending operation")
         };
-        let reply = self.execute(t, &op, now, clock);
+        let reply = match op {
+            Op::SetWriteAccess { writers } => match self.set_write_access(t, writers, now, clock) {
+                // Started: the thread resumes when the change is in effect.
+                None => return,
+                Some(reply) => reply,
+            },
+            _ => self.execute(t, &op, now, clock),
+        };
         let kind = match op {
             Op::Pause { ns } => Delay::Pause(ns),
             _ if op.target().is_some() => Delay::CpuPost,
@@ -60,6 +67,7 @@ impl<P: Process> Machine<P> {
                 }
             },
             Op::Now => Reply::Value(now),
+            Op::SetWriteAccess { .. } => unreachable!("cpu_step: SetWriteAccess in access.rs"),
             Op::Pause { .. } => Reply::Done,
             Op::Mfence => {
                 assert!(

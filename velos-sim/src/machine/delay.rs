@@ -35,6 +35,8 @@ pub enum Delay {
     DeviceMem,
     /// [`Delay::PutAck`] for a put into device memory.
     DevicePutAck,
+    /// A change of queue-pair write access (`SetWriteAccess`), until it is in effect.
+    QpAccessChange,
 }
 
 /// A source of delays. The explorer uses [`NoDelay`]; the simulator a latency model.

@@ -62,7 +62,7 @@ impl<P: Process> Machine<P> {
         }
     }
 
-    fn fail_queue_pair(&mut self, q: usize, error: RdmaError) {
+    pub(crate) fn fail_queue_pair(&mut self, q: usize, error: RdmaError) {
         let (t, target) = self.qp_ends(q);
         let pipe = std::mem::take(&mut self.qps[q].pipe);
         for entry in pipe {

@@ -1,6 +1,7 @@
 //! The emulated machine: one state and its steps. The explorer and the simulator are two
 //! drivers of this one state machine.
 
+mod access;
 mod active;
 mod cpu;
 mod delay;

@@ -151,6 +151,9 @@ impl<P: Process> Machine<P> {
         else {
             unreachable!("rule 3 fires on P1")
         };
+        if !self.may_put(q, target) {
+            return self.refuse_put(q, i, remote, work_id);
+        }
         assert!(
             self.qps[q]
                 .pipe
@@ -419,7 +422,7 @@ impl<P: Process> Machine<P> {
             }
             NodeStatus::Crashed(CrashMode::Hang) | NodeStatus::Up => {}
         }
-        (self.qps[q].status == QpStatus::Error)
+        (self.qps[q].status != QpStatus::Ready)
             .then_some(RdmaError::QueuePairError { node: target })
     }
 

@@ -36,6 +36,9 @@ pub struct ThreadState<P> {
     pub polls: bool,
     /// Failures of asynchronous operations not yet reported by a `wait`, oldest first.
     pub failed: Vec<(WorkId, RdmaError)>,
+    /// Whether its pending [`Op::SetWriteAccess`] has started (the change is under way;
+    /// it takes effect at the thread's next CPU step).
+    pub changing_access: bool,
 }
 
 /// Why a queue pair cannot carry operations any more.
@@ -45,6 +48,10 @@ pub enum QpStatus {
     Ready,
     /// Put in the error state by a fault: every operation on it fails.
     Error,
+    /// Put in the error state because its target refused a put
+    /// ([`Op::SetWriteAccess`]): every operation on it fails until the target grants the
+    /// requester's node write access again, which reconnects it.
+    Refused,
 }
 
 /// A queue pair `Q[(t,n)]`: pipe, remote write buffer and local write buffer.
@@ -116,6 +123,12 @@ pub struct Machine<P> {
     pub qps: Vec<QueuePair>,
     /// `L[n]`: whether a remote atomic holds node n's atomic lock.
     pub atomic_busy: Vec<bool>,
+    /// Per node: which nodes may put into its memory (bit i: node i), as its last
+    /// [`Op::SetWriteAccess`] set it; initially every node.
+    pub writers: Vec<u64>,
+    /// Whether some process declares [`Process::changes_write_access`]: then the explorer
+    /// makes no reduction (see `access.rs`).
+    pub access_control: bool,
     /// Per node: up or crashed.
     pub nodes: Vec<NodeStatus>,
     /// A deliberately wrong rule, for tests only; `None` is the model.
@@ -142,6 +155,8 @@ impl<P: Process> Machine<P> {
             threads: Vec::new(),
             qps: Vec::new(),
             atomic_busy: vec![false; n],
+            writers: vec![u64::MAX; n],
+            access_control: false,
             nodes: vec![NodeStatus::Up; n],
             mutation: None,
             owner: Shared::new(
@@ -175,6 +190,7 @@ impl<P: Process> Machine<P> {
             "spawn before the run starts"
         );
         let polls = process.polls();
+        self.access_control |= process.changes_write_access();
         let next = match process.resume(velos_rdma::Reply::Start) {
             velos_rdma::Step::Op(op) => Next::Pending(op),
             velos_rdma::Step::Done => Next::Finished,
@@ -187,6 +203,7 @@ impl<P: Process> Machine<P> {
             sb: VecDeque::new(),
             polls,
             failed: Vec::new(),
+            changing_access: false,
         });
         for _ in 0..self.node_count() {
             self.qps.push(QueuePair::new());

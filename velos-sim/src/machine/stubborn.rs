@@ -44,7 +44,9 @@
 //! the set. The closure takes whichever already holds, else the seal, else the store buffer.
 //!
 //! The dependency is derived from the model's premises; under a [`super::Mutation`] they do
-//! not hold, so no reduction is made (every enabled step is returned).
+//! not hold, so no reduction is made (every enabled step is returned). Neither is one made
+//! on a machine whose processes may change write access (`Op::SetWriteAccess`), which
+//! the obligations do not model.
 
 use super::items::{LocalWriteEntry, PipeItem, RemoteWrite, SbEntry};
 use super::state::{Machine, Next, QpStatus};
@@ -142,7 +144,9 @@ impl<P: Process> Machine<P> {
             "D0: a stubborn set of a state that can move"
         );
         out.clear();
-        if self.mutation.is_some() {
+        // Under a mutation the premises the obligations rest on do not hold; under access
+        // control a permission change decides whether posted puts run or fail.
+        if self.mutation.is_some() || self.access_control {
             out.extend(0..enabled.len());
             return;
         }

@@ -54,93 +54,13 @@ impl<P: Process> Machine<P> {
             return; // the common case in large clusters: nothing on this queue pair
         }
         let (_, target) = self.qp_ends(q);
-        if self.is_up(target) && qp.status == QpStatus::Ready {
-            let lw_clean = qp.lw_only_completions();
-            let rw_empty = qp.rw.is_empty();
-            let lock_free = !self.atomic_busy[target.index()];
-            let mut pre_put_read = false;
-            let mut pre_overtakable = true;
-            let rw_all_empty =
-                !self.mutated(Mutation::Rule13Stronger) || self.rw_empty_towards(target);
-            for (i, entry) in qp.pipe.iter().enumerate() {
-                let head = i == 0;
-                let enabled = match entry.item {
-                    PipeItem::Fence if self.mutated(Mutation::Rule1Weaker) => true,
-                    PipeItem::Fence if self.mutated(Mutation::Rule1Stronger) => head && rw_empty,
-                    PipeItem::Fence => head,
-                    PipeItem::PutRead { .. } if self.mutated(Mutation::Rule2Weaker) => {
-                        !pre_put_read
-                    }
-                    PipeItem::PutRead { .. } if self.mutated(Mutation::Rule2Stronger) => {
-                        head && lw_clean
-                    }
-                    PipeItem::PutRead { .. } => !pre_put_read && lw_clean,
-                    PipeItem::PutWrite { .. } if self.mutated(Mutation::Rule3Weaker) => true,
-                    PipeItem::PutWrite { .. } if self.mutated(Mutation::Rule3Stronger) => head,
-                    PipeItem::PutWrite { .. } => pre_overtakable,
-                    PipeItem::Ack { .. } if self.mutated(Mutation::Rule5Weaker) => true,
-                    PipeItem::Ack { .. } if self.mutated(Mutation::Rule5Stronger) => {
-                        head && rw_empty
-                    }
-                    PipeItem::Ack { .. } => head,
-                    PipeItem::GetRead { .. } if self.mutated(Mutation::Rule6Weaker) => {
-                        pre_overtakable
-                    }
-                    PipeItem::GetRead { .. } if self.mutated(Mutation::Rule6Stronger) => {
-                        head && rw_empty
-                    }
-                    PipeItem::GetRead { .. } => pre_overtakable && rw_empty && rw_all_empty,
-                    PipeItem::LocalWrite { .. } if self.mutated(Mutation::Rule7Weaker) => true,
-                    PipeItem::LocalWrite { .. } if self.mutated(Mutation::Rule7Stronger) => {
-                        head && rw_empty
-                    }
-                    PipeItem::LocalWrite { .. } => head,
-                    PipeItem::AtomicRead { .. } if self.mutated(Mutation::Rule9Weaker) => {
-                        pre_overtakable && rw_empty
-                    }
-                    PipeItem::AtomicRead { .. } if self.mutated(Mutation::Rule9Stronger) => {
-                        head && rw_empty && lock_free
-                    }
-                    PipeItem::AtomicRead { .. } => {
-                        pre_overtakable && rw_empty && lock_free && rw_all_empty
-                    }
-                    PipeItem::AtomicWrite { .. } if self.mutated(Mutation::Rule12Stronger) => head,
-                    PipeItem::AtomicWrite { .. } => pre_overtakable,
-                };
-                if enabled {
-                    out.push((Transition::Pipe(q, i), entry.ready));
-                }
-                // Rule 1: nothing behind an F may act.
-                if matches!(entry.item, PipeItem::Fence) && !self.mutated(Mutation::Rule1Weaker) {
-                    break;
-                }
-                pre_put_read |= matches!(entry.item, PipeItem::PutRead { .. });
-                pre_overtakable &= entry.item.overtakable();
-                if pre_put_read && !pre_overtakable && self.mutation.is_none() {
-                    break; // every later item is blocked by some older one
-                }
+        // A queue pair refused by its target still commits the writes the target accepted
+        // before the refusal; one in error from a fault stops altogether.
+        if self.is_up(target) && qp.status != QpStatus::Error {
+            if qp.status == QpStatus::Ready {
+                self.pipe_enabled(q, target, out);
             }
-            if self.mutated(Mutation::Rule4Weaker) {
-                for (i, entry) in qp.rw.iter().enumerate() {
-                    out.push((Transition::RemoteCommit(q, i), entry.ready));
-                }
-            } else if self.mutated(Mutation::Rule12Weaker) {
-                // Atomic writes keep no place in rW: an entry commits once only atomic
-                // writes are ahead of it.
-                for (i, entry) in qp.rw.iter().enumerate() {
-                    out.push((Transition::RemoteCommit(q, i), entry.ready));
-                    if !matches!(entry.item, RemoteWrite::Atomic { .. }) {
-                        break;
-                    }
-                }
-            } else if let Some(head) = qp.rw.front() {
-                let blocked = self.mutated(Mutation::Rule4Stronger)
-                    && matches!(head.item, RemoteWrite::Put { .. })
-                    && !qp.pipe.is_empty();
-                if !blocked {
-                    out.push((Transition::RemoteCommit(q, 0), head.ready));
-                }
-            }
+            self.rw_enabled(q, out);
         }
         // Rule 8: local writes land in the requester's memory even if the target crashed.
         let mut writes = qp
@@ -159,6 +79,96 @@ impl<P: Process> Machine<P> {
         }
     }
 
+    /// The pipe steps of queue pair q (rules 1–3, 5–7, 9–12), whose target is up and which
+    /// is ready.
+    fn pipe_enabled(&self, q: usize, target: NodeId, out: &mut Vec<(Transition, u64)>) {
+        let qp = &self.qps[q];
+        let lw_clean = qp.lw_only_completions();
+        let rw_empty = qp.rw.is_empty();
+        let lock_free = !self.atomic_busy[target.index()];
+        let mut pre_put_read = false;
+        let mut pre_overtakable = true;
+        let rw_all_empty = !self.mutated(Mutation::Rule13Stronger) || self.rw_empty_towards(target);
+        for (i, entry) in qp.pipe.iter().enumerate() {
+            let head = i == 0;
+            let enabled = match entry.item {
+                PipeItem::Fence if self.mutated(Mutation::Rule1Weaker) => true,
+                PipeItem::Fence if self.mutated(Mutation::Rule1Stronger) => head && rw_empty,
+                PipeItem::Fence => head,
+                PipeItem::PutRead { .. } if self.mutated(Mutation::Rule2Weaker) => !pre_put_read,
+                PipeItem::PutRead { .. } if self.mutated(Mutation::Rule2Stronger) => {
+                    head && lw_clean
+                }
+                PipeItem::PutRead { .. } => !pre_put_read && lw_clean,
+                PipeItem::PutWrite { .. } if self.mutated(Mutation::Rule3Weaker) => true,
+                PipeItem::PutWrite { .. } if self.mutated(Mutation::Rule3Stronger) => head,
+                PipeItem::PutWrite { .. } => pre_overtakable,
+                PipeItem::Ack { .. } if self.mutated(Mutation::Rule5Weaker) => true,
+                PipeItem::Ack { .. } if self.mutated(Mutation::Rule5Stronger) => head && rw_empty,
+                PipeItem::Ack { .. } => head,
+                PipeItem::GetRead { .. } if self.mutated(Mutation::Rule6Weaker) => pre_overtakable,
+                PipeItem::GetRead { .. } if self.mutated(Mutation::Rule6Stronger) => {
+                    head && rw_empty
+                }
+                PipeItem::GetRead { .. } => pre_overtakable && rw_empty && rw_all_empty,
+                PipeItem::LocalWrite { .. } if self.mutated(Mutation::Rule7Weaker) => true,
+                PipeItem::LocalWrite { .. } if self.mutated(Mutation::Rule7Stronger) => {
+                    head && rw_empty
+                }
+                PipeItem::LocalWrite { .. } => head,
+                PipeItem::AtomicRead { .. } if self.mutated(Mutation::Rule9Weaker) => {
+                    pre_overtakable && rw_empty
+                }
+                PipeItem::AtomicRead { .. } if self.mutated(Mutation::Rule9Stronger) => {
+                    head && rw_empty && lock_free
+                }
+                PipeItem::AtomicRead { .. } => {
+                    pre_overtakable && rw_empty && lock_free && rw_all_empty
+                }
+                PipeItem::AtomicWrite { .. } if self.mutated(Mutation::Rule12Stronger) => head,
+                PipeItem::AtomicWrite { .. } => pre_overtakable,
+            };
+            if enabled {
+                out.push((Transition::Pipe(q, i), entry.ready));
+            }
+            // Rule 1: nothing behind an F may act.
+            if matches!(entry.item, PipeItem::Fence) && !self.mutated(Mutation::Rule1Weaker) {
+                break;
+            }
+            pre_put_read |= matches!(entry.item, PipeItem::PutRead { .. });
+            pre_overtakable &= entry.item.overtakable();
+            if pre_put_read && !pre_overtakable && self.mutation.is_none() {
+                break; // every later item is blocked by some older one
+            }
+        }
+    }
+
+    /// The commits of queue pair q's `rW` (rules 4 and 13).
+    fn rw_enabled(&self, q: usize, out: &mut Vec<(Transition, u64)>) {
+        let qp = &self.qps[q];
+        if self.mutated(Mutation::Rule4Weaker) {
+            for (i, entry) in qp.rw.iter().enumerate() {
+                out.push((Transition::RemoteCommit(q, i), entry.ready));
+            }
+        } else if self.mutated(Mutation::Rule12Weaker) {
+            // Atomic writes keep no place in rW: an entry commits once only atomic
+            // writes are ahead of it.
+            for (i, entry) in qp.rw.iter().enumerate() {
+                out.push((Transition::RemoteCommit(q, i), entry.ready));
+                if !matches!(entry.item, RemoteWrite::Atomic { .. }) {
+                    break;
+                }
+            }
+        } else if let Some(head) = qp.rw.front() {
+            let blocked = self.mutated(Mutation::Rule4Stronger)
+                && matches!(head.item, RemoteWrite::Put { .. })
+                && !qp.pipe.is_empty();
+            if !blocked {
+                out.push((Transition::RemoteCommit(q, 0), head.ready));
+            }
+        }
+    }
+
     /// Whether every queue pair's `rW` towards `node` is empty.
     fn rw_empty_towards(&self, node: NodeId) -> bool {
         (0..self.threads.len()).all(|t| self.qps[self.qp_index(t, node)].rw.is_empty())
@@ -170,7 +180,7 @@ impl<P: Process> Machine<P> {
         match *op {
             Op::Cas { .. } | Op::Mfence => thread.sb.is_empty(),
             Op::Wait { work_id } => !self.work_pending(t, work_id),
-            Op::Test { .. } | Op::Now | Op::Pause { .. } => true,
+            Op::Test { .. } | Op::Now | Op::Pause { .. } | Op::SetWriteAccess { .. } => true,
             Op::WaitAny { base, mask } => self.first_complete(t, base, mask).is_some(),
             Op::Poll { node } => match self.qps.get(self.qp_index(t, node)) {
                 Some(qp) => matches!(
@@ -241,12 +251,15 @@ impl<P: Process> Machine<P> {
     /// * a posted operation entering its pipe; rules 1 (a fence leaves the head) and 5 (an
     ///   ACK completes — only for processes that never `test` or `wait_any`, which could
     ///   see the put pending before it);
+    /// * nothing on a machine whose processes may change write access (see `access.rs`);
     /// * steps on a word private to one thread (a library's scratch word: see
     ///   [`Machine::set_private`]) that nothing else can order against: the owner's load of
     ///   it, the flush of its store to it, and, while the owner waits for that very
     ///   operation, rule 7 and rule 8 of a get or RMW returning into it.
     pub fn is_invisible(&self, transition: Transition) -> bool {
-        if self.mutation.is_some() {
+        // A permission change decides whether posted puts run or fail: no step commutes
+        // with it for sure, so none is claimed invisible.
+        if self.mutation.is_some() || self.access_control {
             return false;
         }
         match transition {

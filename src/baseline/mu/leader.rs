@@ -1,0 +1,367 @@
+//! The leader: its state, and the fast path — one put per word of the entry into every
+//! confirmed follower's log slot, decided once a majority (its own log included) has it.
+
+use super::node::{CTRL, Decision, LOG, MuNode, Role, Then as NodeThen};
+use super::{Header, Word};
+use velos_rdma::{Op, RdmaError, Reply, WorkId};
+
+/// Where a takeover or a leadership stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(super) enum Phase {
+    /// Waiting for a majority of grants.
+    Grants,
+    /// Reading the confirmed followers' FUO and minimum proposal.
+    ReadState,
+    /// Copying decided entries from the follower with the highest FUO.
+    CopyIn { from: u16 },
+    /// Writing the proposal number into the followers' `min_proposal`.
+    Prepare,
+    /// Reading the first undecided slot of the followers.
+    ReadSlot,
+    /// Proposing new entries.
+    Fast,
+}
+
+/// An entry being written.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(super) struct Inflight {
+    pub(super) slot: u64,
+    pub(super) value: Vec<u64>,
+    pub(super) acks: u64,
+    pub(super) proposed_at: u64,
+    pub(super) reproposal: bool,
+}
+
+/// A leader's state.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(super) struct Lead {
+    /// Its proposal number: the request, the grants and every header carry it.
+    pub(super) proposal: u64,
+    pub(super) phase: Phase,
+    /// When the phase began.
+    pub(super) since: u64,
+    /// Followers it writes entries to.
+    pub(super) confirmed: u64,
+    /// Followers whose control operations (`CTRL + p`) it has posted and not seen done.
+    pub(super) busy: u64,
+    /// Followers whose answer the phase waits for, how many it needs, who answered.
+    pub(super) waiting: u64,
+    pub(super) need: u32,
+    pub(super) responded: u64,
+    /// The highest FUO of the slow path: the slot it re-proposes.
+    pub(super) fuo_max: u64,
+    /// Followers granted after the slow path, whose FUO read is posted.
+    pub(super) joining: u64,
+    /// The next slot to write and the commit point (slots below are decided).
+    pub(super) next: u64,
+    pub(super) commit: u64,
+    pub(super) entry: Option<Inflight>,
+    /// Per follower: entries written since its last acknowledgement.
+    pub(super) backlog: Vec<u32>,
+    /// Per follower: its FUO as the slow path read it.
+    pub(super) fuos: Vec<u64>,
+}
+
+impl Lead {
+    /// Whether it is in the fast path.
+    pub(super) fn fast(&self) -> bool {
+        self.phase == Phase::Fast
+    }
+}
+
+/// The leader's continuations.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum Then {
+    /// The request is published and its own permission switched.
+    Requested,
+    /// Per peer of the list: `Test` of its grant read, load of the grant read.
+    Grants(Vec<u16>),
+    /// Per peer of the list: `Test` of its control operations.
+    Await(Vec<u16>),
+    /// Loads: own FUO-relevant words, then per responder its FUO and minimum proposal.
+    StateRead(Vec<u16>),
+    /// Loads of the copied slots `from..to` of the own log.
+    Copied(u64, u64),
+    /// Loads: the own first undecided slot, then each responder's copy of it.
+    SlotRead(Vec<u16>),
+    /// Per joining peer of the list: `Test`, load of its FUO.
+    Joiners(Vec<u16>),
+    /// Per follower of the list: `Test` of its log writes.
+    Acks(Vec<u16>),
+}
+
+pub(super) fn bits(mask: u64) -> impl Iterator<Item = u16> {
+    (0..64u16).filter(move |&p| mask & (1 << p) != 0)
+}
+
+impl MuNode {
+    pub(super) fn lead(&self) -> &Lead {
+        match &self.role {
+            Role::Leader(lead) => lead,
+            Role::Follower => unreachable!("mu: a leader step of a follower"),
+        }
+    }
+
+    pub(super) fn lead_mut(&mut self) -> &mut Lead {
+        match &mut self.role {
+            Role::Leader(lead) => lead,
+            Role::Follower => unreachable!("mu: a leader step of a follower"),
+        }
+    }
+
+    /// The leader's step in its phase.
+    pub(super) fn lead_step(&mut self) {
+        let lead = self.lead();
+        let timed_out = self.now.saturating_sub(lead.since) > self.cfg.phase_timeout_ns;
+        match lead.phase {
+            Phase::Fast => self.fast_step(),
+            _ if timed_out => self.take_over(),
+            Phase::Grants => self.poll_grants(),
+            _ => self.await_answers(),
+        }
+    }
+
+    pub(super) fn lead_then(&mut self, then: Then, replies: &[Reply]) {
+        if !matches!(self.role, Role::Leader(_)) {
+            self.then = NodeThen::Tick; // stepped down meanwhile: the replies are stale
+            return;
+        }
+        match then {
+            Then::Requested => self.requested(),
+            Then::Grants(peers) => self.grants_read(&peers, replies),
+            Then::Await(peers) => self.answers(&peers, replies),
+            Then::StateRead(peers) => self.state_read(&peers, replies),
+            Then::Copied(from, to) => self.copied(from, to, replies),
+            Then::SlotRead(peers) => self.slot_read(&peers, replies),
+            Then::Joiners(peers) => self.joiners(&peers, replies),
+            Then::Acks(peers) => self.acks(&peers, replies),
+        }
+    }
+
+    /// Fast path: wait for the entry in flight, else take in joiners, else propose.
+    fn fast_step(&mut self) {
+        let cfg = self.cfg.clone();
+        let lead = self.lead();
+        if let Some(entry) = &lead.entry {
+            let peers: Vec<u16> = bits(lead.confirmed & !entry.acks).collect();
+            let ops = peers.iter().map(|&p| Op::Test {
+                work_id: WorkId(LOG + u32::from(p)),
+            });
+            let ops: Vec<Op> = ops.collect();
+            return self.batch(ops, NodeThen::Lead(Then::Acks(peers)));
+        }
+        // Followers granted after the slow path: read their FUO, then catch them up.
+        let granted: Vec<u16> = self
+            .others()
+            .filter(|&p| {
+                (lead.confirmed | lead.joining) & (1 << p) == 0
+                    && self.peers[usize::from(p)].grant == lead.proposal
+            })
+            .collect();
+        for p in granted {
+            self.lead_mut().joining |= 1 << p;
+            self.op(Op::Get {
+                local: cfg.scratch(self.me, p, Word::Fuo as u32),
+                remote: cfg.word(p, Word::Fuo),
+                work_id: WorkId(CTRL + u32::from(p)),
+            });
+        }
+        let lead = self.lead();
+        if lead.joining != 0 {
+            let peers: Vec<u16> = bits(lead.joining).collect();
+            for &p in &peers {
+                self.op(Op::Test {
+                    work_id: WorkId(CTRL + u32::from(p)),
+                });
+                self.op(Op::Load {
+                    loc: cfg.scratch(self.me, p, Word::Fuo as u32),
+                });
+            }
+            return self.then = NodeThen::Lead(Then::Joiners(peers));
+        }
+        if self.lead().next < u64::from(cfg.entries) {
+            let n = self.proposed.len() as u64;
+            let value: Vec<u64> = (0..u64::from(cfg.value_words))
+                .map(|k| (u64::from(self.me) << 56) | (n << 8) | k)
+                .collect();
+            self.proposed.push(value.clone());
+            let slot = self.lead().next;
+            self.write_entry(slot, value, false);
+        } else {
+            self.idle();
+        }
+    }
+
+    /// Writes `value` at `slot`: the own log by CPU stores, every confirmed follower's by
+    /// puts (value words first, the header last, in order on the queue pair).
+    pub(super) fn write_entry(&mut self, slot: u64, value: Vec<u64>, reproposal: bool) {
+        let cfg = self.cfg.clone();
+        let me = self.me;
+        let lead = self.lead();
+        assert!(
+            lead.entry.is_none() && slot == lead.commit && slot < u64::from(cfg.slots),
+            "write_entry: one entry at a time, right after the commit point"
+        );
+        assert_eq!(
+            value.len() as u32,
+            cfg.value_words,
+            "write_entry: a whole value"
+        );
+        let header = Header {
+            proposal: lead.proposal,
+            commit: lead.commit,
+        };
+        for (k, &v) in value.iter().enumerate() {
+            let loc = cfg.slot(me, slot, 1 + k as u32);
+            self.op(Op::Store { loc, value: v });
+        }
+        self.op(Op::Store {
+            loc: cfg.slot(me, slot, 0),
+            value: header.encode(),
+        });
+        let confirmed = self.lead().confirmed;
+        for p in bits(confirmed) {
+            if self.lead().backlog[usize::from(p)] >= cfg.max_backlog {
+                self.lead_mut().confirmed &= !(1 << p); // caught up again if it grants
+                continue;
+            }
+            self.lead_mut().backlog[usize::from(p)] += 1;
+            self.copy_slot(p, slot);
+        }
+        let now = self.now;
+        let lead = self.lead_mut();
+        lead.entry = Some(Inflight {
+            slot,
+            value,
+            acks: 0,
+            proposed_at: now,
+            reproposal,
+        });
+        lead.next = slot + 1;
+        assert!(lead.fast(), "write_entry: only in the fast path");
+        self.then = NodeThen::Tick;
+    }
+
+    /// Puts the own log's `slot` (value, then header) into follower `p`'s.
+    pub(super) fn copy_slot(&mut self, p: u16, slot: u64) {
+        let work_id = WorkId(LOG + u32::from(p));
+        for k in (1..=self.cfg.value_words).chain([0]) {
+            let (local, remote) = (self.cfg.slot(self.me, slot, k), self.cfg.slot(p, slot, k));
+            self.op(Op::Put {
+                remote,
+                local,
+                work_id,
+            });
+        }
+    }
+
+    /// The followers' acknowledgements of the entry in flight.
+    fn acks(&mut self, peers: &[u16], replies: &[Reply]) {
+        assert_eq!(peers.len(), replies.len(), "acks: one test per follower");
+        let majority = self.cfg.majority();
+        for (&p, r) in peers.iter().zip(replies) {
+            match r {
+                Reply::Value(1) => {
+                    let lead = self.lead_mut();
+                    lead.backlog[usize::from(p)] = 0;
+                    if let Some(entry) = &mut lead.entry {
+                        entry.acks |= 1 << p;
+                    }
+                }
+                Reply::Failed(e) => {
+                    if matches!(e, RdmaError::WorkFailed { cause, .. }
+                        if matches!(**cause, RdmaError::RemoteAccess { .. }))
+                    {
+                        self.refusals += 1;
+                    }
+                    self.lead_mut().confirmed &= !(1 << p);
+                }
+                _ => {}
+            }
+        }
+        let now = self.now;
+        let lead = self.lead_mut();
+        let entry = lead.entry.as_ref().expect("acks: an entry in flight");
+        if (entry.acks & lead.confirmed).count_ones() + 1 >= majority {
+            let entry = lead.entry.take().expect("an entry in flight");
+            lead.commit = entry.slot + 1;
+            self.decisions.push(Decision {
+                slot: entry.slot,
+                proposed_at: entry.proposed_at,
+                decided_at: now,
+                reproposal: entry.reproposal,
+            });
+            assert_eq!(entry.slot, self.applied.len() as u64, "decided in order");
+            self.applied.push((entry.slot, entry.value));
+            self.applied_at.push(now);
+            self.store_fuo();
+        } else if lead.confirmed.count_ones() + 1 < majority {
+            // Deposed (refused) or too many followers gone: ask for permission again.
+            self.take_over();
+        } else {
+            self.then = NodeThen::Tick;
+        }
+    }
+
+    /// Publishes the own FUO (the number of entries applied).
+    pub(super) fn store_fuo(&mut self) {
+        let loc = self.cfg.word(self.me, Word::Fuo);
+        let value = self.applied.len() as u64;
+        self.batch([Op::Store { loc, value }], NodeThen::Tick);
+    }
+
+    /// Joining followers' FUOs: catch each up to `next`, then write to it.
+    fn joiners(&mut self, peers: &[u16], replies: &[Reply]) {
+        // The batch may start with the posts of new FUO reads.
+        let replies: Vec<Reply> = replies
+            .iter()
+            .filter(|r| !matches!(r, Reply::Done))
+            .cloned()
+            .collect();
+        assert_eq!(replies.len(), 2 * peers.len(), "joiners: two replies each");
+        for (&p, r) in peers.iter().zip(replies.chunks(2)) {
+            match (&r[0], &r[1]) {
+                (Reply::Value(1), Reply::Value(fuo)) => {
+                    let lead = self.lead_mut();
+                    lead.joining &= !(1 << p);
+                    lead.confirmed |= 1 << p;
+                    lead.backlog[usize::from(p)] = 0;
+                    let (from, to) = ((*fuo).min(lead.next), lead.next);
+                    self.catch_up(p, from, to);
+                }
+                (Reply::Failed(_), _) => self.lead_mut().joining &= !(1 << p),
+                _ => {}
+            }
+        }
+        self.then = NodeThen::Tick;
+    }
+
+    /// Puts the own log's decided slots `from..to` into follower `p`'s, each with a header
+    /// of this leader's proposal number and the commit point `to`.
+    pub(super) fn catch_up(&mut self, p: u16, from: u64, to: u64) {
+        assert!(
+            from <= to && to <= self.lead().commit.max(self.lead().fuo_max),
+            "catch_up: decided slots only"
+        );
+        let header = Header {
+            proposal: self.lead().proposal,
+            commit: to,
+        };
+        let work_id = WorkId(LOG + u32::from(p));
+        for slot in from..to {
+            for k in 1..=self.cfg.value_words {
+                let (local, remote) = (self.cfg.slot(self.me, slot, k), self.cfg.slot(p, slot, k));
+                self.op(Op::Put {
+                    remote,
+                    local,
+                    work_id,
+                });
+            }
+            self.op(Op::PutInline {
+                remote: self.cfg.slot(p, slot, 0),
+                value: header.encode(),
+                work_id,
+            });
+        }
+    }
+}
