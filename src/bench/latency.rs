@@ -6,9 +6,12 @@
 //! WRITEs waited for a majority, [`round`]) in the same configuration, so that a decision
 //! can be read against one CAS round trip.
 //!
-//! Protocols are a [`Protocol`]: Velos now; a Mu baseline joins as one more variant whose
-//! `measure` runs it on the same simulator, profile and sizes.
+//! Protocols are a [`Protocol`]: Velos, and the Mu baseline on the same simulator,
+//! profile and sizes. The emulator's put moves one word, so Mu's fast path is one WRITE
+//! per entry word here (one WRITE per entry on a NIC); both protocols' value costs grow
+//! with the value's words.
 
+mod mu;
 mod output;
 mod plot;
 mod report;
@@ -22,7 +25,7 @@ use hdrhistogram::Histogram;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 pub use output::{table, write_outputs};
 pub use report::{LatencyPoint, LatencyReport, Phases, RoundRef, TargetCheck};
-use report::{Measured, targets};
+use report::{Measured, notes, targets};
 use round::RoundKind;
 use serde::Serialize;
 use std::sync::Mutex;
@@ -41,16 +44,20 @@ pub enum Protocol {
     /// One-sided Paxos: the value's puts then one accept CAS per acceptor, decided at a
     /// majority of successful CASes.
     Velos,
+    /// The Mu baseline: the entry's words, then its header, put into every follower's
+    /// log, decided when a majority (the leader's own log included) acknowledged.
+    Mu,
 }
 
 impl Protocol {
     /// Every protocol, in the order of tables and plots.
-    pub const ALL: [Protocol; 1] = [Protocol::Velos];
+    pub const ALL: [Protocol; 2] = [Protocol::Velos, Protocol::Mu];
 
     /// The protocol's name on the command line and in reports.
     pub fn name(self) -> &'static str {
         match self {
             Protocol::Velos => "velos",
+            Protocol::Mu => "mu",
         }
     }
 
@@ -69,6 +76,7 @@ impl Protocol {
     ) -> anyhow::Result<Measured> {
         match self {
             Protocol::Velos => velos::measure(config, size, device_memory),
+            Protocol::Mu => mu::measure(config, size, device_memory),
         }
     }
 }
@@ -260,6 +268,7 @@ pub fn run(config: &LatencyConfig, progress: bool) -> anyhow::Result<LatencyRepo
         points,
         rounds,
         targets: Vec::new(),
+        notes: notes(&config.protocols),
         wall_seconds: start.elapsed().as_secs_f64(),
     };
     report.targets = targets(&report);

@@ -218,12 +218,31 @@ pub fn decision_latencies(
     decisions: u32,
     seed: u64,
 ) -> Result<Vec<u64>, String> {
+    decision_latencies_placed(latency, replicas, value_bytes, decisions, seed, false)
+}
+
+/// [`decision_latencies`] with every node's log ([`MuConfig::log_words`]) in NIC device
+/// memory when `device_memory` is set (the placement Velos's benchmark compares).
+pub fn decision_latencies_placed(
+    latency: &LatencyModel,
+    replicas: u16,
+    value_bytes: u32,
+    decisions: u32,
+    seed: u64,
+    device_memory: bool,
+) -> Result<Vec<u64>, String> {
     let value_words = value_bytes.div_ceil(8).max(1);
     let config = MuConfig::new(replicas, decisions, value_words);
-    let mut sim = Simulator::new(
-        machine(&config, &[])?,
-        SimConfig::new(seed, latency.clone()),
-    );
+    config.check()?;
+    let mut machine = machine(&config, &[])?;
+    if device_memory {
+        for r in 0..replicas {
+            machine
+                .set_device_memory(NodeId(r), config.log_words())
+                .map_err(|e| format!("device memory: {e}"))?;
+        }
+    }
+    let mut sim = Simulator::new(machine, SimConfig::new(seed, latency.clone()));
     let mut until = 0;
     let limit = 2_000_000 + u64::from(decisions) * 200_000;
     loop {

@@ -154,6 +154,12 @@ impl MuConfig {
             .checked_add(self.log_base())
     }
 
+    /// The words of a node's log (every slot's header and value): what a benchmark places
+    /// in NIC device memory.
+    pub fn log_words(&self) -> std::ops::Range<u32> {
+        self.log_base()..self.layout_words().expect("a checked config")
+    }
+
     /// The registered memory of the cluster.
     pub fn layout(&self) -> Layout {
         Layout::uniform(

@@ -80,6 +80,9 @@ pub fn table(report: &LatencyReport) -> String {
             }
         );
     }
+    for n in &report.notes {
+        let _ = writeln!(out, "note: {n}");
+    }
     out
 }
 

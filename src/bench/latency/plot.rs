@@ -104,6 +104,7 @@ pub(super) fn latency_vs_size(report: &LatencyReport, path: &Path) -> anyhow::Re
 fn color_of(protocol: Protocol, device_memory: bool) -> RGBAColor {
     let base = match protocol {
         Protocol::Velos => RGBColor(31, 119, 180),
+        Protocol::Mu => RGBColor(214, 39, 40),
     };
     if device_memory {
         base.mix(0.55)

@@ -138,8 +138,10 @@ pub struct LatencyReport {
     pub points: Vec<LatencyPoint>,
     /// The reference patterns, per placement.
     pub rounds: Vec<RoundRef>,
-    /// The target, per protocol and placement.
+    /// The target, per placement (Velos's: its 1-byte decision against one CAS round).
     pub targets: Vec<TargetCheck>,
+    /// What to know when reading the numbers (how each protocol is measured).
+    pub notes: Vec<String>,
     /// Wall time of the whole sweep (s).
     pub wall_seconds: f64,
 }
@@ -165,14 +167,15 @@ impl LatencyReport {
     }
 }
 
-/// Per protocol and placement: the smallest size's median against the CAS round.
+/// Per placement: Velos's smallest size's median against the CAS round (the target is
+/// Velos's; Mu's numbers are in the points).
 pub(super) fn targets(report: &LatencyReport) -> Vec<TargetCheck> {
     let config = &report.config;
     let Some(&size) = config.sizes.iter().min() else {
         return Vec::new();
     };
     let mut out = Vec::new();
-    for &protocol in &config.protocols {
+    for &protocol in config.protocols.iter().filter(|&&p| p == Protocol::Velos) {
         for &dm in &config.device_memory {
             let (Some(x), Some(r)) = (report.point(protocol, size, dm), report.round(dm)) else {
                 continue;
@@ -190,4 +193,25 @@ pub(super) fn targets(report: &LatencyReport) -> Vec<TargetCheck> {
         }
     }
     out
+}
+
+/// The notes of a report measuring `protocols`.
+pub(super) fn notes(protocols: &[Protocol]) -> Vec<String> {
+    let mut notes = Vec::new();
+    if protocols.contains(&Protocol::Velos) {
+        notes.push(
+            "velos: timed from the proposal handed to the leader to the leader reporting \
+             it decided (its turn, the value's puts, the accept CASes, its polling)"
+                .to_string(),
+        );
+    }
+    if protocols.contains(&Protocol::Mu) {
+        notes.push(
+            "mu: timed from the leader's first write of the entry to a majority's \
+             acknowledgements; the emulator's put moves one word, so Mu's fast path is one \
+             WRITE per entry word (value words, then the header), not one WRITE per entry"
+                .to_string(),
+        );
+    }
+    notes
 }
