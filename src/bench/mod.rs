@@ -2,5 +2,6 @@
 //! never assert speed.
 
 pub mod emulator;
+pub mod failover;
 pub mod latency;
 pub mod locks;

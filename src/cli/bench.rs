@@ -4,6 +4,7 @@ use clap::{Args, Subcommand};
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use velos::bench::failover::FailoverConfig;
 use velos::bench::latency::{LatencyConfig, Protocol};
 use velos::bench::locks::{LockKind, LocksConfig};
 use velos::sim::latency::LatencyModel;
@@ -38,6 +39,125 @@ enum Bench {
     /// Decision latency against the value size in virtual time, with and without NIC
     /// device memory, next to one CAS round to a majority (Velos paper, Fig. 1).
     Latency(Box<LatencyArgs>),
+    /// Leader failover in virtual time: a steady stream of proposals, the leader crashes,
+    /// many seeds; detection, the next decision and the timeline around the crash, Velos
+    /// beside the Mu baseline (Velos paper, Fig. 2).
+    Failover(Box<FailoverArgs>),
+}
+
+/// Arguments of `velos bench failover`. Unset options take the full sweep's values (or,
+/// with `--quick`, the small sweep's).
+#[derive(Args)]
+struct FailoverArgs {
+    /// A small sweep (3 seeds, short runs), for tests and a first look.
+    #[arg(long)]
+    quick: bool,
+    /// Protocols, comma-separated (default: all).
+    #[arg(long, value_delimiter = ',', value_parser = parse_protocol)]
+    protocols: Option<Vec<Protocol>>,
+    /// Seeds per protocol (default 50).
+    #[arg(long)]
+    seeds: Option<u64>,
+    /// The first seed (default 1).
+    #[arg(long)]
+    first_seed: Option<u64>,
+    /// Bytes per value, 10 to 4096 (default 10).
+    #[arg(long)]
+    value_bytes: Option<u32>,
+    /// When Velos's leader crashes, in µs, a multiple of 100 (default 300).
+    #[arg(long)]
+    velos_crash_us: Option<u64>,
+    /// How long Velos runs after the crash, in µs (default 400).
+    #[arg(long)]
+    velos_after_us: Option<u64>,
+    /// When Mu's leader crashes, in µs, a multiple of 100 (default 400).
+    #[arg(long)]
+    mu_crash_us: Option<u64>,
+    /// How long Mu runs after the crash, in µs (default 1600).
+    #[arg(long)]
+    mu_after_us: Option<u64>,
+    /// Latency profile: paper-cx6, cluster, generic or uniform (default paper-cx6).
+    #[arg(long)]
+    latency: Option<String>,
+    /// Runs simulated at once (default: the number of cores).
+    #[arg(long)]
+    jobs: Option<usize>,
+    /// Write failover.json and SVG plots (timeline, failover distribution) into this
+    /// directory.
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Print one JSON object instead of the table.
+    #[arg(long)]
+    json: bool,
+}
+
+impl FailoverArgs {
+    fn config(&self) -> Result<FailoverConfig, String> {
+        let mut c = if self.quick {
+            FailoverConfig::quick()
+        } else {
+            FailoverConfig::full()
+        };
+        if let Some(v) = &self.protocols {
+            c.protocols.clone_from(v);
+        }
+        c.seeds = self.seeds.unwrap_or(c.seeds);
+        c.first_seed = self.first_seed.unwrap_or(c.first_seed);
+        c.value_bytes = self.value_bytes.unwrap_or(c.value_bytes);
+        let ns = |us: Option<u64>, default: u64| -> Result<u64, String> {
+            us.map_or(Ok(default), |us| {
+                us.checked_mul(1_000)
+                    .ok_or_else(|| format!("{us} µs is too long"))
+            })
+        };
+        c.velos_crash_ns = ns(self.velos_crash_us, c.velos_crash_ns)?;
+        c.velos_after_ns = ns(self.velos_after_us, c.velos_after_ns)?;
+        c.mu_crash_ns = ns(self.mu_crash_us, c.mu_crash_ns)?;
+        c.mu_after_ns = ns(self.mu_after_us, c.mu_after_ns)?;
+        c.jobs = self.jobs.unwrap_or(c.jobs);
+        if let Some(name) = &self.latency {
+            c.latency = LatencyModel::by_name(name)
+                .ok_or_else(|| format!("unknown latency profile {name:?}"))?;
+        }
+        c.check().map_err(|e| format!("{e:#}"))?;
+        Ok(c)
+    }
+}
+
+fn run_failover(args: &FailoverArgs) -> ExitCode {
+    let config = match args.config() {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("bench failover: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let report = match velos::bench::failover::run(&config, std::io::stderr().is_terminal()) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("bench failover: {e:#}");
+            return ExitCode::FAILURE;
+        }
+    };
+    if let Some(dir) = &args.out
+        && let Err(e) = velos::bench::failover::write_outputs(&report, dir)
+    {
+        eprintln!("bench failover: {e:#}");
+        return ExitCode::FAILURE;
+    }
+    if args.json {
+        println!(
+            "{}",
+            serde_json::to_string(&report).expect("report serialises")
+        );
+    } else {
+        print!("{}", velos::bench::failover::table(&report));
+        println!(
+            "{} seeds per protocol, latency model {:?}, {:.1} s wall",
+            report.config.seeds, report.config.latency.name, report.wall_seconds
+        );
+    }
+    ExitCode::SUCCESS
 }
 
 /// Arguments of `velos bench latency`. Unset options take the full sweep's values (or,
@@ -346,5 +466,6 @@ pub fn run(args: BenchArgs) -> ExitCode {
         },
         Bench::Locks(args) => run_locks(&args),
         Bench::Latency(args) => run_latency(&args),
+        Bench::Failover(args) => run_failover(&args),
     }
 }

@@ -1,0 +1,58 @@
+//! `velos bench failover --quick`: the JSON object's fields and the files it writes (never
+//! its speed), and bad input refused with exit code 2.
+
+use std::process::Command;
+
+fn velos() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_velos"))
+}
+
+#[test]
+fn quick_failover_prints_its_fields_and_writes_its_files() {
+    let dir = std::env::temp_dir().join(format!("velos-failover-cli-{}", std::process::id()));
+    let out = velos()
+        .args([
+            "bench", "failover", "--quick", "--seeds", "2", "--json", "--out",
+        ])
+        .arg(&dir)
+        .output()
+        .expect("velos runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
+    for p in ["velos", "mu"] {
+        for key in ["detect_us", "failover_us"] {
+            assert!(json[p][key].is_number(), "{p}.{key}: {}", json[p][key]);
+        }
+    }
+    assert!(json["ratio_mu_over_velos"].is_number());
+    assert!(json["velos"]["false_suspicions"].is_number());
+    for f in [
+        "failover.json",
+        "failover_timeline.svg",
+        "failover_distribution.svg",
+    ] {
+        assert!(dir.join(f).is_file(), "{f} written");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn bad_input_exits_2() {
+    for args in [
+        &["--seeds", "0"][..],
+        &["--latency", "nope"],
+        &["--mu-crash-us", "150"],
+        &["--protocols", "raft"],
+    ] {
+        let out = velos()
+            .args(["bench", "failover"])
+            .args(args)
+            .output()
+            .expect("velos runs");
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+    }
+}
