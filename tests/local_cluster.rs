@@ -23,6 +23,7 @@ fn config() -> LogConfig {
     let mut c = LogConfig::new(3, 2048, 32);
     c.heartbeat_period_ns = 200_000;
     c.failure_timeout_ns = 50_000_000;
+    c.detector = velos::core::log::Detector::Fixed; // real threads: OS scheduling gaps
     c.idle_pause_ns = 20_000;
     c.catch_up_after_ns = 2_000_000;
     c

@@ -76,6 +76,8 @@ pub fn run_cli(a: NodeArgs) -> ExitCode {
     let mut log = LogConfig::new(replicas, a.slots, a.value_size.max(10) as u32);
     log.heartbeat_period_ns = a.heartbeat_period.max(1);
     log.failure_timeout_ns = a.failure_timeout;
+    // Real clocks and OS scheduling: the configured timeout as given.
+    log.detector = velos::core::log::Detector::Fixed;
     let spec = NodeSpec {
         log,
         cluster,

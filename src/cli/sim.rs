@@ -45,6 +45,9 @@ pub struct SimArgs {
     /// Epochs of the overflow fallback (acceptor words per slot).
     #[arg(long, default_value_t = 2)]
     epochs: u32,
+    /// Latency profile of the emulator: `cluster`, `paper-cx6`, `generic` or `uniform`.
+    #[arg(long, default_value = "cluster")]
+    latency: String,
     /// Timeline interval.
     #[arg(long, default_value = "100us", value_parser = parse_duration)]
     interval: u64,
@@ -102,6 +105,13 @@ pub fn run_cli(a: SimArgs) -> ExitCode {
         );
         return ExitCode::from(2);
     }
+    let Some(latency) = LatencyModel::by_name(&a.latency) else {
+        eprintln!(
+            "velos sim: --latency {}: profiles are cluster, paper-cx6, generic, uniform",
+            a.latency
+        );
+        return ExitCode::from(2);
+    };
     if a.value_size < 10 {
         eprintln!("velos sim: --value-size must be at least 10 bytes");
         return ExitCode::from(2);
@@ -117,7 +127,7 @@ pub fn run_cli(a: SimArgs) -> ExitCode {
             count: a.values.unwrap_or(u64::from(a.slots)),
             size: a.value_size,
         },
-        latency: LatencyModel::cluster(),
+        latency,
         near_overflow: a.near_overflow,
         device_memory: false,
     };
@@ -135,8 +145,8 @@ pub fn run_cli(a: SimArgs) -> ExitCode {
     } else {
         let mut replay = format!(
             "velos sim --replicas {} --seed {} --duration {} --slots {} --value-size {} \
-             --pipeline {}",
-            a.replicas, a.seed, a.duration, a.slots, a.value_size, a.pipeline
+             --pipeline {} --latency {}",
+            a.replicas, a.seed, a.duration, a.slots, a.value_size, a.pipeline, a.latency
         );
         if let Some(v) = a.values {
             replay += &format!(" --values {v}");

@@ -1,5 +1,6 @@
 //! The configuration of a replicated log and where each replica's words and work ids are.
 
+use super::omega::Detector;
 use crate::cluster::ClusterShape;
 use crate::slot::Mutation;
 use crate::word::WordLayout;
@@ -25,8 +26,13 @@ pub struct LogConfig {
     pub pipeline: u32,
     /// How often a replica bumps its heartbeat and reads the others' (ns).
     pub heartbeat_period_ns: u64,
-    /// A replica whose heartbeat has not moved for this long is suspected (ns).
+    /// A replica whose heartbeat has not moved for this long is suspected (ns); with an
+    /// adaptive `detector`, the ceiling of its timeout.
     pub failure_timeout_ns: u64,
+    /// How the failure timeout is chosen: fixed, or adapted to the heartbeat gaps seen
+    /// ([`Detector`]). Deployments on real clocks with OS scheduling may prefer
+    /// [`Detector::Fixed`] with a generous timeout.
+    pub detector: Detector,
     /// How long an idle replica pauses between polls (ns).
     pub idle_pause_ns: u64,
     /// A follower that learned nothing locally for this long reads the next slot from a
@@ -39,8 +45,9 @@ pub struct LogConfig {
 
 impl LogConfig {
     /// A log of `replicas` replicas with `slots` slots of values up to `max_value_bytes`,
-    /// with the default timing: heartbeats every 1 µs, suspicion after 20 µs, idle pauses of
-    /// 200 ns, catch-up reads after 10 µs; 4 slots pre-prepared; the Velos word layout.
+    /// with the default timing: heartbeats every 1 µs, suspicion after 3 times the largest
+    /// recent heartbeat gap (at least 4 µs, at most 20 µs), idle pauses of 200 ns, catch-up
+    /// reads after 10 µs; 4 slots pre-prepared; the Velos word layout.
     pub fn new(replicas: u16, slots: u32, max_value_bytes: u32) -> LogConfig {
         LogConfig {
             replicas,
@@ -51,6 +58,7 @@ impl LogConfig {
             pipeline: 4,
             heartbeat_period_ns: 1_000,
             failure_timeout_ns: 20_000,
+            detector: Detector::ADAPTIVE,
             idle_pause_ns: 200,
             catch_up_after_ns: 10_000,
             mutation: Mutation::None,
@@ -120,6 +128,18 @@ impl LogConfig {
         }
         if self.failure_timeout_ns <= 2 * self.heartbeat_period_ns {
             return Err("the failure timeout must exceed two heartbeat periods".into());
+        }
+        if let Detector::Adaptive {
+            factor,
+            floor_periods,
+        } = self.detector
+            && (factor < 2 || floor_periods < 3)
+        {
+            return Err(
+                "an adaptive failure timeout needs a factor of at least 2 and a floor of at \
+                 least three heartbeat periods"
+                    .into(),
+            );
         }
         Ok(())
     }

@@ -12,4 +12,5 @@ mod replica;
 pub mod value;
 
 pub use config::LogConfig;
+pub use omega::Detector;
 pub use replica::{ClientScript, MAX_PENDING, ProposeError, Replica};

@@ -2,29 +2,86 @@
 //! others read it over RDMA and suspect a replica whose counter has not changed for the
 //! failure timeout. The leader is the lowest id not suspected (Mu's rule, with a timeout in
 //! nanoseconds of the node's clock instead of a score; both are configuration).
+//!
+//! The timeout is fixed ([`Detector::Fixed`]: the configured failure timeout) or adaptive
+//! ([`Detector::Adaptive`], the default): per peer, a decaying maximum of the gaps seen
+//! between changes of its counter (each gap is a heartbeat-read round trip or a bump
+//! period, whichever is longer, with the jitter of both sides), times a safety factor,
+//! between a floor and the configured failure timeout as the ceiling. Until a peer's
+//! counter has moved twice, its timeout is the ceiling. Rule (Ω-time): all of it is
+//! measured on the local clock (`Op::Now`), so it stays deterministic; a wrong suspicion
+//! costs only liveness, never safety (the slot protocol is Paxos).
+
+/// How suspicion is timed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Detector {
+    /// Suspect after the configured failure timeout without a change.
+    Fixed,
+    /// Suspect after `factor` times the recent largest gap between changes (a decaying
+    /// maximum that loses 1/16 of its excess per change), at least `floor_periods`
+    /// heartbeat periods and at most the configured failure timeout.
+    Adaptive {
+        /// The safety factor over the largest recent gap.
+        factor: u64,
+        /// The smallest timeout, in heartbeat periods.
+        floor_periods: u64,
+    },
+}
+
+impl Detector {
+    /// The default adaptive detector: 3 times the largest recent gap, at least 4 heartbeat
+    /// periods.
+    pub const ADAPTIVE: Detector = Detector::Adaptive {
+        factor: 3,
+        floor_periods: 4,
+    };
+}
 
 /// What one replica knows of the others' heartbeats.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Omega {
     me: u16,
     timeout_ns: u64,
+    /// `Some((factor, floor))` when adaptive.
+    adaptive: Option<(u64, u64)>,
     /// Per replica: the last counter value read.
     last: Vec<u64>,
     /// Per replica: when the counter was last seen to change (ns of the local clock).
     changed_at: Vec<u64>,
+    /// Per replica: whether a change was seen (the next one measures a gap).
+    seen: Vec<bool>,
+    /// Per replica: the decaying maximum gap between changes (0: none measured yet).
+    gap: Vec<u64>,
 }
 
 impl Omega {
-    /// Replica `me` of `replicas`, suspecting after `timeout_ns` without a change; every
-    /// replica counts as seen alive at time `now`.
-    pub fn new(me: u16, replicas: u16, timeout_ns: u64, now: u64) -> Omega {
+    /// Replica `me` of `replicas`, suspecting after `timeout_ns` without a change (or
+    /// sooner, as `detector` adapts to heartbeats every `period_ns`); every replica counts
+    /// as seen alive at time `now`.
+    pub fn new(
+        me: u16,
+        replicas: u16,
+        (timeout_ns, period_ns): (u64, u64),
+        detector: Detector,
+        now: u64,
+    ) -> Omega {
         assert!(me < replicas, "replica {me} of {replicas}");
         assert!(timeout_ns > 0, "a failure timeout");
+        let n = usize::from(replicas);
         Omega {
             me,
             timeout_ns,
-            last: vec![0; usize::from(replicas)],
-            changed_at: vec![now; usize::from(replicas)],
+            adaptive: match detector {
+                Detector::Fixed => None,
+                Detector::Adaptive {
+                    factor,
+                    floor_periods,
+                } => Some((factor, floor_periods.saturating_mul(period_ns))),
+            },
+            last: vec![0; n],
+            changed_at: vec![now; n],
+            seen: vec![false; n],
+            gap: vec![0; n],
         }
     }
 
@@ -32,14 +89,39 @@ impl Omega {
     pub fn observe(&mut self, peer: u16, counter: u64, now: u64) {
         let p = usize::from(peer);
         if counter != self.last[p] {
+            let at = self.changed_at[p].max(now);
+            if self.seen[p] {
+                // Rule (Ω-adapt): the estimate is at least the latest gap, and decays
+                // slowly towards it, so one slow round trip raises it at once.
+                let g = at - self.changed_at[p];
+                let est = self.gap[p];
+                self.gap[p] = g.max(est - (est - est.min(g)) / 16);
+            }
+            self.seen[p] = true;
             self.last[p] = counter;
-            self.changed_at[p] = self.changed_at[p].max(now);
+            self.changed_at[p] = at;
+        }
+        assert!(
+            self.timeout(peer) <= self.timeout_ns,
+            "Ω-adapt: the configured failure timeout is the ceiling"
+        );
+    }
+
+    /// The current failure timeout for `peer` (ns).
+    pub fn timeout(&self, peer: u16) -> u64 {
+        match (self.adaptive, self.gap[usize::from(peer)]) {
+            (None, _) | (_, 0) => self.timeout_ns,
+            (Some((factor, floor_ns)), gap) => gap
+                .saturating_mul(factor)
+                .max(floor_ns)
+                .min(self.timeout_ns),
         }
     }
 
     /// Whether `peer` is suspected at `now` (never myself).
     pub fn suspects(&self, peer: u16, now: u64) -> bool {
-        peer != self.me && now.saturating_sub(self.changed_at[usize::from(peer)]) > self.timeout_ns
+        peer != self.me
+            && now.saturating_sub(self.changed_at[usize::from(peer)]) > self.timeout(peer)
     }
 
     /// The leader at `now`: the lowest id not suspected.
@@ -58,7 +140,7 @@ mod tests {
 
     #[test]
     fn the_lowest_live_id_leads_and_a_silent_one_is_suspected_after_the_timeout() {
-        let mut omega = Omega::new(2, 3, 100, 0);
+        let mut omega = Omega::new(2, 3, (100, 10), Detector::Fixed, 0);
         assert_eq!(omega.leader(50), 0);
         omega.observe(0, 1, 60);
         omega.observe(1, 1, 60);
@@ -73,5 +155,28 @@ mod tests {
             "a counter that moves again restores trust"
         );
         assert!(!omega.suspects(2, 10_000), "never myself");
+    }
+
+    #[test]
+    fn the_adaptive_timeout_follows_the_gaps_between_the_floor_and_the_ceiling() {
+        let detector = Detector::Adaptive {
+            factor: 3,
+            floor_periods: 4,
+        };
+        let mut omega = Omega::new(1, 2, (20_000, 100), detector, 0);
+        assert_eq!(omega.timeout(0), 20_000, "no gap measured: the ceiling");
+        omega.observe(0, 1, 1_000);
+        assert_eq!(omega.timeout(0), 20_000, "one change measures no gap");
+        omega.observe(0, 2, 3_000);
+        assert_eq!(omega.timeout(0), 6_000, "3 × the 2 µs gap");
+        assert!(!omega.suspects(0, 9_000) && omega.suspects(0, 9_001));
+        omega.observe(0, 3, 3_100);
+        assert_eq!(omega.timeout(0), 3 * (2_000 - 1_900 / 16), "decays slowly");
+        omega.observe(0, 4, 13_100);
+        assert_eq!(omega.timeout(0), 20_000, "a long gap raises it at once");
+        for (i, t) in (5..200).zip((13_200..).step_by(100)) {
+            omega.observe(0, i, t);
+        }
+        assert_eq!(omega.timeout(0), 400, "short gaps: the floor");
     }
 }

@@ -240,7 +240,13 @@ impl Replica {
             shape: config.shape(),
             links: Links::new(scratch.clone(), config.replicas, config.cas_cells()),
             scratch,
-            omega: Omega::new(me, config.replicas, config.failure_timeout_ns, 0),
+            omega: Omega::new(
+                me,
+                config.replicas,
+                (config.failure_timeout_ns, config.heartbeat_period_ns),
+                config.detector,
+                0,
+            ),
             heartbeat_asked: vec![false; usize::from(config.replicas)],
             config,
             me,
@@ -468,8 +474,20 @@ impl Replica {
                 _ => {}
             },
             Then::HeartbeatValue(a) => {
+                assert!(
+                    self.heartbeat_asked[usize::from(a)],
+                    "Ω-fresh: a read was out"
+                );
                 self.omega.observe(a, value.expect("a load"), self.now);
-                self.heartbeat_asked[usize::from(a)] = false;
+                // Rule (Ω-fresh): the next read goes out at once (the scratch word was
+                // just loaded), so a counter is sampled once per round trip, not every
+                // other heartbeat period; it stays asked.
+                let get = Op::Get {
+                    local: self.scratch.heartbeat(a),
+                    remote: self.shape.heartbeat(a),
+                    work_id: ids::heartbeat(a),
+                };
+                self.op_first(get, Then::Ignore);
             }
             Then::CasTest(a) => match reply {
                 Reply::Value(1) => {
