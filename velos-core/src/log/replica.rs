@@ -5,23 +5,21 @@
 //! fills slots, the follower learns the next slot; with nothing to do, it pauses.
 
 use super::config::{LogConfig, Scratch, ids};
-use super::leader::{Leader, Proposal, SlotAt};
-use super::learner::LOOKAHEAD;
-use super::links::{CasTag, Links};
+use super::leader::Leader;
+use super::links::Links;
 use super::omega::Omega;
-use super::value::{stamp, to_words};
 use crate::cluster::ClusterShape;
-use crate::freeze::Freezer;
 use crate::proposal::ProposerId;
-use crate::slot::SlotCommand;
 use std::collections::{BTreeMap, VecDeque};
 use velos_rdma::{Op, Process, Reply, Shared, Step};
 
 mod api;
 mod follow;
+mod leading;
 mod reads;
 #[cfg(test)]
 mod tests;
+mod turn;
 
 /// The values a replica proposes while it leads (the simulation's client): `count` values
 /// of `size` bytes, each naming the replica and a sequence number.
@@ -312,153 +310,6 @@ impl Replica {
         }
     }
 
-    /// The start of a turn: the clock was read.
-    fn turn(&mut self, now: u64) {
-        assert!(now >= self.now, "the clock never goes back");
-        self.now = now;
-        self.moved = false;
-        if now >= self.next_heartbeat {
-            self.next_heartbeat = now + self.config.heartbeat_period_ns;
-            self.heartbeat += 1;
-            let own = self.shape.heartbeat(self.me);
-            self.op(
-                Op::Store {
-                    loc: own,
-                    value: self.heartbeat,
-                },
-                Then::Ignore,
-            );
-            let me = self.me;
-            for a in (0..self.config.replicas).filter(|&a| a != me) {
-                if self.heartbeat_asked[usize::from(a)] {
-                    self.op(
-                        Op::Test {
-                            work_id: ids::heartbeat(a),
-                        },
-                        Then::HeartbeatTest(a),
-                    );
-                } else {
-                    self.heartbeat_asked[usize::from(a)] = true;
-                    let get = Op::Get {
-                        local: self.scratch.heartbeat(a),
-                        remote: self.shape.heartbeat(a),
-                        work_id: ids::heartbeat(a),
-                    };
-                    self.op(get, Then::Ignore);
-                }
-            }
-        }
-        self.follow_omega();
-        let busy: Vec<u16> = self.links.busy().collect();
-        for a in busy {
-            let (work_id, _) = self.links.oldest(a).expect("busy");
-            self.op(Op::Test { work_id }, Then::CasTest(a));
-        }
-        if let Some(c) = &self.catch_up {
-            let waiting: Vec<u16> = (0..self.config.replicas)
-                .filter(|&a| c.asked[usize::from(a)] && !c.answered(a))
-                .collect();
-            for a in waiting {
-                self.op(
-                    Op::Test {
-                        work_id: ids::catch_up(a),
-                    },
-                    Then::CatchUpTest(a),
-                );
-            }
-        }
-        self.abandon_stuck_read();
-        match self.reads.front().map(|r| (r.stage, r.bank)) {
-            Some((Stage::Content, b)) => self.op(
-                Op::Test {
-                    work_id: ids::read_content(b),
-                },
-                Then::ReadTest,
-            ),
-            Some((Stage::End | Stage::Begin, b)) => self.op(
-                Op::Test {
-                    work_id: ids::read_stamp(b),
-                },
-                Then::ReadTest,
-            ),
-            _ => {}
-        }
-        for b in 0..self.config.read_banks() {
-            // A bank is free again once the gets of its abandoned read are complete.
-            let pending = self.poisoned[b as usize];
-            if pending & 1 != 0 {
-                let work_id = ids::read_content(b);
-                self.op(Op::Test { work_id }, Then::BankTest(b, 1));
-            }
-            if pending & 2 != 0 {
-                let work_id = ids::read_stamp(b);
-                self.op(Op::Test { work_id }, Then::BankTest(b, 2));
-            }
-        }
-        let end = (self.next_apply + LOOKAHEAD).min(u64::from(self.config.slots));
-        let next = self.next_apply;
-        for words in &mut self.words {
-            words.retain(|&s, _| s >= next);
-        }
-        let layout = self.config.layout;
-        for e in 0..self.config.epochs {
-            for slot in self.next_apply..end {
-                // A later epoch's word matters once the one below is frozen here (seen in
-                // an earlier turn): a slot moves up only through a frozen majority.
-                let below = e.checked_sub(1).map(|b| self.words[b as usize].get(&slot));
-                if below.is_some_and(|w| !w.is_some_and(|&w| Freezer::is_frozen(layout, w))) {
-                    continue;
-                }
-                let loc = self.shape.epoch_word(self.me, slot as u32, e);
-                self.op(Op::Load { loc }, Then::LocalWord(slot, e));
-            }
-        }
-        self.items.push_back(Item::Plan);
-    }
-
-    /// Becomes leader or follower as Ω says.
-    fn follow_omega(&mut self) {
-        let leader = self.omega.leader(self.now);
-        if self.leader_changes.last().map(|&(_, l)| l) != Some(leader) {
-            self.leader_changes.push((self.now, leader));
-        }
-        match (&self.role, leader == self.me) {
-            (Role::Follower, true) => {
-                self.repair = None;
-                self.term += 1;
-                self.terms_started.push(self.now);
-                self.catch_up = None;
-                self.reads
-                    .retain(|r| r.stage != Stage::Queued || r.purpose != Purpose::Learn);
-                let leader = Leader::new(
-                    self.me,
-                    self.term,
-                    self.next_apply,
-                    self.ballot_floor.clone(),
-                );
-                self.role = Role::Leader(Box::new(leader));
-            }
-            (Role::Leader(l), false) => {
-                // Deposed: the window is abandoned (its CASes fail on the new leader's
-                // promises); what was decided is applied already.
-                for (floor, &b) in self.ballot_floor.iter_mut().zip(&l.ballots) {
-                    *floor = (*floor).max(b);
-                }
-                assert_eq!(l.prefix, self.next_apply, "the leader applied its prefix");
-                let Role::Leader(l) = std::mem::replace(&mut self.role, Role::Follower) else {
-                    unreachable!("leading")
-                };
-                self.results
-                    .extend(l.undecided().map(|p| (p.id, Err(ProposeError::Deposed))));
-                self.reads.retain(|r| {
-                    !matches!(r.purpose, Purpose::Adopt { .. }) || r.stage != Stage::Queued
-                });
-                self.last_progress = self.now;
-            }
-            _ => {}
-        }
-    }
-
     /// Handles the reply of the operation issued with `then`.
     fn absorb(&mut self, then: Then, reply: Reply) {
         let value = Self::value_of(&reply);
@@ -552,95 +403,6 @@ impl Replica {
         }
     }
 
-    /// The leader of `term`: this replica's, or its repair of a slot (see [`follow`]).
-    fn proposer(&mut self, term: u64) -> Option<&mut Leader> {
-        match (&mut self.role, &mut self.repair) {
-            (Role::Leader(l), _) if l.term == term => Some(l),
-            (_, Some(r)) if r.term == term => Some(r),
-            _ => None,
-        }
-    }
-
-    /// Turns the slot commands of the leader of `term` into operations on the links.
-    fn issue(&mut self, term: u64, cmds: Vec<(SlotAt, SlotCommand)>) {
-        if cmds.is_empty() {
-            return;
-        }
-        let leader = match (&self.role, &self.repair) {
-            (Role::Leader(l), _) if l.term == term => l,
-            (_, Some(r)) if r.term == term => r,
-            _ => panic!("slot commands of term {term}, which nobody runs"),
-        };
-        let mut ops = Vec::new();
-        for (SlotAt { slot, epoch }, cmd) in cmds {
-            match cmd {
-                SlotCommand::Cas {
-                    id,
-                    acceptor,
-                    expected,
-                    desired,
-                } => {
-                    let remote = self.shape.epoch_word(acceptor, slot as u32, epoch);
-                    let tag = CasTag { term, slot, id };
-                    self.links
-                        .send_cas(acceptor, remote, (expected, desired), tag, &mut ops);
-                }
-                SlotCommand::WriteValue {
-                    acceptor,
-                    content,
-                    proposal,
-                } => {
-                    let bytes = leader.value_of(slot, content);
-                    let me = ProposerId(self.me);
-                    let s = slot as u32;
-                    // The begin stamp, the content, the end stamp (see `value`); the
-                    // first write of a buffer needs no begin stamp.
-                    let stamp = stamp(epoch, proposal, bytes.len());
-                    let content = to_words(&bytes);
-                    let last = content.len() + 1;
-                    let mask = self.written.entry(slot).or_insert(0);
-                    let first = *mask & 1 << acceptor == 0;
-                    *mask |= 1 << acceptor;
-                    let words = std::iter::once(stamp).chain(content).chain([stamp]);
-                    for (i, w) in words.enumerate().skip(usize::from(first)) {
-                        let remote = if i == 0 {
-                            self.shape.value_stamp(acceptor, me, s)
-                        } else if i == last {
-                            self.shape.value_end_stamp(acceptor, me, s)
-                        } else {
-                            self.shape.value_word(acceptor, me, s, i as u32 - 1)
-                        };
-                        let put = Op::PutInline {
-                            remote,
-                            value: w,
-                            work_id: ids::PUT,
-                        };
-                        self.links.send(acceptor, put, &mut ops);
-                    }
-                }
-                SlotCommand::ReadValue {
-                    acceptor,
-                    proposer,
-                    proposal,
-                } => self.reads.push_back(ValueRead {
-                    purpose: Purpose::Adopt { term },
-                    slot,
-                    acceptor,
-                    proposer,
-                    epoch,
-                    proposal,
-                    stage: Stage::Queued,
-                    words: Vec::new(),
-                    bank: 0,
-                    started: 0,
-                }),
-            }
-        }
-        for op in ops {
-            self.op(op, Then::Ignore);
-        }
-    }
-
     fn apply(&mut self, slot: u64, value: Vec<u8>) {
         assert_eq!(
             slot, self.next_apply,
@@ -658,77 +420,6 @@ impl Replica {
             self.now
         };
         self.moved = true;
-    }
-
-    /// The leader's turn: client values in, slots opened, outcomes settled.
-    fn lead(&mut self) {
-        let Role::Leader(mut leader) = std::mem::replace(&mut self.role, Role::Follower) else {
-            unreachable!("leading")
-        };
-        let term = leader.term;
-        let pipeline = self.config.pipeline as usize;
-        while leader.pending.len() + leader.in_flight_values() < pipeline
-            && self.sent < self.client.count
-        {
-            let mut v = Vec::with_capacity(self.client.size);
-            v.extend_from_slice(&self.me.to_le_bytes());
-            v.extend_from_slice(&self.sent.to_le_bytes());
-            v.resize(self.client.size, 0);
-            self.sent += 1;
-            self.proposed.push(v.clone());
-            let id = self.next_id;
-            self.next_id += 1;
-            leader.pending.push_back(Proposal { id, bytes: v });
-        }
-        let mut cmds = Vec::new();
-        let words = &self.words[0];
-        leader.open_slots(&self.config, |s| words.get(&s).copied(), &mut cmds);
-        let progress = leader.step(&self.config, &mut cmds);
-        self.role = Role::Leader(leader);
-        self.moved |= progress.moved || !cmds.is_empty();
-        self.issue(term, cmds);
-        for (slot, value) in progress.apply {
-            self.apply(slot, value);
-        }
-        self.results.extend(
-            progress
-                .committed
-                .into_iter()
-                .map(|(id, slot)| (id, Ok(slot))),
-        );
-        if let Role::Leader(l) = &mut self.role
-            && let Some(slot) = l.exhausted
-        {
-            // Nothing pending can be decided any more: say so rather than hold it.
-            let refused = std::mem::take(&mut l.pending);
-            self.results.extend(
-                refused
-                    .into_iter()
-                    .map(|p| (p.id, Err(ProposeError::Exhausted { slot }))),
-            );
-        }
-    }
-
-    /// The plan at the end of a turn.
-    fn plan(&mut self) {
-        match self.role {
-            Role::Leader(_) => self.lead(),
-            Role::Follower => self.follow(),
-        }
-        let mut ops = Vec::new();
-        self.links.drain(&mut ops);
-        for op in ops {
-            self.op(op, Then::Ignore);
-        }
-        self.start_read();
-        if !self.moved {
-            self.op(
-                Op::Pause {
-                    ns: self.config.idle_pause_ns,
-                },
-                Then::Ignore,
-            );
-        }
     }
 }
 

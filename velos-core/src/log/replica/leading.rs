@@ -1,0 +1,173 @@
+//! The leader's side of a turn: its window of slots, and its slot commands turned into
+//! operations on the links.
+
+use super::{ProposeError, Purpose, Replica, Role, Stage, Then, ValueRead};
+use crate::log::config::ids;
+use crate::log::leader::{Leader, Proposal, SlotAt};
+use crate::log::links::CasTag;
+use crate::log::value::{stamp, to_words};
+use crate::proposal::ProposerId;
+use crate::slot::SlotCommand;
+use velos_rdma::Op;
+
+impl Replica {
+    /// The leader of `term`: this replica's, or its repair of a slot (see [`follow`]).
+    pub(super) fn proposer(&mut self, term: u64) -> Option<&mut Leader> {
+        match (&mut self.role, &mut self.repair) {
+            (Role::Leader(l), _) if l.term == term => Some(l),
+            (_, Some(r)) if r.term == term => Some(r),
+            _ => None,
+        }
+    }
+
+    /// Turns the slot commands of the leader of `term` into operations on the links.
+    pub(super) fn issue(&mut self, term: u64, cmds: Vec<(SlotAt, SlotCommand)>) {
+        if cmds.is_empty() {
+            return;
+        }
+        let leader = match (&self.role, &self.repair) {
+            (Role::Leader(l), _) if l.term == term => l,
+            (_, Some(r)) if r.term == term => r,
+            _ => panic!("slot commands of term {term}, which nobody runs"),
+        };
+        let mut ops = Vec::new();
+        for (SlotAt { slot, epoch }, cmd) in cmds {
+            match cmd {
+                SlotCommand::Cas {
+                    id,
+                    acceptor,
+                    expected,
+                    desired,
+                } => {
+                    let remote = self.shape.epoch_word(acceptor, slot as u32, epoch);
+                    let tag = CasTag { term, slot, id };
+                    self.links
+                        .send_cas(acceptor, remote, (expected, desired), tag, &mut ops);
+                }
+                SlotCommand::WriteValue {
+                    acceptor,
+                    content,
+                    proposal,
+                } => {
+                    let bytes = leader.value_of(slot, content);
+                    let me = ProposerId(self.me);
+                    let s = slot as u32;
+                    // The begin stamp, the content, the end stamp (see `value`); the
+                    // first write of a buffer needs no begin stamp.
+                    let stamp = stamp(epoch, proposal, bytes.len());
+                    let content = to_words(&bytes);
+                    let last = content.len() + 1;
+                    let mask = self.written.entry(slot).or_insert(0);
+                    let first = *mask & 1 << acceptor == 0;
+                    *mask |= 1 << acceptor;
+                    let words = std::iter::once(stamp).chain(content).chain([stamp]);
+                    for (i, w) in words.enumerate().skip(usize::from(first)) {
+                        let remote = if i == 0 {
+                            self.shape.value_stamp(acceptor, me, s)
+                        } else if i == last {
+                            self.shape.value_end_stamp(acceptor, me, s)
+                        } else {
+                            self.shape.value_word(acceptor, me, s, i as u32 - 1)
+                        };
+                        let put = Op::PutInline {
+                            remote,
+                            value: w,
+                            work_id: ids::PUT,
+                        };
+                        self.links.send(acceptor, put, &mut ops);
+                    }
+                }
+                SlotCommand::ReadValue {
+                    acceptor,
+                    proposer,
+                    proposal,
+                } => self.reads.push_back(ValueRead {
+                    purpose: Purpose::Adopt { term },
+                    slot,
+                    acceptor,
+                    proposer,
+                    epoch,
+                    proposal,
+                    stage: Stage::Queued,
+                    words: Vec::new(),
+                    bank: 0,
+                    started: 0,
+                }),
+            }
+        }
+        for op in ops {
+            self.op(op, Then::Ignore);
+        }
+    }
+
+    /// The leader's turn: client values in, slots opened, outcomes settled.
+    pub(super) fn lead(&mut self) {
+        let Role::Leader(mut leader) = std::mem::replace(&mut self.role, Role::Follower) else {
+            unreachable!("leading")
+        };
+        let term = leader.term;
+        let pipeline = self.config.pipeline as usize;
+        while leader.pending.len() + leader.in_flight_values() < pipeline
+            && self.sent < self.client.count
+        {
+            let mut v = Vec::with_capacity(self.client.size);
+            v.extend_from_slice(&self.me.to_le_bytes());
+            v.extend_from_slice(&self.sent.to_le_bytes());
+            v.resize(self.client.size, 0);
+            self.sent += 1;
+            self.proposed.push(v.clone());
+            let id = self.next_id;
+            self.next_id += 1;
+            leader.pending.push_back(Proposal { id, bytes: v });
+        }
+        let mut cmds = Vec::new();
+        let words = &self.words[0];
+        leader.open_slots(&self.config, |s| words.get(&s).copied(), &mut cmds);
+        let progress = leader.step(&self.config, &mut cmds);
+        self.role = Role::Leader(leader);
+        self.moved |= progress.moved || !cmds.is_empty();
+        self.issue(term, cmds);
+        for (slot, value) in progress.apply {
+            self.apply(slot, value);
+        }
+        self.results.extend(
+            progress
+                .committed
+                .into_iter()
+                .map(|(id, slot)| (id, Ok(slot))),
+        );
+        if let Role::Leader(l) = &mut self.role
+            && let Some(slot) = l.exhausted
+        {
+            // Nothing pending can be decided any more: say so rather than hold it.
+            let refused = std::mem::take(&mut l.pending);
+            self.results.extend(
+                refused
+                    .into_iter()
+                    .map(|p| (p.id, Err(ProposeError::Exhausted { slot }))),
+            );
+        }
+    }
+
+    /// The plan at the end of a turn.
+    pub(super) fn plan(&mut self) {
+        match self.role {
+            Role::Leader(_) => self.lead(),
+            Role::Follower => self.follow(),
+        }
+        let mut ops = Vec::new();
+        self.links.drain(&mut ops);
+        for op in ops {
+            self.op(op, Then::Ignore);
+        }
+        self.start_read();
+        if !self.moved {
+            self.op(
+                Op::Pause {
+                    ns: self.config.idle_pause_ns,
+                },
+                Then::Ignore,
+            );
+        }
+    }
+}

@@ -1,0 +1,158 @@
+//! The start of each turn: the clock, the heartbeat, and the role Ω gives.
+
+use super::ProposeError;
+use super::{Item, Purpose, Replica, Role, Stage, Then};
+use crate::freeze::Freezer;
+use crate::log::config::ids;
+use crate::log::leader::Leader;
+use crate::log::learner::LOOKAHEAD;
+use velos_rdma::Op;
+
+impl Replica {
+    /// The start of a turn: the clock was read.
+    pub(super) fn turn(&mut self, now: u64) {
+        assert!(now >= self.now, "the clock never goes back");
+        self.now = now;
+        self.moved = false;
+        if now >= self.next_heartbeat {
+            self.next_heartbeat = now + self.config.heartbeat_period_ns;
+            self.heartbeat += 1;
+            let own = self.shape.heartbeat(self.me);
+            self.op(
+                Op::Store {
+                    loc: own,
+                    value: self.heartbeat,
+                },
+                Then::Ignore,
+            );
+            let me = self.me;
+            for a in (0..self.config.replicas).filter(|&a| a != me) {
+                if self.heartbeat_asked[usize::from(a)] {
+                    self.op(
+                        Op::Test {
+                            work_id: ids::heartbeat(a),
+                        },
+                        Then::HeartbeatTest(a),
+                    );
+                } else {
+                    self.heartbeat_asked[usize::from(a)] = true;
+                    let get = Op::Get {
+                        local: self.scratch.heartbeat(a),
+                        remote: self.shape.heartbeat(a),
+                        work_id: ids::heartbeat(a),
+                    };
+                    self.op(get, Then::Ignore);
+                }
+            }
+        }
+        self.follow_omega();
+        let busy: Vec<u16> = self.links.busy().collect();
+        for a in busy {
+            let (work_id, _) = self.links.oldest(a).expect("busy");
+            self.op(Op::Test { work_id }, Then::CasTest(a));
+        }
+        if let Some(c) = &self.catch_up {
+            let waiting: Vec<u16> = (0..self.config.replicas)
+                .filter(|&a| c.asked[usize::from(a)] && !c.answered(a))
+                .collect();
+            for a in waiting {
+                self.op(
+                    Op::Test {
+                        work_id: ids::catch_up(a),
+                    },
+                    Then::CatchUpTest(a),
+                );
+            }
+        }
+        self.abandon_stuck_read();
+        match self.reads.front().map(|r| (r.stage, r.bank)) {
+            Some((Stage::Content, b)) => self.op(
+                Op::Test {
+                    work_id: ids::read_content(b),
+                },
+                Then::ReadTest,
+            ),
+            Some((Stage::End | Stage::Begin, b)) => self.op(
+                Op::Test {
+                    work_id: ids::read_stamp(b),
+                },
+                Then::ReadTest,
+            ),
+            _ => {}
+        }
+        for b in 0..self.config.read_banks() {
+            // A bank is free again once the gets of its abandoned read are complete.
+            let pending = self.poisoned[b as usize];
+            if pending & 1 != 0 {
+                let work_id = ids::read_content(b);
+                self.op(Op::Test { work_id }, Then::BankTest(b, 1));
+            }
+            if pending & 2 != 0 {
+                let work_id = ids::read_stamp(b);
+                self.op(Op::Test { work_id }, Then::BankTest(b, 2));
+            }
+        }
+        let end = (self.next_apply + LOOKAHEAD).min(u64::from(self.config.slots));
+        let next = self.next_apply;
+        for words in &mut self.words {
+            words.retain(|&s, _| s >= next);
+        }
+        let layout = self.config.layout;
+        for e in 0..self.config.epochs {
+            for slot in self.next_apply..end {
+                // A later epoch's word matters once the one below is frozen here (seen in
+                // an earlier turn): a slot moves up only through a frozen majority.
+                let below = e.checked_sub(1).map(|b| self.words[b as usize].get(&slot));
+                if below.is_some_and(|w| !w.is_some_and(|&w| Freezer::is_frozen(layout, w))) {
+                    continue;
+                }
+                let loc = self.shape.epoch_word(self.me, slot as u32, e);
+                self.op(Op::Load { loc }, Then::LocalWord(slot, e));
+            }
+        }
+        self.items.push_back(Item::Plan);
+    }
+
+    /// Becomes leader or follower as Ω says.
+    pub(super) fn follow_omega(&mut self) {
+        let leader = self.omega.leader(self.now);
+        if self.leader_changes.last().map(|&(_, l)| l) != Some(leader) {
+            self.leader_changes.push((self.now, leader));
+        }
+        match (&self.role, leader == self.me) {
+            (Role::Follower, true) => {
+                self.repair = None;
+                self.term += 1;
+                self.terms_started.push(self.now);
+                self.catch_up = None;
+                self.reads
+                    .retain(|r| r.stage != Stage::Queued || r.purpose != Purpose::Learn);
+                let leader = Leader::new(
+                    self.me,
+                    self.term,
+                    self.next_apply,
+                    self.ballot_floor.clone(),
+                );
+                self.role = Role::Leader(Box::new(leader));
+            }
+            (Role::Leader(l), false) => {
+                // Deposed: the window is abandoned (its CASes fail on the new leader's
+                // promises); what was decided is applied already.
+                for (floor, &b) in self.ballot_floor.iter_mut().zip(&l.ballots) {
+                    *floor = (*floor).max(b);
+                }
+                assert_eq!(l.prefix, self.next_apply, "the leader applied its prefix");
+                let Role::Leader(l) = std::mem::replace(&mut self.role, Role::Follower) else {
+                    unreachable!("leading")
+                };
+                self.results
+                    .extend(l.undecided().map(|p| (p.id, Err(ProposeError::Deposed))));
+                self.reads.retain(|r| {
+                    !matches!(r.purpose, Purpose::Adopt { .. }) || r.stage != Stage::Queued
+                });
+                self.last_progress = self.now;
+            }
+            _ => {}
+        }
+    }
+}
