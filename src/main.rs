@@ -23,6 +23,8 @@ enum Command {
     Sim(cli::sim::SimArgs),
     /// Run one replica of a Velos log as a process over real RDMA (the `verbs` feature).
     Node(cli::node::NodeArgs),
+    /// Run the replicated key-value demo: three in-process replicas, the leader crashed.
+    Demo(cli::demo::DemoArgs),
 }
 
 fn main() -> ExitCode {
@@ -32,5 +34,6 @@ fn main() -> ExitCode {
         Command::Bench(a) => cli::bench::run(a),
         Command::Sim(a) => cli::sim::run_cli(a),
         Command::Node(a) => cli::node::run_cli(a),
+        Command::Demo(a) => cli::demo::run_cli(a),
     }
 }

@@ -1,0 +1,164 @@
+//! The demo's report: the timeline, the leader change, the checks; printed as text or
+//! written as JSON and an SVG timeline.
+
+use super::DemoConfig;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+/// One interval of the timeline.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Interval {
+    /// Its start (ms from the start of the run).
+    pub start_ms: f64,
+    /// Writes acknowledged in it.
+    pub commits: u64,
+    /// Gets answered in it.
+    pub gets: u64,
+    /// The leader as a live replica saw it at the interval's end.
+    pub leader: Option<u16>,
+}
+
+/// The crash of the leader and what followed.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct LeaderChange {
+    /// The crashed leader.
+    pub crashed: u16,
+    /// When it crashed (ms from the start).
+    pub crash_ms: f64,
+    /// The leader the survivors moved to.
+    pub new_leader: Option<u16>,
+    /// From the crash until a live replica saw the new leader (ms).
+    pub elected_after_ms: Option<f64>,
+    /// From the crash until the first write acknowledged once the new leader was seen
+    /// (ms); writes the old leader decided just before it stopped do not count.
+    pub first_commit_after_ms: Option<f64>,
+}
+
+/// The checks on the survivors' maps.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Checks {
+    /// The replicas that did not crash.
+    pub survivors: Vec<u16>,
+    /// Every survivor's map is the same.
+    pub survivors_agree: bool,
+    /// Every survivor's map is the one the acknowledged writes make.
+    pub match_acknowledged: bool,
+    /// Acknowledged writes a survivor's map lacks (`replica r: key=value`).
+    pub missing_writes: Vec<String>,
+    /// Keys in the first survivor's map at the end.
+    pub keys_at_end: usize,
+    /// Entries that did not decode as commands (over every replica).
+    pub rejected_entries: usize,
+}
+
+/// What [`run`](super::run) reports.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct DemoReport {
+    /// The configuration.
+    pub config: DemoConfig,
+    /// Puts acknowledged.
+    pub puts_acked: u64,
+    /// Deletes acknowledged.
+    pub dels_acked: u64,
+    /// Gets answered (from the leader's map).
+    pub gets: u64,
+    /// Gets that did not see the client's last acknowledged write of their key.
+    pub stale_gets: u64,
+    /// Submissions retried while leadership moved.
+    pub retries: u64,
+    /// Why the client stopped early, if it did.
+    pub client_stopped: Option<String>,
+    /// Changes of the leader seen during the run.
+    pub leader_changes: u32,
+    /// The crash and the new leader.
+    pub leader_change: Option<LeaderChange>,
+    /// Commits per interval.
+    pub timeline: Vec<Interval>,
+    /// The checks.
+    pub checks: Checks,
+}
+
+impl DemoReport {
+    /// Whether the survivors agree and hold every acknowledged write.
+    pub fn ok(&self) -> bool {
+        self.checks.survivors_agree
+            && self.checks.match_acknowledged
+            && self.checks.missing_writes.is_empty()
+            && self.checks.rejected_entries == 0
+    }
+
+    /// Writes `report.json` and `timeline.svg` into `dir` (created if missing); their paths.
+    pub fn write_files(&self, dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
+        std::fs::create_dir_all(dir)?;
+        let json = dir.join("report.json");
+        std::fs::write(&json, serde_json::to_string_pretty(self)? + "\n")?;
+        let svg = dir.join("timeline.svg");
+        super::plot::timeline(self, &svg)?;
+        Ok(vec![json, svg])
+    }
+}
+
+impl fmt::Display for DemoReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let ms = self.config.interval.as_secs_f64() * 1e3;
+        writeln!(f, "timeline ({ms:.0} ms intervals):")?;
+        let crash = self.leader_change.as_ref().map(|c| c.crash_ms);
+        let mut shown_leader = None;
+        for i in &self.timeline {
+            let mut note = String::new();
+            if crash.is_some_and(|c| c >= i.start_ms && c < i.start_ms + ms) {
+                note += "  <- leader crashed";
+            }
+            if i.leader != shown_leader {
+                if let Some(l) = i.leader {
+                    note += &format!("  leader {l}");
+                }
+                shown_leader = i.leader;
+            }
+            writeln!(
+                f,
+                "  {:>7.0} ms {:>6} commits {:>6} gets {}",
+                i.start_ms, i.commits, i.gets, note
+            )?;
+        }
+        if let Some(c) = &self.leader_change {
+            let opt = |x: Option<f64>| x.map_or("never".into(), |x| format!("{x:.1} ms"));
+            writeln!(
+                f,
+                "leader {} crashed at {:.1} ms; new leader {} seen after {}; first commit under it after {}",
+                c.crashed,
+                c.crash_ms,
+                c.new_leader.map_or("none".into(), |l| l.to_string()),
+                opt(c.elected_after_ms),
+                opt(c.first_commit_after_ms)
+            )?;
+        }
+        writeln!(
+            f,
+            "client: {} puts and {} deletes acknowledged, {} gets ({} stale), {} retries",
+            self.puts_acked, self.dels_acked, self.gets, self.stale_gets, self.retries
+        )?;
+        if let Some(why) = &self.client_stopped {
+            writeln!(f, "client stopped early: {why}")?;
+        }
+        let c = &self.checks;
+        writeln!(
+            f,
+            "survivors {:?}: maps {} ({} keys), {}; {} leader change(s)",
+            c.survivors,
+            if c.survivors_agree {
+                "identical"
+            } else {
+                "DIFFER"
+            },
+            c.keys_at_end,
+            if c.match_acknowledged && c.missing_writes.is_empty() {
+                "every acknowledged write present".to_string()
+            } else {
+                format!("MISSING {:?}", c.missing_writes)
+            },
+            self.leader_changes
+        )?;
+        write!(f, "{}", if self.ok() { "OK" } else { "FAILED" })
+    }
+}
