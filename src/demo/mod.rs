@@ -6,6 +6,10 @@
 //! Writes go through the log ([`LocalCluster::submit`], retried while leadership moves).
 //! Gets read the map of the replica the client believes leads, without going through the
 //! log: they may be stale around a leader change (linearizable reads come later).
+//!
+//! [`LocalCluster`]: crate::local::LocalCluster
+//! [`LocalCluster::submit`]: crate::local::LocalCluster::submit
+//! [`KvStore`]: kv::KvStore
 
 pub mod codec;
 pub mod kv;
