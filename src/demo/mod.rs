@@ -26,13 +26,13 @@ use std::time::Duration;
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct DemoConfig {
     /// Wall-clock time the client runs.
-    #[serde(with = "millis")]
+    #[serde(with = "millis", rename = "duration_ms")]
     pub duration: Duration,
     /// When the leader is crashed (from the start).
-    #[serde(with = "millis")]
+    #[serde(with = "millis", rename = "crash_at_ms")]
     pub crash_at: Duration,
     /// Timeline interval.
-    #[serde(with = "millis")]
+    #[serde(with = "millis", rename = "interval_ms")]
     pub interval: Duration,
     /// Distinct keys the client writes.
     pub keys: u32,

@@ -32,6 +32,8 @@ pub fn timeline(report: &DemoReport, path: &Path) -> anyhow::Result<()> {
         .configure_mesh()
         .x_desc("time (ms, wall clock)")
         .y_desc(format!("writes committed per {width:.0} ms"))
+        .x_label_formatter(&|x| format!("{x:.0}"))
+        .y_label_formatter(&|y| format!("{y:.0}"))
         .max_light_lines(1)
         .draw()?;
     for leader in 0..3u16 {
@@ -61,7 +63,11 @@ pub fn timeline(report: &DemoReport, path: &Path) -> anyhow::Result<()> {
     if let Some(c) = &report.leader_change {
         let mut marks = vec![(c.crash_ms, RED, format!("leader {} crashed", c.crashed))];
         if let Some(after) = c.first_commit_after_ms {
-            marks.push((c.crash_ms + after, BLACK, "first commit after".to_string()));
+            marks.push((
+                c.crash_ms + after,
+                BLACK,
+                "first commit by the new leader".to_string(),
+            ));
         }
         for (x, color, label) in marks {
             chart
@@ -79,7 +85,7 @@ pub fn timeline(report: &DemoReport, path: &Path) -> anyhow::Result<()> {
         .configure_series_labels()
         .background_style(WHITE.mix(0.85))
         .border_style(BLACK)
-        .position(SeriesLabelPosition::LowerRight)
+        .position(SeriesLabelPosition::UpperRight)
         .draw()?;
     root.present()?;
     Ok(())
