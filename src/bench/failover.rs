@@ -19,12 +19,10 @@ mod tests;
 mod velos;
 
 use crate::bench::latency::Protocol;
+use crate::bench::sweep::run_jobs;
 use anyhow::Context;
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 pub use output::{table, write_outputs};
 use serde::Serialize;
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 pub use summary::{FailoverReport, ProtocolSummary, TargetCheck, TimelineBucket};
 use velos_sim::latency::LatencyModel;
@@ -223,52 +221,26 @@ pub fn run(config: &FailoverConfig, progress: bool) -> anyhow::Result<FailoverRe
         .iter()
         .flat_map(|&p| (0..config.seeds).map(move |k| (p, config.first_seed + k)))
         .collect();
-    let bar = if progress {
-        ProgressBar::with_draw_target(Some(jobs.len() as u64), ProgressDrawTarget::stderr())
-    } else {
-        ProgressBar::hidden()
-    };
-    bar.set_style(
-        ProgressStyle::with_template("{elapsed_precise} [{bar:30}] {pos}/{len} seeds {msg}")
-            .expect("a valid template")
-            .progress_chars("=> "),
-    );
-    let next = AtomicUsize::new(0);
-    let results: Mutex<Vec<Option<anyhow::Result<SeedRun>>>> =
-        Mutex::new((0..jobs.len()).map(|_| None).collect());
-    std::thread::scope(|s| {
-        for _ in 0..config.jobs.clamp(1, jobs.len().max(1)) {
-            s.spawn(|| {
-                loop {
-                    let i = next.fetch_add(1, Ordering::Relaxed);
-                    let Some(&(protocol, seed)) = jobs.get(i) else {
-                        break;
-                    };
-                    bar.set_message(format!("{} seed {seed}", protocol.name()));
-                    let result = match protocol {
-                        Protocol::Velos => velos::run_seed(config, seed),
-                        Protocol::Mu => mu::run_seed(config, seed),
-                    }
-                    .with_context(|| {
-                        format!(
-                            "{} seed {seed}; replay: {}",
-                            protocol.name(),
-                            config.replay(protocol, seed)
-                        )
-                    });
-                    results.lock().expect("no worker panicked")[i] = Some(result);
-                    bar.inc(1);
-                }
-            });
-        }
-    });
-    bar.finish_and_clear();
-    let runs = results
-        .into_inner()
-        .expect("no worker panicked")
-        .into_iter()
-        .map(|r| r.expect("every job ran"))
-        .collect::<anyhow::Result<Vec<_>>>()?;
+    let runs = run_jobs(
+        &jobs,
+        config.jobs,
+        progress,
+        "seeds ",
+        |&(protocol, seed)| format!("{} seed {seed}", protocol.name()),
+        |&(protocol, seed)| {
+            match protocol {
+                Protocol::Velos => velos::run_seed(config, seed),
+                Protocol::Mu => mu::run_seed(config, seed),
+            }
+            .with_context(|| {
+                format!(
+                    "{} seed {seed}; replay: {}",
+                    protocol.name(),
+                    config.replay(protocol, seed)
+                )
+            })
+        },
+    )?;
     let mut by_protocol: Vec<(Protocol, Vec<SeedRun>)> =
         config.protocols.iter().map(|&p| (p, Vec::new())).collect();
     for (&(p, _), r) in jobs.iter().zip(runs) {

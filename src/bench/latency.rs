@@ -20,16 +20,14 @@ pub mod round;
 mod tests;
 mod velos;
 
+use crate::bench::sweep::run_jobs;
 use anyhow::Context;
 use hdrhistogram::Histogram;
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 pub use output::{table, write_outputs};
 pub use report::{LatencyPoint, LatencyReport, Phases, RoundRef, TargetCheck};
 use report::{Measured, notes, targets};
 use round::RoundKind;
 use serde::Serialize;
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 use velos_sim::latency::LatencyModel;
 
@@ -225,44 +223,18 @@ pub fn run(config: &LatencyConfig, progress: bool) -> anyhow::Result<LatencyRepo
                 .flat_map(move |&dm| config.sizes.iter().map(move |&s| (p, dm, s)))
         })
         .collect();
-    let bar = if progress {
-        ProgressBar::with_draw_target(Some(jobs.len() as u64), ProgressDrawTarget::stderr())
-    } else {
-        ProgressBar::hidden()
-    };
-    bar.set_style(
-        ProgressStyle::with_template("{elapsed_precise} [{bar:30}] {pos}/{len} {msg}")
-            .expect("a valid template")
-            .progress_chars("=> "),
-    );
-    let next = AtomicUsize::new(0);
-    let results: Mutex<Vec<Option<anyhow::Result<LatencyPoint>>>> =
-        Mutex::new((0..jobs.len()).map(|_| None).collect());
-    std::thread::scope(|s| {
-        for _ in 0..config.jobs.clamp(1, jobs.len().max(1)) {
-            s.spawn(|| {
-                loop {
-                    let i = next.fetch_add(1, Ordering::Relaxed);
-                    let Some(&(protocol, dm, size)) = jobs.get(i) else {
-                        break;
-                    };
-                    let placement = if dm { "device memory" } else { "host memory" };
-                    bar.set_message(format!("{} {size} B, {placement}", protocol.name()));
-                    let point = run_point(config, protocol, size, dm)
-                        .with_context(|| format!("{} at {size} B, {placement}", protocol.name()));
-                    results.lock().expect("no worker panicked")[i] = Some(point);
-                    bar.inc(1);
-                }
-            });
-        }
-    });
-    bar.finish_and_clear();
-    let points = results
-        .into_inner()
-        .expect("no worker panicked")
-        .into_iter()
-        .map(|r| r.expect("every job ran"))
-        .collect::<anyhow::Result<Vec<_>>>()?;
+    let placement = |dm: bool| if dm { "device memory" } else { "host memory" };
+    let points = run_jobs(
+        &jobs,
+        config.jobs,
+        progress,
+        "",
+        |&(protocol, dm, size)| format!("{} {size} B, {}", protocol.name(), placement(dm)),
+        |&(protocol, dm, size)| {
+            run_point(config, protocol, size, dm)
+                .with_context(|| format!("{} at {size} B, {}", protocol.name(), placement(dm)))
+        },
+    )?;
     let mut report = LatencyReport {
         config: config.clone(),
         points,

@@ -15,13 +15,11 @@
 mod plot;
 mod worker;
 
+use crate::bench::sweep::run_jobs;
 use anyhow::{Context, bail};
 use hdrhistogram::Histogram;
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde::Serialize;
 use std::path::Path;
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 use velos_rdma::sync::rmarw::{self, RmaRwConfig};
 use velos_rdma::sync::{dmcs, fompi, nlock};
@@ -295,44 +293,18 @@ pub fn run(config: &LocksConfig, progress: bool) -> anyhow::Result<LocksReport> 
             }
         }
     }
-    let bar = if progress {
-        ProgressBar::with_draw_target(Some(jobs.len() as u64), ProgressDrawTarget::stderr())
-    } else {
-        ProgressBar::hidden()
-    };
-    bar.set_style(
-        ProgressStyle::with_template("{elapsed_precise} [{bar:30}] {pos}/{len} {msg}")
-            .expect("a valid template")
-            .progress_chars("=> "),
-    );
     let start = Instant::now();
-    let next = AtomicUsize::new(0);
-    let results: Mutex<Vec<Option<anyhow::Result<LockPoint>>>> =
-        Mutex::new((0..jobs.len()).map(|_| None).collect());
-    std::thread::scope(|s| {
-        for _ in 0..config.jobs.clamp(1, jobs.len().max(1)) {
-            s.spawn(|| {
-                loop {
-                    let i = next.fetch_add(1, Ordering::Relaxed);
-                    let Some(&(lock, p, fw)) = jobs.get(i) else {
-                        break;
-                    };
-                    bar.set_message(format!("{} P={p} F_W={fw}%", lock.name()));
-                    let point = run_point(config, lock, p, fw)
-                        .with_context(|| format!("{} at P={p}, F_W={fw}%", lock.name()));
-                    results.lock().expect("no worker panicked")[i] = Some(point);
-                    bar.inc(1);
-                }
-            });
-        }
-    });
-    bar.finish_and_clear();
-    let measured = results
-        .into_inner()
-        .expect("no worker panicked")
-        .into_iter()
-        .map(|r| r.expect("every job ran"))
-        .collect::<anyhow::Result<Vec<_>>>()?;
+    let measured = run_jobs(
+        &jobs,
+        config.jobs,
+        progress,
+        "",
+        |&(lock, p, fw)| format!("{} P={p} F_W={fw}%", lock.name()),
+        |&(lock, p, fw)| {
+            run_point(config, lock, p, fw)
+                .with_context(|| format!("{} at P={p}, F_W={fw}%", lock.name()))
+        },
+    )?;
     let mut points = Vec::new();
     for x in measured {
         if LockKind::by_name(x.lock).is_some_and(LockKind::reader_writer) {

@@ -5,3 +5,4 @@ pub mod emulator;
 pub mod failover;
 pub mod latency;
 pub mod locks;
+pub mod sweep;
