@@ -30,6 +30,8 @@ fn spec(seed: u64, latency: LatencyModel, duration_ns: u64) -> ClusterSpec {
         latency,
         near_overflow: None,
         device_memory: false,
+        pauses: Vec::new(),
+        snapshot_every: None,
     }
 }
 

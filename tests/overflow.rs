@@ -38,6 +38,8 @@ fn spec(seed: u64) -> ClusterSpec {
         latency: LatencyModel::cluster(),
         near_overflow: Some(3 + seed % 3),
         device_memory: false,
+        pauses: Vec::new(),
+        snapshot_every: None,
     }
 }
 

@@ -35,6 +35,8 @@ fn spec(seed: u64) -> ClusterSpec {
         latency: LatencyModel::cluster(),
         near_overflow: None,
         device_memory: false,
+        pauses: Vec::new(),
+        snapshot_every: None,
     }
 }
 

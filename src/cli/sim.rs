@@ -25,6 +25,14 @@ pub struct SimArgs {
     /// Crash replica NODE at time T (`NODE@T`, repeatable).
     #[arg(long, value_parser = parse_crash)]
     crash: Vec<(u16, u64)>,
+    /// Pause replica NODE's CPU at time T for D (`NODE@T+D`, repeatable): its NIC still
+    /// serves the others.
+    #[arg(long, value_parser = parse_pause)]
+    pause: Vec<(u16, u64, u64)>,
+    /// Run a service on every replica that snapshots every N entries: the log's ring
+    /// recycles its slots, and a replica that falls off it copies a snapshot.
+    #[arg(long)]
+    snapshot_every: Option<u64>,
     /// Log slots.
     #[arg(long, default_value_t = 4096)]
     slots: u32,
@@ -89,11 +97,26 @@ fn parse_crash(s: &str) -> Result<(u16, u64), String> {
     Ok((node, parse_duration(at)?))
 }
 
+fn parse_pause(s: &str) -> Result<(u16, u64, u64), String> {
+    let (crash, duration) = s
+        .split_once('+')
+        .ok_or_else(|| format!("{s:?}: expected NODE@TIME+DURATION, e.g. 2@100us+300us"))?;
+    let (node, at) = parse_crash(crash)?;
+    Ok((node, at, parse_duration(duration)?))
+}
+
 /// Runs `velos sim`.
 pub fn run_cli(a: SimArgs) -> ExitCode {
     let mut log = LogConfig::new(a.replicas, a.slots, a.value_size.max(10) as u32);
     log.pipeline = a.pipeline;
     log.epochs = a.epochs;
+    if a.snapshot_every == Some(0) {
+        eprintln!("velos sim: --snapshot-every must be at least 1");
+        return ExitCode::from(2);
+    }
+    if a.snapshot_every.is_some() {
+        log.max_snapshot_bytes = 8; // the simulated service's digest
+    }
     if let Err(e) = log.validate() {
         eprintln!("velos sim: {e}");
         return ExitCode::from(2);
@@ -101,6 +124,13 @@ pub fn run_cli(a: SimArgs) -> ExitCode {
     if let Some(&(node, _)) = a.crash.iter().find(|(n, _)| *n >= a.replicas) {
         eprintln!(
             "velos sim: --crash {node}@…: there are {} replicas",
+            a.replicas
+        );
+        return ExitCode::from(2);
+    }
+    if let Some(&(node, _, _)) = a.pause.iter().find(|(n, _, _)| *n >= a.replicas) {
+        eprintln!(
+            "velos sim: --pause {node}@…: there are {} replicas",
             a.replicas
         );
         return ExitCode::from(2);
@@ -130,6 +160,8 @@ pub fn run_cli(a: SimArgs) -> ExitCode {
         latency,
         near_overflow: a.near_overflow,
         device_memory: false,
+        pauses: a.pause.clone(),
+        snapshot_every: a.snapshot_every,
     };
     let report = run(&spec);
     if a.json {
@@ -159,6 +191,12 @@ pub fn run_cli(a: SimArgs) -> ExitCode {
         }
         if let Some(k) = a.near_overflow {
             replay += &format!(" --near-overflow {k} --epochs {}", a.epochs);
+        }
+        for (n, t, d) in &a.pause {
+            replay += &format!(" --pause {n}@{t}+{d}");
+        }
+        if let Some(k) = a.snapshot_every {
+            replay += &format!(" --snapshot-every {k}");
         }
         eprintln!(
             "velos sim: a check failed (seed {}); replay: {replay}",
@@ -213,10 +251,16 @@ fn print_report(report: &velos::harness::cluster::ClusterReport, interval: u64) 
         );
     }
     for r in &report.replicas {
+        let copies: Vec<String> = r.installs.iter().map(|(p, _)| p.to_string()).collect();
         println!(
-            "replica {}: {} entries applied{}",
+            "replica {}: {} entries applied{}{}",
             r.id,
             r.applied.len(),
+            if copies.is_empty() {
+                String::new()
+            } else {
+                format!(", snapshots copied at {}", copies.join(", "))
+            },
             if r.crashed { " (crashed)" } else { "" }
         );
     }

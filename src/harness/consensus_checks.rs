@@ -49,6 +49,7 @@ pub fn machine(check: &CheckConfig) -> Machine<SingleDecree> {
         epochs: 1,
         value_words: 0,
         scratch_words: SingleDecreeConfig::scratch_words(acceptors),
+        snapshot_words: 0,
     };
     let config = Shared::new(SingleDecreeConfig {
         shape: shape.clone(),

@@ -6,3 +6,4 @@ pub mod consensus_checks;
 pub mod mu_cluster;
 mod mutation_checks;
 pub mod protocol_model;
+pub mod service;

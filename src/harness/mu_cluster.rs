@@ -142,6 +142,8 @@ fn report(spec: &MuSpec, sim: &Simulator<MuNode>, crashed: Option<(u16, u64)>) -
                 .map(|(s, v)| (*s, hex(v)))
                 .collect(),
             applied_at: t.process.applied_at.clone(),
+            installs: Vec::new(),
+            digest: (0, 0),
         })
         .collect();
     let proposed: Vec<String> = m

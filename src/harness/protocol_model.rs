@@ -151,6 +151,7 @@ fn slot_config(config: &ModelConfig, p: u16) -> SlotConfig {
         },
         me: ProposerId(p),
         tag: 0,
+        recycled: false,
         mutation: config.mutation,
     }
 }
@@ -227,7 +228,8 @@ impl Proposer {
                     self.post(me, out);
                     continue;
                 }
-                Outcome::Aborted | Outcome::Overflow => Some(None),
+                // The model's slots are never recycled: Overtaken does not happen.
+                Outcome::Aborted | Outcome::Overflow | Outcome::Overtaken => Some(None),
             };
             let Some(decision) = next else { return };
             self.decisions.push(decision);

@@ -9,7 +9,9 @@ use velos_rdma::{Layout, Loc, NodeId};
 /// node i is proposer i. Per node, in order: the acceptor words of every slot in every
 /// epoch (epoch-major; see [`crate::freeze`]); every proposer's value buffer for every slot
 /// (a begin stamp, `value_words` words, an end stamp); the heartbeat counter; scratch words
-/// for the node's own operations.
+/// for the node's own operations; the snapshot region (a header naming the newest of two
+/// banks, each a begin stamp, the snapshot point, its length in bytes, `snapshot_words`
+/// words of content and an end stamp; see `crate::log::snapshot`).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct ClusterShape {
     /// Nodes (acceptors and proposers).
@@ -22,6 +24,8 @@ pub struct ClusterShape {
     pub value_words: u32,
     /// Scratch words per node.
     pub scratch_words: u32,
+    /// Content words of a snapshot bank (0: snapshots carry no bytes).
+    pub snapshot_words: u32,
 }
 
 impl ClusterShape {
@@ -95,6 +99,39 @@ impl ClusterShape {
         Loc::word(NodeId(node), self.heartbeat_index() + 1 + i)
     }
 
+    fn snapshot_base(&self) -> u32 {
+        self.heartbeat_index() + 1 + self.scratch_words
+    }
+
+    /// Words of one snapshot bank: begin stamp, point, length, content, end stamp.
+    pub fn snapshot_bank_words(&self) -> u32 {
+        self.snapshot_words + 4
+    }
+
+    /// The header of `node`'s snapshot region: which bank holds the newest snapshot.
+    pub fn snapshot_header(&self, node: u16) -> Loc {
+        Loc::word(NodeId(node), self.snapshot_base())
+    }
+
+    /// Word `i` of `node`'s snapshot bank `bank` (0: begin stamp, 1: point, 2: length,
+    /// then the content, last the end stamp).
+    pub fn snapshot_word(&self, node: u16, bank: u32, i: u32) -> Loc {
+        assert!(
+            bank < 2 && i < self.snapshot_bank_words(),
+            "word {i} of snapshot bank {bank}"
+        );
+        Loc::word(
+            NodeId(node),
+            self.snapshot_base() + 1 + bank * self.snapshot_bank_words() + i,
+        )
+    }
+
+    /// The word indices of a node's snapshot region (the same on every node).
+    pub fn snapshot_region(&self) -> Range<u32> {
+        let start = self.snapshot_base();
+        start..start + 1 + 2 * self.snapshot_bank_words()
+    }
+
     /// The word indices of a node's acceptor words, every slot in every epoch (the same
     /// on every node).
     pub fn acceptor_words(&self) -> Range<u32> {
@@ -116,7 +153,7 @@ impl ClusterShape {
 
     /// The registered memory of every node.
     pub fn layout(&self) -> Layout {
-        Layout::uniform(self.nodes, self.heartbeat_index() + 1 + self.scratch_words)
+        Layout::uniform(self.nodes, self.snapshot_region().end)
     }
 
     /// The least remote access `node`'s memory needs (its region plan, see
@@ -128,7 +165,9 @@ impl ClusterShape {
     ///   (learners and a new leader's adoption read them), so that no proposer can write
     ///   into another's buffer;
     /// * the heartbeat counter: read by every node (the owner bumps it with a CPU store);
-    /// * scratch words: nothing (they are the local operands of the node's own requests).
+    /// * scratch words: nothing (they are the local operands of the node's own requests);
+    /// * the snapshot region: read by every node (the owner writes it with CPU stores; a
+    ///   replica that fell off the ring copies it).
     pub fn region_plan(&self, node: u16) -> Vec<Grant> {
         assert!(node < self.nodes, "node {node} of {}", self.nodes);
         let acceptor_words = 0..self.epochs * self.slots;
@@ -143,6 +182,7 @@ impl ClusterShape {
         }
         let beat = self.heartbeat_index();
         plan.push(Grant::new(beat..beat + 1, Access::Read));
+        plan.push(Grant::new(self.snapshot_region(), Access::Read));
         debug_assert_eq!(
             velos_rdma::plan::check_plan(&self.layout(), NodeId(node), &plan),
             Ok(())
@@ -181,6 +221,7 @@ mod tests {
             epochs: 2,
             value_words: 2,
             scratch_words: 5,
+            snapshot_words: 3,
         };
         for node in 0..3 {
             let plan = shape.region_plan(node);
@@ -215,6 +256,17 @@ mod tests {
                     let scratch = shape.scratch(node, i);
                     assert_eq!(may(&shape, peer, scratch), (false, false, false));
                 }
+                let header = shape.snapshot_header(node);
+                assert_eq!(may(&shape, peer, header), (true, false, false));
+                for bank in 0..2 {
+                    for i in 0..shape.snapshot_bank_words() {
+                        let loc = shape.snapshot_word(node, bank, i);
+                        assert_eq!(may(&shape, peer, loc), (true, false, false), "{loc}");
+                    }
+                }
+                let end = shape.snapshot_word(node, 1, shape.snapshot_bank_words() - 1);
+                let words = shape.layout().words(NodeId(node));
+                assert_eq!(end.offset / 8 + 1, words, "the region ends the node");
             }
         }
     }

@@ -25,7 +25,7 @@
 
 use crate::proposal::ProposerId;
 use crate::slot::SlotCommand;
-use crate::word::{AcceptorState, WordLayout};
+use crate::word::{AcceptorState, Lap, WordLayout};
 
 /// What the slot must carry into its next epoch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -47,6 +47,12 @@ pub enum Carry {
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Freezer {
     layout: WordLayout,
+    /// The instance tag of the slot, and whether it reuses its ring position
+    /// (`crate::log::ring`): a previous lap's word is frozen as ⊥ of this instance.
+    tag: u16,
+    recycled: bool,
+    /// Some word showed a later lap: the instance was retired, nothing more is posted.
+    overtaken: bool,
     /// Per acceptor: the freeze CAS in flight (`id`, expected word), if any.
     in_flight: Vec<Option<(u64, u64)>>,
     /// Per acceptor: the frozen state, once confirmed.
@@ -76,9 +82,22 @@ impl Freezer {
     /// Starts freezing: one CAS per acceptor, from the predicted word (posted behind every
     /// CAS of the slot still in flight on that queue pair).
     pub fn start(layout: WordLayout, predicted: &[u64], out: &mut Vec<SlotCommand>) -> Freezer {
+        Freezer::start_at((layout, 0, false), predicted, out)
+    }
+
+    /// [`Freezer::start`] for the instance tagged `tag` of a ring position (`recycled`: it
+    /// reuses the position).
+    pub fn start_at(
+        (layout, tag, recycled): (WordLayout, u16, bool),
+        predicted: &[u64],
+        out: &mut Vec<SlotCommand>,
+    ) -> Freezer {
         assert!(!predicted.is_empty(), "Freeze: some acceptor");
         let mut freezer = Freezer {
             layout,
+            tag,
+            recycled,
+            overtaken: false,
             in_flight: vec![None; predicted.len()],
             frozen: vec![None; predicted.len()],
             next_id: 0,
@@ -87,13 +106,25 @@ impl Freezer {
             freezer.post(a, word, out);
         }
         assert!(
-            freezer.in_flight.iter().all(Option::is_some),
+            freezer.overtaken || freezer.in_flight.iter().all(Option::is_some),
             "Freeze: one CAS per acceptor in flight"
         );
         freezer
     }
 
+    /// The frozen form of `word` for this instance: `None` for a later lap's word.
+    fn frozen_here(&self, word: u64) -> Option<u64> {
+        let state = self.layout.state_at(self.tag, self.recycled, word)?;
+        let word = self.layout.encode(state).expect("a decoded state encodes");
+        Some(Freezer::frozen(self.layout, word))
+    }
+
     fn post(&mut self, a: usize, expected: u64, out: &mut Vec<SlotCommand>) {
+        let Some(desired) = self.frozen_here(expected) else {
+            // Lemma (overtaken, `crate::log::ring`): no CAS on a later lap's word.
+            self.overtaken = true;
+            return;
+        };
         self.next_id += 1;
         let id = self.next_id;
         self.in_flight[a] = Some((id, expected));
@@ -101,8 +132,13 @@ impl Freezer {
             id,
             acceptor: a as u16,
             expected,
-            desired: Freezer::frozen(self.layout, expected),
+            desired,
         });
+    }
+
+    /// Some word showed a later lap of the ring position: the instance was retired.
+    pub fn overtaken(&self) -> bool {
+        self.overtaken
     }
 
     fn majority(&self) -> usize {
@@ -119,16 +155,20 @@ impl Freezer {
         };
         assert_eq!(posted, id, "Freeze: one CAS in flight per acceptor");
         self.in_flight[a] = None;
+        let current = self.layout.lap(self.tag, self.recycled, actual);
         if actual == expected {
             // The CAS wrote the frozen form of `expected`.
-            self.frozen[a] = Some(self.layout.decode(Freezer::frozen(self.layout, actual)));
-        } else if Freezer::is_frozen(self.layout, actual) {
+            let frozen = self
+                .frozen_here(actual)
+                .expect("posted on this instance's word");
+            self.frozen[a] = Some(self.layout.decode(frozen));
+        } else if matches!(current, Lap::Current(_)) && Freezer::is_frozen(self.layout, actual) {
             self.frozen[a] = Some(self.layout.decode(actual));
         } else {
             self.post(a, actual, out);
         }
         assert!(
-            self.frozen[a].is_some() || self.in_flight[a].is_some(),
+            self.overtaken || self.frozen[a].is_some() || self.in_flight[a].is_some(),
             "Freeze: confirmed or retried"
         );
     }

@@ -135,6 +135,7 @@ impl SingleDecree {
             },
             me,
             tag: 0,
+            recycled: false,
             mutation: config.mutation,
         }
     }
@@ -314,7 +315,8 @@ impl SingleDecree {
                 self.start_attempt();
                 true
             }
-            Outcome::Aborted | Outcome::Overflow => {
+            // Its slots are never recycled: no word of another lap (Overtaken) is met.
+            Outcome::Aborted | Outcome::Overflow | Outcome::Overtaken => {
                 self.next_slot(None);
                 true
             }

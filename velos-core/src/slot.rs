@@ -19,6 +19,10 @@ pub struct SlotConfig {
     pub me: ProposerId,
     /// The slot's instance tag (0 without a ring).
     pub tag: u16,
+    /// The instance reuses its ring position: a word of the previous lap stands for the
+    /// initial state (`crate::log::ring`). A word of any other lap stops the slot
+    /// ([`Outcome::Overtaken`]).
+    pub recycled: bool,
     /// A deliberately wrong variant of the algorithm, for showing that the checks catch
     /// it; only [`Mutation::None`] exists outside the `mutations` feature.
     pub mutation: Mutation,
@@ -125,6 +129,9 @@ pub enum Outcome {
     /// The next proposal number would pass the overflow threshold: one-sided CAS must not
     /// be used on this slot any more.
     Overflow,
+    /// An acceptor's word belongs to a later lap of the ring position: the instance was
+    /// retired (decided, and in a majority's snapshots). Nothing more is posted for it.
+    Overtaken,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -266,11 +273,25 @@ impl SlotProposer {
         self.proposal
     }
 
-    /// The predicted state of `acceptor`'s word.
-    pub fn predicted(&self, acceptor: u16) -> AcceptorState {
-        self.config
-            .layout
-            .decode(self.predicted[usize::from(acceptor)])
+    /// The state the predicted word of `acceptor` stands for in this instance (a previous
+    /// lap's word is ⊥): `None` if it belongs to a later lap.
+    pub fn predicted(&self, acceptor: u16) -> Option<AcceptorState> {
+        self.state_of(self.predicted[usize::from(acceptor)])
+    }
+
+    fn state_of(&self, word: u64) -> Option<AcceptorState> {
+        let c = self.config;
+        c.layout.state_at(c.tag, c.recycled, word)
+    }
+
+    /// Lemma (overtaken, `crate::log::ring`): once any word shows a later lap, the slot
+    /// stops for good (a decision already reached stays).
+    fn overtaken(&mut self) -> bool {
+        let later = (0..self.predicted.len()).any(|a| self.predicted(a as u16).is_none());
+        if later && !matches!(self.phase, Phase::Done(Outcome::Decided { .. })) {
+            self.phase = Phase::Done(Outcome::Overtaken);
+        }
+        later
     }
 
     /// The predicted word of `acceptor` (what a CAS posted now would expect).
@@ -323,8 +344,12 @@ impl SlotProposer {
             "prepare from idle or after an abort, not {:?}",
             self.phase
         );
+        if self.overtaken() {
+            return; // no CAS is ever built on a later lap's word
+        }
         let highest = (0..self.predicted.len())
-            .map(|a| self.predicted(a as u16).min_proposal)
+            .filter_map(|a| self.predicted(a as u16))
+            .map(|s| s.min_proposal)
             .max()
             .unwrap_or(0);
         let proposal = self
@@ -345,7 +370,7 @@ impl SlotProposer {
         self.attempt += 1;
         let mut promised = vec![None; self.predicted.len()];
         for (a, promise) in promised.iter_mut().enumerate() {
-            let state = self.predicted(a as u16);
+            let state = self.predicted(a as u16).expect("checked: no later lap");
             #[cfg(feature = "mutations")]
             if self.config.mutation == Mutation::ReuseProposal && state.min_proposal >= proposal {
                 // The shortcut that only fresh numbers make safe: a prediction showing my
@@ -404,6 +429,11 @@ impl SlotProposer {
             // Nothing newer in flight: the prediction is now a fact.
             self.predicted[a] = if success { posted.desired } else { actual };
         }
+        if !success && self.state_of(actual).is_none() {
+            self.predicted[a] = actual; // what the word is, even behind CASes in flight
+            self.overtaken();
+            return;
+        }
         if posted.attempt != self.attempt {
             return; // an earlier attempt's CAS: it only corrects the prediction
         }
@@ -413,8 +443,11 @@ impl SlotProposer {
                     self.phase = Phase::Done(Outcome::Aborted); // the paper: abort on a nack
                     return;
                 }
-                // The word was exactly `expected`: a confirmed state, safe to adopt from.
-                promised[a] = Some(self.config.layout.decode(posted.expected));
+                // The word was exactly `expected`: a confirmed state, safe to adopt from
+                // (a previous lap's word confirms ⊥, lemma (recycling)).
+                let c = self.config;
+                let state = c.layout.state_at(c.tag, c.recycled, posted.expected);
+                promised[a] = Some(state.expect("a CAS is built on this instance's words only"));
                 if promised.iter().flatten().count() >= self.config.majority() {
                     self.prepared(previous, out);
                 }
@@ -509,7 +542,9 @@ impl SlotProposer {
         let proposal = self.proposal;
         let mut accepted_now = vec![false; self.predicted.len()];
         for (a, _acked) in accepted_now.iter_mut().enumerate() {
-            let state = self.predicted(a as u16);
+            let Some(state) = self.predicted(a as u16) else {
+                continue; // a later lap's word: never CASed (lemma (overtaken))
+            };
             // compare(ACCEPT(n), state) = n >= min_proposal; elsewhere the CAS would break a
             // promise to a higher proposal, so it is not posted at all.
             if proposal < state.min_proposal {
@@ -582,6 +617,7 @@ mod tests {
             numbering: Numbering { proposers: 2 },
             me: ProposerId(me),
             tag: 0,
+            recycled: false,
             mutation: Mutation::None,
         }
     }
@@ -685,7 +721,7 @@ mod tests {
         slot.on_cas(0, 1, word(4, 0, 0), &[], &mut out);
         assert_eq!(slot.outcome(), Outcome::Aborted);
         assert_eq!(
-            slot.predicted(0).min_proposal,
+            slot.predicted(0).unwrap().min_proposal,
             4,
             "a failed CAS teaches the actual word"
         );

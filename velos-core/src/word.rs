@@ -106,6 +106,34 @@ impl WordLayout {
         WordLayout::mask(self.previous_bits)
     }
 
+    /// How `word` relates to the instance tagged `tag` of a ring position (see
+    /// `crate::log::ring`): the instance's own state; an earlier lap's word (its tag up to
+    /// half the tag space below, wrapping), which stands for the initial state when
+    /// `recycled` (the instance reuses the position); or a later lap's word (up to half
+    /// the tag space above): the instance was retired.
+    pub fn lap(self, tag: u16, recycled: bool, word: u64) -> Lap {
+        let state = self.decode(word);
+        let modulus = 1u64 << self.tag_bits;
+        let ahead = (u64::from(state.tag) + modulus - u64::from(tag)) % modulus;
+        if ahead == 0 {
+            Lap::Current(state)
+        } else if recycled && self.tag_bits >= 2 && ahead >= modulus / 2 {
+            Lap::Previous
+        } else {
+            Lap::Later
+        }
+    }
+
+    /// The state `word` stands for in the instance tagged `tag` (see [`WordLayout::lap`]):
+    /// `None` if the instance was retired.
+    pub fn state_at(self, tag: u16, recycled: bool, word: u64) -> Option<AcceptorState> {
+        match self.lap(tag, recycled, word) {
+            Lap::Current(s) => Some(s),
+            Lap::Previous => Some(AcceptorState::initial(tag)),
+            Lap::Later => None,
+        }
+    }
+
     const fn shifts(self) -> (u32, u32, u32, u32) {
         let previous = 0;
         let value = previous + self.previous_bits as u32;
@@ -181,6 +209,18 @@ const _: WordLayout = WordLayout::TAGGED;
 const _: WordLayout = WordLayout::VELOS;
 const _: () = assert!(WordLayout::PAPER.max_proposers() == 3);
 const _: () = assert!(WordLayout::VELOS.max_previous() == 7);
+
+/// How a word at a ring position relates to one instance of that position.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Lap {
+    /// A word of this instance: its state.
+    Current(AcceptorState),
+    /// A word of an earlier lap: the instance's initial state, once it reuses the position.
+    Previous,
+    /// A word of a later lap (or, before the instance reuses the position, of an earlier
+    /// one): not this instance's.
+    Later,
+}
 
 /// The acceptor state of one slot (Algorithm 1's three variables, plus our two fields).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -35,6 +35,15 @@ pub enum Fault {
         /// How long the slowdown lasts.
         duration_ns: u64,
     },
+    /// The CPUs of `node` take no step for `duration_ns` (a process descheduled, a long
+    /// pause): its NIC still serves the others and its queue pairs still drain, but it
+    /// issues nothing and sees nothing until the pause ends.
+    Pause {
+        /// The paused node.
+        node: NodeId,
+        /// How long.
+        duration_ns: u64,
+    },
 }
 
 /// A fault and its virtual time.
@@ -123,6 +132,8 @@ pub struct Simulator<P> {
     steps: u64,
     cpu_steps: u64,
     enabled: Vec<(Transition, u64)>,
+    /// Paused nodes and until when (see [`Fault::Pause`]).
+    paused: Vec<(NodeId, u64)>,
     seed: u64,
 }
 
@@ -147,6 +158,7 @@ impl<P: Process> Simulator<P> {
             steps: 0,
             cpu_steps: 0,
             enabled: Vec::new(),
+            paused: Vec::new(),
             seed: config.seed,
         }
     }
@@ -189,6 +201,21 @@ impl<P: Process> Simulator<P> {
     /// Fires one step (or one fault). Returns `false` when nothing can happen any more.
     pub fn step(&mut self) -> bool {
         self.machine.enabled(&mut self.enabled);
+        let now = self.clock.now;
+        self.paused.retain(|&(_, until)| until > now);
+        if !self.paused.is_empty() {
+            // A paused node's CPU steps wait for the end of the pause.
+            for (t, ready) in &mut self.enabled {
+                if let Transition::Cpu(thread) = *t {
+                    let node = self.machine.threads[thread].node;
+                    for &(n, until) in &self.paused {
+                        if n == node {
+                            *ready = (*ready).max(until);
+                        }
+                    }
+                }
+            }
+        }
         let earliest = self
             .enabled
             .iter()
@@ -260,6 +287,9 @@ impl<P: Process> Simulator<P> {
                 self.clock
                     .slow
                     .push((node, extra_ns, self.clock.now + duration_ns));
+            }
+            Fault::Pause { node, duration_ns } => {
+                self.paused.push((node, self.clock.now + duration_ns));
             }
         }
     }

@@ -34,6 +34,8 @@ pub(super) fn run_seed(config: &FailoverConfig, seed: u64) -> anyhow::Result<See
         latency: config.latency.clone(),
         near_overflow: None,
         device_memory: false,
+        pauses: Vec::new(),
+        snapshot_every: None,
     };
     let mut sim = Simulator::new(cluster::machine(&spec), cluster::sim_config(&spec));
     sim.run(crash_at, u64::MAX);

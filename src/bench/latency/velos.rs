@@ -95,6 +95,8 @@ pub(super) fn measure(
         latency: config.latency.clone(),
         near_overflow: None,
         device_memory,
+        pauses: Vec::new(),
+        snapshot_every: None,
     };
     let mut sim = Simulator::new(cluster::machine(&spec), cluster::sim_config(&spec));
     let stop = sim.run(config.warmup_ns, u64::MAX);

@@ -11,10 +11,19 @@ use velos_rdma::{Loc, WorkId};
 pub struct LogConfig {
     /// Replicas: every one is an acceptor, a learner and, when Ω says so, the leader.
     pub replicas: u16,
-    /// Log positions (slots) available; a log that is full refuses proposals.
+    /// Positions of the log's ring ([`super::ring`]): log instance i lives at position
+    /// i mod `slots`. With a tagged word layout (the default) a position is reused once
+    /// a majority's snapshots include its previous instance ([`super::Replica::snapshot_taken`]);
+    /// a log that never snapshots, or whose layout has no tag, ends after `slots` entries.
+    /// While every position holds an instance not yet retired, proposals are refused
+    /// ([`super::ProposeError::LogFull`]).
     pub slots: u32,
     /// The largest value, in bytes.
     pub max_value_bytes: u32,
+    /// The largest snapshot a replica can hand to one that fell off the ring, in bytes
+    /// ([`super::snapshot`]); every replica registers room for two of them, and two more
+    /// to copy one in.
+    pub max_snapshot_bytes: u32,
     /// The acceptor word layout.
     pub layout: WordLayout,
     /// Epochs of the overflow fallback: acceptor words per slot. A slot whose proposal
@@ -53,6 +62,7 @@ impl LogConfig {
             replicas,
             slots,
             max_value_bytes,
+            max_snapshot_bytes: 0,
             layout: WordLayout::VELOS,
             epochs: 2,
             pipeline: 4,
@@ -79,6 +89,11 @@ impl LogConfig {
         u32::from(self.replicas).div_ceil(2)
     }
 
+    /// Content words of a snapshot bank.
+    pub fn snapshot_words(&self) -> u32 {
+        self.max_snapshot_bytes.div_ceil(8)
+    }
+
     /// Words of a value's content.
     pub fn value_words(&self) -> u32 {
         self.max_value_bytes.div_ceil(8)
@@ -87,6 +102,11 @@ impl LogConfig {
     /// Scratch cells per acceptor for the results of CASes in flight.
     pub fn cas_cells(&self) -> u32 {
         4 * self.pipeline + 4
+    }
+
+    /// Where log instances live.
+    pub fn ring(&self) -> super::ring::Ring {
+        super::ring::Ring::new(self.slots, self.layout)
     }
 
     /// The cluster memory this log needs.
@@ -100,7 +120,10 @@ impl LogConfig {
             scratch_words: n * self.cas_cells()
                 + n
                 + n * self.epochs
-                + self.read_banks() * (2 + self.value_words()),
+                + self.read_banks() * (2 + self.value_words())
+                + 1
+                + self.read_banks() * (4 + self.snapshot_words()),
+            snapshot_words: self.snapshot_words(),
         }
     }
 
@@ -116,6 +139,13 @@ impl LogConfig {
         if self.slots == 0 || self.pipeline == 0 || self.max_value_bytes == 0 {
             return Err("slots, pipeline and max_value_bytes must be positive".into());
         }
+        if self.cas_cells() > 64 {
+            return Err(format!(
+                "a pipeline of {} slots: at most 15 (CASes in flight per acceptor are tracked \
+                 in 64 cells)",
+                self.pipeline
+            ));
+        }
         if !(1..=256).contains(&self.epochs) {
             return Err(format!("{} epochs: 1 to 256 are supported", self.epochs));
         }
@@ -124,6 +154,15 @@ impl LogConfig {
                 "values of {} bytes: a stamp holds lengths below {}",
                 self.max_value_bytes,
                 1u32 << super::value::LEN_BITS
+            ));
+        }
+        if u32::from(self.layout.proposal_bits) > super::value::PROPOSAL_BITS
+            || self.layout.tag_bits > 8
+        {
+            return Err(format!(
+                "a log's word layout has proposal numbers of at most {} bits and tags of at \
+                 most 8 (value stamps hold them)",
+                super::value::PROPOSAL_BITS
             ));
         }
         if self.failure_timeout_ns <= 2 * self.heartbeat_period_ns {
@@ -177,6 +216,13 @@ pub(super) mod ids {
     pub fn catch_up(a: u16) -> WorkId {
         WorkId(CATCH_UP + u32::from(a))
     }
+
+    /// The gets of a snapshot copy into incoming bank b: `TRANSFER + b`.
+    pub const TRANSFER: u32 = 3_000;
+
+    pub fn transfer(bank: u32) -> WorkId {
+        WorkId(TRANSFER + bank)
+    }
 }
 
 /// Where replica `me`'s scratch words are.
@@ -222,6 +268,26 @@ impl Scratch {
             self.me,
             self.n() * self.cells + self.n() + u32::from(a) * self.shape.epochs + epoch,
         )
+    }
+
+    fn value_banks_end(&self) -> u32 {
+        let per_bank = 2 + self.shape.value_words;
+        let banks = u32::from(self.shape.nodes).div_ceil(2);
+        self.n() * self.cells + self.n() + self.n() * self.shape.epochs + banks * per_bank
+    }
+
+    /// Where the header of a snapshot region lands in a transfer.
+    pub(super) fn transfer_header(&self) -> Loc {
+        self.shape.scratch(self.me, self.value_banks_end())
+    }
+
+    /// Word `i` of a snapshot bank copied into incoming bank `bank` (the layout of
+    /// [`ClusterShape::snapshot_word`]).
+    pub(super) fn transfer(&self, bank: u32, i: u32) -> Loc {
+        let per_bank = self.shape.snapshot_bank_words();
+        assert!(i < per_bank, "word {i} of a snapshot bank of {per_bank}");
+        self.shape
+            .scratch(self.me, self.value_banks_end() + 1 + bank * per_bank + i)
     }
 
     /// Word `i` of a value read into `bank` (0: the begin stamp, then the content, then

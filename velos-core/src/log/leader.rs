@@ -96,6 +96,9 @@ pub(super) struct Leader {
     overflowed: Vec<bool>,
     /// The slot whose proposal numbers ran out in the last epoch: the log stops there.
     pub exhausted: Option<u64>,
+    /// A slot of the window met a word of a later ring lap: the log moved on without this
+    /// leader, which must copy a snapshot ([`crate::log::ring`]).
+    pub overtaken: bool,
     /// No slot at or above this is opened.
     end: u64,
     /// A learner's repair: a promised slot with nothing to adopt gets a no-op at once,
@@ -123,6 +126,7 @@ impl Leader {
             overflowed: vec![false; floors.len()],
             ballots: floors,
             exhausted: None,
+            overtaken: false,
             end: u64::MAX,
             repair: false,
             gave_up: false,
@@ -144,7 +148,8 @@ impl Leader {
         repair
     }
 
-    fn slot_config(&self, config: &LogConfig) -> SlotConfig {
+    fn slot_config(&self, config: &LogConfig, slot: u64) -> SlotConfig {
+        let ring = config.ring();
         SlotConfig {
             layout: config.layout,
             acceptors: config.replicas,
@@ -152,7 +157,8 @@ impl Leader {
                 proposers: config.replicas,
             },
             me: self.me,
-            tag: 0,
+            tag: ring.tag(slot),
+            recycled: ring.recycled(slot),
             mutation: config.mutation,
         }
     }
@@ -189,20 +195,23 @@ impl Leader {
         vec![c; usize::from(config.replicas)]
     }
 
-    /// Opens slots up to the window's depth: predictions from `seed` (the local acceptor
-    /// word of a slot, if known), prepared at the ballot.
+    /// Opens slots up to the window's depth and below `room` (the first instance whose
+    /// ring position is not free yet, [`crate::log::ring`]): predictions from `seed` (the
+    /// local acceptor word of a slot, if known), prepared at the ballot.
     pub(super) fn open_slots(
         &mut self,
         config: &LogConfig,
+        room: u64,
         seed: impl Fn(u64) -> Option<u64>,
         out: &mut Vec<(SlotAt, SlotCommand)>,
     ) {
         while self.next_slot < self.prefix + u64::from(config.pipeline)
-            && self.next_slot < u64::from(config.slots).min(self.end)
+            && self.next_slot < room.min(self.end)
             && self.exhausted.is_none()
+            && !self.overtaken
         {
             let slot = self.next_slot;
-            let cfg = self.slot_config(config);
+            let cfg = self.slot_config(config, slot);
             let mut proposer = match seed(slot) {
                 Some(word) => SlotProposer::new(cfg, vec![word; usize::from(config.replicas)]),
                 None => SlotProposer::fresh(cfg),
@@ -383,6 +392,7 @@ impl Leader {
                     progress.moved = true;
                 }
                 Outcome::Overflow => progress.moved |= self.overflow(config, slot, out),
+                Outcome::Overtaken => self.overtaken = true,
                 Outcome::Pending
                     if self.window[&slot].proposer.is_promised()
                         && self.window[&slot].carry.is_some() =>

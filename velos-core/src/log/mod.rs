@@ -9,8 +9,10 @@ mod learner;
 mod links;
 pub mod omega;
 mod replica;
+pub mod ring;
+pub mod snapshot;
 pub mod value;
 
 pub use config::LogConfig;
 pub use omega::Detector;
-pub use replica::{ClientScript, MAX_PENDING, ProposeError, Replica};
+pub use replica::{ClientScript, MAX_PENDING, ProposeError, Replica, SnapshotError};

@@ -8,6 +8,7 @@ use super::config::{LogConfig, Scratch, ids};
 use super::leader::Leader;
 use super::links::Links;
 use super::omega::Omega;
+use super::ring::{self, Ring};
 use crate::cluster::ClusterShape;
 use crate::proposal::ProposerId;
 use std::collections::{BTreeMap, VecDeque};
@@ -19,7 +20,10 @@ mod leading;
 mod reads;
 #[cfg(test)]
 mod tests;
+mod transfer;
 mod turn;
+
+pub use transfer::SnapshotError;
 
 /// The values a replica proposes while it leads (the simulation's client): `count` values
 /// of `size` bytes, each naming the replica and a sequence number.
@@ -95,6 +99,10 @@ enum Then {
     ReadTest,
     ReadWord(u32),
     BankTest(u32, u8),
+    TransferTest,
+    TransferHeader,
+    TransferWord(u32),
+    TransferBankTest(u32),
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -159,6 +167,7 @@ impl CatchUp {
 pub struct Replica {
     config: Shared<LogConfig>,
     shape: ClusterShape,
+    ring: Ring,
     scratch: Scratch,
     me: u16,
     items: VecDeque<Item>,
@@ -167,6 +176,20 @@ pub struct Replica {
     next_heartbeat: u64,
     heartbeat: u64,
     heartbeat_asked: Vec<bool>,
+    /// Per replica: its snapshot point as last seen in its heartbeat word (mine: my own).
+    points: Vec<u64>,
+    /// The bank of my snapshot region its header names (`None`: no snapshot yet).
+    snapshot_bank: Option<u32>,
+    /// My next instance was retired: I copy a snapshot before anything else (and do not
+    /// lead meanwhile).
+    behind: bool,
+    transfer: Option<Box<transfer::Transfer>>,
+    /// Per incoming bank: an abandoned copy's gets may still land there.
+    transfer_poisoned: Vec<bool>,
+    /// Snapshots copied and not yet taken by [`Replica::take_installed`].
+    installed: Vec<(u64, Vec<u8>)>,
+    /// The point of every snapshot this replica installed, in order.
+    pub installs: Vec<u64>,
     omega: Omega,
     links: Links,
     role: Role,
@@ -236,6 +259,14 @@ impl Replica {
         let banks = config.read_banks() as usize;
         Ok(Replica {
             shape: config.shape(),
+            ring: config.ring(),
+            points: vec![0; usize::from(config.replicas)],
+            snapshot_bank: None,
+            behind: false,
+            transfer: None,
+            transfer_poisoned: vec![false; banks],
+            installed: Vec::new(),
+            installs: Vec::new(),
             links: Links::new(scratch.clone(), config.replicas, config.cas_cells()),
             scratch,
             omega: Omega::new(
@@ -295,6 +326,12 @@ impl Replica {
         self.omega.leader(self.now)
     }
 
+    /// The first log instance that may not be opened yet: every instance below it has a
+    /// ring position whose previous instance is retired ([`super::ring`]).
+    pub fn room(&self) -> u64 {
+        self.ring.room(ring::retired(&self.points))
+    }
+
     fn op(&mut self, op: Op, then: Then) {
         self.items.push_back(Item::Op(op, then));
     }
@@ -329,7 +366,10 @@ impl Replica {
                     self.heartbeat_asked[usize::from(a)],
                     "Ω-fresh: a read was out"
                 );
-                self.omega.observe(a, value.expect("a load"), self.now);
+                let word = value.expect("a load");
+                self.omega.observe(a, word, self.now);
+                let p = &mut self.points[usize::from(a)];
+                *p = (*p).max(ring::snapshot_point(word)); // points only grow
                 // Rule (Ω-fresh): the next read goes out at once (the scratch word was
                 // just loaded), so a counter is sampled once per round trip, not every
                 // other heartbeat period; it stays asked.
@@ -388,6 +428,14 @@ impl Replica {
                 }
             }
             Then::ReadTest => self.read_tested(reply),
+            Then::TransferTest => self.transfer_tested(reply),
+            Then::TransferHeader => self.transfer_header(value.expect("a load")),
+            Then::TransferWord(i) => self.transfer_word(i, value.expect("a load")),
+            Then::TransferBankTest(b) => {
+                if reply != Reply::Value(0) {
+                    self.transfer_poisoned[b as usize] = false;
+                }
+            }
             Then::BankTest(b, bit) => {
                 if reply != Reply::Value(0) {
                     self.poisoned[b as usize] &= !bit;

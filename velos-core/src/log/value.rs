@@ -1,37 +1,49 @@
 //! Log values in a value buffer: a begin stamp, the bytes in little-endian words, an end
-//! stamp. A stamp is `epoch:8 | proposal:32 | length:24`; its top 40 bits, the *key*
-//! (epoch, proposal), grow with every write of one proposer to one slot's buffer.
+//! stamp. A stamp is `tag:8 | epoch:8 | proposal:24 | length:24`: the ring lap of the
+//! instance written (see [`super::ring`]), then the *key* (epoch, proposal), which grows
+//! with every write of one proposer to one instance's buffer.
 //!
 //! The proposer writes the begin stamp, the content, then the end stamp (puts on one queue
-//! pair land in order); its first write of a buffer skips the begin stamp (it stays 0), so a
-//! stable leader posts no more than the content and one stamp. A reader gets the end stamp,
-//! then (after it completed) the content, then the begin stamp. Lemma (consistent read):
-//! when the begin stamp reads equal to the end stamp, or 0, the content read is the end
-//! stamp's write j. Proof: j's end stamp landed after j's content; every later write j + 1
-//! lands its begin stamp (non-zero: its key is) before any of its content, so if any
-//! content word read came from j + 1 or later, the begin stamp read after it shows j + 1 or
-//! later: neither 0 nor j's (keys grow).
+//! pair land in order); its first write of a buffer in the ring's first lap skips the begin
+//! stamp (it stays 0), so a stable leader of a young log posts no more than the content and
+//! one stamp. A reader gets the end stamp, then (after it completed) the content, then the
+//! begin stamp. Lemma (consistent read): when the begin stamp reads equal to the end stamp,
+//! or 0, the content read is the end stamp's write j. Proof: j's end stamp landed after j's
+//! content; every later write j + 1 — of the same instance or of a later lap's — lands its
+//! begin stamp (non-zero: its tag or key differs from j's, and only first-lap first writes
+//! skip it, which no write precedes) before any of its content, so if any content word read
+//! came from j + 1 or later, the begin stamp read after it shows j + 1 or later: neither 0
+//! nor j's (tags tell laps apart, keys grow within one).
 
 /// Bits of the length in a stamp.
 pub const LEN_BITS: u32 = 24;
 
-/// The stamp word of a buffer written in `epoch` for `proposal` with `len` bytes.
-pub fn stamp(epoch: u32, proposal: u64, len: usize) -> u64 {
+/// Bits of the proposal number in a stamp (the log's word layout must not use more).
+pub const PROPOSAL_BITS: u32 = 24;
+
+/// The stamp word of a buffer written for the instance of lap `tag`, in `epoch`, for
+/// `proposal`, with `len` bytes.
+pub fn stamp(tag: u16, epoch: u32, proposal: u64, len: usize) -> u64 {
     assert!(
-        epoch < 256 && proposal <= u64::from(u32::MAX) && len < 1 << LEN_BITS,
-        "stamp fields: epoch of 8 bits, proposal of 32, length of 24"
+        tag < 256 && epoch < 256 && proposal < 1 << PROPOSAL_BITS && len < 1 << LEN_BITS,
+        "stamp fields: tag and epoch of 8 bits, proposal and length of 24"
     );
-    u64::from(epoch) << 56 | proposal << LEN_BITS | len as u64
+    u64::from(tag) << 56 | u64::from(epoch) << 48 | proposal << LEN_BITS | len as u64
 }
 
-/// The key of `(epoch, proposal)`: how stamps are ordered.
+/// The key of `(epoch, proposal)`: how stamps of one instance are ordered.
 pub fn key(epoch: u32, proposal: u64) -> u64 {
-    stamp(epoch, proposal, 0) >> LEN_BITS
+    stamp(0, epoch, proposal, 0) >> LEN_BITS
 }
 
-/// The key and length of a stamp word.
-pub fn unstamp(word: u64) -> (u64, usize) {
-    (word >> LEN_BITS, (word & ((1 << LEN_BITS) - 1)) as usize)
+/// The tag, key and length of a stamp word.
+pub fn unstamp(word: u64) -> (u16, u64, usize) {
+    let key = (word >> LEN_BITS) & ((1 << 32) - 1);
+    (
+        (word >> 56) as u16,
+        key,
+        (word & ((1 << LEN_BITS) - 1)) as usize,
+    )
 }
 
 /// Words needed for `len` bytes.
@@ -79,17 +91,21 @@ mod tests {
 
         #[test]
         fn stamps_round_trip(
+            tag in 0..256u16,
             epoch in 0..256u32,
-            proposal in 0..=u64::from(u32::MAX),
+            proposal in 0..(1u64 << PROPOSAL_BITS),
             len in 0..(1usize << LEN_BITS),
         ) {
-            prop_assert_eq!(unstamp(stamp(epoch, proposal, len)), (key(epoch, proposal), len));
+            prop_assert_eq!(
+                unstamp(stamp(tag, epoch, proposal, len)),
+                (tag, key(epoch, proposal), len)
+            );
         }
 
         #[test]
         fn keys_order_by_epoch_then_proposal(
-            a in (0..256u32, 0..=u64::from(u32::MAX)),
-            b in (0..256u32, 0..=u64::from(u32::MAX)),
+            a in (0..256u32, 0..(1u64 << PROPOSAL_BITS)),
+            b in (0..256u32, 0..(1u64 << PROPOSAL_BITS)),
         ) {
             prop_assert_eq!(key(a.0, a.1).cmp(&key(b.0, b.1)), a.cmp(&b));
         }

@@ -36,10 +36,16 @@ impl Leader {
                 .map(|a| run.proposer.predicted_word(a))
                 .collect();
             let mut cmds = Vec::new();
-            run.freezer = Some(Freezer::start(config.layout, &predicted, &mut cmds));
+            let ring = config.ring();
+            let at = (config.layout, ring.tag(slot), ring.recycled(slot));
+            run.freezer = Some(Freezer::start_at(at, &predicted, &mut cmds));
             emit(out, slot, run.epoch, true, cmds);
             return true;
         };
+        if freezer.overtaken() {
+            self.overtaken = true; // lemma (overtaken): the instance was retired
+            return false;
+        }
         match freezer.outcome() {
             None => false,
             Some(_) if run.carrying => false,
@@ -103,7 +109,7 @@ impl Leader {
         carry: Option<Vec<u8>>,
         out: &mut Vec<(SlotAt, SlotCommand)>,
     ) {
-        let cfg = self.slot_config(config);
+        let cfg = self.slot_config(config, slot);
         let run = self.window.get_mut(&slot).expect("present");
         let from = run.epoch;
         assert!(

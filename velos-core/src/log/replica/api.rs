@@ -19,6 +19,7 @@ impl Replica {
         }
         self.follow_omega(); // take up (or leave) the role Ω gives before answering
         let leader = self.leader();
+        let room = self.room();
         let Role::Leader(l) = &mut self.role else {
             return Err(ProposeError::NotLeader { leader });
         };
@@ -29,7 +30,7 @@ impl Replica {
             return Err(ProposeError::Busy(l.pending.len()));
         }
         let queued = (l.pending.len() + l.in_flight_values()) as u64;
-        if self.next_apply + queued >= u64::from(self.config.slots) {
+        if self.next_apply + queued >= room {
             return Err(ProposeError::LogFull);
         }
         let id = self.next_id;
@@ -39,9 +40,14 @@ impl Replica {
     }
 
     /// Entries applied since the last call, in order: `(slot, value)` (a no-op is empty).
+    /// Entries below the point of a snapshot installed meanwhile are left out: call
+    /// [`Replica::take_installed`] first and restore from what it gives.
     pub fn take_committed(&mut self) -> Vec<(u64, Vec<u8>)> {
         self.applied_at.clear();
-        std::mem::take(&mut self.applied)
+        let floor = self.installs.last().copied().unwrap_or(0);
+        let mut entries = std::mem::take(&mut self.applied);
+        entries.retain(|&(slot, _)| slot >= floor);
+        entries
     }
 
     /// Outcomes of proposals since the last call: `(id, Ok(slot))` or why it was lost.

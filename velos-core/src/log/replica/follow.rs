@@ -26,7 +26,12 @@ impl Replica {
     /// The follower's turn: learn the next slot locally, or catch up by reading it.
     pub(super) fn follow(&mut self) {
         let k = self.next_apply;
-        if k >= u64::from(self.config.slots) || !self.reads.is_empty() {
+        let end = !self.ring.recycles() && k >= u64::from(self.config.slots);
+        if end || !self.reads.is_empty() {
+            return;
+        }
+        if self.transfer.is_some() || self.retired_here(k) {
+            self.run_transfer(); // k was retired: copy a snapshot instead
             return;
         }
         if self.repair.is_some() {
@@ -36,11 +41,11 @@ impl Replica {
             }
         }
         let layout = self.config.layout;
-        let local = self
-            .words
-            .iter()
-            .enumerate()
-            .find_map(|(e, words)| local_decision(layout, words, k).map(|s| (e as u32, s)));
+        let ring = self.ring;
+        let local =
+            self.words.iter().enumerate().find_map(|(e, words)| {
+                local_decision((layout, ring), words, k).map(|s| (e as u32, s))
+            });
         if let Some((epoch, state)) = local {
             self.streak = false;
             self.learn(k, self.me, epoch, state);
@@ -49,7 +54,7 @@ impl Replica {
         match &self.catch_up {
             Some(c) if c.slot == k => {
                 let chosen = c.replies.iter().enumerate().find_map(|(e, replies)| {
-                    majority_decision(layout, replies).map(|d| (e as u32, d))
+                    majority_decision((layout, ring), k, replies).map(|d| (e as u32, d))
                 });
                 if let Some((epoch, (holders, state))) = chosen {
                     self.catch_up = None;
@@ -76,7 +81,7 @@ impl Replica {
                         .iter()
                         .flatten()
                         .flatten()
-                        .any(|&w| layout.decode(w).has_accepted());
+                        .any(|&w| ring.state(layout, k, w).is_some_and(|s| s.has_accepted()));
                     self.catch_up = None;
                     self.last_progress = self.now;
                     let since = *self.stuck_since.get_or_insert(self.now);
@@ -140,7 +145,7 @@ impl Replica {
             for e in 0..self.config.epochs {
                 let get = Op::Get {
                     local: self.scratch.catch_up(a, e),
-                    remote: self.shape.epoch_word(a, k as u32, e),
+                    remote: self.shape.epoch_word(a, self.ring.position(k), e),
                     work_id: ids::catch_up(a),
                 };
                 self.op(get, Then::Ignore);
@@ -156,7 +161,8 @@ impl Replica {
         };
         let mut cmds = Vec::new();
         let words = &self.words[0];
-        repair.open_slots(&self.config, |s| words.get(&s).copied(), &mut cmds);
+        let room = self.room();
+        repair.open_slots(&self.config, room, |s| words.get(&s).copied(), &mut cmds);
         let progress = repair.step(&self.config, &mut cmds);
         assert!(
             progress.committed.is_empty(),

@@ -39,7 +39,8 @@ impl Replica {
                     expected,
                     desired,
                 } => {
-                    let remote = self.shape.epoch_word(acceptor, slot as u32, epoch);
+                    let position = self.ring.position(slot);
+                    let remote = self.shape.epoch_word(acceptor, position, epoch);
                     let tag = CasTag { term, slot, id };
                     self.links
                         .send_cas(acceptor, remote, (expected, desired), tag, &mut ops);
@@ -51,14 +52,14 @@ impl Replica {
                 } => {
                     let bytes = leader.value_of(slot, content);
                     let me = ProposerId(self.me);
-                    let s = slot as u32;
+                    let s = self.ring.position(slot);
                     // The begin stamp, the content, the end stamp (see `value`); the
-                    // first write of a buffer needs no begin stamp.
-                    let stamp = stamp(epoch, proposal, bytes.len());
+                    // first write of a buffer in the ring's first lap needs no begin stamp.
+                    let stamp = stamp(self.ring.tag(slot), epoch, proposal, bytes.len());
                     let content = to_words(&bytes);
                     let last = content.len() + 1;
                     let mask = self.written.entry(slot).or_insert(0);
-                    let first = *mask & 1 << acceptor == 0;
+                    let first = *mask & 1 << acceptor == 0 && self.ring.first_lap(slot);
                     *mask |= 1 << acceptor;
                     let words = std::iter::once(stamp).chain(content).chain([stamp]);
                     for (i, w) in words.enumerate().skip(usize::from(first)) {
@@ -122,7 +123,8 @@ impl Replica {
         }
         let mut cmds = Vec::new();
         let words = &self.words[0];
-        leader.open_slots(&self.config, |s| words.get(&s).copied(), &mut cmds);
+        let room = self.room();
+        leader.open_slots(&self.config, room, |s| words.get(&s).copied(), &mut cmds);
         let progress = leader.step(&self.config, &mut cmds);
         self.role = Role::Leader(leader);
         self.moved |= progress.moved || !cmds.is_empty();
@@ -136,6 +138,10 @@ impl Replica {
                 .into_iter()
                 .map(|(id, slot)| (id, Ok(slot))),
         );
+        if matches!(&self.role, Role::Leader(l) if l.overtaken) {
+            self.step_down(); // the log moved on without me: copy a snapshot first
+            return;
+        }
         if let Role::Leader(l) = &mut self.role
             && let Some(slot) = l.exhausted
         {

@@ -11,7 +11,7 @@ impl Replica {
     pub(super) fn read_tested(&mut self, reply: Reply) {
         let words = self.config.value_words();
         let read = self.reads.front_mut().expect("a value read");
-        let (a, p, s) = (read.acceptor, read.proposer, read.slot as u32);
+        let (a, p, s) = (read.acceptor, read.proposer, self.ring.position(read.slot));
         match reply {
             Reply::Value(1) if read.stage == Stage::End => {
                 read.stage = Stage::Content;
@@ -58,10 +58,12 @@ impl Replica {
         let read = self.reads.pop_front().expect("a value read");
         let words: Vec<u64> = read.words.iter().map(|w| w.expect("loaded")).collect();
         let (begin, end) = (words[0], words[words.len() - 1]);
-        let (k, len) = unstamp(end);
+        let (tag, k, len) = unstamp(end);
         let fits = len <= self.config.max_value_bytes as usize;
         let consistent = begin == end || begin == 0;
-        let ok = consistent && k >= key(read.epoch, read.proposal) && fits;
+        // A stamp of another lap is another instance's value (lemma (consistent read)).
+        let lap = tag == self.ring.tag(read.slot);
+        let ok = consistent && lap && k >= key(read.epoch, read.proposal) && fits;
         let value = ok.then(|| from_words(&words[1..words.len() - 1], len));
         self.read_finished(read, value);
     }
@@ -135,9 +137,11 @@ impl Replica {
         read.started = now;
         let get = Op::Get {
             local: self.scratch.value(bank, self.config.value_words() + 1),
-            remote: self
-                .shape
-                .value_end_stamp(read.acceptor, read.proposer, read.slot as u32),
+            remote: self.shape.value_end_stamp(
+                read.acceptor,
+                read.proposer,
+                self.ring.position(read.slot),
+            ),
             work_id: ids::read_stamp(bank),
         };
         self.op(get, Then::Ignore);
@@ -149,7 +153,7 @@ impl Replica {
     fn read_locally(&mut self) {
         let words = self.config.value_words();
         let read = self.reads.front_mut().expect("a value read");
-        let (a, p, s) = (read.acceptor, read.proposer, read.slot as u32);
+        let (a, p, s) = (read.acceptor, read.proposer, self.ring.position(read.slot));
         read.stage = Stage::Loading;
         read.words = vec![None; words as usize + 2];
         let end = self.shape.value_end_stamp(a, p, s);

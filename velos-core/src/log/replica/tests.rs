@@ -41,6 +41,32 @@ fn a_bad_configuration_is_refused_with_its_reason() {
     let mut zero = LogConfig::new(3, 16, 16);
     zero.slots = 0;
     assert!(Replica::new(Shared::new(zero), 0, script(10)).is_err());
+    let mut deep = LogConfig::new(3, 16, 16);
+    deep.pipeline = 15;
+    assert!(Replica::new(Shared::new(deep.clone()), 0, script(10)).is_ok());
+    deep.pipeline = 16;
+    let refused = Replica::new(Shared::new(deep), 0, script(10)).unwrap_err();
+    assert!(refused.contains("at most 15"), "{refused}");
+}
+
+#[test]
+fn a_snapshot_too_large_or_ahead_of_the_log_is_refused() {
+    let mut config = LogConfig::new(3, 16, 16);
+    config.max_snapshot_bytes = 8;
+    let no_client = ClientScript { count: 0, size: 10 };
+    let mut r = Replica::new(Shared::new(config), 0, no_client).expect("valid");
+    assert_eq!(
+        r.snapshot_taken(0, &[0; 9]),
+        Err(crate::log::SnapshotError::TooLarge { len: 9, max: 8 })
+    );
+    assert_eq!(
+        r.snapshot_taken(1, &[0; 8]),
+        Err(crate::log::SnapshotError::NotApplied {
+            point: 1,
+            next_apply: 0
+        })
+    );
+    assert_eq!(r.snapshot_taken(0, &[0; 8]), Ok(()), "nothing new: no-op");
 }
 
 #[test]

@@ -6,6 +6,8 @@ use crate::freeze::Freezer;
 use crate::log::config::ids;
 use crate::log::leader::Leader;
 use crate::log::learner::LOOKAHEAD;
+use crate::log::ring;
+use crate::word::Lap;
 use velos_rdma::Op;
 
 impl Replica {
@@ -18,13 +20,8 @@ impl Replica {
             self.next_heartbeat = now + self.config.heartbeat_period_ns;
             self.heartbeat += 1;
             let own = self.shape.heartbeat(self.me);
-            self.op(
-                Op::Store {
-                    loc: own,
-                    value: self.heartbeat,
-                },
-                Then::Ignore,
-            );
+            let value = ring::heartbeat_word(self.points[usize::from(self.me)], self.heartbeat);
+            self.op(Op::Store { loc: own, value }, Then::Ignore);
             let me = self.me;
             for a in (0..self.config.replicas).filter(|&a| a != me) {
                 if self.heartbeat_asked[usize::from(a)] {
@@ -65,6 +62,7 @@ impl Replica {
             }
         }
         self.abandon_stuck_read();
+        self.test_transfer();
         match self.reads.front().map(|r| (r.stage, r.bank)) {
             Some((Stage::Content, b)) => self.op(
                 Op::Test {
@@ -92,7 +90,10 @@ impl Replica {
                 self.op(Op::Test { work_id }, Then::BankTest(b, 2));
             }
         }
-        let end = (self.next_apply + LOOKAHEAD).min(u64::from(self.config.slots));
+        let mut end = self.next_apply + LOOKAHEAD;
+        if !self.ring.recycles() {
+            end = end.min(u64::from(self.config.slots));
+        }
         let next = self.next_apply;
         for words in &mut self.words {
             words.retain(|&s, _| s >= next);
@@ -103,14 +104,38 @@ impl Replica {
                 // A later epoch's word matters once the one below is frozen here (seen in
                 // an earlier turn): a slot moves up only through a frozen majority.
                 let below = e.checked_sub(1).map(|b| self.words[b as usize].get(&slot));
-                if below.is_some_and(|w| !w.is_some_and(|&w| Freezer::is_frozen(layout, w))) {
+                let frozen = |w: u64| {
+                    let here = self.ring.classify(layout, slot, w);
+                    matches!(here, Lap::Current(_)) && Freezer::is_frozen(layout, w)
+                };
+                if below.is_some_and(|w| !w.is_some_and(|&w| frozen(w))) {
                     continue;
                 }
-                let loc = self.shape.epoch_word(self.me, slot as u32, e);
+                let loc = self.shape.epoch_word(self.me, self.ring.position(slot), e);
                 self.op(Op::Load { loc }, Then::LocalWord(slot, e));
             }
         }
         self.items.push_back(Item::Plan);
+    }
+
+    /// Stops leading — deposed, or overtaken on the ring (then `behind`): the window is
+    /// abandoned (its CASes fail on the new leader's promises, or on later laps' words);
+    /// what was decided is applied already.
+    pub(super) fn step_down(&mut self) {
+        let Role::Leader(l) = std::mem::replace(&mut self.role, Role::Follower) else {
+            unreachable!("leading")
+        };
+        for (floor, &b) in self.ballot_floor.iter_mut().zip(&l.ballots) {
+            *floor = (*floor).max(b);
+        }
+        assert_eq!(l.prefix, self.next_apply, "the leader applied its prefix");
+        self.behind |= l.overtaken;
+        self.results
+            .extend(l.undecided().map(|p| (p.id, Err(ProposeError::Deposed))));
+        self.reads
+            .retain(|r| !matches!(r.purpose, Purpose::Adopt { .. }) || r.stage != Stage::Queued);
+        self.last_progress = self.now;
+        assert!(matches!(self.role, Role::Follower), "stepped down");
     }
 
     /// Becomes leader or follower as Ω says.
@@ -120,7 +145,8 @@ impl Replica {
             self.leader_changes.push((self.now, leader));
         }
         match (&self.role, leader == self.me) {
-            (Role::Follower, true) => {
+            // A replica behind the ring copies a snapshot before it may lead.
+            (Role::Follower, true) if !self.behind => {
                 self.repair = None;
                 self.term += 1;
                 self.terms_started.push(self.now);
@@ -135,23 +161,7 @@ impl Replica {
                 );
                 self.role = Role::Leader(Box::new(leader));
             }
-            (Role::Leader(l), false) => {
-                // Deposed: the window is abandoned (its CASes fail on the new leader's
-                // promises); what was decided is applied already.
-                for (floor, &b) in self.ballot_floor.iter_mut().zip(&l.ballots) {
-                    *floor = (*floor).max(b);
-                }
-                assert_eq!(l.prefix, self.next_apply, "the leader applied its prefix");
-                let Role::Leader(l) = std::mem::replace(&mut self.role, Role::Follower) else {
-                    unreachable!("leading")
-                };
-                self.results
-                    .extend(l.undecided().map(|p| (p.id, Err(ProposeError::Deposed))));
-                self.reads.retain(|r| {
-                    !matches!(r.purpose, Purpose::Adopt { .. }) || r.stage != Stage::Queued
-                });
-                self.last_progress = self.now;
-            }
+            (Role::Leader(_), false) => self.step_down(),
             _ => {}
         }
     }

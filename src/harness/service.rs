@@ -1,0 +1,131 @@
+//! The service a simulated cluster runs on each replica: a digest of the entries applied
+//! (FNV-1a over slot and value), snapshotted every so many entries. The harness plays the
+//! embedding application between stretches of simulated time: it applies what each
+//! replica committed, restores from the snapshots a replica copied, and hands its own
+//! snapshots to the replica, which lets the log's ring recycle.
+
+use super::cluster::ClusterSpec;
+use velos_core::log::Replica;
+use velos_sim::simulate::Simulator;
+
+/// Virtual time between two visits of the harness to the services (ns).
+const VISIT_NS: u64 = 2_000;
+
+/// The digest of entries `(slot, value as hex)` applied in order from an empty state.
+pub fn digest_of(entries: &[(u64, &str)]) -> u64 {
+    entries
+        .iter()
+        .fold(EMPTY, |d, &(slot, hex)| step(d, slot, hex.as_bytes()))
+}
+
+const EMPTY: u64 = 0xcbf2_9ce4_8422_2325;
+
+fn step(mut d: u64, slot: u64, bytes: &[u8]) -> u64 {
+    for b in slot.to_le_bytes().iter().chain(bytes) {
+        d ^= u64::from(*b);
+        d = d.wrapping_mul(0x0100_0000_01b3);
+    }
+    d
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// One replica's service.
+#[derive(Clone, Debug)]
+struct Service {
+    digest: u64,
+    /// The next entry the service expects.
+    next: u64,
+    /// How far into the replica's `applied` history the service has read.
+    cursor: usize,
+    last_snapshot: u64,
+    installs: Vec<(u64, u64)>,
+}
+
+/// The services of a simulated cluster (none when the spec asks for no snapshots).
+#[derive(Clone, Debug)]
+pub struct Services {
+    every: Option<u64>,
+    services: Vec<Service>,
+}
+
+impl Services {
+    /// The services of `spec`'s replicas.
+    pub fn new(spec: &ClusterSpec) -> Services {
+        let service = Service {
+            digest: EMPTY,
+            next: 0,
+            cursor: 0,
+            last_snapshot: 0,
+            installs: Vec::new(),
+        };
+        Services {
+            every: spec.snapshot_every,
+            services: vec![service; usize::from(spec.log.replicas)],
+        }
+    }
+
+    /// Runs `sim` until `until_ns`, visiting the services every 2 µs of virtual time (or not at
+    /// all without snapshots, so that such runs step exactly as before services existed).
+    pub fn run(&mut self, sim: &mut Simulator<Replica>, until_ns: u64) {
+        let Some(every) = self.every else {
+            sim.run(until_ns, u64::MAX);
+            return;
+        };
+        assert!(every > 0, "snapshots every so many entries");
+        while sim.now() < until_ns {
+            let next = (sim.now() + VISIT_NS).min(until_ns);
+            sim.run(next, u64::MAX);
+            self.visit(sim, every);
+        }
+    }
+
+    fn visit(&mut self, sim: &mut Simulator<Replica>, every: u64) {
+        let m = sim.machine_mut();
+        for (i, service) in self.services.iter_mut().enumerate() {
+            let node = m.threads[i].node;
+            if !m.is_up(node) {
+                continue;
+            }
+            let replica = &mut m.threads[i].process;
+            for (point, bytes) in replica.take_installed() {
+                let digest = u64::from_le_bytes(bytes.try_into().expect("an 8-byte digest"));
+                service.installs.push((point, digest));
+                (service.digest, service.next) = (digest, point);
+                service.last_snapshot = point;
+            }
+            for (slot, value) in &replica.applied[service.cursor..] {
+                if *slot < service.next {
+                    continue; // below a snapshot copied meanwhile
+                }
+                assert_eq!(*slot, service.next, "no holes: entries come in order");
+                service.digest = step(service.digest, *slot, hex(value).as_bytes());
+                service.next += 1;
+            }
+            service.cursor = replica.applied.len();
+            if service.next >= service.last_snapshot + every {
+                let bytes = service.digest.to_le_bytes();
+                replica
+                    .snapshot_taken(service.next, &bytes)
+                    .unwrap_or_else(|e| panic!("cluster spec: {e}"));
+                service.last_snapshot = service.next;
+            }
+        }
+    }
+
+    /// The snapshots replica `r` copied: `(point, digest)`.
+    pub fn installs(&self, r: usize) -> Vec<(u64, u64)> {
+        self.services[r].installs.clone()
+    }
+
+    /// Replica `r`'s service: the next entry it expects and its digest (`(0, 0)` for a
+    /// run without services).
+    pub fn digest(&self, r: usize) -> (u64, u64) {
+        match self.every {
+            Some(_) => (self.services[r].next, self.services[r].digest),
+            None => (0, 0),
+        }
+    }
+}

@@ -1,0 +1,327 @@
+//! State transfer: a replica whose next instance was retired ([`crate::log::ring`]) copies
+//! a peer's snapshot ([`crate::log::snapshot`]) and resumes from its point; and the other
+//! direction, writing this replica's own snapshots for the others to copy.
+//!
+//! The copy runs in one of `read_banks` incoming banks of scratch: the header, then the
+//! bank's end stamp, its point, length and content, its begin stamp, each stage's gets
+//! tested before the next is posted. A copy from a peer that becomes suspected is given up
+//! after a failure timeout; its bank stays out of use until its gets complete (they could
+//! still land), as with value reads. A torn copy (the peer wrote that bank again meanwhile)
+//! is simply started again.
+
+use super::{Replica, Role, Then};
+use crate::log::config::ids;
+use crate::log::snapshot::{bank_words, read_bank};
+use crate::word::Lap;
+use velos_rdma::{Op, Reply};
+
+/// Where a copy stands: the gets of each stage are out until a test says complete.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(super) enum Copying {
+    Header,
+    End,
+    Content,
+    Begin,
+    Loading,
+}
+
+/// A copy of a peer's snapshot under way.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(super) struct Transfer {
+    source: u16,
+    /// The incoming bank of scratch.
+    bank: u32,
+    /// The source's bank its header named.
+    remote_bank: u32,
+    stage: Copying,
+    started: u64,
+    words: Vec<Option<u64>>,
+}
+
+/// Why a snapshot was not taken.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, thiserror::Error)]
+#[non_exhaustive]
+pub enum SnapshotError {
+    /// The snapshot is larger than the log's snapshot banks.
+    #[error("a snapshot of {len} bytes is larger than the log's {max}")]
+    TooLarge {
+        /// Its size.
+        len: usize,
+        /// [`crate::log::LogConfig::max_snapshot_bytes`].
+        max: usize,
+    },
+    /// The point is past the entries applied.
+    #[error("a snapshot at {point} holds entries not applied yet (next is {next_apply})")]
+    NotApplied {
+        /// The point given.
+        point: u64,
+        /// The next entry to apply.
+        next_apply: u64,
+    },
+}
+
+impl Replica {
+    /// The service's state machine took a snapshot `bytes` that holds every entry below
+    /// `point` (at most [`Replica::next_apply`]). The replica keeps it in its snapshot
+    /// region for replicas that fall off the ring, and once a majority's snapshots hold an
+    /// instance, its ring position may be reused ([`crate::log::ring`]). A point not above
+    /// the last one changes nothing.
+    pub fn snapshot_taken(&mut self, point: u64, bytes: &[u8]) -> Result<(), SnapshotError> {
+        let max = self.config.max_snapshot_bytes as usize;
+        if bytes.len() > max {
+            return Err(SnapshotError::TooLarge {
+                len: bytes.len(),
+                max,
+            });
+        }
+        if point > self.next_apply {
+            return Err(SnapshotError::NotApplied {
+                point,
+                next_apply: self.next_apply,
+            });
+        }
+        if point > self.points[usize::from(self.me)] {
+            self.write_snapshot(point, bytes);
+        }
+        Ok(())
+    }
+
+    /// Writes a snapshot into the bank the header does not name, then the header, then
+    /// publishes the point (the next heartbeat carries it).
+    fn write_snapshot(&mut self, point: u64, bytes: &[u8]) {
+        let me = usize::from(self.me);
+        assert!(point > self.points[me], "snapshot points grow");
+        let bank = self.snapshot_bank.map_or(0, |b| 1 - b);
+        let words = bank_words(point, bytes, self.shape.snapshot_words);
+        for (i, value) in words.into_iter().enumerate() {
+            let loc = self.shape.snapshot_word(self.me, bank, i as u32);
+            self.op(Op::Store { loc, value }, Then::Ignore);
+        }
+        let header = self.shape.snapshot_header(self.me);
+        self.op(
+            Op::Store {
+                loc: header,
+                value: u64::from(bank) + 1,
+            },
+            Then::Ignore,
+        );
+        self.snapshot_bank = Some(bank);
+        self.points[me] = point;
+        assert!(
+            self.points[me] == point,
+            "the point is published after the bank"
+        );
+    }
+
+    /// Snapshots copied from peers since the last call, `(point, bytes)`: restore the
+    /// state machine from each before applying what [`Replica::take_committed`] gives
+    /// (entries below an installed point are left out there).
+    pub fn take_installed(&mut self) -> Vec<(u64, Vec<u8>)> {
+        std::mem::take(&mut self.installed)
+    }
+
+    /// Whether instance `k` is retired as this replica's words show: a word of a later lap
+    /// at its position, locally or in a catch-up read.
+    pub(super) fn retired_here(&self, k: u64) -> bool {
+        let (layout, ring) = (self.config.layout, self.ring);
+        let later = |w: u64| ring.classify(layout, k, w) == Lap::Later;
+        let local = self
+            .words
+            .iter()
+            .any(|w| w.get(&k).is_some_and(|&w| later(w)));
+        let read = self.catch_up.as_ref().is_some_and(|c| {
+            c.slot == k && c.replies.iter().flatten().flatten().any(|&w| later(w))
+        });
+        local || read
+    }
+
+    /// The follower's turn while it must copy a snapshot.
+    pub(super) fn run_transfer(&mut self) {
+        assert!(
+            matches!(self.role, Role::Follower),
+            "only a follower copies"
+        );
+        self.behind = true;
+        self.catch_up = None;
+        self.repair = None;
+        if self.transfer.is_some() {
+            return; // under way: the turn's tests move it
+        }
+        let k = self.next_apply;
+        let source = (0..self.config.replicas)
+            .filter(|&a| a != self.me && !self.omega.suspects(a, self.now))
+            .filter(|&a| self.points[usize::from(a)] > k)
+            .max_by_key(|&a| self.points[usize::from(a)]);
+        let bank = (0..self.config.read_banks()).find(|&b| !self.transfer_poisoned[b as usize]);
+        let (Some(source), Some(bank)) = (source, bank) else {
+            return; // nobody to copy from yet: heartbeats will tell
+        };
+        let get = Op::Get {
+            local: self.scratch.transfer_header(),
+            remote: self.shape.snapshot_header(source),
+            work_id: ids::transfer(bank),
+        };
+        self.op(get, Then::Ignore);
+        self.transfer = Some(Box::new(Transfer {
+            source,
+            bank,
+            remote_bank: 0,
+            stage: Copying::Header,
+            started: self.now,
+            words: Vec::new(),
+        }));
+        self.moved = true;
+    }
+
+    /// The turn's part of a copy: test its stage, give it up if its source is suspected
+    /// for longer than a failure timeout, and free banks whose abandoned gets completed.
+    pub(super) fn test_transfer(&mut self) {
+        for b in 0..self.config.read_banks() {
+            if self.transfer_poisoned[b as usize] {
+                let work_id = ids::transfer(b);
+                self.op(Op::Test { work_id }, Then::TransferBankTest(b));
+            }
+        }
+        let Some(t) = &self.transfer else {
+            return;
+        };
+        if t.stage == Copying::Loading {
+            return;
+        }
+        let stuck = self.omega.suspects(t.source, self.now)
+            && self.now - t.started > self.config.failure_timeout_ns;
+        if stuck {
+            self.transfer_poisoned[t.bank as usize] = true;
+            self.transfer = None;
+            return;
+        }
+        let work_id = ids::transfer(t.bank);
+        self.op(Op::Test { work_id }, Then::TransferTest);
+    }
+
+    /// The gets of the copy's stage completed (`Value(1)`), failed, or not yet.
+    pub(super) fn transfer_tested(&mut self, reply: Reply) {
+        let Some(t) = &mut self.transfer else {
+            return;
+        };
+        match reply {
+            Reply::Value(1) => {}
+            Reply::Failed(_) => {
+                self.transfer = None; // complete, if failed: the bank is free
+                return;
+            }
+            _ => return,
+        }
+        let (bank, source, remote_bank) = (t.bank, t.source, t.remote_bank);
+        let per_bank = self.shape.snapshot_bank_words();
+        let work_id = ids::transfer(bank);
+        let stage = t.stage;
+        t.stage = match stage {
+            Copying::End => Copying::Content,
+            Copying::Content => Copying::Begin,
+            Copying::Begin => Copying::Loading,
+            other => other,
+        };
+        if stage == Copying::Begin {
+            t.words = vec![None; per_bank as usize];
+        }
+        match stage {
+            Copying::Header => {
+                let loc = self.scratch.transfer_header();
+                self.op_first(Op::Load { loc }, Then::TransferHeader);
+            }
+            Copying::End => {
+                for i in 1..per_bank - 1 {
+                    let get = Op::Get {
+                        local: self.scratch.transfer(bank, i),
+                        remote: self.shape.snapshot_word(source, remote_bank, i),
+                        work_id,
+                    };
+                    self.op_first(get, Then::Ignore);
+                }
+            }
+            Copying::Content => {
+                let get = Op::Get {
+                    local: self.scratch.transfer(bank, 0),
+                    remote: self.shape.snapshot_word(source, remote_bank, 0),
+                    work_id,
+                };
+                self.op_first(get, Then::Ignore);
+            }
+            Copying::Begin => {
+                for i in 0..per_bank {
+                    let loc = self.scratch.transfer(bank, i);
+                    self.op_first(Op::Load { loc }, Then::TransferWord(i));
+                }
+            }
+            Copying::Loading => unreachable!("loads are not tested"),
+        }
+        self.moved = true;
+    }
+
+    /// The source's header was loaded: copy the bank it names (none yet: start again).
+    pub(super) fn transfer_header(&mut self, header: u64) {
+        let Some(t) = &mut self.transfer else {
+            return;
+        };
+        assert_eq!(t.stage, Copying::Header, "a header while reading one");
+        if header == 0 || header > 2 {
+            self.transfer = None; // no snapshot there (yet): choose again
+            return;
+        }
+        t.remote_bank = (header - 1) as u32;
+        t.stage = Copying::End;
+        let last = self.shape.snapshot_bank_words() - 1;
+        let get = Op::Get {
+            local: self.scratch.transfer(t.bank, last),
+            remote: self.shape.snapshot_word(t.source, t.remote_bank, last),
+            work_id: ids::transfer(t.bank),
+        };
+        self.op_first(get, Then::Ignore);
+    }
+
+    /// Word `i` of the copied bank was loaded; with the last, install or start again.
+    pub(super) fn transfer_word(&mut self, i: u32, value: u64) {
+        let t = self.transfer.as_mut().expect("a copy loading");
+        t.words[i as usize] = Some(value);
+        if t.words.iter().any(Option::is_none) {
+            return;
+        }
+        let t = *self.transfer.take().expect("a copy loading");
+        let words: Vec<u64> = t.words.into_iter().map(|w| w.expect("loaded")).collect();
+        match read_bank(&words) {
+            Some((point, bytes)) if point > self.next_apply => self.install(point, bytes),
+            _ => {} // torn, or no further than I am: choose again next turn
+        }
+    }
+
+    /// Resumes from a copied snapshot: every instance below `point` is in it.
+    fn install(&mut self, point: u64, bytes: Vec<u8>) {
+        assert!(
+            point > self.next_apply,
+            "a snapshot moves a replica forward"
+        );
+        assert!(
+            self.reads.is_empty(),
+            "no value read under way at a transfer"
+        );
+        self.next_apply = point;
+        self.installs.push(point);
+        if point > self.points[usize::from(self.me)] {
+            self.write_snapshot(point, &bytes); // so that I can serve it in turn
+        }
+        self.installed.push((point, bytes));
+        self.behind = false;
+        self.catch_up = None;
+        self.repair = None;
+        self.stuck_since = None;
+        self.streak = false;
+        self.written.retain(|&s, _| s >= point);
+        for words in &mut self.words {
+            words.retain(|&s, _| s >= point);
+        }
+        self.last_progress = self.now;
+        self.moved = true;
+        assert_eq!(self.next_apply, point, "resumed at the snapshot's point");
+    }
+}
