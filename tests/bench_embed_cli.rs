@@ -53,6 +53,7 @@ fn bad_input_exits_2() {
         &["--outstanding", "0"],
         &["--commits-many", "100000000"],
         &["--velos-follower-idle", "nap"],
+        &["--velos-pipeline", "16"],
     ] {
         let out = velos()
             .args(["bench", "embed", "--quick"])

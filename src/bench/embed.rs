@@ -14,16 +14,18 @@
 //! window ([`RunResult`]):
 //! * `engine`: the consensus engine's own work on the leader. For Velos, the leader's
 //!   [`velos_core::log::Replica`] is a sans-IO state machine; the run records every input
-//!   it got (replies, proposals) and replays them afterwards into a fresh replica on one
-//!   thread, without any backend: the replay's thread CPU time over the window is the
-//!   engine's (`embed/velos.rs`). For OmniPaxos, every replica's message handling must run for a
-//!   decision, and all three run on the driver's one thread: its thread CPU time.
+//!   it got over the window (replies, proposals) and replays them afterwards into a copy
+//!   of the replica as the window found it, on one thread, without any backend: the
+//!   replay's thread CPU time is the engine's (`embed/velos.rs`). For OmniPaxos, every
+//!   replica's message handling must run for a decision, and all three run on the
+//!   driver's one thread: its thread CPU time.
 //! * `leader thread`: the thread CPU time of the thread that runs the leader and the
 //!   client — for Velos the engine plus the in-process backend executing its remote
 //!   operations (the NIC's work on real RDMA) and the client; for OmniPaxos the same as
 //!   `engine`.
-//! * `process`: the whole process's CPU time (every thread: Velos's followers polling
-//!   their memory and sleeping between polls; for OmniPaxos the driver thread).
+//! * `process`: the whole process's CPU time (every thread: for Velos also the followers,
+//!   which poll their memory and idle as [`FollowerIdle`] says; for OmniPaxos the
+//!   driver thread).
 
 mod omnipaxos;
 mod output;
@@ -144,7 +146,9 @@ pub struct EmbedConfig {
 
 impl EmbedConfig {
     /// The full run: 5 repeats, 200 000 commits per one-client run and 500 000 per
-    /// many-client run (64 outstanding) after 5 000 of warm-up.
+    /// many-client run (64 outstanding) after 5 000 of warm-up; Velos with the engine's
+    /// default pipeline (4 slots), idle pauses of 20 µs, followers idling as the backend
+    /// does; OmniPaxos ticked every millisecond, an election timeout of 10 ticks.
     pub fn full() -> EmbedConfig {
         EmbedConfig {
             repeats: 5,
@@ -154,7 +158,7 @@ impl EmbedConfig {
             outstanding: 64,
             velos_pipeline: 4,
             velos_idle_pause_ns: 20_000,
-            velos_follower_idle: FollowerIdle::Sleep,
+            velos_follower_idle: FollowerIdle::Spin,
             omnipaxos_tick_ns: 1_000_000,
             omnipaxos_election_ticks: 10,
         }
@@ -179,7 +183,12 @@ impl EmbedConfig {
             "at least one commit per run"
         );
         anyhow::ensure!(self.outstanding > 0, "at least one outstanding command");
-        anyhow::ensure!(self.velos_pipeline > 0, "a pipeline of at least one slot");
+        // The engine keeps 4 CAS cells per pipelined slot and 4 more per acceptor, at most
+        // 64 (velos_core::log::LogConfig::cas_cells).
+        anyhow::ensure!(
+            (1..=15).contains(&self.velos_pipeline),
+            "a Velos pipeline of 1 to 15 slots"
+        );
         anyhow::ensure!(
             self.omnipaxos_tick_ns > 0 && self.omnipaxos_election_ticks > 0,
             "OmniPaxos ticks and election ticks must be positive"

@@ -72,10 +72,10 @@ struct EmbedArgs {
     /// Commands outstanding in the many-client runs (default 64).
     #[arg(long)]
     outstanding: Option<u64>,
-    /// Velos: slots the leader keeps prepared or accepting at once (default 4).
+    /// Velos: slots the leader keeps prepared or accepting at once, 1 to 15 (default 4).
     #[arg(long)]
     velos_pipeline: Option<u32>,
-    /// Velos: how followers idle, spin (the backend's yielding pause) or sleep (default).
+    /// Velos: how followers idle, spin (the backend's yielding pause, default) or sleep.
     #[arg(long, value_parser = ["spin", "sleep"])]
     velos_follower_idle: Option<String>,
     /// OmniPaxos: wall time between ticks, in µs (default 1000).

@@ -119,14 +119,17 @@ fn notes(config: &EmbedConfig) -> Vec<String> {
             super::COMMAND_BYTES,
             config.outstanding
         ),
-        "velos: 3 replica threads over the in-process backend, remote operations inline \
-         on the posting thread, region plans checked; the client on the leader's thread"
-            .into(),
+        format!(
+            "velos: 3 replica threads over the in-process backend, remote operations inline \
+             on the posting thread, region plans checked; the client on the leader's thread; \
+             pipeline {} slots, followers idle: {:?}",
+            config.velos_pipeline, config.velos_follower_idle
+        ),
         "omnipaxos: 3 instances with MemoryStorage and the client on one thread, messages \
          moved by value between them"
             .into(),
         "cpu_ns_per_decision: velos, the leader's engine alone (its recorded inputs \
-         replayed into a fresh replica, thread CPU time); omnipaxos, its thread's CPU time \
+         replayed into a copy of its replica, thread CPU time); omnipaxos, its thread's CPU time \
          (all three instances). process_cpu_*: every thread of the process"
             .into(),
     ]

@@ -5,9 +5,10 @@
 //!
 //! The driver is ours rather than `LocalCluster`'s so that the client sits in the
 //! leader's loop (no channel between them) and so that the leader's inputs can be
-//! recorded: afterwards they are replayed into a fresh replica without any backend, and
-//! the replay's CPU time is the engine's own ([`replay`]). The replay checks that it
-//! retraces the run: the same proposals accepted, the same decisions.
+//! recorded over the window: afterwards they are replayed, without any backend, into a
+//! copy of the replica taken when the window started, and the replay's CPU time is the
+//! engine's own ([`replay`]). The replay checks that it retraces the run: the same
+//! proposals accepted, as many decisions.
 
 use super::{EmbedConfig, FollowerIdle, Marks, Window, Workload, command, latency_histogram};
 use std::sync::atomic::{AtomicBool, Ordering};
