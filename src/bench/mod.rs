@@ -1,6 +1,7 @@
 //! Benchmarks shared by `velos bench` and `cargo bench`. They measure and report; they
 //! never assert speed.
 
+pub mod embed;
 pub mod emulator;
 pub mod failover;
 pub mod latency;

@@ -4,6 +4,7 @@ use clap::{Args, Subcommand};
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use velos::bench::embed::{EmbedConfig, FollowerIdle};
 use velos::bench::failover::FailoverConfig;
 use velos::bench::latency::{LatencyConfig, Protocol};
 use velos::bench::locks::{LockKind, LocksConfig};
@@ -43,6 +44,118 @@ enum Bench {
     /// many seeds; detection, the next decision and the timeline around the crash, Velos
     /// beside the Mu baseline (Velos paper, Fig. 2).
     Failover(Box<FailoverArgs>),
+    /// Three replicas in this process: Velos on the in-process backend beside OmniPaxos
+    /// (in-memory storage, messages moved in-process), commits per second with one client
+    /// and with many, and CPU time per decision; medians over repeats run side by side.
+    Embed(Box<EmbedArgs>),
+}
+
+/// Arguments of `velos bench embed`. Unset options take the full run's values (or, with
+/// `--quick`, the small run's).
+#[derive(Args)]
+struct EmbedArgs {
+    /// A small run (one repeat, a few thousand commits), for tests and a first look.
+    #[arg(long)]
+    quick: bool,
+    /// Repeats of the four measurements (default 5); medians are reported.
+    #[arg(long)]
+    repeats: Option<usize>,
+    /// Commits measured per one-client run (default 200000).
+    #[arg(long)]
+    commits_1client: Option<u64>,
+    /// Commits measured per many-client run (default 500000).
+    #[arg(long)]
+    commits_many: Option<u64>,
+    /// Commits before each measured window (default 5000).
+    #[arg(long)]
+    warmup_commits: Option<u64>,
+    /// Commands outstanding in the many-client runs (default 64).
+    #[arg(long)]
+    outstanding: Option<u64>,
+    /// Velos: slots the leader keeps prepared or accepting at once, 1 to 15 (default 4).
+    #[arg(long)]
+    velos_pipeline: Option<u32>,
+    /// Velos: how followers idle, spin (the backend's yielding pause, default) or sleep.
+    #[arg(long, value_parser = ["spin", "sleep"])]
+    velos_follower_idle: Option<String>,
+    /// OmniPaxos: wall time between ticks, in µs (default 1000).
+    #[arg(long)]
+    omnipaxos_tick_us: Option<u64>,
+    /// OmniPaxos: ticks before an election timeout (default 10).
+    #[arg(long)]
+    omnipaxos_election_ticks: Option<u64>,
+    /// Write embed.json into this directory.
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Print one JSON object instead of the table.
+    #[arg(long)]
+    json: bool,
+}
+
+impl EmbedArgs {
+    fn config(&self) -> Result<EmbedConfig, String> {
+        let mut c = if self.quick {
+            EmbedConfig::quick()
+        } else {
+            EmbedConfig::full()
+        };
+        c.repeats = self.repeats.unwrap_or(c.repeats);
+        c.commits_1client = self.commits_1client.unwrap_or(c.commits_1client);
+        c.commits_many = self.commits_many.unwrap_or(c.commits_many);
+        c.warmup_commits = self.warmup_commits.unwrap_or(c.warmup_commits);
+        c.outstanding = self.outstanding.unwrap_or(c.outstanding);
+        c.velos_pipeline = self.velos_pipeline.unwrap_or(c.velos_pipeline);
+        if let Some(name) = &self.velos_follower_idle {
+            c.velos_follower_idle = FollowerIdle::by_name(name)
+                .ok_or_else(|| format!("unknown follower idle mode {name:?}"))?;
+        }
+        if let Some(us) = self.omnipaxos_tick_us {
+            c.omnipaxos_tick_ns = us
+                .checked_mul(1_000)
+                .ok_or_else(|| format!("{us} µs is too long"))?;
+        }
+        c.omnipaxos_election_ticks = self
+            .omnipaxos_election_ticks
+            .unwrap_or(c.omnipaxos_election_ticks);
+        c.check().map_err(|e| format!("{e:#}"))?;
+        Ok(c)
+    }
+}
+
+fn run_embed(args: &EmbedArgs) -> ExitCode {
+    let config = match args.config() {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("bench embed: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let report = match velos::bench::embed::run(&config, std::io::stderr().is_terminal()) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("bench embed: {e:#}");
+            return ExitCode::FAILURE;
+        }
+    };
+    if let Some(dir) = &args.out
+        && let Err(e) = velos::bench::embed::write_outputs(&report, dir)
+    {
+        eprintln!("bench embed: {e:#}");
+        return ExitCode::FAILURE;
+    }
+    if args.json {
+        println!(
+            "{}",
+            serde_json::to_string(&report).expect("report serialises")
+        );
+    } else {
+        print!("{}", velos::bench::embed::table(&report));
+        println!(
+            "{} repeats, {:.1} s wall",
+            report.config.repeats, report.wall_seconds
+        );
+    }
+    ExitCode::SUCCESS
 }
 
 /// Arguments of `velos bench failover`. Unset options take the full sweep's values (or,
@@ -467,5 +580,6 @@ pub fn run(args: BenchArgs) -> ExitCode {
         Bench::Locks(args) => run_locks(&args),
         Bench::Latency(args) => run_latency(&args),
         Bench::Failover(args) => run_failover(&args),
+        Bench::Embed(args) => run_embed(&args),
     }
 }

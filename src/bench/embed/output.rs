@@ -1,0 +1,95 @@
+//! What the embedding benchmark prints and writes: the table and `embed.json`.
+
+use super::EmbedReport;
+use super::report::SystemSummary;
+use anyhow::Context;
+use std::fmt::Write;
+use std::path::Path;
+
+/// The short table: per system the medians, the ratios, the targets, what the engine did
+/// per decision, and the notes.
+pub fn table(report: &EmbedReport) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{:<9} | {:>13} | {:>13} | {:>14} | {:>16} | {:>19} | {:>15}",
+        "",
+        "commits/s 1c",
+        "commits/s many",
+        "lat p50/p99 µs",
+        "engine ns/dec",
+        "leader thr ns/dec",
+        "process ns/dec"
+    );
+    let _ = writeln!(
+        out,
+        "{:<9} | {:>13} | {:>13} | {:>14} | {:>16} | {:>19} | {:>15}",
+        "", "", "", "1 client", "1c / many", "1c / many", "1c / many"
+    );
+    for s in [&report.velos, &report.omnipaxos] {
+        let _ = writeln!(
+            out,
+            "{:<9} | {:>13.0} | {:>13.0} | {:>14} | {:>16} | {:>19} | {:>15}",
+            s.system,
+            s.commits_per_s_1client,
+            s.commits_per_s_many,
+            format!(
+                "{:.2}/{:.2}",
+                s.latency_p50_ns_1client as f64 / 1e3,
+                s.latency_p99_ns_1client as f64 / 1e3
+            ),
+            pair(s.cpu_ns_per_decision, s.cpu_ns_per_decision_many),
+            pair(
+                s.leader_thread_cpu_ns_per_decision,
+                s.leader_thread_cpu_ns_per_decision_many
+            ),
+            pair(
+                s.process_cpu_ns_per_decision,
+                s.process_cpu_ns_per_decision_many
+            ),
+        );
+    }
+    let _ = writeln!(
+        out,
+        "velos / omnipaxos commits/s: {:.2}x one client, {:.2}x many ({} outstanding)",
+        report.ratio_1client, report.ratio_many, report.config.outstanding
+    );
+    for t in &report.targets {
+        let verdict = if t.met { "met" } else { "missed" };
+        let _ = writeln!(
+            out,
+            "target {}: {:.2} against {} ({verdict})",
+            t.name, t.value, t.bound
+        );
+    }
+    for s in [&report.velos, &report.omnipaxos] {
+        let _ = writeln!(out, "{}", counts_line(s));
+    }
+    for n in &report.notes {
+        let _ = writeln!(out, "note: {n}");
+    }
+    out
+}
+
+fn pair(a: f64, b: f64) -> String {
+    format!("{a:.0} / {b:.0}")
+}
+
+/// What the engine did per decision, one client then many.
+fn counts_line(s: &SystemSummary) -> String {
+    let mut line = format!("{} per decision (1 client | many):", s.system);
+    for (name, one) in &s.per_decision_1client {
+        let many = s.per_decision_many.get(name).copied().unwrap_or(0.0);
+        let _ = write!(line, " {name} {one:.2}|{many:.2}");
+    }
+    line
+}
+
+/// Writes `embed.json` into `dir`.
+pub fn write_outputs(report: &EmbedReport, dir: &Path) -> anyhow::Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let json = dir.join("embed.json");
+    std::fs::write(&json, serde_json::to_string_pretty(report)?)
+        .with_context(|| format!("writing {}", json.display()))?;
+    Ok(())
+}

@@ -1,0 +1,193 @@
+//! What the embedding benchmark reports: per system the medians over the repeats, the
+//! ratios, the targets (reported, never asserted) and every run.
+
+use super::{EmbedConfig, RunResult, System, Workload};
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// One system over every repeat: medians.
+#[derive(Clone, Debug, Serialize)]
+pub struct SystemSummary {
+    /// The system's name.
+    pub system: &'static str,
+    /// Commits per second, one client (unbatched closed loop).
+    pub commits_per_s_1client: f64,
+    /// Commits per second, many clients (`outstanding` commands in flight).
+    pub commits_per_s_many: f64,
+    /// The engine's CPU time per decision, one client (ns): what `cpu_ns_per_decision_basis`
+    /// says.
+    pub cpu_ns_per_decision: f64,
+    /// How `cpu_ns_per_decision` is measured.
+    pub cpu_ns_per_decision_basis: &'static str,
+    /// The same with many clients (ns).
+    pub cpu_ns_per_decision_many: f64,
+    /// The leader's thread (engine, backend, client) CPU time per decision, one client (ns).
+    pub leader_thread_cpu_ns_per_decision: f64,
+    /// The same with many clients (ns).
+    pub leader_thread_cpu_ns_per_decision_many: f64,
+    /// The whole process's CPU time per decision, one client (ns).
+    pub process_cpu_ns_per_decision: f64,
+    /// The same with many clients (ns).
+    pub process_cpu_ns_per_decision_many: f64,
+    /// Commit latency of the one-client runs, median of the runs' medians (ns).
+    pub latency_p50_ns_1client: u64,
+    /// The same, median of the runs' 99th percentiles (ns).
+    pub latency_p99_ns_1client: u64,
+    /// Counts per decision, one client (medians): Velos's leader's operations by kind,
+    /// OmniPaxos's messages.
+    pub per_decision_1client: BTreeMap<String, f64>,
+    /// The same with many clients.
+    pub per_decision_many: BTreeMap<String, f64>,
+}
+
+/// A target, reported, never asserted.
+#[derive(Clone, Debug, Serialize)]
+pub struct TargetCheck {
+    /// What is measured.
+    pub name: String,
+    /// The measured value.
+    pub value: f64,
+    /// The bound.
+    pub bound: f64,
+    /// Whether the value is within the bound.
+    pub met: bool,
+}
+
+/// The report of `velos bench embed`.
+#[derive(Clone, Debug, Serialize)]
+pub struct EmbedReport {
+    /// What was run.
+    pub config: EmbedConfig,
+    /// Velos, medians.
+    pub velos: SystemSummary,
+    /// OmniPaxos, medians.
+    pub omnipaxos: SystemSummary,
+    /// Velos / OmniPaxos commits per second, one client.
+    pub ratio_1client: f64,
+    /// Velos / OmniPaxos commits per second, many clients.
+    pub ratio_many: f64,
+    /// The targets of the comparison.
+    pub targets: Vec<TargetCheck>,
+    /// How to read the numbers.
+    pub notes: Vec<String>,
+    /// Every run.
+    pub runs: Vec<RunResult>,
+    /// Wall time of the whole benchmark (s).
+    pub wall_seconds: f64,
+}
+
+impl EmbedReport {
+    /// The report of `runs` (every repeat of both systems and workloads).
+    pub fn new(config: EmbedConfig, runs: Vec<RunResult>, wall_seconds: f64) -> EmbedReport {
+        let velos = summary(&runs, System::Velos);
+        let omnipaxos = summary(&runs, System::OmniPaxos);
+        let ratio_1client = velos.commits_per_s_1client / omnipaxos.commits_per_s_1client;
+        let ratio_many = velos.commits_per_s_many / omnipaxos.commits_per_s_many;
+        let targets = vec![
+            TargetCheck {
+                name: "velos / omnipaxos commits per second, one client (at least)".into(),
+                value: ratio_1client,
+                bound: 5.0,
+                met: ratio_1client >= 5.0,
+            },
+            TargetCheck {
+                name: "velos engine CPU ns per decision, one client (at most)".into(),
+                value: velos.cpu_ns_per_decision,
+                bound: 300.0,
+                met: velos.cpu_ns_per_decision <= 300.0,
+            },
+        ];
+        EmbedReport {
+            notes: notes(&config),
+            config,
+            velos,
+            omnipaxos,
+            ratio_1client,
+            ratio_many,
+            targets,
+            runs,
+            wall_seconds,
+        }
+    }
+}
+
+fn notes(config: &EmbedConfig) -> Vec<String> {
+    vec![
+        format!(
+            "one client: a closed loop, one {}-byte command at a time; many: {} commands \
+             outstanding; one command per log entry in both systems",
+            super::COMMAND_BYTES,
+            config.outstanding
+        ),
+        format!(
+            "velos: 3 replica threads over the in-process backend, remote operations inline \
+             on the posting thread, region plans checked; the client on the leader's thread; \
+             pipeline {} slots, followers idle: {:?}",
+            config.velos_pipeline, config.velos_follower_idle
+        ),
+        "omnipaxos: 3 instances with MemoryStorage and the client on one thread, messages \
+         moved by value between them"
+            .into(),
+        "cpu_ns_per_decision: velos, the leader's engine alone (its recorded inputs \
+         replayed into a copy of its replica, thread CPU time); omnipaxos, its thread's CPU time \
+         (all three instances). process_cpu_*: every thread of the process"
+            .into(),
+    ]
+}
+
+/// The median of `xs` (the mean of the middle two for an even count); 0 if empty.
+fn median(mut xs: Vec<f64>) -> f64 {
+    if xs.is_empty() {
+        return 0.0;
+    }
+    xs.sort_by(f64::total_cmp);
+    let n = xs.len();
+    if n % 2 == 1 {
+        xs[n / 2]
+    } else {
+        (xs[n / 2 - 1] + xs[n / 2]) / 2.0
+    }
+}
+
+fn summary(runs: &[RunResult], system: System) -> SystemSummary {
+    let of = |w: Workload| -> Vec<&RunResult> {
+        runs.iter()
+            .filter(|r| r.system == system && r.workload == w)
+            .collect()
+    };
+    let (one, many) = (of(Workload::One), of(Workload::Many));
+    let med =
+        |rs: &[&RunResult], f: fn(&RunResult) -> f64| median(rs.iter().map(|r| f(r)).collect());
+    let counts = |rs: &[&RunResult]| -> BTreeMap<String, f64> {
+        let Some(first) = rs.first() else {
+            return BTreeMap::new();
+        };
+        first
+            .per_decision
+            .keys()
+            .map(|name| {
+                let xs = rs.iter().map(|r| r.per_decision[name]).collect();
+                (name.clone(), median(xs))
+            })
+            .collect()
+    };
+    SystemSummary {
+        system: system.name(),
+        commits_per_s_1client: med(&one, |r| r.commits_per_s),
+        commits_per_s_many: med(&many, |r| r.commits_per_s),
+        cpu_ns_per_decision: med(&one, |r| r.engine_cpu_ns_per_decision),
+        cpu_ns_per_decision_basis: match system {
+            System::Velos => "engine: the leader's replica alone, replayed without a backend",
+            System::OmniPaxos => "engine: the one thread running all three instances",
+        },
+        cpu_ns_per_decision_many: med(&many, |r| r.engine_cpu_ns_per_decision),
+        leader_thread_cpu_ns_per_decision: med(&one, |r| r.leader_thread_cpu_ns_per_decision),
+        leader_thread_cpu_ns_per_decision_many: med(&many, |r| r.leader_thread_cpu_ns_per_decision),
+        process_cpu_ns_per_decision: med(&one, |r| r.process_cpu_ns_per_decision),
+        process_cpu_ns_per_decision_many: med(&many, |r| r.process_cpu_ns_per_decision),
+        latency_p50_ns_1client: med(&one, |r| r.latency_p50_ns.unwrap_or(0) as f64) as u64,
+        latency_p99_ns_1client: med(&one, |r| r.latency_p99_ns.unwrap_or(0) as f64) as u64,
+        per_decision_1client: counts(&one),
+        per_decision_many: counts(&many),
+    }
+}

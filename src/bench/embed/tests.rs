@@ -1,0 +1,38 @@
+use super::*;
+
+#[test]
+fn a_quick_run_measures_both_systems_and_replays_velos_exactly() {
+    let config = EmbedConfig {
+        commits_1client: 300,
+        commits_many: 600,
+        warmup_commits: 50,
+        ..EmbedConfig::quick()
+    };
+    let report = run(&config, false).unwrap();
+    assert_eq!(
+        report.runs.len(),
+        4,
+        "two systems, two workloads, one repeat"
+    );
+    for r in &report.runs {
+        assert!(r.commits > 0 && r.commits <= config.commits(r.workload));
+        assert!(r.engine_cpu_ns_per_decision > 0.0, "{r:?}");
+        assert_eq!(
+            r.latency_p50_ns.is_some(),
+            r.workload == Workload::One,
+            "latencies of one-client runs only"
+        );
+    }
+    assert!(report.ratio_1client > 0.0 && report.ratio_many > 0.0);
+    assert!(report.velos.per_decision_1client["op_remote_atomic"] >= 2.0);
+    assert!(report.omnipaxos.per_decision_1client["messages"] > 0.0);
+}
+
+#[test]
+fn a_run_longer_than_the_log_is_refused() {
+    let config = EmbedConfig {
+        commits_many: 1 << 24,
+        ..EmbedConfig::quick()
+    };
+    assert!(config.check().is_err());
+}

@@ -1,0 +1,65 @@
+//! `velos bench embed --quick`: the JSON object's fields (never its speed), and bad input
+//! refused with exit code 2.
+
+use std::process::Command;
+
+fn velos() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_velos"))
+}
+
+#[test]
+fn quick_embed_prints_its_fields() {
+    let dir = std::env::temp_dir().join(format!("velos-embed-cli-{}", std::process::id()));
+    let out = velos()
+        .args(["bench", "embed", "--quick", "--json", "--out"])
+        .arg(&dir)
+        .output()
+        .expect("velos runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
+    for system in ["velos", "omnipaxos"] {
+        for key in [
+            "commits_per_s_1client",
+            "commits_per_s_many",
+            "cpu_ns_per_decision",
+            "process_cpu_ns_per_decision",
+            "leader_thread_cpu_ns_per_decision",
+            "latency_p50_ns_1client",
+        ] {
+            assert!(
+                json[system][key].is_number(),
+                "{system}.{key}: {}",
+                json[system][key]
+            );
+        }
+        assert!(json[system]["cpu_ns_per_decision_basis"].is_string());
+    }
+    for key in ["ratio_1client", "ratio_many"] {
+        assert!(json[key].is_number(), "{key}: {}", json[key]);
+    }
+    assert_eq!(json["runs"].as_array().map(Vec::len), Some(4));
+    assert!(dir.join("embed.json").is_file(), "embed.json written");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn bad_input_exits_2() {
+    for args in [
+        &["--repeats", "0"][..],
+        &["--outstanding", "0"],
+        &["--commits-many", "100000000"],
+        &["--velos-follower-idle", "nap"],
+        &["--velos-pipeline", "16"],
+    ] {
+        let out = velos()
+            .args(["bench", "embed", "--quick"])
+            .args(args)
+            .output()
+            .expect("velos runs");
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+    }
+}
