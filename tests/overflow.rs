@@ -40,6 +40,7 @@ fn spec(seed: u64) -> ClusterSpec {
         device_memory: false,
         pauses: Vec::new(),
         snapshot_every: None,
+        lease_reads: false,
     }
 }
 

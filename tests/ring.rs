@@ -33,6 +33,7 @@ fn spec(seed: u64, replicas: u16) -> ClusterSpec {
         device_memory: false,
         pauses: Vec::new(),
         snapshot_every: Some(EVERY),
+        lease_reads: false,
     }
 }
 

@@ -33,6 +33,11 @@ pub struct SimArgs {
     /// recycles its slots, and a replica that falls off it copies a snapshot.
     #[arg(long)]
     snapshot_every: Option<u64>,
+    /// Leader leases of this length (`--lease 10us`; at most the failure timeout, 20 µs):
+    /// every replica is asked for a lease read every 2 µs, and every read served is
+    /// checked against the entries applied anywhere before it was asked.
+    #[arg(long, value_parser = parse_duration)]
+    lease: Option<u64>,
     /// Log slots.
     #[arg(long, default_value_t = 4096)]
     slots: u32,
@@ -117,6 +122,7 @@ pub fn run_cli(a: SimArgs) -> ExitCode {
     if a.snapshot_every.is_some() {
         log.max_snapshot_bytes = 8; // the simulated service's digest
     }
+    log.lease_ns = a.lease.unwrap_or(0);
     if let Err(e) = log.validate() {
         eprintln!("velos sim: {e}");
         return ExitCode::from(2);
@@ -162,6 +168,7 @@ pub fn run_cli(a: SimArgs) -> ExitCode {
         device_memory: false,
         pauses: a.pause.clone(),
         snapshot_every: a.snapshot_every,
+        lease_reads: a.lease.is_some(),
     };
     let report = run(&spec);
     if a.json {
@@ -197,6 +204,9 @@ pub fn run_cli(a: SimArgs) -> ExitCode {
         }
         if let Some(k) = a.snapshot_every {
             replay += &format!(" --snapshot-every {k}");
+        }
+        if let Some(d) = a.lease {
+            replay += &format!(" --lease {d}");
         }
         eprintln!(
             "velos sim: a check failed (seed {}); replay: {replay}",

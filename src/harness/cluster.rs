@@ -49,6 +49,9 @@ pub struct ClusterSpec {
     /// every this many entries, so that the log's ring recycles and a replica that falls
     /// off it copies a snapshot (`log.max_snapshot_bytes` must hold 8 bytes).
     pub snapshot_every: Option<u64>,
+    /// Ask every replica for a lease read every 2 µs and check every read served against
+    /// the entries applied anywhere before it was asked (`log.lease_ns` sets the leases).
+    pub lease_reads: bool,
 }
 
 /// What a replica applied.
@@ -67,6 +70,10 @@ pub struct ReplicaReport {
     pub installs: Vec<(u64, u64)>,
     /// Its service's next entry and digest at the end (`(0, 0)` without a service).
     pub digest: (u64, u64),
+    /// `(slot, ns)`: its proposals decided while it led, when their clients could first
+    /// have been told.
+    #[serde(skip)]
+    pub acknowledged: Vec<(u64, u64)>,
 }
 
 /// A leader change: `leader` started leading at `at_ns`.
@@ -93,6 +100,8 @@ pub struct ClusterReport {
     pub leader_changes: Vec<LeaderChange>,
     /// The checks: name → pass.
     pub checks: BTreeMap<String, bool>,
+    /// Lease reads served and refused (with `lease_reads`).
+    pub lease_reads: (u64, u64),
     /// What failed, in words.
     pub failures: Vec<String>,
     /// Emulator steps taken.
@@ -253,6 +262,7 @@ pub fn report_with(
             applied_at: t.process.applied_at.clone(),
             installs: services.installs(i),
             digest: services.digest(i),
+            acknowledged: t.process.acknowledged.clone(),
         })
         .collect();
     let proposed: Vec<String> = m
@@ -273,7 +283,11 @@ pub fn report_with(
         .collect();
     leader_changes.sort_by_key(|c| (c.at_ns, c.leader));
     let mut failures = Vec::new();
-    let checks = check(&replicas, &proposed, &mut failures);
+    let mut checks = check(&replicas, &proposed, &mut failures);
+    if spec.lease_reads {
+        let fresh = services.check_reads(&replicas, &mut failures);
+        checks.insert("lease_reads".to_string(), fresh);
+    }
     let shape = spec.log.shape();
     let frozen_slots = (0..spec.log.slots)
         .filter(|&slot| {
@@ -290,6 +304,7 @@ pub fn report_with(
         proposed,
         leader_changes,
         checks,
+        lease_reads: services.read_counts(),
         failures,
         steps: sim.steps(),
         frozen_slots,

@@ -144,6 +144,7 @@ fn report(spec: &MuSpec, sim: &Simulator<MuNode>, crashed: Option<(u16, u64)>) -
             applied_at: t.process.applied_at.clone(),
             installs: Vec::new(),
             digest: (0, 0),
+            acknowledged: Vec::new(),
         })
         .collect();
     let proposed: Vec<String> = m

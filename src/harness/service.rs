@@ -2,9 +2,11 @@
 //! (FNV-1a over slot and value), snapshotted every so many entries. The harness plays the
 //! embedding application between stretches of simulated time: it applies what each
 //! replica committed, restores from the snapshots a replica copied, and hands its own
-//! snapshots to the replica, which lets the log's ring recycle.
+//! snapshots to the replica, which lets the log's ring recycle. With lease reads on, it
+//! also asks every replica for a read at every visit and keeps what was served.
 
-use super::cluster::ClusterSpec;
+use super::cluster::{ClusterSpec, ReplicaReport};
+use std::collections::{BTreeMap, HashMap};
 use velos_core::log::Replica;
 use velos_sim::simulate::Simulator;
 
@@ -42,13 +44,28 @@ struct Service {
     cursor: usize,
     last_snapshot: u64,
     installs: Vec<(u64, u64)>,
+    /// Reads asked and not answered: id → when asked.
+    asked: HashMap<u64, u64>,
 }
 
-/// The services of a simulated cluster (none when the spec asks for no snapshots).
+/// A lease read a replica served: asked at `asked_at`, answered with `index` (the state
+/// after every entry below it).
+#[derive(Clone, Copy, Debug)]
+struct Served {
+    replica: u16,
+    asked_at: u64,
+    index: u64,
+}
+
+/// The services of a simulated cluster (none when the spec asks for neither snapshots nor
+/// reads).
 #[derive(Clone, Debug)]
 pub struct Services {
     every: Option<u64>,
+    reads: bool,
     services: Vec<Service>,
+    served: Vec<Served>,
+    refused: u64,
 }
 
 impl Services {
@@ -60,29 +77,34 @@ impl Services {
             cursor: 0,
             last_snapshot: 0,
             installs: Vec::new(),
+            asked: HashMap::new(),
         };
         Services {
             every: spec.snapshot_every,
+            reads: spec.lease_reads,
             services: vec![service; usize::from(spec.log.replicas)],
+            served: Vec::new(),
+            refused: 0,
         }
     }
 
     /// Runs `sim` until `until_ns`, visiting the services every 2 µs of virtual time (or not at
     /// all without snapshots, so that such runs step exactly as before services existed).
     pub fn run(&mut self, sim: &mut Simulator<Replica>, until_ns: u64) {
-        let Some(every) = self.every else {
+        if self.every.is_none() && !self.reads {
             sim.run(until_ns, u64::MAX);
             return;
-        };
-        assert!(every > 0, "snapshots every so many entries");
+        }
+        assert!(self.every != Some(0), "snapshots every so many entries");
         while sim.now() < until_ns {
             let next = (sim.now() + VISIT_NS).min(until_ns);
             sim.run(next, u64::MAX);
-            self.visit(sim, every);
+            self.visit(sim);
         }
     }
 
-    fn visit(&mut self, sim: &mut Simulator<Replica>, every: u64) {
+    fn visit(&mut self, sim: &mut Simulator<Replica>) {
+        let now = sim.now();
         let m = sim.machine_mut();
         for (i, service) in self.services.iter_mut().enumerate() {
             let node = m.threads[i].node;
@@ -90,6 +112,23 @@ impl Services {
                 continue;
             }
             let replica = &mut m.threads[i].process;
+            if self.reads {
+                for (id, answer) in replica.take_reads() {
+                    let asked_at = service.asked.remove(&id).expect("a read asked");
+                    match answer {
+                        Ok(index) => self.served.push(Served {
+                            replica: i as u16,
+                            asked_at,
+                            index,
+                        }),
+                        Err(_) => self.refused += 1,
+                    }
+                }
+                service.asked.insert(replica.read(), now);
+            }
+            let Some(every) = self.every else {
+                continue;
+            };
             for (point, bytes) in replica.take_installed() {
                 let digest = u64::from_le_bytes(bytes.try_into().expect("an 8-byte digest"));
                 service.installs.push((point, digest));
@@ -113,6 +152,39 @@ impl Services {
                 service.last_snapshot = service.next;
             }
         }
+    }
+
+    /// Lease reads served and refused.
+    pub fn read_counts(&self) -> (u64, u64) {
+        (self.served.len() as u64, self.refused)
+    }
+
+    /// Lemma (no stale lease read), checked: a read served must see every write whose
+    /// client could have been told it was done before the read was asked (its leader
+    /// decided it). `failures` gets a line per stale read.
+    pub fn check_reads(&self, replicas: &[ReplicaReport], failures: &mut Vec<String>) -> bool {
+        let mut acknowledged: BTreeMap<u64, u64> = BTreeMap::new();
+        for r in replicas {
+            for &(slot, at) in &r.acknowledged {
+                let t = acknowledged.entry(slot).or_insert(at);
+                *t = (*t).min(at);
+            }
+        }
+        let mut fresh = true;
+        for read in &self.served {
+            let missed = acknowledged
+                .iter()
+                .find(|&(&slot, &at)| at < read.asked_at && slot >= read.index);
+            if let Some((slot, at)) = missed {
+                fresh = false;
+                failures.push(format!(
+                    "replica {} served a read asked at {} ns at index {}, but slot {slot} was \
+                     acknowledged at {at} ns",
+                    read.replica, read.asked_at, read.index
+                ));
+            }
+        }
+        fresh
     }
 
     /// The snapshots replica `r` copied: `(point, digest)`.

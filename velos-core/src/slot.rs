@@ -49,6 +49,10 @@ pub enum Mutation {
     /// majority carries ([`crate::freeze`]): the log's leader proposes freely there.
     #[cfg(feature = "mutations")]
     DropCarry,
+    /// The log's leader answers reads from its state whenever it leads, lease or not
+    /// ([`crate::log::lease`]).
+    #[cfg(feature = "mutations")]
+    ReadWithoutLease,
 }
 
 impl SlotConfig {

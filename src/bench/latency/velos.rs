@@ -97,6 +97,7 @@ pub(super) fn measure(
         device_memory,
         pauses: Vec::new(),
         snapshot_every: None,
+        lease_reads: false,
     };
     let mut sim = Simulator::new(cluster::machine(&spec), cluster::sim_config(&spec));
     let stop = sim.run(config.warmup_ns, u64::MAX);

@@ -42,6 +42,11 @@ pub struct LogConfig {
     /// ([`Detector`]). Deployments on real clocks with OS scheduling may prefer
     /// [`Detector::Fixed`] with a generous timeout.
     pub detector: Detector,
+    /// Leader leases ([`super::lease`]): how long a heartbeat read showing a replica
+    /// trusting the leader vouches for it (ns), and how long a new leader waits before its
+    /// first decision. 0 (the default): no leases, reads go through the log, failover
+    /// waits for nothing. At most the failure timeout.
+    pub lease_ns: u64,
     /// How long an idle replica pauses between polls (ns).
     pub idle_pause_ns: u64,
     /// A follower that learned nothing locally for this long reads the next slot from a
@@ -69,6 +74,7 @@ impl LogConfig {
             heartbeat_period_ns: 1_000,
             failure_timeout_ns: 20_000,
             detector: Detector::ADAPTIVE,
+            lease_ns: 0,
             idle_pause_ns: 200,
             catch_up_after_ns: 10_000,
             mutation: Mutation::None,
@@ -163,6 +169,12 @@ impl LogConfig {
                 "a log's word layout has proposal numbers of at most {} bits and tags of at \
                  most 8 (value stamps hold them)",
                 super::value::PROPOSAL_BITS
+            ));
+        }
+        if self.lease_ns > self.failure_timeout_ns {
+            return Err(format!(
+                "a lease of {} ns is longer than the failure timeout ({} ns)",
+                self.lease_ns, self.failure_timeout_ns
             ));
         }
         if self.failure_timeout_ns <= 2 * self.heartbeat_period_ns {

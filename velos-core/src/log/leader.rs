@@ -23,7 +23,7 @@ use super::config::LogConfig;
 use crate::freeze::Freezer;
 use crate::proposal::{Numbering, ProposerId};
 use crate::slot::{Content, Outcome, SlotCommand, SlotConfig, SlotProposer};
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 mod overflow;
 
@@ -112,6 +112,13 @@ pub(super) struct Leader {
     window: BTreeMap<u64, Run>,
     /// Client values not yet given to a slot.
     pub pending: VecDeque<Proposal>,
+    /// Rule (lease-barrier): `pipeline` consecutive slots decided with my own proposals
+    /// in the current lease period (`crate::log::lease`).
+    pub barrier_done: bool,
+    /// The slots decided with my own proposals since the barrier started.
+    barrier_run: BTreeSet<u64>,
+    /// Fill promised slots with no-ops when no value waits, until the barrier is done.
+    force_noops: bool,
     decided: BTreeMap<u64, Vec<u8>>,
 }
 
@@ -134,6 +141,9 @@ impl Leader {
             next_slot: prefix,
             window: BTreeMap::new(),
             pending: VecDeque::new(),
+            barrier_done: false,
+            barrier_run: BTreeSet::new(),
+            force_noops: false,
             decided: BTreeMap::new(),
         }
     }
@@ -161,6 +171,36 @@ impl Leader {
             recycled: ring.recycled(slot),
             mutation: config.mutation,
         }
+    }
+
+    /// Rule (lease-barrier): starts a barrier — until `pipeline` consecutive slots are
+    /// decided with my own proposals, no lease read is answered, and idle promised slots
+    /// get no-ops.
+    pub(super) fn start_barrier(&mut self) {
+        self.barrier_done = false;
+        self.barrier_run.clear();
+        self.force_noops = true;
+    }
+
+    fn barrier_decided(&mut self, config: &LogConfig, slot: u64) {
+        if self.barrier_done || !self.force_noops {
+            return;
+        }
+        self.barrier_run.insert(slot);
+        let p = u64::from(config.pipeline);
+        let run = |from: u64| (from..from + p).all(|s| self.barrier_run.contains(&s));
+        if (slot.saturating_sub(p - 1)..=slot).any(run) {
+            self.barrier_done = true;
+            self.force_noops = false;
+            self.barrier_run.clear();
+        }
+    }
+
+    /// The decided frontier: every slot decided so far lies below it (the applied prefix,
+    /// or past decided slots waiting for a gap). A lease read returns the state there.
+    pub(super) fn read_index(&self) -> u64 {
+        let past = self.decided.keys().next_back().map_or(0, |&s| s + 1);
+        past.max(self.prefix)
     }
 
     /// Values given to slots and not decided yet.
@@ -355,6 +395,9 @@ impl Leader {
             match outcome {
                 Outcome::Decided { content, .. } => {
                     let run = self.window.remove(&slot).expect("present");
+                    if content == Content::Mine {
+                        self.barrier_decided(config, slot);
+                    }
                     let value = match content {
                         Content::Mine => match run.mine.expect("my value was supplied") {
                             Some(p) => {
@@ -416,7 +459,7 @@ impl Leader {
                     if run.mine.is_none() {
                         run.mine = match self.pending.pop_front() {
                             Some(p) => Some(Some(p)),
-                            None if fill || self.repair => Some(None),
+                            None if fill || self.repair || self.force_noops => Some(None),
                             None => None,
                         };
                     }

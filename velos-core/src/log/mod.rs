@@ -4,8 +4,10 @@
 //! backend.
 
 mod config;
+pub mod heartbeat;
 mod leader;
 mod learner;
+pub mod lease;
 mod links;
 pub mod omega;
 mod replica;
@@ -14,5 +16,6 @@ pub mod snapshot;
 pub mod value;
 
 pub use config::LogConfig;
+pub use lease::ReadError;
 pub use omega::Detector;
 pub use replica::{ClientScript, MAX_PENDING, ProposeError, Replica, SnapshotError};

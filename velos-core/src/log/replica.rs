@@ -5,7 +5,9 @@
 //! fills slots, the follower learns the next slot; with nothing to do, it pauses.
 
 use super::config::{LogConfig, Scratch, ids};
+use super::heartbeat::Heartbeat;
 use super::leader::Leader;
+use super::lease::{Lease, ReadError};
 use super::links::Links;
 use super::omega::Omega;
 use super::ring::{self, Ring};
@@ -178,6 +180,20 @@ pub struct Replica {
     heartbeat_asked: Vec<bool>,
     /// Per replica: its snapshot point as last seen in its heartbeat word (mine: my own).
     points: Vec<u64>,
+    /// Per replica: when the heartbeat read now out towards it was issued.
+    heartbeat_issued: Vec<u64>,
+    /// The lease state of my term ([`super::lease`]).
+    lease: Lease,
+    /// My heartbeat word was stored, fenced, with me as the leader I trust: the next turn
+    /// counts my own switch ([`Lease::own_switch`]).
+    own_switch_pending: bool,
+    /// The leader I trust as my heartbeat word last said, and its version.
+    published_trust: (Option<u16>, u8),
+    /// Since when I hold my lease without a break (leading, leases on).
+    lease_period: Option<u64>,
+    /// Reads asked by [`Replica::read`], answered at the next turn's clock.
+    read_requests: Vec<u64>,
+    read_results: Vec<(u64, Result<u64, ReadError>)>,
     /// The bank of my snapshot region its header names (`None`: no snapshot yet).
     snapshot_bank: Option<u32>,
     /// My next instance was retired: I copy a snapshot before anything else (and do not
@@ -233,6 +249,9 @@ pub struct Replica {
     pub leader_changes: Vec<(u64, u16)>,
     /// When this replica started each of its terms as leader (the local clock).
     pub terms_started: Vec<u64>,
+    /// `(slot, clock)` of each proposal of mine decided while I led: when its client could
+    /// first have been told (a linearizability checker's acknowledgements).
+    pub acknowledged: Vec<(u64, u64)>,
 }
 
 impl Replica {
@@ -261,6 +280,13 @@ impl Replica {
             shape: config.shape(),
             ring: config.ring(),
             points: vec![0; usize::from(config.replicas)],
+            heartbeat_issued: vec![0; usize::from(config.replicas)],
+            lease: Lease::new(me, config.replicas, config.lease_ns),
+            own_switch_pending: false,
+            published_trust: (None, 0),
+            lease_period: None,
+            read_requests: Vec::new(),
+            read_results: Vec::new(),
             snapshot_bank: None,
             behind: false,
             transfer: None,
@@ -308,6 +334,7 @@ impl Replica {
             applied_at: Vec::new(),
             leader_changes: Vec::new(),
             terms_started: Vec::new(),
+            acknowledged: Vec::new(),
         })
     }
 
@@ -368,8 +395,14 @@ impl Replica {
                 );
                 let word = value.expect("a load");
                 self.omega.observe(a, word, self.now);
+                let beat = Heartbeat::of(word);
                 let p = &mut self.points[usize::from(a)];
-                *p = (*p).max(ring::snapshot_point(word)); // points only grow
+                *p = (*p).max(beat.point); // points only grow
+                if self.is_leader() {
+                    let issued = self.heartbeat_issued[usize::from(a)];
+                    let trusts_me = (beat.trust == Some(self.me)).then_some(beat.version);
+                    self.lease.observed(a, trusts_me, issued, self.now);
+                }
                 // Rule (Ω-fresh): the next read goes out at once (the scratch word was
                 // just loaded), so a counter is sampled once per round trip, not every
                 // other heartbeat period; it stays asked.
@@ -378,6 +411,7 @@ impl Replica {
                     remote: self.shape.heartbeat(a),
                     work_id: ids::heartbeat(a),
                 };
+                self.heartbeat_issued[usize::from(a)] = self.now;
                 self.op_first(get, Then::Ignore);
             }
             Then::CasTest(a) => match reply {

@@ -102,24 +102,6 @@ impl Ring {
     }
 }
 
-/// Bits of the heartbeat counter in a heartbeat word; the rest is the replica's snapshot
-/// point.
-pub const BEAT_BITS: u32 = 24;
-
-/// A replica's heartbeat word: its snapshot point (every instance below it is in its
-/// latest snapshot) and its heartbeat counter, so that one read tells the others it is
-/// alive and how far it could serve a snapshot. The counter wraps; Ω only needs the word
-/// to change every period.
-pub fn heartbeat_word(point: u64, beat: u64) -> u64 {
-    assert!(point < 1 << (64 - BEAT_BITS), "snapshot point of 40 bits");
-    point << BEAT_BITS | (beat & ((1 << BEAT_BITS) - 1))
-}
-
-/// The snapshot point of a heartbeat word.
-pub fn snapshot_point(word: u64) -> u64 {
-    word >> BEAT_BITS
-}
-
 /// The retirement bound given every replica's snapshot point: every instance below it is
 /// in the snapshots of a majority (the majority-th largest point).
 pub fn retired(points: &[u64]) -> u64 {
@@ -221,8 +203,6 @@ mod tests {
             4,
             "no ring: the log ends"
         );
-        let w = heartbeat_word(123, (1 << BEAT_BITS) + 5);
-        assert_eq!((snapshot_point(w), w & 0xff_ffff), (123, 5));
     }
 
     #[test]

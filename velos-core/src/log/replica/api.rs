@@ -1,6 +1,6 @@
 //! The embedding side of a replica: proposals in, committed entries and outcomes out.
 
-use super::{MAX_PENDING, ProposeError, Replica, Role};
+use super::{MAX_PENDING, ProposeError, ReadError, Replica, Role};
 use crate::log::leader::Proposal;
 
 impl Replica {
@@ -53,6 +53,23 @@ impl Replica {
     /// Outcomes of proposals since the last call: `(id, Ok(slot))` or why it was lost.
     pub fn take_results(&mut self) -> Vec<(u64, Result<u64, ProposeError>)> {
         std::mem::take(&mut self.results)
+    }
+
+    /// Asks for a linearizable read from the leader's lease ([`crate::log::lease`]): its
+    /// id. At the next turn [`Replica::take_reads`] answers it with the index the read
+    /// must see — once every entry below it is applied, the state machine's state answers
+    /// the read — or why it cannot be served locally (then read through the log: propose
+    /// a marker entry and read once it is applied).
+    pub fn read(&mut self) -> u64 {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.read_requests.push(id);
+        id
+    }
+
+    /// Answers to [`Replica::read`] since the last call: `(id, index or why not)`.
+    pub fn take_reads(&mut self) -> Vec<(u64, Result<u64, ReadError>)> {
+        std::mem::take(&mut self.read_results)
     }
 
     /// Stops the replica: it finishes at its next step; proposals are refused.

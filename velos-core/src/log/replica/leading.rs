@@ -123,15 +123,23 @@ impl Replica {
         }
         let mut cmds = Vec::new();
         let words = &self.words[0];
-        let room = self.room();
-        leader.open_slots(&self.config, room, |s| words.get(&s).copied(), &mut cmds);
-        let progress = leader.step(&self.config, &mut cmds);
+        // Rule (decide-under-lease): without the lease, nothing is opened, filled or adopted.
+        let progress = if self.lease.may_decide(self.now) {
+            let room = self.room();
+            leader.open_slots(&self.config, room, |s| words.get(&s).copied(), &mut cmds);
+            leader.step(&self.config, &mut cmds)
+        } else {
+            Default::default()
+        };
         self.role = Role::Leader(leader);
         self.moved |= progress.moved || !cmds.is_empty();
         self.issue(term, cmds);
         for (slot, value) in progress.apply {
             self.apply(slot, value);
         }
+        let now = self.now;
+        let acknowledged = progress.committed.iter().map(|&(_, slot)| (slot, now));
+        self.acknowledged.extend(acknowledged);
         self.results.extend(
             progress
                 .committed

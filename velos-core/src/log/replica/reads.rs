@@ -72,6 +72,10 @@ impl Replica {
         self.moved = true;
         match read.purpose {
             Purpose::Adopt { term } => {
+                // Rule (decide-under-lease): an adoption accepts; without the lease the
+                // attempt aborts instead (and is prepared again once the lease holds).
+                let leased = self.lease.may_decide(self.now) || self.repair.is_some();
+                let value = value.filter(|_| leased);
                 let mut cmds = Vec::new();
                 let config = self.config.clone();
                 if let Some(l) = self.proposer(term) {

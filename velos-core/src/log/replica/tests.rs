@@ -81,12 +81,19 @@ fn omega_bumps_the_own_heartbeat_and_reads_the_others() {
     r.resume(Reply::Start);
     let ops = turn(&mut r, 0);
     let shape = LogConfig::new(3, 16, 16).shape();
+    let word = crate::log::heartbeat::Heartbeat {
+        point: 0,
+        trust: Some(0),
+        version: 1,
+        beat: 1,
+    };
     assert_eq!(
         ops[0],
         Op::Store {
             loc: shape.heartbeat(1),
-            value: 1
-        }
+            value: word.word()
+        },
+        "the first beat, trusting replica 0 (its first trust: version 1)"
     );
     let gets: Vec<Loc> = ops
         .iter()

@@ -4,9 +4,10 @@ use super::ProposeError;
 use super::{Item, Purpose, Replica, Role, Stage, Then};
 use crate::freeze::Freezer;
 use crate::log::config::ids;
+use crate::log::heartbeat::Heartbeat;
 use crate::log::leader::Leader;
 use crate::log::learner::LOOKAHEAD;
-use crate::log::ring;
+use crate::log::lease::ReadError;
 use crate::word::Lap;
 use velos_rdma::Op;
 
@@ -16,11 +17,15 @@ impl Replica {
         assert!(now >= self.now, "the clock never goes back");
         self.now = now;
         self.moved = false;
+        if std::mem::take(&mut self.own_switch_pending) {
+            // The fenced store of my word naming me landed before this clock reading.
+            self.lease.own_switch(now);
+        }
         if now >= self.next_heartbeat {
             self.next_heartbeat = now + self.config.heartbeat_period_ns;
             self.heartbeat += 1;
+            let value = self.heartbeat_word();
             let own = self.shape.heartbeat(self.me);
-            let value = ring::heartbeat_word(self.points[usize::from(self.me)], self.heartbeat);
             self.op(Op::Store { loc: own, value }, Then::Ignore);
             let me = self.me;
             for a in (0..self.config.replicas).filter(|&a| a != me) {
@@ -33,6 +38,7 @@ impl Replica {
                     );
                 } else {
                     self.heartbeat_asked[usize::from(a)] = true;
+                    self.heartbeat_issued[usize::from(a)] = now;
                     let get = Op::Get {
                         local: self.scratch.heartbeat(a),
                         remote: self.shape.heartbeat(a),
@@ -43,6 +49,8 @@ impl Replica {
             }
         }
         self.follow_omega();
+        self.follow_lease();
+        self.answer_reads();
         let busy: Vec<u16> = self.links.busy().collect();
         for a in busy {
             let (work_id, _) = self.links.oldest(a).expect("busy");
@@ -118,6 +126,57 @@ impl Replica {
         self.items.push_back(Item::Plan);
     }
 
+    /// My heartbeat word now: snapshot point, the leader I trust (Ω's) and its version,
+    /// counter.
+    pub(super) fn heartbeat_word(&mut self) -> u64 {
+        let trust = Some(self.omega.leader(self.now));
+        let (published, version) = self.published_trust;
+        if trust != published {
+            self.published_trust = (trust, version.wrapping_add(1));
+        }
+        Heartbeat {
+            point: self.points[usize::from(self.me)],
+            trust,
+            version: self.published_trust.1,
+            beat: self.heartbeat,
+        }
+        .word()
+    }
+
+    /// Rule (lease-barrier): a new unbroken period of holding the lease starts a barrier
+    /// in the leader's window; a break ends the period.
+    fn follow_lease(&mut self) {
+        let holds = self.lease.holds(self.now);
+        match (&mut self.role, holds, self.lease_period) {
+            (Role::Leader(l), true, None) => {
+                self.lease_period = Some(self.now);
+                l.start_barrier();
+            }
+            (_, false, _) | (Role::Follower, _, _) => self.lease_period = None,
+            _ => {}
+        }
+    }
+
+    /// Answers the reads asked since the last turn, on this turn's clock.
+    pub(super) fn answer_reads(&mut self) {
+        let leader = self.leader();
+        let holds = self.lease.holds(self.now);
+        #[cfg(feature = "mutations")]
+        let holds = holds || self.config.mutation == crate::slot::Mutation::ReadWithoutLease;
+        let index = match &self.role {
+            Role::Leader(l) if holds && l.barrier_done => Some(l.read_index()),
+            #[cfg(feature = "mutations")]
+            Role::Leader(l) if self.config.mutation == crate::slot::Mutation::ReadWithoutLease => {
+                Some(l.read_index())
+            }
+            _ => None,
+        };
+        for id in std::mem::take(&mut self.read_requests) {
+            let result = index.ok_or(ReadError::NoLease { leader });
+            self.read_results.push((id, result));
+        }
+    }
+
     /// Stops leading — deposed, or overtaken on the ring (then `behind`): the window is
     /// abandoned (its CASes fail on the new leader's promises, or on later laps' words);
     /// what was decided is applied already.
@@ -150,6 +209,7 @@ impl Replica {
                 self.repair = None;
                 self.term += 1;
                 self.terms_started.push(self.now);
+                self.lease.start_term();
                 self.catch_up = None;
                 self.reads
                     .retain(|r| r.stage != Stage::Queued || r.purpose != Purpose::Learn);
@@ -160,6 +220,15 @@ impl Replica {
                     self.ballot_floor.clone(),
                 );
                 self.role = Role::Leader(Box::new(leader));
+                if self.lease.enabled() {
+                    // Rule (lease-wait): my own switch counts once my word says so in
+                    // memory: store it now, fenced; the next clock reading is after it.
+                    let value = self.heartbeat_word();
+                    let own = self.shape.heartbeat(self.me);
+                    self.op(Op::Store { loc: own, value }, Then::Ignore);
+                    self.op(Op::Mfence, Then::Ignore);
+                    self.own_switch_pending = true;
+                }
             }
             (Role::Leader(_), false) => self.step_down(),
             _ => {}

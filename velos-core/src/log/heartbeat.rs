@@ -1,0 +1,86 @@
+//! A replica's heartbeat word, the one word the others read of it all the time: its
+//! snapshot point (every instance below it is in its latest snapshot, [`super::ring`]),
+//! the leader it trusts (for leases, see [`super::lease`]) and its heartbeat counter, so
+//! that one read tells whether it is alive, how far it could serve a snapshot, and whom it
+//! follows. `point:34 | trust:6 | version:8 | beat:16`. The trust version grows (wrapping)
+//! every time the trusted leader changes, so that two reads showing the same leader and
+//! version prove the replica trusted that leader all along in between. The counter wraps;
+//! Ω only needs the word to change every period.
+
+/// Bits of the heartbeat counter.
+pub const BEAT_BITS: u32 = 16;
+/// Bits of the trust version.
+pub const VERSION_BITS: u32 = 8;
+/// Bits of the trusted leader (0: none, 1 + id otherwise).
+pub const TRUST_BITS: u32 = 6;
+/// Bits of the snapshot point.
+pub const POINT_BITS: u32 = 64 - BEAT_BITS - VERSION_BITS - TRUST_BITS;
+
+/// What a heartbeat word says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Heartbeat {
+    /// The replica's snapshot point.
+    pub point: u64,
+    /// The leader it trusts.
+    pub trust: Option<u16>,
+    /// How many times (wrapping) its trusted leader changed.
+    pub version: u8,
+    /// Its counter (wrapping at [`BEAT_BITS`]).
+    pub beat: u64,
+}
+
+impl Heartbeat {
+    /// The word.
+    pub fn word(self) -> u64 {
+        assert!(self.point < 1 << POINT_BITS, "a snapshot point of 34 bits");
+        let trust = self.trust.map_or(0, |l| u64::from(l) + 1);
+        assert!(trust < 1 << TRUST_BITS, "a trusted leader of at most 62");
+        let beat = self.beat & ((1 << BEAT_BITS) - 1);
+        let version = u64::from(self.version) << BEAT_BITS;
+        let word = self.point << (BEAT_BITS + VERSION_BITS + TRUST_BITS)
+            | trust << (BEAT_BITS + VERSION_BITS)
+            | version
+            | beat;
+        debug_assert_eq!(Heartbeat::of(word).point, self.point, "round trip");
+        word
+    }
+
+    /// What `word` says.
+    pub fn of(word: u64) -> Heartbeat {
+        let trust = (word >> (BEAT_BITS + VERSION_BITS)) & ((1 << TRUST_BITS) - 1);
+        Heartbeat {
+            point: word >> (BEAT_BITS + VERSION_BITS + TRUST_BITS),
+            trust: trust.checked_sub(1).map(|l| l as u16),
+            version: (word >> BEAT_BITS) as u8,
+            beat: word & ((1 << BEAT_BITS) - 1),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_heartbeat_word_round_trips_and_its_counter_wraps() {
+        let h = Heartbeat {
+            point: 123,
+            trust: Some(4),
+            version: 201,
+            beat: (1 << BEAT_BITS) + 5,
+        };
+        let back = Heartbeat::of(h.word());
+        assert_eq!(
+            (back.point, back.trust, back.version, back.beat),
+            (123, Some(4), 201, 5)
+        );
+        let none = Heartbeat {
+            point: 0,
+            trust: None,
+            version: 0,
+            beat: 1,
+        };
+        assert_eq!(Heartbeat::of(none.word()).trust, None);
+        assert_eq!(none.word(), 1, "a young replica's word is its counter");
+    }
+}
