@@ -7,7 +7,6 @@
 use velos::core::log::{ClientScript, LogConfig};
 use velos::core::slot::Mutation;
 use velos::harness::cluster::{ClusterReport, ClusterSpec, run};
-use velos::sim::latency::LatencyModel;
 
 const LEASE_NS: u64 = 10_000;
 const VALUES: u64 = 300;
@@ -15,23 +14,13 @@ const VALUES: u64 = 300;
 fn spec(seed: u64, replicas: u16) -> ClusterSpec {
     let mut log = LogConfig::new(replicas, 1024, 16);
     log.lease_ns = LEASE_NS;
+    let client = ClientScript {
+        count: VALUES,
+        size: 16,
+    };
     ClusterSpec {
-        log,
-        seed,
-        duration_ns: 1_500_000,
-        crash_leader_at: None,
-        crashes: Vec::new(),
-        slow: Vec::new(),
-        client: ClientScript {
-            count: VALUES,
-            size: 16,
-        },
-        latency: LatencyModel::cluster(),
-        near_overflow: None,
-        device_memory: false,
-        pauses: Vec::new(),
-        snapshot_every: None,
         lease_reads: true,
+        ..ClusterSpec::new(log, seed, 1_500_000, client)
     }
 }
 

@@ -5,7 +5,6 @@
 
 use velos::core::log::{ClientScript, LogConfig};
 use velos::harness::cluster::{ClusterSpec, run};
-use velos::sim::latency::LatencyModel;
 
 const SEEDS: u64 = 60;
 const VALUES: u64 = 20;
@@ -24,23 +23,16 @@ fn spec(seed: u64) -> ClusterSpec {
     } else {
         Vec::new()
     };
+    let client = ClientScript {
+        count: VALUES,
+        size: 16,
+    };
+    let log = LogConfig::new(replicas, 256, 16);
     ClusterSpec {
-        log: LogConfig::new(replicas, 256, 16),
-        seed,
-        duration_ns: DURATION_NS,
         crash_leader_at: Some(crash_leader_at),
         crashes,
-        slow: Vec::new(),
-        client: ClientScript {
-            count: VALUES,
-            size: 16,
-        },
-        latency: LatencyModel::cluster(),
         near_overflow: Some(3 + seed % 3),
-        device_memory: false,
-        pauses: Vec::new(),
-        snapshot_every: None,
-        lease_reads: false,
+        ..ClusterSpec::new(log, seed, DURATION_NS, client)
     }
 }
 

@@ -7,7 +7,6 @@
 
 use velos::core::log::{ClientScript, LogConfig};
 use velos::harness::cluster::{ClusterReport, ClusterSpec, run};
-use velos::sim::latency::LatencyModel;
 
 const SLOTS: u32 = 16;
 const VALUES: u64 = 300;
@@ -17,23 +16,13 @@ const DURATION_NS: u64 = 3_000_000;
 fn spec(seed: u64, replicas: u16) -> ClusterSpec {
     let mut log = LogConfig::new(replicas, SLOTS, 16);
     log.max_snapshot_bytes = 8;
+    let client = ClientScript {
+        count: VALUES,
+        size: 16,
+    };
     ClusterSpec {
-        log,
-        seed,
-        duration_ns: DURATION_NS,
-        crash_leader_at: None,
-        crashes: Vec::new(),
-        slow: Vec::new(),
-        client: ClientScript {
-            count: VALUES,
-            size: 16,
-        },
-        latency: LatencyModel::cluster(),
-        near_overflow: None,
-        device_memory: false,
-        pauses: Vec::new(),
         snapshot_every: Some(EVERY),
-        lease_reads: false,
+        ..ClusterSpec::new(log, seed, DURATION_NS, client)
     }
 }
 

@@ -5,7 +5,6 @@
 
 use velos::core::log::{ClientScript, LogConfig};
 use velos::harness::cluster::{ClusterReport, ClusterSpec, run};
-use velos::sim::latency::LatencyModel;
 
 const SEEDS: u64 = 200;
 const VALUES: u64 = 40;
@@ -21,23 +20,15 @@ fn spec(seed: u64) -> ClusterSpec {
     } else {
         Vec::new()
     };
+    let client = ClientScript {
+        count: VALUES,
+        size: 16,
+    };
+    let log = LogConfig::new(replicas, 1024, 16);
     ClusterSpec {
-        log: LogConfig::new(replicas, 1024, 16),
-        seed,
-        duration_ns: DURATION_NS,
         crash_leader_at: Some(crash_leader_at),
         crashes,
-        slow: Vec::new(),
-        client: ClientScript {
-            count: VALUES,
-            size: 16,
-        },
-        latency: LatencyModel::cluster(),
-        near_overflow: None,
-        device_memory: false,
-        pauses: Vec::new(),
-        snapshot_every: None,
-        lease_reads: false,
+        ..ClusterSpec::new(log, seed, DURATION_NS, client)
     }
 }
 

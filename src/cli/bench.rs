@@ -2,7 +2,7 @@
 
 use clap::{Args, Subcommand};
 use std::io::IsTerminal;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use velos::bench::embed::{EmbedConfig, FollowerIdle};
 use velos::bench::failover::FailoverConfig;
@@ -123,39 +123,21 @@ impl EmbedArgs {
 }
 
 fn run_embed(args: &EmbedArgs) -> ExitCode {
-    let config = match args.config() {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("bench embed: {e}");
-            return ExitCode::from(2);
-        }
+    use velos::bench::embed;
+    let job = Job {
+        name: "embed",
+        run: embed::run,
+        write: embed::write_outputs,
+        text: &|r: &embed::EmbedReport| {
+            format!(
+                "{}{} repeats, {:.1} s wall\n",
+                embed::table(r),
+                r.config.repeats,
+                r.wall_seconds
+            )
+        },
     };
-    let report = match velos::bench::embed::run(&config, std::io::stderr().is_terminal()) {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("bench embed: {e:#}");
-            return ExitCode::FAILURE;
-        }
-    };
-    if let Some(dir) = &args.out
-        && let Err(e) = velos::bench::embed::write_outputs(&report, dir)
-    {
-        eprintln!("bench embed: {e:#}");
-        return ExitCode::FAILURE;
-    }
-    if args.json {
-        println!(
-            "{}",
-            serde_json::to_string(&report).expect("report serialises")
-        );
-    } else {
-        print!("{}", velos::bench::embed::table(&report));
-        println!(
-            "{} repeats, {:.1} s wall",
-            report.config.repeats, report.wall_seconds
-        );
-    }
-    ExitCode::SUCCESS
+    job.main(args.config(), args.out.as_deref(), args.json)
 }
 
 /// Arguments of `velos bench failover`. Unset options take the full sweep's values (or,
@@ -238,39 +220,22 @@ impl FailoverArgs {
 }
 
 fn run_failover(args: &FailoverArgs) -> ExitCode {
-    let config = match args.config() {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("bench failover: {e}");
-            return ExitCode::from(2);
-        }
+    use velos::bench::failover;
+    let job = Job {
+        name: "failover",
+        run: failover::run,
+        write: failover::write_outputs,
+        text: &|r: &failover::FailoverReport| {
+            format!(
+                "{}{} seeds per protocol, latency model {:?}, {:.1} s wall\n",
+                failover::table(r),
+                r.config.seeds,
+                r.config.latency.name,
+                r.wall_seconds
+            )
+        },
     };
-    let report = match velos::bench::failover::run(&config, std::io::stderr().is_terminal()) {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("bench failover: {e:#}");
-            return ExitCode::FAILURE;
-        }
-    };
-    if let Some(dir) = &args.out
-        && let Err(e) = velos::bench::failover::write_outputs(&report, dir)
-    {
-        eprintln!("bench failover: {e:#}");
-        return ExitCode::FAILURE;
-    }
-    if args.json {
-        println!(
-            "{}",
-            serde_json::to_string(&report).expect("report serialises")
-        );
-    } else {
-        print!("{}", velos::bench::failover::table(&report));
-        println!(
-            "{} seeds per protocol, latency model {:?}, {:.1} s wall",
-            report.config.seeds, report.config.latency.name, report.wall_seconds
-        );
-    }
-    ExitCode::SUCCESS
+    job.main(args.config(), args.out.as_deref(), args.json)
 }
 
 /// Arguments of `velos bench latency`. Unset options take the full sweep's values (or,
@@ -363,41 +328,22 @@ impl LatencyArgs {
 }
 
 fn run_latency(args: &LatencyArgs) -> ExitCode {
-    let config = match args.config() {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("bench latency: {e}");
-            return ExitCode::from(2);
-        }
+    use velos::bench::latency;
+    let job = Job {
+        name: "latency",
+        run: latency::run,
+        write: latency::write_outputs,
+        text: &|r: &latency::LatencyReport| {
+            format!(
+                "{}{} points, latency model {:?}, {:.1} s wall\n",
+                latency::table(r),
+                r.points.len(),
+                r.config.latency.name,
+                r.wall_seconds
+            )
+        },
     };
-    let report = match velos::bench::latency::run(&config, std::io::stderr().is_terminal()) {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("bench latency: {e:#}");
-            return ExitCode::FAILURE;
-        }
-    };
-    if let Some(dir) = &args.out
-        && let Err(e) = velos::bench::latency::write_outputs(&report, dir)
-    {
-        eprintln!("bench latency: {e:#}");
-        return ExitCode::FAILURE;
-    }
-    if args.json {
-        println!(
-            "{}",
-            serde_json::to_string(&report).expect("report serialises")
-        );
-    } else {
-        print!("{}", velos::bench::latency::table(&report));
-        println!(
-            "{} points, latency model {:?}, {:.1} s wall",
-            report.points.len(),
-            report.config.latency.name,
-            report.wall_seconds
-        );
-    }
-    ExitCode::SUCCESS
+    job.main(args.config(), args.out.as_deref(), args.json)
 }
 
 /// Arguments of `velos bench locks`. Unset options take the full sweep's values (or,
@@ -504,41 +450,66 @@ impl LocksArgs {
 }
 
 fn run_locks(args: &LocksArgs) -> ExitCode {
-    let config = match args.config() {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("bench locks: {e}");
-            return ExitCode::from(2);
-        }
+    use velos::bench::locks;
+    let job = Job {
+        name: "locks",
+        run: locks::run,
+        write: locks::write_outputs,
+        text: &|r: &locks::LocksReport| {
+            format!(
+                "{}{} points, latency model {:?}, {:.1} s wall\n",
+                locks::table(r),
+                r.points.len(),
+                r.config.latency.name,
+                r.wall_seconds
+            )
+        },
     };
-    let report = match velos::bench::locks::run(&config, std::io::stderr().is_terminal()) {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("bench locks: {e:#}");
+    job.main(args.config(), args.out.as_deref(), args.json)
+}
+
+/// One benchmark as the command line runs it: its name, how it runs, writes its files
+/// and prints its table.
+struct Job<'a, C, R> {
+    name: &'static str,
+    run: fn(&C, bool) -> anyhow::Result<R>,
+    write: fn(&R, &Path) -> anyhow::Result<()>,
+    text: &'a dyn Fn(&R) -> String,
+}
+
+impl<C, R: serde::Serialize> Job<'_, C, R> {
+    /// Runs with `config` (an error in it is a usage error: exit 2), writes the files
+    /// into `out`, prints JSON or the table.
+    fn main(&self, config: Result<C, String>, out: Option<&Path>, json: bool) -> ExitCode {
+        let name = self.name;
+        let config = match config {
+            Ok(c) => c,
+            Err(e) => {
+                eprintln!("bench {name}: {e}");
+                return ExitCode::from(2);
+            }
+        };
+        let report = match (self.run)(&config, std::io::stderr().is_terminal()) {
+            Ok(r) => r,
+            Err(e) => {
+                eprintln!("bench {name}: {e:#}");
+                return ExitCode::FAILURE;
+            }
+        };
+        if let Some(dir) = out
+            && let Err(e) = (self.write)(&report, dir)
+        {
+            eprintln!("bench {name}: {e:#}");
             return ExitCode::FAILURE;
         }
-    };
-    if let Some(dir) = &args.out
-        && let Err(e) = velos::bench::locks::write_outputs(&report, dir)
-    {
-        eprintln!("bench locks: {e:#}");
-        return ExitCode::FAILURE;
+        if json {
+            let line = serde_json::to_string(&report).expect("report serialises");
+            println!("{line}");
+        } else {
+            print!("{}", (self.text)(&report));
+        }
+        ExitCode::SUCCESS
     }
-    if args.json {
-        println!(
-            "{}",
-            serde_json::to_string(&report).expect("report serialises")
-        );
-    } else {
-        print!("{}", velos::bench::locks::table(&report));
-        println!(
-            "{} points, latency model {:?}, {:.1} s wall",
-            report.points.len(),
-            report.config.latency.name,
-            report.wall_seconds
-        );
-    }
-    ExitCode::SUCCESS
 }
 
 /// Runs the subcommand.

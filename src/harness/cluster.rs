@@ -54,6 +54,29 @@ pub struct ClusterSpec {
     pub lease_reads: bool,
 }
 
+impl ClusterSpec {
+    /// A fault-free run of `log` for `duration_ns` with `client`'s values, on the
+    /// `cluster` latency profile, without services; set the other fields with struct
+    /// update syntax.
+    pub fn new(log: LogConfig, seed: u64, duration_ns: u64, client: ClientScript) -> ClusterSpec {
+        ClusterSpec {
+            log,
+            seed,
+            duration_ns,
+            crash_leader_at: None,
+            crashes: Vec::new(),
+            slow: Vec::new(),
+            client,
+            latency: LatencyModel::cluster(),
+            near_overflow: None,
+            device_memory: false,
+            pauses: Vec::new(),
+            snapshot_every: None,
+            lease_reads: false,
+        }
+    }
+}
+
 /// What a replica applied.
 #[derive(Clone, Debug, Serialize)]
 pub struct ReplicaReport {
