@@ -7,6 +7,7 @@ pub mod baseline;
 pub mod bench;
 pub mod cluster_file;
 pub mod demo;
+pub mod embed;
 pub mod harness;
 pub mod local;
 pub mod node;
