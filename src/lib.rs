@@ -9,7 +9,6 @@ pub mod cluster_file;
 pub mod demo;
 pub mod embed;
 pub mod harness;
-pub mod local;
 pub mod node;
 pub mod node_client;
 pub mod rendezvous;

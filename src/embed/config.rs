@@ -64,6 +64,12 @@ pub struct BatchConfig {
     pub max_delay: Duration,
     /// Batches a leader keeps proposed and undecided at most (the pipeline).
     pub max_in_flight: u32,
+    /// Slots a leader may apply ahead of its best live follower before it holds new
+    /// batches back (0: no bound). Followers learn about one slot per turn; without a
+    /// bound a loaded leader runs thousands of slots ahead, and after its crash the next
+    /// leader decides all of them again before its first new commit. Held back, commands
+    /// gather into bigger batches instead.
+    pub follower_lag_slots_max: u32,
 }
 
 impl Default for BatchConfig {
@@ -73,6 +79,7 @@ impl Default for BatchConfig {
             max_bytes: 0,
             max_delay: Duration::ZERO,
             max_in_flight: 8,
+            follower_lag_slots_max: 64,
         }
     }
 }

@@ -59,6 +59,11 @@ pub(crate) struct Driver<S> {
     leading: bool,
     metrics: Arc<Metrics>,
     shown: Arc<Shown>,
+    /// Every replica's view (this one's included), for the follower-lag bound.
+    peers: Arc<[Arc<Shown>]>,
+    /// Slots this replica may lead the best live follower by before it holds new batches
+    /// back (0: no bound).
+    lag_slots_max: u64,
     slots_applied: u64,
     commands_applied: u64,
 }
@@ -67,12 +72,12 @@ impl<S: StateMachine> Driver<S> {
     pub(crate) fn new(
         me: u16,
         machine: S,
-        packing: Packing,
-        max_in_flight: usize,
+        (packing, max_in_flight, lag_slots_max): (Packing, usize, u64),
         metrics: Arc<Metrics>,
-        shown: Arc<Shown>,
+        peers: Arc<[Arc<Shown>]>,
     ) -> Driver<S> {
         assert!(max_in_flight > 0, "a pipeline of at least one batch");
+        let shown = Arc::clone(&peers[usize::from(me)]);
         Driver {
             me,
             machine,
@@ -84,6 +89,8 @@ impl<S: StateMachine> Driver<S> {
             leading: false,
             metrics,
             shown,
+            peers,
+            lag_slots_max,
             slots_applied: 0,
             commands_applied: 0,
         }
@@ -144,7 +151,10 @@ impl<S: StateMachine> Driver<S> {
                 }));
             }
         }
-        while self.in_flight.len() < self.max_in_flight && self.queue.due(&self.packing, now_ns) {
+        while self.in_flight.len() < self.max_in_flight
+            && self.queue.due(&self.packing, now_ns)
+            && !self.followers_behind()
+        {
             let Some((entry, mut commands)) = self.queue.pack(&self.packing) else {
                 break;
             };
@@ -178,6 +188,25 @@ impl<S: StateMachine> Driver<S> {
         );
     }
 
+    /// Whether every live follower has fallen more than the bound behind this replica's
+    /// log. Followers learn about one slot per turn; a leader that runs far ahead leaves
+    /// its successor that many slots to decide again after a crash (a long failover), so
+    /// it lets commands gather into bigger batches instead.
+    fn followers_behind(&self) -> bool {
+        if self.lag_slots_max == 0 {
+            return false;
+        }
+        let me = usize::from(self.me);
+        let best = self
+            .peers
+            .iter()
+            .enumerate()
+            .filter(|&(r, p)| r != me && p.status.load(Ordering::SeqCst) == UP)
+            .map(|(_, p)| p.slots_applied.load(Ordering::SeqCst))
+            .max();
+        best.is_some_and(|b| self.slots_applied > b + self.lag_slots_max)
+    }
+
     /// Applies what the engine committed (batches unpacked, no-ops skipped) and hands out
     /// the outcomes of this replica's proposals once their slots are applied here.
     pub(crate) fn collect(&mut self, replica: &mut Replica, now_ns: u64) {
@@ -202,6 +231,13 @@ impl<S: StateMachine> Driver<S> {
                 Err(_) => self.metrics.undecodable(),
             }
         }
+        // Shown before any receipt resolves: whoever saw a commit sees it applied here.
+        self.shown
+            .slots_applied
+            .store(self.slots_applied, Ordering::SeqCst);
+        self.shown
+            .commands_applied
+            .store(self.commands_applied, Ordering::SeqCst);
         for (id, result) in replica.take_results() {
             let Some(commands) = self.in_flight.remove(&id) else {
                 continue; // not a batch of this driver's (never happens: ids are ours)
@@ -235,12 +271,6 @@ impl<S: StateMachine> Driver<S> {
         self.shown
             .leading
             .store(replica.is_leader(), Ordering::SeqCst);
-        self.shown
-            .slots_applied
-            .store(self.slots_applied, Ordering::SeqCst);
-        self.shown
-            .commands_applied
-            .store(self.commands_applied, Ordering::SeqCst);
     }
 
     fn acknowledge(&self, slot: u64, commands: InFlight, now_ns: u64) {

@@ -37,6 +37,9 @@ pub enum Error {
         /// The replica.
         replica: u16,
     },
+    /// Every replica is down: nobody can take the command.
+    #[error("every replica is down")]
+    NoReplicaUp,
     /// The cluster is shutting down; the command was not proposed.
     #[error("the cluster is shutting down")]
     ShuttingDown,
@@ -72,6 +75,7 @@ impl Error {
                 | Error::CommandTooLarge { .. }
                 | Error::NoSuchReplica { .. }
                 | Error::Unavailable { .. }
+                | Error::NoReplicaUp
                 | Error::ShuttingDown
                 | Error::LogFull
                 | Error::Exhausted { .. }

@@ -60,7 +60,7 @@ enum Inboxes {
 pub struct Cluster<S: StateMachine> {
     config: Config,
     inboxes: Inboxes,
-    shown: Vec<Arc<Shown>>,
+    shown: Arc<[Arc<Shown>]>,
     metrics: Arc<Metrics>,
     runner: Option<thread::JoinHandle<Vec<Option<S>>>>,
     max_command: usize,
@@ -83,19 +83,19 @@ impl<S: StateMachine> Cluster<S> {
         }
         config.validate().map_err(StartError::InvalidConfig)?;
         let metrics = Arc::new(Metrics::new());
-        let shown: Vec<Arc<Shown>> = machines
+        let shown: Arc<[Arc<Shown>]> = machines
             .iter()
             .map(|_| Arc::new(Shown::default()))
             .collect();
-        let packing = config.packing();
+        let knobs = (
+            config.packing(),
+            config.batch.max_in_flight as usize,
+            u64::from(config.batch.follower_lag_slots_max),
+        );
         let drivers: Vec<Driver<S>> = machines
             .into_iter()
-            .zip(&shown)
             .enumerate()
-            .map(|(i, (m, s))| {
-                let in_flight = config.batch.max_in_flight as usize;
-                Driver::new(i as u16, m, packing, in_flight, metrics.clone(), s.clone())
-            })
+            .map(|(i, m)| Driver::new(i as u16, m, knobs, metrics.clone(), shown.clone()))
             .collect();
         let (inboxes, runner) = match &config.backend {
             Backend::Mem => {
@@ -180,7 +180,7 @@ impl<S: StateMachine> Cluster<S> {
     pub fn propose_async(&self, command: Vec<u8>) -> Receipt {
         match self.leader() {
             Some(leader) => self.propose_at(leader, command),
-            None => self.refuse(Error::ShuttingDown),
+            None => self.refuse(Error::NoReplicaUp),
         }
     }
 
@@ -250,6 +250,24 @@ impl<S: StateMachine> Cluster<S> {
     pub fn applied_slots(&self, replica: u16) -> u64 {
         self.shown(replica)
             .map_or(0, |s| s.slots_applied.load(Ordering::SeqCst))
+    }
+
+    /// Waits until every live replica has applied as many slots as the most advanced
+    /// live one did when the call began (at most `timeout`): then they hold the same
+    /// state, for example before [`Cluster::shutdown`] hands the state machines back.
+    pub fn catch_up(&self, timeout: Duration) -> Result<(), Error> {
+        let start = Instant::now();
+        let live = || (0..self.replicas()).filter(|&r| self.role(r) != Role::Crashed);
+        let target = live().map(|r| self.applied_slots(r)).max().unwrap_or(0);
+        while live().any(|r| self.applied_slots(r) < target) {
+            if start.elapsed() >= timeout {
+                return Err(Error::TimedOut { after: timeout });
+            }
+            // Followers learn in microseconds to milliseconds: poll, no condition variable
+            // on the replicas' hot path.
+            thread::sleep(Duration::from_micros(200));
+        }
+        Ok(())
     }
 
     /// The counters so far.
