@@ -213,6 +213,9 @@ fn pipelined_commands_are_batched_and_each_gets_its_result(config: Config) {
     assert_eq!(m.committed, u64::from(n) + 1);
     assert_eq!(m.batched_commands, m.committed);
     assert!(m.batches < m.committed);
+    assert_eq!(m.latency.len(), m.committed, "one latency per command");
+    assert_eq!(m.proposed, m.committed, "nothing lost or pending");
+    assert_eq!(m.lost, 0);
     wait_until("the followers", || {
         (0..3).all(|r| cluster.applied_commands(r) > u64::from(n))
     });

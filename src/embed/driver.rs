@@ -267,6 +267,15 @@ impl<S: StateMachine> Driver<S> {
             let (slot, commands) = entry.remove_entry();
             self.acknowledge(slot, commands, now_ns);
         }
+        assert!(
+            self.decided.keys().all(|&s| s >= self.slots_applied),
+            "a receipt whose slot is applied here has resolved"
+        );
+        assert_eq!(
+            self.slots_applied,
+            replica.next_apply(),
+            "every slot the engine applied was taken"
+        );
         self.shown.leader.store(replica.leader(), Ordering::SeqCst);
         self.shown
             .leading
@@ -274,6 +283,7 @@ impl<S: StateMachine> Driver<S> {
     }
 
     fn acknowledge(&self, slot: u64, commands: InFlight, now_ns: u64) {
+        assert!(!commands.is_empty(), "a batch holds a command");
         let n = commands.len() as u32;
         let latencies: Vec<u64> = commands
             .iter()

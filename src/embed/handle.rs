@@ -109,6 +109,7 @@ impl<S: StateMachine> Cluster<S> {
             }
         };
         let max_command = config.max_command_bytes();
+        assert!(max_command > 0, "validated: a batch holds a command");
         Ok(Cluster {
             config,
             inboxes,
