@@ -29,6 +29,12 @@ fn the_leader_changes_once_and_the_survivors_hold_every_acknowledged_write() {
     assert_eq!(report.checks.rejected_entries, 0);
     assert!(report.client_stopped.is_none(), "{report}");
     assert!(report.puts_acked > 0, "{report}");
+    let b = &report.batching;
+    assert!(b.batches > 0 && b.commands_per_batch >= 1.0, "{report}");
+    assert!(
+        b.batch_commands_max <= u64::from(report.config.clients),
+        "one write per client"
+    );
     assert_eq!(report.timeline.len(), 16);
     assert!(report.ok());
 }

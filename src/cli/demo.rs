@@ -20,6 +20,9 @@ pub struct DemoArgs {
     /// Timeline interval.
     #[arg(long, default_value = "50ms", value_parser = parse_duration)]
     interval: u64,
+    /// Client threads (each writes one command at a time; the leader batches them).
+    #[arg(long, default_value_t = 8)]
+    clients: u32,
     /// Write `report.json` and `timeline.svg` into this directory.
     #[arg(long)]
     out: Option<PathBuf>,
@@ -34,6 +37,7 @@ pub fn run_cli(a: DemoArgs) -> ExitCode {
         duration: Duration::from_nanos(a.duration),
         crash_at: Duration::from_nanos(a.crash_at),
         interval: Duration::from_nanos(a.interval),
+        clients: a.clients,
         ..DemoConfig::default()
     };
     if let Err(e) = config.validate() {

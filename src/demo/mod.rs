@@ -1,14 +1,16 @@
-//! The replicated key-value demo: three in-process replicas ([`LocalCluster`]) each
-//! applying the log to a [`KvStore`]; a client streams puts, deletes and gets; the leader
-//! is crashed mid-run; the report gives the commits per interval, the leader change, and
-//! the checks (the survivors' maps agree and hold every acknowledged write).
+//! The replicated key-value demo: three in-process replicas (an [`embed::Cluster`]) each
+//! applying the log to a [`KvStore`]; clients stream puts, deletes and gets, each over its
+//! own keys; the leader is crashed mid-run; the report gives the commits per interval,
+//! the leader change, the batching, and the checks (the survivors' maps agree and hold
+//! every acknowledged write).
 //!
-//! Writes go through the log ([`LocalCluster::submit`], retried while leadership moves).
-//! Gets read the map of the replica the client believes leads, without going through the
-//! log: they may be stale around a leader change (linearizable reads come later).
+//! Writes go through the log ([`embed::Cluster::submit`], which follows the leader); the
+//! leader packs the clients' concurrent writes into batches. Gets read the map of the
+//! replica the client believes leads, without going through the log: they may be stale
+//! around a leader change (linearizable reads come later).
 //!
-//! [`LocalCluster`]: crate::local::LocalCluster
-//! [`LocalCluster::submit`]: crate::local::LocalCluster::submit
+//! [`embed::Cluster`]: crate::embed::Cluster
+//! [`embed::Cluster::submit`]: crate::embed::Cluster::submit
 //! [`KvStore`]: kv::KvStore
 
 pub mod codec;
@@ -17,7 +19,7 @@ pub mod plot;
 mod report;
 mod scenario;
 
-pub use report::{DemoReport, Interval};
+pub use report::{Batching, DemoReport, Interval};
 pub use scenario::run;
 
 use std::time::Duration;
@@ -34,9 +36,11 @@ pub struct DemoConfig {
     /// Timeline interval.
     #[serde(with = "millis", rename = "interval_ms")]
     pub interval: Duration,
-    /// Distinct keys the client writes.
+    /// Client threads, each writing one command at a time.
+    pub clients: u32,
+    /// Distinct keys each client writes.
     pub keys: u32,
-    /// Log slots (the client stops when the log is full).
+    /// Log slots (the clients stop when the log is full).
     pub slots: u32,
 }
 
@@ -46,6 +50,7 @@ impl Default for DemoConfig {
             duration: Duration::from_secs(2),
             crash_at: Duration::from_millis(800),
             interval: Duration::from_millis(50),
+            clients: 8,
             keys: 64,
             slots: 1 << 16,
         }
@@ -79,6 +84,9 @@ impl DemoConfig {
         }
         if self.interval.is_zero() {
             return Err(DemoError::Zero("the interval"));
+        }
+        if self.clients == 0 {
+            return Err(DemoError::Zero("the client count"));
         }
         if self.keys == 0 {
             return Err(DemoError::Zero("the key count"));

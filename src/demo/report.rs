@@ -34,6 +34,21 @@ pub struct LeaderChange {
     pub first_commit_after_ms: Option<f64>,
 }
 
+/// How the leaders packed the clients' writes (the cluster's metrics at the end).
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Batching {
+    /// Batches committed.
+    pub batches: u64,
+    /// Mean commands per batch.
+    pub commands_per_batch: f64,
+    /// The most commands in one batch.
+    pub batch_commands_max: u64,
+    /// Median propose-to-commit latency at the leader (ms).
+    pub latency_p50_ms: f64,
+    /// 99th percentile of it (ms).
+    pub latency_p99_ms: f64,
+}
+
 /// The checks on the survivors' maps.
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct Checks {
@@ -41,9 +56,10 @@ pub struct Checks {
     pub survivors: Vec<u16>,
     /// Every survivor's map is the same.
     pub survivors_agree: bool,
-    /// Every survivor's map is the one the acknowledged writes make.
+    /// Every survivor's map is the one the acknowledged writes make (a write in doubt
+    /// may or may not have taken effect).
     pub match_acknowledged: bool,
-    /// Acknowledged writes a survivor's map lacks (`replica r: key=value`).
+    /// Keys whose value in a survivor's map no acknowledged write explains.
     pub missing_writes: Vec<String>,
     /// Keys in the first survivor's map at the end.
     pub keys_at_end: usize,
@@ -64,7 +80,8 @@ pub struct DemoReport {
     pub gets: u64,
     /// Gets that did not see the client's last acknowledged write of their key.
     pub stale_gets: u64,
-    /// Submissions retried while leadership moved.
+    /// Writes submitted again after their leader crashed holding them (outcome unknown;
+    /// `submit` follows leadership moves by itself).
     pub retries: u64,
     /// Why the client stopped early, if it did.
     pub client_stopped: Option<String>,
@@ -72,6 +89,8 @@ pub struct DemoReport {
     pub leader_changes: u32,
     /// The crash and the new leader.
     pub leader_change: Option<LeaderChange>,
+    /// Batches and commit latency.
+    pub batching: Batching,
     /// Commits per interval.
     pub timeline: Vec<Interval>,
     /// The checks.
@@ -135,11 +154,26 @@ impl fmt::Display for DemoReport {
         }
         writeln!(
             f,
-            "client: {} puts and {} deletes acknowledged, {} gets ({} stale), {} retries",
-            self.puts_acked, self.dels_acked, self.gets, self.stale_gets, self.retries
+            "clients ({}): {} puts and {} deletes acknowledged, {} gets ({} stale), {} retries",
+            self.config.clients,
+            self.puts_acked,
+            self.dels_acked,
+            self.gets,
+            self.stale_gets,
+            self.retries
+        )?;
+        let b = &self.batching;
+        writeln!(
+            f,
+            "batches: {} ({:.1} commands each on average, at most {}); commit latency p50 {:.3} ms, p99 {:.3} ms",
+            b.batches,
+            b.commands_per_batch,
+            b.batch_commands_max,
+            b.latency_p50_ms,
+            b.latency_p99_ms
         )?;
         if let Some(why) = &self.client_stopped {
-            writeln!(f, "client stopped early: {why}")?;
+            writeln!(f, "clients stopped early: {why}")?;
         }
         let c = &self.checks;
         writeln!(

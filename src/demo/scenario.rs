@@ -1,31 +1,31 @@
-//! The demo's run: the cluster, the client thread, the crash, the checks.
+//! The demo's run: the cluster, the client threads, the crash, the checks.
 
 use super::codec::KvCommand;
 use super::kv::{KvMap, KvStore};
-use super::report::{Checks, DemoReport, Interval, LeaderChange};
+use super::report::{Batching, Checks, DemoReport, Interval, LeaderChange};
 use super::{DemoConfig, DemoError};
-use crate::core::log::{Detector, LogConfig, ProposeError};
-use crate::local::LocalCluster;
+use crate::embed::{Cluster, Config, Error, MetricsSnapshot, Role};
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
 const REPLICAS: usize = 3;
-/// How long the client keeps retrying one write, and the survivors may take to catch up.
+/// How long a client keeps retrying one write, and the survivors may take to catch up.
 const PATIENCE: Duration = Duration::from_secs(20);
 
-/// Millisecond timing for replicas on threads of a possibly shared machine.
-fn log_config(slots: u32) -> LogConfig {
-    let mut c = LogConfig::new(REPLICAS as u16, slots, 64);
-    c.heartbeat_period_ns = 200_000;
-    c.failure_timeout_ns = 50_000_000;
-    c.detector = Detector::Fixed; // real threads: OS scheduling gaps, not RDMA jitter
-    c.idle_pause_ns = 20_000;
-    c.catch_up_after_ns = 2_000_000;
+/// The embedding's real-time defaults, with the demo's log size: entries of 128 bytes
+/// hold about nine of its commands.
+fn cluster_config(slots: u32) -> Config {
+    let mut c = Config::new(REPLICAS as u16);
+    c.log.slots = slots;
+    c.log.max_value_bytes = 128;
+    c.wait_timeout = PATIENCE;
     c
 }
 
-/// What the client saw.
+/// What one client saw. Clients write disjoint keys, so each one's acknowledged writes
+/// decide its keys' final values.
 #[derive(Default)]
 struct ClientLog {
     /// When each write was acknowledged (from the start).
@@ -39,45 +39,51 @@ struct ClientLog {
     stale_gets: u64,
     retries: u64,
     /// A write given up on, whose outcome is unknown, and why.
-    in_doubt: Option<(KvCommand, ProposeError)>,
+    in_doubt: Option<(KvCommand, Error)>,
 }
 
-/// Runs the scenario: three replicas, the client, the leader crashed at `crash_at`.
+/// Runs the scenario: three replicas, the clients, the leader crashed at `crash_at`.
 pub fn run(config: &DemoConfig) -> Result<DemoReport, DemoError> {
     config.validate()?;
     let stores: Vec<KvStore> = (0..REPLICAS).map(|_| KvStore::default()).collect();
-    let cluster =
-        LocalCluster::start(log_config(config.slots), stores.clone()).map_err(DemoError::Start)?;
+    let cluster = Cluster::start(cluster_config(config.slots), stores.clone())
+        .map_err(|e| DemoError::Start(e.to_string()))?;
     let stop = AtomicBool::new(false);
     let start = Instant::now();
-    let (client, samples, crash) = thread::scope(|s| {
-        let client = s.spawn(|| client(&cluster, &stores, config, &stop, start));
+    let (clients, samples, crash) = thread::scope(|s| {
+        let clients: Vec<_> = (0..config.clients)
+            .map(|c| {
+                let (cluster, stores, stop) = (&cluster, &stores, &stop);
+                s.spawn(move || client(c, cluster, stores, config, stop, start))
+            })
+            .collect();
         let mut samples = Vec::new();
         let mut crash = None;
         while start.elapsed() < config.duration {
             let t = start.elapsed();
-            let leader = seen_leader(&cluster);
-            if crash.is_none() && t >= config.crash_at {
-                cluster.crash(leader);
+            let leader = cluster.leader().unwrap_or(0);
+            if crash.is_none() && t >= config.crash_at && cluster.crash(leader).is_ok() {
                 crash = Some((leader, t));
             }
-            samples.push((t, seen_leader(&cluster)));
+            samples.push((t, cluster.leader().unwrap_or(0)));
             thread::sleep(Duration::from_millis(1));
         }
         stop.store(true, Ordering::SeqCst);
-        let client = client.join().unwrap_or_default();
-        (client, samples, crash)
+        let clients: Vec<ClientLog> = clients
+            .into_iter()
+            .map(|c| c.join().unwrap_or_default())
+            .collect();
+        (clients, samples, crash)
     });
     let survivors: Vec<u16> = (0..REPLICAS as u16)
-        .filter(|&r| !cluster.is_crashed(r))
+        .filter(|&r| cluster.role(r) != Role::Crashed)
         .collect();
     let caught_up = Instant::now();
-    let top = || survivors.iter().map(|&r| cluster.applied(r)).max();
-    while survivors.iter().map(|&r| cluster.applied(r)).min() != top()
-        && caught_up.elapsed() < PATIENCE
-    {
+    let applied = || survivors.iter().map(|&r| cluster.applied_commands(r));
+    while applied().min() != applied().max() && caught_up.elapsed() < PATIENCE {
         thread::sleep(Duration::from_millis(1));
     }
+    let metrics = cluster.metrics();
     let machines = cluster.shutdown();
     let maps: Vec<(u16, KvMap)> = machines
         .iter()
@@ -85,19 +91,22 @@ pub fn run(config: &DemoConfig) -> Result<DemoReport, DemoError> {
         .filter_map(|(r, m)| m.as_ref().map(|m| (r as u16, m.map().clone())))
         .collect();
     let rejected = stores.iter().map(|s| s.rejected().len()).sum();
-    Ok(report(config, client, &samples, crash, &maps, rejected))
+    let outcome = Outcome {
+        clients,
+        samples,
+        crash,
+        maps,
+        rejected,
+        metrics,
+    };
+    Ok(report(config, outcome))
 }
 
-/// The leader as the first live replica sees it.
-fn seen_leader<S: crate::local::StateMachine>(cluster: &LocalCluster<S>) -> u16 {
-    (0..cluster.replicas())
-        .find(|&r| !cluster.is_crashed(r))
-        .map_or(0, |r| cluster.leader_seen_by(r))
-}
-
-/// The client: puts (most operations), deletes and gets over `keys` keys until `stop`.
+/// Client `c`: puts (most operations), deletes and gets over its own `keys` keys until
+/// `stop`, one operation at a time.
 fn client(
-    cluster: &LocalCluster<KvStore>,
+    c: u32,
+    cluster: &Cluster<KvStore>,
     stores: &[KvStore],
     config: &DemoConfig,
     stop: &AtomicBool,
@@ -106,9 +115,10 @@ fn client(
     let mut log = ClientLog::default();
     let mut i = 0u64;
     while !stop.load(Ordering::SeqCst) {
-        let key = format!("k{}", i.wrapping_mul(7) % u64::from(config.keys));
+        let key = format!("c{c}k{}", i.wrapping_mul(7) % u64::from(config.keys));
         if i % 4 == 3 {
-            let leader = usize::from(seen_leader(cluster));
+            // Reads the map of the leader as seen now, outside the log: may be stale.
+            let leader = usize::from(cluster.leader().unwrap_or(0));
             let got = stores[leader].map().get(&key).cloned();
             if got != log.model.get(&key).cloned() {
                 log.stale_gets += 1;
@@ -148,49 +158,75 @@ fn client(
     log
 }
 
-/// Submits `command` until some leader decides it; errors other than leadership moving
-/// (the log full, a value too large) end the client.
-fn write(
-    cluster: &LocalCluster<KvStore>,
-    command: &KvCommand,
-    retries: &mut u64,
-) -> Result<(), ProposeError> {
-    let bytes = command
-        .encode()
-        .map_err(|e| ProposeError::ValueTooLarge { len: e.0, max: 255 })?;
+/// Submits `command` until it commits. `submit` itself follows the leader; an unknown
+/// outcome (the leader crashed holding it) is retried here: a put or delete applied twice
+/// in a row is the same as once, and nothing else of this client's is in flight. Other
+/// errors (the log full, a wait that timed out) end the client.
+fn write(cluster: &Cluster<KvStore>, command: &KvCommand, retries: &mut u64) -> Result<(), Error> {
+    let bytes = command.encode().map_err(|e| Error::CommandTooLarge {
+        len: e.0,
+        max: usize::from(u8::MAX),
+    })?;
     let since = Instant::now();
     loop {
         match cluster.submit(bytes.clone()) {
             Ok(_) => return Ok(()),
-            // Deposed: maybe decided, maybe not; a put or delete applied twice in a row is
-            // the same as once, and nothing else of this client's is in flight.
-            Err(
-                e @ (ProposeError::NotLeader { .. }
-                | ProposeError::Deposed
-                | ProposeError::Busy(_)
-                | ProposeError::ShuttingDown),
-            ) => {
+            Err(e @ Error::OutcomeUnknown) => {
                 *retries += 1;
                 if since.elapsed() > PATIENCE {
                     return Err(e);
                 }
-                thread::sleep(Duration::from_micros(200));
             }
             Err(e) => return Err(e),
         }
     }
 }
 
-/// The timeline and the checks.
-fn report(
-    config: &DemoConfig,
-    client: ClientLog,
-    samples: &[(Duration, u16)],
+/// What the run left.
+struct Outcome {
+    clients: Vec<ClientLog>,
+    samples: Vec<(Duration, u16)>,
     crash: Option<(u16, Duration)>,
-    maps: &[(u16, KvMap)],
+    maps: Vec<(u16, KvMap)>,
     rejected: usize,
-) -> DemoReport {
+    metrics: MetricsSnapshot,
+}
+
+/// The values a key may hold at the end: the acknowledged writes' value, or the effect of
+/// its client's write in doubt (`None`: absent).
+fn allowed(clients: &[ClientLog]) -> BTreeMap<String, Vec<Option<String>>> {
+    let mut allowed: BTreeMap<String, Vec<Option<String>>> = BTreeMap::new();
+    for c in clients {
+        for (k, v) in &c.model {
+            allowed.entry(k.clone()).or_default().push(Some(v.clone()));
+        }
+        match &c.in_doubt {
+            Some((KvCommand::Put { key, value }, _)) => {
+                let a = allowed.entry(key.clone()).or_default();
+                if a.is_empty() {
+                    a.push(None);
+                }
+                a.push(Some(value.clone()));
+            }
+            Some((KvCommand::Del { key }, _)) => {
+                let a = allowed.entry(key.clone()).or_default();
+                if a.is_empty() {
+                    a.push(None);
+                }
+                a.push(None);
+            }
+            None => {}
+        }
+    }
+    allowed
+}
+
+/// The timeline and the checks.
+fn report(config: &DemoConfig, o: Outcome) -> DemoReport {
     let intervals = (config.duration.as_nanos()).div_ceil(config.interval.as_nanos()) as u32;
+    let mut acks: Vec<Duration> = o.clients.iter().flat_map(|c| c.acks.clone()).collect();
+    acks.sort();
+    let gets_at: Vec<Duration> = o.clients.iter().flat_map(|c| c.gets_at.clone()).collect();
     let count = |times: &[Duration], k: u32| {
         let (lo, hi) = (config.interval * k, config.interval * (k + 1));
         times.iter().filter(|&&t| t >= lo && t < hi).count() as u64
@@ -200,9 +236,10 @@ fn report(
             let end = config.interval * (k + 1);
             Interval {
                 start_ms: (config.interval * k).as_secs_f64() * 1e3,
-                commits: count(&client.acks, k),
-                gets: count(&client.gets_at, k),
-                leader: samples
+                commits: count(&acks, k),
+                gets: count(&gets_at, k),
+                leader: o
+                    .samples
                     .iter()
                     .take_while(|(t, _)| *t < end)
                     .last()
@@ -210,64 +247,70 @@ fn report(
             }
         })
         .collect();
-    let leader_changes = samples.windows(2).filter(|w| w[0].1 != w[1].1).count() as u32;
-    let change = crash.map(|(crashed, at)| {
-        let new = samples.iter().find(|(t, l)| *t >= at && *l != crashed);
+    let leader_changes = o.samples.windows(2).filter(|w| w[0].1 != w[1].1).count() as u32;
+    let change = o.crash.map(|(crashed, at)| {
+        let new = o.samples.iter().find(|(t, l)| *t >= at && *l != crashed);
         LeaderChange {
             crashed,
             crash_ms: at.as_secs_f64() * 1e3,
             new_leader: new.map(|&(_, l)| l),
             elected_after_ms: new.map(|&(t, _)| (t - at).as_secs_f64() * 1e3),
             first_commit_after_ms: new.and_then(|&(seen, _)| {
-                client
-                    .acks
-                    .iter()
+                acks.iter()
                     .find(|&&t| t >= seen)
                     .map(|&t| (t - at).as_secs_f64() * 1e3)
             }),
         }
     });
-    let mut alternative = client.model.clone();
-    match &client.in_doubt {
-        Some((KvCommand::Put { key, value }, _)) => {
-            alternative.insert(key.clone(), value.clone());
-        }
-        Some((KvCommand::Del { key }, _)) => {
-            alternative.remove(key);
-        }
-        None => {}
-    }
+    let allowed = allowed(&o.clients);
     let mut missing = Vec::new();
-    let mut matches = true;
-    for (r, map) in maps {
-        if *map == client.model || *map == alternative {
-            continue;
-        }
-        matches = false;
-        for (k, v) in &client.model {
-            if map.get(k) != Some(v) {
-                missing.push(format!("replica {r}: {k}={v}"));
+    for (r, map) in &o.maps {
+        for (k, values) in &allowed {
+            if !values.contains(&map.get(k).cloned()) {
+                missing.push(format!("replica {r}: {k} is {:?}", map.get(k)));
             }
+        }
+        for k in map.keys().filter(|k| !allowed.contains_key(*k)) {
+            missing.push(format!("replica {r}: {k} was never written"));
         }
     }
     let checks = Checks {
-        survivors: maps.iter().map(|(r, _)| *r).collect(),
-        survivors_agree: maps.windows(2).all(|w| w[0].1 == w[1].1),
+        survivors: o.maps.iter().map(|(r, _)| *r).collect(),
+        survivors_agree: o.maps.windows(2).all(|w| w[0].1 == w[1].1),
+        match_acknowledged: missing.is_empty(),
         missing_writes: missing,
-        match_acknowledged: matches,
-        keys_at_end: maps.first().map_or(0, |(_, m)| m.len()),
-        rejected_entries: rejected,
+        keys_at_end: o.maps.first().map_or(0, |(_, m)| m.len()),
+        rejected_entries: o.rejected,
     };
+    let m = &o.metrics;
+    let batching = Batching {
+        batches: m.batches,
+        commands_per_batch: m.commands_per_batch(),
+        batch_commands_max: m.batch_commands_max,
+        latency_p50_ms: m.latency_at(0.5).as_secs_f64() * 1e3,
+        latency_p99_ms: m.latency_at(0.99).as_secs_f64() * 1e3,
+    };
+    let stopped: Vec<String> = o
+        .clients
+        .iter()
+        .enumerate()
+        .filter_map(|(c, l)| {
+            l.in_doubt
+                .as_ref()
+                .map(|(cmd, e)| format!("client {c}: {cmd:?} given up: {e}"))
+        })
+        .collect();
     DemoReport {
         config: config.clone(),
-        puts_acked: client.puts,
-        dels_acked: client.dels,
-        gets: client.gets_at.len() as u64,
-        stale_gets: client.stale_gets,
-        retries: client.retries,
-        client_stopped: client.in_doubt.map(|(c, e)| format!("{c:?} given up: {e}")),
+        puts_acked: o.clients.iter().map(|c| c.puts).sum(),
+        dels_acked: o.clients.iter().map(|c| c.dels).sum(),
+        gets: gets_at.len() as u64,
+        stale_gets: o.clients.iter().map(|c| c.stale_gets).sum(),
+        retries: o.clients.iter().map(|c| c.retries).sum(),
+        client_stopped: (!stopped.is_empty()).then(|| stopped.join("; ")),
         leader_changes,
         leader_change: change,
+        batching,
         timeline,
         checks,
     }

@@ -1,9 +1,9 @@
 //! Velos in the embedding benchmark: three [`Replica`]s, each on its own thread over one
 //! in-process fabric ([`MemFabric`], remote operations executed inline by the posting
 //! thread, every node's memory reachable only as its region plan says — as
-//! `LocalCluster` runs them), the client on the leader's thread.
+//! `velos::embed` runs them), the client on the leader's thread.
 //!
-//! The driver is ours rather than `LocalCluster`'s so that the client sits in the
+//! The driver is ours rather than `velos::embed`'s so that the client sits in the
 //! leader's loop (no channel between them) and so that the leader's inputs can be
 //! recorded over the window: afterwards they are replayed, without any backend, into a
 //! copy of the replica taken when the window started, and the replay's CPU time is the

@@ -200,7 +200,8 @@ impl LogConfig {
 pub(super) mod ids {
     use velos_rdma::WorkId;
 
-    /// Value-buffer puts (never awaited: the accept CAS behind them on the queue pair is).
+    /// Value-buffer puts (never awaited: the accept CAS behind them on the queue pair is;
+    /// tested after a CAS failed, only to take their failures).
     pub const PUT: WorkId = WorkId(1);
     /// The content gets of a value read into bank b: `READ_CONTENT + 2 b`.
     pub const READ_CONTENT: u32 = 2;

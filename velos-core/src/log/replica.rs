@@ -105,6 +105,7 @@ enum Then {
     TransferHeader,
     TransferWord(u32),
     TransferBankTest(u32),
+    PutsTest,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -232,6 +233,11 @@ pub struct Replica {
     /// content's, bit 1: the stamp's); 0 when the bank is free.
     poisoned: Vec<u8>,
     moved: bool,
+    /// A CAS failed, so the value-buffer puts ahead of it on its queue pair may have
+    /// failed too: nobody awaits their work id, and a backend keeps an unreported failure
+    /// until a wait or test of its id takes it, so the next heartbeat turn tests
+    /// [`ids::PUT`] (else failures towards a crashed acceptor pile up for good).
+    reap_puts: bool,
     client: ClientScript,
     sent: u64,
     next_id: u64,
@@ -323,6 +329,7 @@ impl Replica {
             reads: VecDeque::new(),
             poisoned: vec![0; banks],
             moved: false,
+            reap_puts: false,
             client,
             sent: 0,
             next_id: 0,
@@ -420,6 +427,7 @@ impl Replica {
                     self.op_first(Op::Load { loc }, Then::CasValue(a));
                 }
                 Reply::Failed(_) => {
+                    self.reap_puts = true;
                     let tag = self.links.complete(a);
                     if let Some(l) = self.proposer(tag.term) {
                         l.on_cas_lost(tag.slot, a, tag.id);
@@ -470,6 +478,8 @@ impl Replica {
                     self.transfer_poisoned[b as usize] = false;
                 }
             }
+            // Complete (failures taken with it) or not yet: then at the next heartbeat.
+            Then::PutsTest => self.reap_puts = reply == Reply::Value(0),
             Then::BankTest(b, bit) => {
                 if reply != Reply::Value(0) {
                     self.poisoned[b as usize] &= !bit;

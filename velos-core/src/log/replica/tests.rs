@@ -229,3 +229,70 @@ fn the_last_epoch_exhausted_refuses_proposals_with_the_slot() {
         Err(ProposeError::Exhausted { slot: 0 })
     );
 }
+
+/// Runs one turn like [`turn`], with `reply` answering every operation but the clock.
+fn turn_replying(r: &mut Replica, now: u64, mut reply: impl FnMut(&Op) -> Reply) -> Vec<Op> {
+    let mut ops = Vec::new();
+    let mut step = r.resume(Reply::Value(now));
+    loop {
+        match step {
+            Step::Op(Op::Now) | Step::Done => return ops,
+            Step::Op(op) => {
+                step = r.resume(reply(&op));
+                ops.push(op);
+            }
+        }
+    }
+}
+
+fn neutral(op: &Op) -> Reply {
+    match op {
+        Op::Load { .. } | Op::Test { .. } => Reply::Value(0),
+        _ => Reply::Done,
+    }
+}
+
+#[test]
+fn after_a_failed_cas_the_puts_work_id_is_tested_each_heartbeat_until_complete() {
+    let puts = Op::Test { work_id: ids::PUT };
+    let mut r = replica(0);
+    r.resume(Reply::Start);
+    turn(&mut r, 0);
+    assert!(r.is_leader());
+    // Every CAS test fails: the acceptors' queue pairs broke (a crash, on the mem backend).
+    let cas = |op: &Op| match op {
+        Op::Test { work_id } if work_id.0 >= ids::CAS => {
+            Reply::Failed(velos_rdma::RdmaError::RemoteCrashed { node: NodeId(1) })
+        }
+        other => neutral(other),
+    };
+    let ops = turn_replying(&mut r, 1, cas);
+    assert!(!ops.contains(&puts), "not before the next heartbeat");
+    // Due: tested, not complete yet (Value(0)); tested again at the next heartbeat.
+    let period = r.config.heartbeat_period_ns;
+    let ops = turn_replying(&mut r, period, neutral);
+    assert_eq!(ops.iter().filter(|&op| *op == puts).count(), 1);
+    let ops = turn_replying(&mut r, period + 1, neutral);
+    assert!(!ops.contains(&puts), "once per heartbeat period");
+    let complete = |op: &Op| match op {
+        Op::Test { work_id } if *work_id == ids::PUT => Reply::Value(1),
+        other => neutral(other),
+    };
+    let ops = turn_replying(&mut r, 2 * period, complete);
+    assert!(ops.contains(&puts));
+    // Complete: the failures were taken with it, so no more tests.
+    let ops = turn_replying(&mut r, 3 * period, neutral);
+    assert!(!ops.contains(&puts), "{ops:?}");
+}
+
+#[test]
+fn without_a_failed_cas_the_puts_work_id_is_never_tested() {
+    let puts = Op::Test { work_id: ids::PUT };
+    let mut r = replica(0);
+    r.resume(Reply::Start);
+    let period = r.config.heartbeat_period_ns;
+    for k in 0..5 {
+        let ops = turn_replying(&mut r, k * period, neutral);
+        assert!(!ops.contains(&puts));
+    }
+}

@@ -12,6 +12,7 @@
 use super::{Replica, Role, Then};
 use crate::log::config::ids;
 use crate::log::snapshot::{bank_words, read_bank};
+use crate::log::value::words_for;
 use crate::word::Lap;
 use velos_rdma::{Op, Reply};
 
@@ -93,7 +94,10 @@ impl Replica {
         assert!(point > self.points[me], "snapshot points grow");
         let bank = self.snapshot_bank.map_or(0, |b| 1 - b);
         let words = bank_words(point, bytes, self.shape.snapshot_words);
-        for (i, value) in words.into_iter().enumerate() {
+        // The padding past the content is never read as content (the length bounds it).
+        let (used, last) = (3 + words_for(bytes.len()), words.len() - 1);
+        let stored = words.into_iter().enumerate();
+        for (i, value) in stored.filter(|&(i, _)| i < used || i == last) {
             let loc = self.shape.snapshot_word(self.me, bank, i as u32);
             self.op(Op::Store { loc, value }, Then::Ignore);
         }

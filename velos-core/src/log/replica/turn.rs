@@ -47,6 +47,11 @@ impl Replica {
                     self.op(get, Then::Ignore);
                 }
             }
+            if self.reap_puts {
+                // Once per heartbeat at most: on verbs a test of unsignaled puts may post
+                // a flush.
+                self.op(Op::Test { work_id: ids::PUT }, Then::PutsTest);
+            }
         }
         self.follow_omega();
         self.follow_lease();

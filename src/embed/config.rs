@@ -1,0 +1,188 @@
+//! How an embedded cluster is set up: the log, the batching, the backend.
+
+use super::batch::{Packing, max_command_bytes};
+use std::time::Duration;
+use velos_core::log::{Detector, LogConfig, MAX_PENDING};
+use velos_sim::latency::LatencyModel;
+
+/// Where the replicas run.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Backend {
+    /// Threads over the in-process RDMA backend (`velos_rdma::mem`), one per replica,
+    /// with the same region plans as over real verbs. Real time.
+    Mem,
+    /// Every replica on the rdma-rmw emulator (`velos_sim`), advanced by one thread in
+    /// virtual time: for tests. See [`EmulatorConfig`] for what is deterministic.
+    Emulator(EmulatorConfig),
+}
+
+/// The emulator backend: one thread owns the simulator and advances virtual time in
+/// quanta; between quanta it takes the commands that arrived and hands out outcomes.
+///
+/// Deterministic: the run is a function of the seed, the configuration and the virtual
+/// times at which commands are taken. Not deterministic: those times, because commands
+/// arrive from other threads on the wall clock. A single client that proposes one command
+/// at a time is taken at the same virtual time in practice (the driver waits
+/// [`EmulatorConfig::idle_wait`] for it before advancing an idle cluster), but nothing
+/// guarantees it; tests must not assert on the emulator's trace.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EmulatorConfig {
+    /// The simulator's seed.
+    pub seed: u64,
+    /// Step costs.
+    pub latency: LatencyModel,
+    /// Virtual time advanced between looks at the command channel (ns).
+    pub quantum_ns: u64,
+    /// How long (wall clock) an idle cluster waits for a command before advancing a
+    /// quantum anyway (elections and failure detection need time to pass).
+    pub idle_wait: Duration,
+}
+
+impl EmulatorConfig {
+    /// The cluster latency profile, quanta of 5 µs, idle waits of 1 ms.
+    pub fn new(seed: u64) -> EmulatorConfig {
+        EmulatorConfig {
+            seed,
+            latency: LatencyModel::cluster(),
+            quantum_ns: 5_000,
+            idle_wait: Duration::from_millis(1),
+        }
+    }
+}
+
+/// How a leader packs waiting commands into log entries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BatchConfig {
+    /// Commands per batch at most (1: no batching).
+    pub max_commands: u32,
+    /// Encoded bytes per batch at most; 0: the log's `max_value_bytes`.
+    pub max_bytes: u32,
+    /// How long the oldest waiting command may wait for company; zero: a batch goes out
+    /// as soon as the pipeline has room (under load batches grow by themselves while the
+    /// pipeline is full). Measured on the backend's clock (virtual on the emulator).
+    pub max_delay: Duration,
+    /// Batches a leader keeps proposed and undecided at most (the pipeline).
+    pub max_in_flight: u32,
+    /// Slots a leader may apply ahead of its best live follower before it holds new
+    /// batches back (0: no bound). Followers learn about one slot per turn; without a
+    /// bound a loaded leader runs thousands of slots ahead, and after its crash the next
+    /// leader decides all of them again before its first new commit. Held back, commands
+    /// gather into bigger batches instead.
+    pub follower_lag_slots_max: u32,
+}
+
+impl Default for BatchConfig {
+    fn default() -> BatchConfig {
+        BatchConfig {
+            max_commands: 64,
+            max_bytes: 0,
+            max_delay: Duration::ZERO,
+            max_in_flight: 8,
+            follower_lag_slots_max: 64,
+        }
+    }
+}
+
+/// An embedded cluster's configuration.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Config {
+    /// The log: replicas, slots, value size, timing. Its timing is in nanoseconds of the
+    /// backend's clock: wall-clock on [`Backend::Mem`], virtual on the emulator.
+    pub log: LogConfig,
+    /// Batching and pipelining.
+    pub batch: BatchConfig,
+    /// Where the replicas run.
+    pub backend: Backend,
+    /// How long [`Receipt::wait`](super::Receipt::wait) and
+    /// [`Cluster::submit`](super::Cluster::submit) wait at most.
+    pub wait_timeout: Duration,
+    /// Every this many slots each replica hands its state machine's snapshot to the log
+    /// (0: never): the log's ring then reuses slots once a majority's snapshots hold them,
+    /// and a replica that falls off the ring copies a peer's. A snapshot must fit
+    /// `log.max_snapshot_bytes`.
+    pub snapshot_every_slots: u64,
+}
+
+impl Config {
+    /// `replicas` replicas on the in-process backend, with timing for threads on a real
+    /// clock: heartbeats every 200 µs, a fixed failure timeout of 50 ms (threads can be
+    /// descheduled for milliseconds; an adaptive timeout would suspect them), idle pauses
+    /// of 20 µs, catch-up reads after 2 ms; 16384 slots of 256 bytes, 8 pre-prepared.
+    pub fn new(replicas: u16) -> Config {
+        let mut log = LogConfig::new(replicas, 1 << 14, 256);
+        log.max_snapshot_bytes = 1 << 20;
+        log.pipeline = 8;
+        log.heartbeat_period_ns = 200_000;
+        log.failure_timeout_ns = 50_000_000;
+        log.detector = Detector::Fixed;
+        log.idle_pause_ns = 20_000;
+        log.catch_up_after_ns = 2_000_000;
+        Config {
+            log,
+            batch: BatchConfig::default(),
+            backend: Backend::Mem,
+            wait_timeout: Duration::from_secs(10),
+            snapshot_every_slots: 1 << 12,
+        }
+    }
+
+    /// `replicas` replicas on the emulator with `seed`, with the engine's own (virtual,
+    /// microsecond) timing and 1024 slots.
+    pub fn emulator(replicas: u16, seed: u64) -> Config {
+        let mut log = LogConfig::new(replicas, 1 << 10, 256);
+        log.max_snapshot_bytes = 1 << 16;
+        log.pipeline = 8;
+        Config {
+            log,
+            batch: BatchConfig::default(),
+            backend: Backend::Emulator(EmulatorConfig::new(seed)),
+            wait_timeout: Duration::from_secs(10),
+            snapshot_every_slots: 1 << 8,
+        }
+    }
+
+    /// The packing the leaders use, in the backend's nanoseconds.
+    pub(crate) fn packing(&self) -> Packing {
+        let max_value = self.log.max_value_bytes as usize;
+        let max_bytes = match self.batch.max_bytes {
+            0 => max_value,
+            b => (b as usize).min(max_value),
+        };
+        Packing {
+            max_commands: self.batch.max_commands,
+            max_bytes,
+            max_delay_ns: u64::try_from(self.batch.max_delay.as_nanos()).unwrap_or(u64::MAX),
+        }
+    }
+
+    /// The largest command a batch can hold.
+    pub fn max_command_bytes(&self) -> usize {
+        max_command_bytes(self.packing().max_bytes).unwrap_or(0)
+    }
+
+    /// Checks the configuration; the reason if it is unusable.
+    pub fn validate(&self) -> Result<(), String> {
+        self.log.validate()?;
+        if self.batch.max_commands == 0 {
+            return Err("batch.max_commands must be positive".into());
+        }
+        if self.batch.max_in_flight == 0 || self.batch.max_in_flight as usize > MAX_PENDING {
+            return Err(format!(
+                "batch.max_in_flight must be 1 to {MAX_PENDING} (the engine's pending bound)"
+            ));
+        }
+        if self.batch.max_bytes == 1 || self.packing().max_bytes < 2 {
+            return Err("a batch needs at least 2 bytes (its tag and one length)".into());
+        }
+        if self.wait_timeout.is_zero() {
+            return Err("wait_timeout must be positive".into());
+        }
+        if let Backend::Emulator(e) = &self.backend
+            && e.quantum_ns == 0
+        {
+            return Err("the emulator's quantum must be positive".into());
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,398 @@
+//! One replica's side of the embedding, whatever runs it: commands in (queued while this
+//! replica leads, refused otherwise), batches out to the engine, committed entries
+//! unpacked and applied to the state machine, outcomes back to the receipts. The backends
+//! ([`super::mem_backend`], [`super::emulator_backend`]) call [`Driver::take`],
+//! [`Driver::pump`] and [`Driver::collect`] around the engine's steps.
+
+use super::batch::{self, Packing, Queue};
+use super::error::Error;
+use super::handle::CommitInfo;
+use super::metrics::Metrics;
+use super::receipt::Completer;
+use super::state_machine::{Position, StateMachine};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU16, AtomicU64, Ordering};
+use std::time::Duration;
+use velos_core::log::{ProposeError, Replica};
+
+/// What a replica's runner receives.
+pub(crate) enum Command {
+    /// A command to propose, and where its outcome goes.
+    Propose(Vec<u8>, Completer),
+    /// Crash the replica: its memory is gone, its runner stops.
+    Crash,
+    /// Stop the replica.
+    Shutdown,
+}
+
+/// Replica states in [`Shown::status`].
+pub(crate) const UP: u8 = 0;
+pub(crate) const CRASHED: u8 = 1;
+pub(crate) const STOPPED: u8 = 2;
+
+/// What the handle sees of a replica, updated by its driver.
+#[derive(Debug, Default)]
+pub(crate) struct Shown {
+    pub(crate) leader: AtomicU16,
+    pub(crate) leading: AtomicBool,
+    pub(crate) status: AtomicU8,
+    pub(crate) slots_applied: AtomicU64,
+    pub(crate) commands_applied: AtomicU64,
+}
+
+/// A proposed batch: each command's arrival time and completer, in batch order.
+type InFlight = Vec<(u64, Completer)>;
+
+/// One replica's embedding state.
+pub(crate) struct Driver<S> {
+    me: u16,
+    machine: S,
+    packing: Packing,
+    max_in_flight: usize,
+    queue: Queue<Completer>,
+    /// Batches given to the engine, by proposal id.
+    in_flight: HashMap<u64, InFlight>,
+    /// Batches decided in `slot` but not applied here yet (a slot can be decided before a
+    /// gap below it is): their receipts wait until it is.
+    decided: BTreeMap<u64, InFlight>,
+    leading: bool,
+    metrics: Arc<Metrics>,
+    shown: Arc<Shown>,
+    /// Every replica's view (this one's included), for the follower-lag bound.
+    peers: Arc<[Arc<Shown>]>,
+    /// Slots this replica may lead the best live follower by before it holds new batches
+    /// back (0: no bound).
+    lag_slots_max: u64,
+    /// Every this many slots the state machine's snapshot goes to the log (0: never).
+    snapshot_every: u64,
+    last_snapshot: u64,
+    slots_applied: u64,
+    commands_applied: u64,
+}
+
+impl<S: StateMachine> Driver<S> {
+    pub(crate) fn new(
+        me: u16,
+        machine: S,
+        (packing, max_in_flight, lag_slots_max, snapshot_every): (Packing, usize, u64, u64),
+        metrics: Arc<Metrics>,
+        peers: Arc<[Arc<Shown>]>,
+    ) -> Driver<S> {
+        assert!(max_in_flight > 0, "a pipeline of at least one batch");
+        let shown = Arc::clone(&peers[usize::from(me)]);
+        Driver {
+            me,
+            machine,
+            packing,
+            max_in_flight,
+            queue: Queue::default(),
+            in_flight: HashMap::new(),
+            decided: BTreeMap::new(),
+            leading: false,
+            metrics,
+            shown,
+            peers,
+            lag_slots_max,
+            snapshot_every,
+            last_snapshot: 0,
+            slots_applied: 0,
+            commands_applied: 0,
+        }
+    }
+
+    /// Whether nothing waits here: no command queued, no batch undecided or unapplied.
+    pub(crate) fn idle(&self) -> bool {
+        self.queue.is_empty() && self.in_flight.is_empty() && self.decided.is_empty()
+    }
+
+    /// A command arrived at `now_ns`: queued if this replica leads, else refused.
+    pub(crate) fn take(
+        &mut self,
+        replica: &Replica,
+        command: Vec<u8>,
+        completer: Completer,
+        now_ns: u64,
+    ) {
+        if replica.leader() != self.me {
+            self.metrics.refused(1);
+            completer.complete(Err(Error::NotLeader {
+                replica: self.me,
+                leader: replica.leader(),
+            }));
+            return;
+        }
+        self.queue.push(command, now_ns, completer);
+    }
+
+    /// A command that reached a stopped (or crashed) replica: it was not proposed.
+    pub(crate) fn refuse_stopped(&self, completer: Completer, crashed: bool) {
+        self.metrics.refused(1);
+        completer.complete(Err(if crashed {
+            Error::Unavailable { replica: self.me }
+        } else {
+            Error::ShuttingDown
+        }));
+    }
+
+    /// Packs due batches and proposes them while the pipeline has room; a replica that
+    /// does not lead (any more) refuses what is queued.
+    pub(crate) fn pump(&mut self, replica: &mut Replica, now_ns: u64) {
+        // Ω's choice, which the engine's `propose` takes up at once (its role changes
+        // only at its next turn otherwise).
+        let leading = replica.leader() == self.me;
+        if leading && !self.leading {
+            self.metrics.leadership();
+        }
+        self.leading = leading;
+        if !leading && !self.queue.is_empty() {
+            let leader = replica.leader();
+            let refused: Vec<_> = self.queue.drain().collect();
+            self.metrics.refused(refused.len() as u64);
+            for (_, _, completer) in refused {
+                completer.complete(Err(Error::NotLeader {
+                    replica: self.me,
+                    leader,
+                }));
+            }
+        }
+        while self.in_flight.len() < self.max_in_flight
+            && self.queue.due(&self.packing, now_ns)
+            && !self.followers_behind()
+        {
+            let Some((entry, mut commands)) = self.queue.pack(&self.packing) else {
+                break;
+            };
+            assert!(
+                entry.len() <= self.packing.max_bytes,
+                "a batch fits an entry"
+            );
+            match replica.propose(entry) {
+                Ok(id) => {
+                    self.metrics.proposed(commands.len() as u64);
+                    for (_, c) in &mut commands {
+                        c.proposed = true;
+                    }
+                    assert!(
+                        self.in_flight.insert(id, commands).is_none(),
+                        "proposal ids are unique"
+                    );
+                }
+                Err(e) => {
+                    self.metrics.refused(commands.len() as u64);
+                    let error = refusal(self.me, e);
+                    for (_, c) in commands {
+                        c.complete(Err(error.clone()));
+                    }
+                }
+            }
+        }
+        assert!(
+            self.in_flight.len() <= self.max_in_flight,
+            "the pipeline's bound holds"
+        );
+    }
+
+    /// Whether every live follower has fallen more than the bound behind this replica's
+    /// log. Followers learn about one slot per turn; a leader that runs far ahead leaves
+    /// its successor that many slots to decide again after a crash (a long failover), so
+    /// it lets commands gather into bigger batches instead.
+    fn followers_behind(&self) -> bool {
+        if self.lag_slots_max == 0 {
+            return false;
+        }
+        let me = usize::from(self.me);
+        let best = self
+            .peers
+            .iter()
+            .enumerate()
+            .filter(|&(r, p)| r != me && p.status.load(Ordering::SeqCst) == UP)
+            .map(|(_, p)| p.slots_applied.load(Ordering::SeqCst))
+            .max();
+        best.is_some_and(|b| self.slots_applied > b + self.lag_slots_max)
+    }
+
+    /// Applies what the engine committed (batches unpacked, no-ops skipped) and hands out
+    /// the outcomes of this replica's proposals once their slots are applied here.
+    pub(crate) fn collect(&mut self, replica: &mut Replica, now_ns: u64) {
+        for (point, snapshot) in replica.take_installed() {
+            // Fell off the ring: a peer's snapshot holds every slot below its point. The
+            // log's stamps make the copy consistent, so a snapshot that does not restore
+            // is the service's own bug, shared by every replica: a broken invariant.
+            self.machine
+                .restore(&snapshot)
+                .unwrap_or_else(|e| panic!("replica {}: {e}", self.me));
+            assert!(
+                point > self.slots_applied,
+                "a snapshot moves a replica forward"
+            );
+            self.slots_applied = point;
+            self.last_snapshot = point;
+            self.metrics.installed();
+        }
+        for (slot, entry) in replica.take_committed() {
+            assert_eq!(slot, self.slots_applied, "slots are applied in order");
+            self.slots_applied += 1;
+            if entry.is_empty() {
+                continue; // a no-op filling a gap
+            }
+            match batch::decode(&entry) {
+                Ok(commands) => {
+                    for (index, command) in commands.into_iter().enumerate() {
+                        let position = Position {
+                            slot,
+                            index: index as u32,
+                        };
+                        self.machine.apply(position, command);
+                        self.commands_applied += 1;
+                    }
+                }
+                // Every replica decodes the same bytes, so every one skips it alike.
+                Err(_) => self.metrics.undecodable(),
+            }
+        }
+        if self.snapshot_every > 0 && self.slots_applied >= self.last_snapshot + self.snapshot_every
+        {
+            let snapshot = self.machine.snapshot();
+            let taken = replica
+                .snapshot_taken(self.slots_applied, &snapshot)
+                .is_ok();
+            self.metrics.snapshot_handed(taken);
+            self.last_snapshot = self.slots_applied;
+        }
+        // Shown before any receipt resolves: whoever saw a commit sees it applied here.
+        self.shown
+            .slots_applied
+            .store(self.slots_applied, Ordering::SeqCst);
+        self.shown
+            .commands_applied
+            .store(self.commands_applied, Ordering::SeqCst);
+        for (id, result) in replica.take_results() {
+            let Some(commands) = self.in_flight.remove(&id) else {
+                continue; // not a batch of this driver's (never happens: ids are ours)
+            };
+            match result {
+                Ok(slot) => {
+                    assert!(!self.decided.contains_key(&slot), "one batch per slot");
+                    self.decided.insert(slot, commands);
+                }
+                Err(e) => {
+                    let error = loss(self.me, e);
+                    if error.not_proposed() {
+                        self.metrics.refused(commands.len() as u64);
+                    } else {
+                        self.metrics.lost(commands.len() as u64);
+                    }
+                    for (_, c) in commands {
+                        c.complete(Err(error.clone()));
+                    }
+                }
+            }
+        }
+        while let Some(entry) = self.decided.first_entry() {
+            if *entry.key() >= self.slots_applied {
+                break;
+            }
+            let (slot, commands) = entry.remove_entry();
+            self.acknowledge(slot, commands, now_ns);
+        }
+        assert!(
+            self.decided.keys().all(|&s| s >= self.slots_applied),
+            "a receipt whose slot is applied here has resolved"
+        );
+        assert_eq!(
+            self.slots_applied,
+            replica.next_apply(),
+            "every slot the engine applied was taken"
+        );
+        self.shown.leader.store(replica.leader(), Ordering::SeqCst);
+        self.shown
+            .leading
+            .store(replica.is_leader(), Ordering::SeqCst);
+    }
+
+    fn acknowledge(&self, slot: u64, commands: InFlight, now_ns: u64) {
+        assert!(!commands.is_empty(), "a batch holds a command");
+        let n = commands.len() as u32;
+        let latencies: Vec<u64> = commands
+            .iter()
+            .map(|&(at, _)| now_ns.saturating_sub(at))
+            .collect();
+        self.metrics.committed(&latencies);
+        for (index, ((_, c), latency)) in commands.into_iter().zip(latencies).enumerate() {
+            c.complete(Ok(CommitInfo {
+                position: Position {
+                    slot,
+                    index: index as u32,
+                },
+                batch_commands: n,
+                leader: self.me,
+                latency: Duration::from_nanos(latency),
+            }));
+        }
+    }
+
+    /// The replica stops: a crash loses every outcome not delivered (queued commands were
+    /// not proposed; proposed ones have an unknown outcome), a shutdown reports decided
+    /// batches as committed. The state machine, if the replica did not crash.
+    pub(crate) fn stop(mut self, crashed: bool, now_ns: u64) -> Option<S> {
+        let status = if crashed { CRASHED } else { STOPPED };
+        self.shown.status.store(status, Ordering::SeqCst);
+        self.shown.leading.store(false, Ordering::SeqCst);
+        let error = if crashed {
+            Error::Unavailable { replica: self.me }
+        } else {
+            Error::ShuttingDown
+        };
+        let queued: Vec<_> = self.queue.drain().collect();
+        self.metrics.refused(queued.len() as u64);
+        for (_, _, c) in queued {
+            c.complete(Err(error.clone()));
+        }
+        let decided = std::mem::take(&mut self.decided);
+        let mut lost: Vec<InFlight> = self.in_flight.drain().map(|(_, c)| c).collect();
+        for (slot, commands) in decided {
+            if crashed {
+                lost.push(commands); // a crashed replica tells nobody
+            } else {
+                self.acknowledge(slot, commands, now_ns);
+            }
+        }
+        for commands in lost {
+            self.metrics.lost(commands.len() as u64);
+            for (_, c) in commands {
+                c.complete(Err(Error::OutcomeUnknown));
+            }
+        }
+        assert!(self.idle(), "every receipt was completed");
+        (!crashed).then_some(self.machine)
+    }
+}
+
+/// The error for a batch the engine refused to take.
+fn refusal(me: u16, e: ProposeError) -> Error {
+    match e {
+        ProposeError::NotLeader { leader } => Error::NotLeader {
+            replica: me,
+            leader,
+        },
+        // The driver checks sizes and bounds its pipeline below the engine's: these mean
+        // the replica cannot take it now, which the caller may retry elsewhere.
+        ProposeError::ValueTooLarge { .. } | ProposeError::Busy(_) => {
+            Error::Unavailable { replica: me }
+        }
+        ProposeError::LogFull => Error::LogFull,
+        ProposeError::ShuttingDown => Error::ShuttingDown,
+        ProposeError::Exhausted { slot } => Error::Exhausted { slot },
+        ProposeError::Deposed => Error::OutcomeUnknown,
+    }
+}
+
+/// The error for a batch the engine took and then could not decide.
+fn loss(me: u16, e: ProposeError) -> Error {
+    match e {
+        ProposeError::Deposed | ProposeError::ShuttingDown => Error::OutcomeUnknown,
+        // Refused before any attempt: it was not proposed in any slot.
+        other => refusal(me, other),
+    }
+}

@@ -1,0 +1,122 @@
+//! The emulator backend: every replica on the rdma-rmw emulator, advanced by one thread
+//! in quanta of virtual time; between quanta the thread takes the commands that arrived
+//! and hands out outcomes (see [`EmulatorConfig`] for what is deterministic). A crash is
+//! the harness's: the node hangs (operations towards it never complete).
+
+use super::config::EmulatorConfig;
+use super::driver::{Command, Driver};
+use super::error::StartError;
+use super::state_machine::StateMachine;
+use crate::harness::cluster::{ClusterSpec, machine, sim_config};
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, unbounded};
+use std::thread;
+use velos_core::log::{ClientScript, LogConfig};
+use velos_rdma::NodeId;
+use velos_sim::machine::CrashMode;
+use velos_sim::simulate::{Fault, Simulator};
+
+/// The runner thread and its command channel (`(replica, command)`).
+pub(crate) struct Started<S> {
+    pub(crate) inbox: Sender<(u16, Command)>,
+    pub(crate) runner: thread::JoinHandle<Vec<Option<S>>>,
+}
+
+/// Starts the simulator thread with one driver per replica.
+pub(crate) fn start<S: StateMachine>(
+    log: LogConfig,
+    emulator: EmulatorConfig,
+    drivers: Vec<Driver<S>>,
+) -> Result<Started<S>, StartError> {
+    assert_eq!(
+        drivers.len(),
+        usize::from(log.replicas),
+        "one driver per replica"
+    );
+    assert!(emulator.quantum_ns > 0, "validated: time moves");
+    let client = ClientScript { count: 0, size: 10 };
+    let spec = ClusterSpec {
+        latency: emulator.latency.clone(),
+        ..ClusterSpec::new(log, emulator.seed, u64::MAX, client)
+    };
+    let (inbox, commands) = unbounded();
+    let runner = thread::Builder::new()
+        .name("velos-emulator".into())
+        .spawn(move || {
+            let sim = Simulator::new(machine(&spec), sim_config(&spec));
+            run(sim, &emulator, drivers, &commands)
+        })
+        .map_err(|e| StartError::Backend(format!("spawning the emulator: {e}")))?;
+    Ok(Started { inbox, runner })
+}
+
+type Sim = Simulator<velos_core::log::Replica>;
+
+/// The simulator loop: commands, a quantum of virtual time, outcomes; until a shutdown
+/// (or the handle is gone).
+fn run<S: StateMachine>(
+    mut sim: Sim,
+    emulator: &EmulatorConfig,
+    drivers: Vec<Driver<S>>,
+    commands: &Receiver<(u16, Command)>,
+) -> Vec<Option<S>> {
+    let mut drivers: Vec<Option<Driver<S>>> = drivers.into_iter().map(Some).collect();
+    loop {
+        let idle = drivers.iter().flatten().all(Driver::idle);
+        let first = if idle {
+            match commands.recv_timeout(emulator.idle_wait) {
+                Ok(c) => Some(c),
+                Err(RecvTimeoutError::Timeout) => None,
+                Err(RecvTimeoutError::Disconnected) => break,
+            }
+        } else {
+            None
+        };
+        let mut shutdown = false;
+        for (r, command) in first.into_iter().chain(commands.try_iter()) {
+            let r = usize::from(r);
+            let now = sim.now();
+            match (command, drivers[r].as_mut()) {
+                (Command::Propose(bytes, completer), Some(d)) => {
+                    d.take(&sim.machine().threads[r].process, bytes, completer, now);
+                }
+                (Command::Propose(_, completer), None) => drop(completer), // down: refused
+                (Command::Crash, Some(_)) => {
+                    sim.inject(Fault::Crash {
+                        node: NodeId(r as u16),
+                        mode: CrashMode::Hang,
+                    });
+                    let d = drivers[r].take().expect("live");
+                    assert!(d.stop(true, now).is_none(), "a crashed machine is gone");
+                }
+                (Command::Crash, None) => {}
+                (Command::Shutdown, _) => shutdown = true,
+            }
+        }
+        if shutdown {
+            break;
+        }
+        let now = sim.now();
+        for (r, d) in drivers.iter_mut().enumerate() {
+            if let Some(d) = d {
+                d.pump(&mut sim.machine_mut().threads[r].process, now);
+            }
+        }
+        sim.run(now.saturating_add(emulator.quantum_ns), u64::MAX);
+        let now = sim.now();
+        for (r, d) in drivers.iter_mut().enumerate() {
+            if let Some(d) = d {
+                d.collect(&mut sim.machine_mut().threads[r].process, now);
+            }
+        }
+    }
+    let now = sim.now();
+    for (r, command) in commands.try_iter() {
+        if let (Command::Propose(_, completer), Some(d)) = (command, &drivers[usize::from(r)]) {
+            d.refuse_stopped(completer, false);
+        }
+    }
+    drivers
+        .into_iter()
+        .map(|d| d.and_then(|d| d.stop(false, now)))
+        .collect()
+}

@@ -1,0 +1,96 @@
+//! What can go wrong when proposing, and why a cluster does not start.
+
+use std::time::Duration;
+
+/// Why a command was not committed, or what is known of it.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The replica asked does not lead; `leader` is the one it trusts. The command was
+    /// not taken.
+    #[error("replica {replica} does not lead: replica {leader} does")]
+    NotLeader {
+        /// The replica asked.
+        replica: u16,
+        /// The leader as that replica sees it.
+        leader: u16,
+    },
+    /// The command does not fit in a log entry, even alone.
+    #[error("a command of {len} bytes is larger than the {max} an entry holds")]
+    CommandTooLarge {
+        /// The command's size.
+        len: usize,
+        /// The largest command.
+        max: usize,
+    },
+    /// No replica with that id.
+    #[error("no replica {replica} (the cluster has {replicas})")]
+    NoSuchReplica {
+        /// The id asked for.
+        replica: u16,
+        /// Replicas in the cluster.
+        replicas: u16,
+    },
+    /// The replica crashed or stopped before it took the command: it was not proposed.
+    #[error("replica {replica} is down: the command was not proposed")]
+    Unavailable {
+        /// The replica.
+        replica: u16,
+    },
+    /// Every replica is down: nobody can take the command.
+    #[error("every replica is down")]
+    NoReplicaUp,
+    /// The cluster is shutting down; the command was not proposed.
+    #[error("the cluster is shutting down")]
+    ShuttingDown,
+    /// Nothing was heard of the command for `after`: it may still commit.
+    #[error("no outcome after {after:?}: the command may still commit")]
+    TimedOut {
+        /// How long the wait lasted.
+        after: Duration,
+    },
+    /// The command was proposed, then its leader was deposed or crashed before it was
+    /// decided: a later leader may still decide it (if an acceptor accepted it) or not.
+    #[error("the leader lost its role before deciding the command: outcome unknown")]
+    OutcomeUnknown,
+    /// Every slot of the log is used (slots are not recycled yet).
+    #[error("the log is full")]
+    LogFull,
+    /// A slot used up its proposal numbers in every epoch of the overflow fallback: the
+    /// log cannot grow past it.
+    #[error("slot {slot} ran out of proposal numbers in every epoch")]
+    Exhausted {
+        /// The slot.
+        slot: u64,
+    },
+}
+
+impl Error {
+    /// Whether the command certainly was not proposed, so proposing it again cannot apply
+    /// it twice.
+    pub fn not_proposed(&self) -> bool {
+        matches!(
+            self,
+            Error::NotLeader { .. }
+                | Error::CommandTooLarge { .. }
+                | Error::NoSuchReplica { .. }
+                | Error::Unavailable { .. }
+                | Error::NoReplicaUp
+                | Error::ShuttingDown
+                | Error::LogFull
+                | Error::Exhausted { .. }
+        )
+    }
+}
+
+/// Why a cluster did not start.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum StartError {
+    /// The configuration is unusable, and why.
+    #[error("invalid configuration: {0}")]
+    InvalidConfig(String),
+    /// The backend could not be set up.
+    #[error("backend: {0}")]
+    Backend(String),
+}

@@ -1,0 +1,346 @@
+//! [`Cluster`]: the handle of an embedded cluster — start, propose, query, crash, stop.
+
+use super::config::{Backend, Config};
+use super::driver::{CRASHED, Command, Driver, STOPPED, Shown, UP};
+use super::error::{Error, StartError};
+use super::metrics::{Metrics, MetricsSnapshot};
+use super::receipt::{Outcome, Receipt, pair};
+use super::state_machine::{Position, StateMachine};
+use super::{emulator_backend, mem_backend};
+use crossbeam_channel::Sender;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::thread;
+use std::time::{Duration, Instant};
+use velos_rdma::NodeId;
+use velos_rdma::mem::MemFabric;
+
+/// What a committed command's receipt says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CommitInfo {
+    /// Where the command is in the log.
+    pub position: Position,
+    /// Commands in its batch.
+    pub batch_commands: u32,
+    /// The replica that proposed and committed it (the leader then); the command was
+    /// applied to that replica's state machine before the receipt resolved.
+    pub leader: u16,
+    /// From when the leader took the command until it was committed and applied there
+    /// (the backend's clock: virtual time on the emulator).
+    pub latency: Duration,
+}
+
+/// What a replica is doing, as the handle last saw it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Role {
+    /// It leads: it takes proposals.
+    Leader,
+    /// It follows: proposals there are refused with [`Error::NotLeader`].
+    Follower,
+    /// It was crashed ([`Cluster::crash`]).
+    Crashed,
+    /// It stopped (the cluster is shutting down).
+    Stopped,
+}
+
+enum Inboxes {
+    PerReplica(Vec<Sender<Command>>, Arc<MemFabric>),
+    Shared(Sender<(u16, Command)>),
+}
+
+/// A running embedded cluster: `replicas` replicas of one log, each applying the
+/// committed commands to its own copy of the service's [`StateMachine`].
+///
+/// Proposals go to the leader: [`Cluster::submit`] finds it and retries while leadership
+/// moves; [`Cluster::propose`] and [`Cluster::propose_async`] try the leader as seen now
+/// once; [`Cluster::propose_at`] asks one replica, and a follower refuses with
+/// [`Error::NotLeader`] (it does not forward: the caller knows best whether to retry).
+/// A command's receipt resolves once its batch is committed *and applied at the leader
+/// that proposed it*; the followers apply it soon after.
+pub struct Cluster<S: StateMachine> {
+    config: Config,
+    inboxes: Inboxes,
+    shown: Arc<[Arc<Shown>]>,
+    metrics: Arc<Metrics>,
+    runner: Option<thread::JoinHandle<Vec<Option<S>>>>,
+    max_command: usize,
+}
+
+impl<S: StateMachine> Cluster<S> {
+    /// Starts one replica per state machine (replica i applies to the i-th); the
+    /// configuration's replica count must match.
+    pub fn start(
+        config: Config,
+        machines: impl IntoIterator<Item = S>,
+    ) -> Result<Cluster<S>, StartError> {
+        let machines: Vec<S> = machines.into_iter().collect();
+        if machines.len() != usize::from(config.log.replicas) {
+            return Err(StartError::InvalidConfig(format!(
+                "{} state machines for {} replicas",
+                machines.len(),
+                config.log.replicas
+            )));
+        }
+        config.validate().map_err(StartError::InvalidConfig)?;
+        let metrics = Arc::new(Metrics::new());
+        let shown: Arc<[Arc<Shown>]> = machines
+            .iter()
+            .map(|_| Arc::new(Shown::default()))
+            .collect();
+        let knobs = (
+            config.packing(),
+            config.batch.max_in_flight as usize,
+            u64::from(config.batch.follower_lag_slots_max),
+            config.snapshot_every_slots,
+        );
+        let drivers: Vec<Driver<S>> = machines
+            .into_iter()
+            .enumerate()
+            .map(|(i, m)| Driver::new(i as u16, m, knobs, metrics.clone(), shown.clone()))
+            .collect();
+        let (inboxes, runner) = match &config.backend {
+            Backend::Mem => {
+                let started = mem_backend::start(config.log.clone(), drivers)?;
+                let inboxes = Inboxes::PerReplica(started.inboxes, started.fabric);
+                (inboxes, started.runner)
+            }
+            Backend::Emulator(e) => {
+                let started = emulator_backend::start(config.log.clone(), e.clone(), drivers)?;
+                (Inboxes::Shared(started.inbox), started.runner)
+            }
+        };
+        let max_command = config.max_command_bytes();
+        assert!(max_command > 0, "validated: a batch holds a command");
+        Ok(Cluster {
+            config,
+            inboxes,
+            shown,
+            metrics,
+            runner: Some(runner),
+            max_command,
+        })
+    }
+
+    /// The configuration it runs.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// Replicas.
+    pub fn replicas(&self) -> u16 {
+        self.config.log.replicas
+    }
+
+    /// The largest command a proposal may carry.
+    pub fn max_command_bytes(&self) -> usize {
+        self.max_command
+    }
+
+    fn shown(&self, replica: u16) -> Option<&Shown> {
+        self.shown.get(usize::from(replica)).map(Arc::as_ref)
+    }
+
+    /// Proposes `command` at `replica`. A follower refuses ([`Error::NotLeader`] names the
+    /// leader it trusts); the leader queues it for the next batch.
+    pub fn propose_at(&self, replica: u16, command: Vec<u8>) -> Receipt {
+        let Some(shown) = self.shown(replica) else {
+            return self.refuse(Error::NoSuchReplica {
+                replica,
+                replicas: self.replicas(),
+            });
+        };
+        if command.len() > self.max_command {
+            return self.refuse(Error::CommandTooLarge {
+                len: command.len(),
+                max: self.max_command,
+            });
+        }
+        if shown.status.load(Ordering::SeqCst) != UP {
+            return self.refuse(Error::Unavailable { replica });
+        }
+        let (receipt, completer) = pair(replica, self.config.wait_timeout);
+        // A send fails only when the replica's runner is gone: the completer, dropped
+        // unsent, refuses the receipt.
+        let _ = match &self.inboxes {
+            Inboxes::PerReplica(inboxes, _) => inboxes[usize::from(replica)]
+                .send(Command::Propose(command, completer))
+                .map_err(drop),
+            Inboxes::Shared(inbox) => inbox
+                .send((replica, Command::Propose(command, completer)))
+                .map_err(drop),
+        };
+        receipt
+    }
+
+    fn refuse(&self, error: Error) -> Receipt {
+        self.metrics.refused(1);
+        Receipt::ready(Err(error))
+    }
+
+    /// Proposes `command` at the leader as the handle sees it now, once: a receipt to
+    /// block on or `.await`.
+    pub fn propose_async(&self, command: Vec<u8>) -> Receipt {
+        match self.leader() {
+            Some(leader) => self.propose_at(leader, command),
+            None => self.refuse(Error::NoReplicaUp),
+        }
+    }
+
+    /// Proposes `command` at the leader as seen now and waits (at most the wait timeout)
+    /// until it is committed and applied there.
+    pub fn propose(&self, command: Vec<u8>) -> Outcome {
+        self.propose_async(command).wait()
+    }
+
+    /// Proposes `command` at whichever replica leads, again while leadership moves (the
+    /// refusals that say it was not proposed), until it commits or the wait timeout has
+    /// passed. An [`Error::OutcomeUnknown`] is returned, not retried: proposing it again
+    /// could apply it twice.
+    pub fn submit(&self, command: Vec<u8>) -> Outcome {
+        let timeout = self.config.wait_timeout;
+        let start = Instant::now();
+        let mut pause = Duration::from_micros(50);
+        loop {
+            let left = timeout.saturating_sub(start.elapsed());
+            if left.is_zero() {
+                return Err(Error::TimedOut { after: timeout });
+            }
+            let receipt = self.propose_async(command.clone());
+            match receipt.wait_timeout(left) {
+                Err(Error::NotLeader { .. } | Error::Unavailable { .. }) => {
+                    // Leadership is moving: wait a little, longer each time (bounded).
+                    thread::sleep(pause.min(left));
+                    pause = (pause * 2).min(Duration::from_millis(5));
+                }
+                Err(Error::TimedOut { .. }) => return Err(Error::TimedOut { after: timeout }),
+                other => return other,
+            }
+        }
+    }
+
+    /// The leader as `replica` sees it; `None` if it is down.
+    pub fn leader_seen_by(&self, replica: u16) -> Option<u16> {
+        let shown = self.shown(replica)?;
+        (shown.status.load(Ordering::SeqCst) == UP).then(|| shown.leader.load(Ordering::SeqCst))
+    }
+
+    /// The leader as the first live replica sees it; `None` if every replica is down.
+    pub fn leader(&self) -> Option<u16> {
+        (0..self.replicas()).find_map(|r| self.leader_seen_by(r))
+    }
+
+    /// What `replica` is doing (a replica out of range is [`Role::Stopped`]).
+    pub fn role(&self, replica: u16) -> Role {
+        let Some(shown) = self.shown(replica) else {
+            return Role::Stopped;
+        };
+        match shown.status.load(Ordering::SeqCst) {
+            CRASHED => Role::Crashed,
+            STOPPED => Role::Stopped,
+            _ if shown.leading.load(Ordering::SeqCst) => Role::Leader,
+            _ => Role::Follower,
+        }
+    }
+
+    /// Commands `replica` has applied to its state machine.
+    pub fn applied_commands(&self, replica: u16) -> u64 {
+        self.shown(replica)
+            .map_or(0, |s| s.commands_applied.load(Ordering::SeqCst))
+    }
+
+    /// Log slots `replica` has applied (batches and no-ops).
+    pub fn applied_slots(&self, replica: u16) -> u64 {
+        self.shown(replica)
+            .map_or(0, |s| s.slots_applied.load(Ordering::SeqCst))
+    }
+
+    /// Waits until every live replica has applied as many slots as the most advanced
+    /// live one did when the call began (at most `timeout`): then they hold the same
+    /// state, for example before [`Cluster::shutdown`] hands the state machines back.
+    pub fn catch_up(&self, timeout: Duration) -> Result<(), Error> {
+        let start = Instant::now();
+        let live = || (0..self.replicas()).filter(|&r| self.role(r) != Role::Crashed);
+        let target = live().map(|r| self.applied_slots(r)).max().unwrap_or(0);
+        while live().any(|r| self.applied_slots(r) < target) {
+            if start.elapsed() >= timeout {
+                return Err(Error::TimedOut { after: timeout });
+            }
+            // Followers learn in microseconds to milliseconds: poll, no condition variable
+            // on the replicas' hot path.
+            thread::sleep(Duration::from_micros(200));
+        }
+        Ok(())
+    }
+
+    /// The counters so far.
+    pub fn metrics(&self) -> MetricsSnapshot {
+        self.metrics.snapshot()
+    }
+
+    /// Crashes `replica`: its memory is gone (peers' operations towards it fail on `mem`,
+    /// hang on the emulator) and it stops; its state machine is lost.
+    pub fn crash(&self, replica: u16) -> Result<(), Error> {
+        let shown = self.shown(replica).ok_or(Error::NoSuchReplica {
+            replica,
+            replicas: self.replicas(),
+        })?;
+        if shown.status.load(Ordering::SeqCst) != UP {
+            return Err(Error::Unavailable { replica });
+        }
+        // Seen at once by the handle (leader queries skip it), before the runner acts.
+        shown.status.store(CRASHED, Ordering::SeqCst);
+        // In effect before this returns: on `mem` the node's memory goes now (its thread
+        // stops when it reads the command); the emulator's runner takes commands in order,
+        // so the crash comes before any later proposal.
+        if let Inboxes::PerReplica(_, fabric) = &self.inboxes {
+            fabric.crash(NodeId(replica));
+        }
+        self.send(replica, Command::Crash);
+        Ok(())
+    }
+
+    fn send(&self, replica: u16, command: Command) {
+        // The runner is gone only after a shutdown: nothing left to tell.
+        let _ = match &self.inboxes {
+            Inboxes::PerReplica(inboxes, _) => {
+                inboxes[usize::from(replica)].send(command).map_err(drop)
+            }
+            Inboxes::Shared(inbox) => inbox.send((replica, command)).map_err(drop),
+        };
+    }
+
+    /// Stops every replica: outstanding receipts resolve (committed ones as such, the
+    /// rest with errors). The state machines, `None` for crashed replicas.
+    pub fn shutdown(mut self) -> Vec<Option<S>> {
+        let machines = self.stop();
+        assert_eq!(
+            machines.len(),
+            usize::from(self.replicas()),
+            "one per replica"
+        );
+        machines
+    }
+
+    fn stop(&mut self) -> Vec<Option<S>> {
+        let Some(runner) = self.runner.take() else {
+            return Vec::new();
+        };
+        for r in 0..self.replicas() {
+            self.send(r, Command::Shutdown);
+        }
+        runner.join().expect("the cluster's runner panicked")
+    }
+}
+
+impl<S: StateMachine> Drop for Cluster<S> {
+    fn drop(&mut self) {
+        if !thread::panicking() {
+            self.stop();
+        } else if self.runner.is_some() {
+            // Stop the replicas without joining (a panicking runner would abort).
+            for r in 0..self.replicas() {
+                self.send(r, Command::Shutdown);
+            }
+        }
+    }
+}

@@ -1,0 +1,124 @@
+//! The in-process backend: every replica on its own thread over `velos_rdma::mem`, with
+//! the region plans of a real deployment (an access a plan does not grant fails the
+//! replica's operation, as on a NIC). Real time: the engine's clock is the fabric's.
+
+use super::driver::{Command, Driver};
+use super::error::StartError;
+use super::state_machine::StateMachine;
+use crossbeam_channel::{Receiver, Sender, unbounded};
+use std::sync::Arc;
+use std::thread;
+use std::time::Instant;
+use velos_core::log::{ClientScript, LogConfig, Replica};
+use velos_rdma::mem::{MemFabric, MemOptions, Mode};
+use velos_rdma::{Endpoint, NodeId, Process, Reply, Shared, Step};
+
+/// What the replica threads share.
+pub(crate) struct Started<S> {
+    pub(crate) inboxes: Vec<Sender<Command>>,
+    /// The fabric, so that a crash takes effect before [`super::Cluster::crash`] returns.
+    pub(crate) fabric: Arc<MemFabric>,
+    pub(crate) runner: thread::JoinHandle<Vec<Option<S>>>,
+}
+
+/// Starts one thread per driver (driver i runs replica i).
+pub(crate) fn start<S: StateMachine>(
+    log: LogConfig,
+    drivers: Vec<Driver<S>>,
+) -> Result<Started<S>, StartError> {
+    assert_eq!(
+        drivers.len(),
+        usize::from(log.replicas),
+        "one driver per replica"
+    );
+    let shape = log.shape();
+    let options = MemOptions {
+        mode: Mode::Worker,
+        jitter: None,
+    };
+    let fabric = MemFabric::with_plans(shape.layout(), options, shape.region_plans())
+        .map_err(StartError::Backend)?;
+    let fabric = Arc::new(fabric);
+    let shared_fabric = Arc::clone(&fabric);
+    let log = Shared::new(log);
+    let (inboxes, receivers): (Vec<_>, Vec<_>) = drivers.iter().map(|_| unbounded()).unzip();
+    let runner = thread::Builder::new()
+        .name("velos-embed".into())
+        .spawn(move || {
+            thread::scope(|scope| {
+                let handles: Vec<_> = drivers
+                    .into_iter()
+                    .zip(receivers)
+                    .enumerate()
+                    .map(|(i, (driver, inbox))| {
+                        let fabric = &fabric;
+                        let log = log.clone();
+                        thread::Builder::new()
+                            .name(format!("velos-replica-{i}"))
+                            .spawn_scoped(scope, move || run(fabric, log, i as u16, driver, &inbox))
+                            .expect("a replica thread starts")
+                    })
+                    .collect();
+                handles
+                    .into_iter()
+                    .map(|h| h.join().expect("a replica thread panicked"))
+                    .collect()
+            })
+        })
+        .map_err(|e| StartError::Backend(format!("spawning the runner: {e}")))?;
+    Ok(Started {
+        inboxes,
+        fabric: shared_fabric,
+        runner,
+    })
+}
+
+/// One replica's thread: commands in, the engine stepped, outcomes out. Its state
+/// machine, or `None` if it crashed.
+fn run<S: StateMachine>(
+    fabric: &MemFabric,
+    log: Shared<LogConfig>,
+    me: u16,
+    mut driver: Driver<S>,
+    inbox: &Receiver<Command>,
+) -> Option<S> {
+    let no_client = ClientScript { count: 0, size: 10 };
+    let mut replica = Replica::new(log, me, no_client).expect("validated at start");
+    let mut endpoint = fabric.endpoint(NodeId(me));
+    let start = Instant::now();
+    let now = || u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX);
+    let mut reply = Reply::Start;
+    loop {
+        while let Ok(command) = inbox.try_recv() {
+            match command {
+                Command::Propose(bytes, completer) => {
+                    driver.take(&replica, bytes, completer, now());
+                }
+                Command::Crash => {
+                    fabric.crash(NodeId(me));
+                    refuse_rest(&driver, inbox, true);
+                    return driver.stop(true, now());
+                }
+                Command::Shutdown => replica.shutdown(),
+            }
+        }
+        let t = now();
+        driver.pump(&mut replica, t);
+        match replica.resume(reply) {
+            Step::Done => break,
+            Step::Op(op) => reply = endpoint.execute(&op),
+        }
+        driver.collect(&mut replica, now());
+    }
+    refuse_rest(&driver, inbox, false);
+    driver.stop(false, now())
+}
+
+/// Commands still in the inbox of a replica that stops were never taken.
+fn refuse_rest<S: StateMachine>(driver: &Driver<S>, inbox: &Receiver<Command>, crashed: bool) {
+    while let Ok(command) = inbox.try_recv() {
+        if let Command::Propose(_, completer) = command {
+            driver.refuse_stopped(completer, crashed);
+        }
+    }
+}

@@ -1,0 +1,75 @@
+//! Velos embedded in a Rust service: a [`Cluster`] of replicas of one log, each applying
+//! the committed commands to its own copy of the service's [`StateMachine`].
+//!
+//! * **Start** from a [`Config`]: the log's knobs ([`LogConfig`](velos_core::log::LogConfig),
+//!   with real-time defaults from [`Config::new`]), batching ([`BatchConfig`]) and the
+//!   [`Backend`]: threads over the in-process RDMA backend (the default), or the
+//!   rdma-rmw emulator in virtual time for tests ([`Config::emulator`]). Real RDMA has
+//!   no handle yet: a verbs deployment runs one replica per process (`velos node`,
+//!   [`crate::node`]: cluster file, rendezvous, region plans), so its handle would hold one
+//!   local replica, not a cluster; the replica-side logic here (`driver.rs`) is
+//!   backend-neutral and is what such a handle would drive on a verbs endpoint in place
+//!   of `velos node`'s built-in clients. It is not written because nothing here could
+//!   test it (it needs an RDMA device: the soft-RoCE guest).
+//! * **Propose**: [`Cluster::submit`] (the leader found, retried while leadership moves,
+//!   bounded by [`Config::wait_timeout`]), [`Cluster::propose`] (blocking, once),
+//!   [`Cluster::propose_async`] (a [`Receipt`], which is a [`Future`]
+//!   usable from any executor, or blocks with a bound), [`Cluster::propose_at`] (one
+//!   replica; a follower refuses with [`Error::NotLeader`], it does not forward). A
+//!   receipt resolves once the command is committed and applied at the leader.
+//! * **Batching and pipelining**: the leader's replica packs waiting commands into one log
+//!   entry ([`batch`]: a tag byte and length-prefixed frames, never more than the log's
+//!   `max_value_bytes`), keeps up to [`BatchConfig::max_in_flight`] batches undecided, and
+//!   lets the oldest command wait at most [`BatchConfig::max_delay`] for company. Every
+//!   command gets its own receipt; `apply` sees commands, never batches, and never the
+//!   no-ops a new leader writes.
+//! * **Query**: [`Cluster::leader`], [`Cluster::role`], [`Cluster::applied_commands`],
+//!   [`Cluster::metrics`] (commits, aborts, leader changes, batches, latency histogram).
+//! * **Stop**: [`Cluster::crash`] one replica (tests, demos), [`Cluster::shutdown`] all of
+//!   them, getting the state machines back.
+//!
+//! ```
+//! use velos::embed::{Cluster, Config, Position, RestoreError, StateMachine};
+//!
+//! #[derive(Default)]
+//! struct Counter(u64);
+//!
+//! impl StateMachine for Counter {
+//!     fn apply(&mut self, _: Position, command: &[u8]) {
+//!         self.0 += u64::from(command.first().copied().unwrap_or(0));
+//!     }
+//!     fn snapshot(&self) -> Vec<u8> {
+//!         self.0.to_le_bytes().to_vec()
+//!     }
+//!     fn restore(&mut self, bytes: &[u8]) -> Result<(), RestoreError> {
+//!         let b = bytes.try_into().map_err(|_| RestoreError("8 bytes".into()))?;
+//!         self.0 = u64::from_le_bytes(b);
+//!         Ok(())
+//!     }
+//! }
+//!
+//! let cluster = Cluster::start(Config::new(3), (0..3).map(|_| Counter::default()))?;
+//! let info = cluster.submit(vec![5])?;
+//! assert_eq!(info.position.slot, 0);
+//! let machines = cluster.shutdown();
+//! assert_eq!(machines[info.leader as usize].as_ref().map(|c| c.0), Some(5));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+pub mod batch;
+mod config;
+mod driver;
+mod emulator_backend;
+mod error;
+mod handle;
+mod mem_backend;
+mod metrics;
+mod receipt;
+mod state_machine;
+
+pub use config::{Backend, BatchConfig, Config, EmulatorConfig};
+pub use error::{Error, StartError};
+pub use handle::{Cluster, CommitInfo, Role};
+pub use metrics::MetricsSnapshot;
+pub use receipt::{Outcome, Receipt};
+pub use state_machine::{Position, RestoreError, StateMachine};

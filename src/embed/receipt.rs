@@ -1,0 +1,209 @@
+//! A proposal's outcome, delivered once: [`Receipt`] blocks with a bound
+//! ([`Receipt::wait`], [`Receipt::wait_timeout`]) or is awaited as a [`Future`] from any
+//! executor (no runtime: a mutex, a condition variable and the last waker).
+
+use super::error::Error;
+use super::handle::CommitInfo;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::task::{Context, Poll, Waker};
+use std::time::{Duration, Instant};
+
+/// What a receipt resolves to.
+pub type Outcome = Result<CommitInfo, Error>;
+
+#[derive(Debug, Default)]
+struct State {
+    outcome: Option<Outcome>,
+    waker: Option<Waker>,
+}
+
+#[derive(Debug, Default)]
+struct Cell {
+    state: Mutex<State>,
+    ready: Condvar,
+}
+
+impl Cell {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // Nobody panics holding it; a poisoned lock still holds a consistent state.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// The outcome of one proposed command, once known.
+///
+/// `wait` blocks for at most the cluster's
+/// [`wait_timeout`](super::Config::wait_timeout); `.await` has no bound of its own (wrap
+/// it in your runtime's timeout). Dropping a receipt does not withdraw the command.
+#[derive(Debug)]
+#[must_use = "a receipt says whether the command committed"]
+pub struct Receipt {
+    cell: Arc<Cell>,
+    timeout: Duration,
+}
+
+/// The replica side of a [`Receipt`]: completes it once. Dropped without completing, it
+/// completes the receipt with [`Error::OutcomeUnknown`] if the command was proposed, else
+/// with [`Error::Unavailable`] — a receipt never waits for an outcome nobody will send.
+#[derive(Debug)]
+pub(crate) struct Completer {
+    cell: Option<Arc<Cell>>,
+    replica: u16,
+    /// The command was given to the engine: a lost completer means an unknown outcome.
+    pub(crate) proposed: bool,
+}
+
+/// A receipt and its completer, for a command sent to `replica`.
+pub(crate) fn pair(replica: u16, timeout: Duration) -> (Receipt, Completer) {
+    let cell = Arc::new(Cell::default());
+    (
+        Receipt {
+            cell: Arc::clone(&cell),
+            timeout,
+        },
+        Completer {
+            cell: Some(cell),
+            replica,
+            proposed: false,
+        },
+    )
+}
+
+impl Completer {
+    /// Delivers `outcome` to the receipt.
+    pub(crate) fn complete(mut self, outcome: Outcome) {
+        let cell = self.cell.take().expect("completed once");
+        Self::deliver(&cell, outcome);
+    }
+
+    fn deliver(cell: &Cell, outcome: Outcome) {
+        let waker = {
+            let mut state = cell.lock();
+            assert!(state.outcome.is_none(), "a receipt is completed once");
+            state.outcome = Some(outcome);
+            state.waker.take()
+        };
+        cell.ready.notify_all();
+        if let Some(w) = waker {
+            w.wake();
+        }
+    }
+}
+
+impl Drop for Completer {
+    fn drop(&mut self) {
+        if let Some(cell) = self.cell.take() {
+            let lost = if self.proposed {
+                Error::OutcomeUnknown
+            } else {
+                Error::Unavailable {
+                    replica: self.replica,
+                }
+            };
+            Self::deliver(&cell, Err(lost));
+        }
+    }
+}
+
+impl Receipt {
+    /// A receipt that is already resolved (a command refused before it reached a replica).
+    pub(crate) fn ready(outcome: Outcome) -> Receipt {
+        let (receipt, completer) = pair(0, Duration::ZERO);
+        completer.complete(outcome);
+        receipt
+    }
+
+    /// Blocks until the outcome is known, at most the cluster's wait timeout; then
+    /// [`Error::TimedOut`] (the command may still commit).
+    pub fn wait(self) -> Outcome {
+        let timeout = self.timeout;
+        self.wait_timeout(timeout)
+    }
+
+    /// Blocks until the outcome is known, at most `timeout`.
+    pub fn wait_timeout(self, timeout: Duration) -> Outcome {
+        let start = Instant::now();
+        let mut state = self.cell.lock();
+        loop {
+            if let Some(outcome) = state.outcome.take() {
+                return outcome;
+            }
+            let Some(left) = timeout
+                .checked_sub(start.elapsed())
+                .filter(|d| !d.is_zero())
+            else {
+                return Err(Error::TimedOut { after: timeout });
+            };
+            state = self
+                .cell
+                .ready
+                .wait_timeout(state, left)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+    }
+
+    /// Whether the outcome is known (then `wait` returns at once).
+    pub fn is_ready(&self) -> bool {
+        self.cell.lock().outcome.is_some()
+    }
+}
+
+impl Future for Receipt {
+    type Output = Outcome;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Outcome> {
+        let mut state = self.cell.lock();
+        match state.outcome.take() {
+            Some(outcome) => Poll::Ready(outcome),
+            None => {
+                // Only the last poll's waker is kept, as the Future contract asks.
+                if !state
+                    .waker
+                    .as_ref()
+                    .is_some_and(|w| w.will_wake(cx.waker()))
+                {
+                    state.waker = Some(cx.waker().clone());
+                }
+                Poll::Pending
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_lost_completer_resolves_the_receipt_instead_of_hanging() {
+        let (r, c) = pair(2, Duration::from_secs(5));
+        drop(c);
+        assert_eq!(r.wait(), Err(Error::Unavailable { replica: 2 }));
+        let (r, mut c) = pair(2, Duration::from_secs(5));
+        c.proposed = true;
+        drop(c);
+        assert_eq!(r.wait(), Err(Error::OutcomeUnknown));
+    }
+
+    #[test]
+    fn a_wait_is_bounded() {
+        let (r, _c) = pair(0, Duration::from_millis(1));
+        assert_eq!(
+            r.wait(),
+            Err(Error::TimedOut {
+                after: Duration::from_millis(1)
+            })
+        );
+    }
+
+    #[test]
+    fn the_completer_may_run_on_another_thread() {
+        let (r, c) = pair(0, Duration::from_secs(60));
+        let t = std::thread::spawn(move || c.complete(Err(Error::LogFull)));
+        assert_eq!(r.wait(), Err(Error::LogFull));
+        t.join().unwrap();
+    }
+}

@@ -1,0 +1,33 @@
+//! The service a cluster replicates.
+
+/// Where a command sits in the log: the slot that decided its batch, and its place in
+/// the batch. Positions grow with the order of application.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Position {
+    /// The log slot.
+    pub slot: u64,
+    /// The command's index in the slot's batch (from 0).
+    pub index: u32,
+}
+
+/// Why a snapshot could not be restored.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("the snapshot cannot be restored: {0}")]
+pub struct RestoreError(pub String);
+
+/// The service's state, replicated: every replica applies the same commands in the same
+/// order. Batches are unpacked first and a leader's no-ops skipped, so `apply` sees the
+/// commands proposed, one at a time.
+pub trait StateMachine: Send + 'static {
+    /// Applies the command at `position`; positions come in log order, without gaps in
+    /// the slots that carry commands.
+    fn apply(&mut self, position: Position, command: &[u8]);
+
+    /// The state as bytes, enough for [`StateMachine::restore`] to rebuild it (slot
+    /// recycling will hand a snapshot to a replica that fell behind the log's ring).
+    fn snapshot(&self) -> Vec<u8>;
+
+    /// Replaces the state with the one `snapshot` describes; a snapshot that does not
+    /// decode is an error, and the state is then left as it was.
+    fn restore(&mut self, snapshot: &[u8]) -> Result<(), RestoreError>;
+}

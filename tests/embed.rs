@@ -1,0 +1,480 @@
+//! The embedding API (`velos::embed`) on the in-process backend and on the emulator:
+//! commands committed and applied in the same order on every replica, the async form on
+//! a minimal executor, batching and pipelining, typed errors for bad input, a leader
+//! crash, consistent metrics. Every wait is bounded; nothing asserts speed.
+
+use std::future::Future;
+use std::pin::pin;
+use std::sync::Arc;
+use std::task::{Context, Poll, Wake, Waker};
+use std::thread::{self, Thread};
+use std::time::{Duration, Instant};
+use velos::embed::{
+    Backend, Cluster, Config, EmulatorConfig, Error, Position, Receipt, RestoreError, Role,
+    StartError, StateMachine,
+};
+
+/// Records every command it applied.
+#[derive(Debug, Default)]
+struct Recorder {
+    applied: Vec<(Position, Vec<u8>)>,
+}
+
+impl StateMachine for Recorder {
+    fn apply(&mut self, position: Position, command: &[u8]) {
+        self.applied.push((position, command.to_vec()));
+    }
+
+    fn snapshot(&self) -> Vec<u8> {
+        // Enough for the tests: the commands, length-prefixed (positions are not kept).
+        let mut out = Vec::new();
+        for (_, c) in &self.applied {
+            out.extend_from_slice(&(c.len() as u32).to_le_bytes());
+            out.extend_from_slice(c);
+        }
+        out
+    }
+
+    fn restore(&mut self, mut bytes: &[u8]) -> Result<(), RestoreError> {
+        let mut applied = Vec::new();
+        while !bytes.is_empty() {
+            let (len, rest) = bytes
+                .split_first_chunk::<4>()
+                .ok_or_else(|| RestoreError("a truncated length".into()))?;
+            let len = u32::from_le_bytes(*len) as usize;
+            if rest.len() < len {
+                return Err(RestoreError("a truncated command".into()));
+            }
+            let index = applied.len() as u32;
+            applied.push((Position { slot: 0, index }, rest[..len].to_vec()));
+            bytes = &rest[len..];
+        }
+        self.applied = applied;
+        Ok(())
+    }
+}
+
+fn recorders(n: usize) -> impl Iterator<Item = Recorder> {
+    (0..n).map(|_| Recorder::default())
+}
+
+/// The emulator backend with its engine timing (virtual microseconds).
+fn emulator(seed: u64) -> Config {
+    Config::emulator(3, seed)
+}
+
+fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !done() {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "timed out waiting for {what}"
+        );
+        thread::sleep(Duration::from_millis(1));
+    }
+}
+
+fn command(tag: &str, i: u32) -> Vec<u8> {
+    format!("{tag} {i}").into_bytes()
+}
+
+/// The commands of a replica's log, in order.
+fn commands(r: &Recorder) -> Vec<Vec<u8>> {
+    r.applied.iter().map(|(_, c)| c.clone()).collect()
+}
+
+fn assert_same_prefix(a: &Recorder, b: &Recorder) {
+    let n = a.applied.len().min(b.applied.len());
+    assert_eq!(
+        a.applied[..n],
+        b.applied[..n],
+        "replicas applied differently"
+    );
+}
+
+/// Positions strictly increase: in log order, without repeats.
+fn assert_in_order(r: &Recorder) {
+    assert!(r.applied.windows(2).all(|w| w[0].0 < w[1].0), "log order");
+}
+
+fn every_replica_applies_what_was_committed(config: Config) {
+    let cluster = Cluster::start(config, recorders(3)).expect("a valid configuration");
+    let mut infos = Vec::new();
+    for i in 0..50 {
+        infos.push(cluster.submit(command("c", i)).expect("committed"));
+    }
+    assert!(
+        infos.windows(2).all(|w| w[0].position < w[1].position),
+        "positions grow"
+    );
+    wait_until("every replica to apply 50", || {
+        (0..3).all(|r| cluster.applied_commands(r) >= 50)
+    });
+    let m = cluster.metrics();
+    assert_eq!(m.committed, 50);
+    assert_eq!(m.proposed, 50);
+    assert_eq!(m.latency.len(), 50);
+    assert_eq!(m.lost, 0);
+    let machines = cluster.shutdown();
+    let logs: Vec<&Recorder> = machines.iter().map(|m| m.as_ref().unwrap()).collect();
+    let expected: Vec<Vec<u8>> = (0..50).map(|i| command("c", i)).collect();
+    for log in &logs {
+        assert_in_order(log);
+        assert_same_prefix(logs[0], log);
+        assert_eq!(commands(log), expected, "every command once, in order");
+    }
+    for (i, info) in infos.iter().enumerate() {
+        assert_eq!(logs[0].applied[i], (info.position, command("c", i as u32)));
+    }
+}
+
+#[test]
+fn mem_every_replica_applies_what_was_committed_in_the_same_order() {
+    every_replica_applies_what_was_committed(Config::new(3));
+}
+
+#[test]
+fn emulator_every_replica_applies_what_was_committed_in_the_same_order() {
+    every_replica_applies_what_was_committed(emulator(7));
+}
+
+/// A minimal executor: polls on this thread, parks until woken.
+fn block_on<F: Future>(future: F) -> F::Output {
+    struct Unpark(Thread);
+    impl Wake for Unpark {
+        fn wake(self: Arc<Self>) {
+            self.0.unpark();
+        }
+    }
+    let waker = Waker::from(Arc::new(Unpark(thread::current())));
+    let mut cx = Context::from_waker(&waker);
+    let mut future = pin!(future);
+    let start = Instant::now();
+    loop {
+        if let Poll::Ready(out) = future.as_mut().poll(&mut cx) {
+            return out;
+        }
+        assert!(start.elapsed() < Duration::from_secs(60), "never woken");
+        thread::park_timeout(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn receipts_are_futures_for_any_executor() {
+    let cluster = Cluster::start(Config::new(3), recorders(3)).expect("valid");
+    cluster.submit(b"warm-up".to_vec()).expect("a leader");
+    let receipts: Vec<Receipt> = (0..20)
+        .map(|i| cluster.propose_async(command("a", i)))
+        .collect();
+    let infos = block_on(async move {
+        let mut infos = Vec::new();
+        for r in receipts {
+            infos.push(r.await);
+        }
+        infos
+    });
+    for (i, info) in infos.into_iter().enumerate() {
+        let info = info.unwrap_or_else(|e| panic!("command {i}: {e}"));
+        assert_eq!(info.leader, 0);
+    }
+    let machines = cluster.shutdown();
+    let leader = machines[0].as_ref().unwrap();
+    assert_eq!(
+        leader.applied.len(),
+        21,
+        "applied at the leader before resolving"
+    );
+}
+
+fn pipelined_commands_are_batched_and_each_gets_its_result(config: Config) {
+    let cluster = Cluster::start(config, recorders(3)).expect("valid");
+    cluster.submit(b"warm-up".to_vec()).expect("a leader");
+    let leader = cluster.leader().expect("a leader");
+    let n = 2_000u32;
+    let receipts: Vec<Receipt> = (0..n)
+        .map(|i| cluster.propose_at(leader, command("b", i)))
+        .collect();
+    let infos: Vec<_> = receipts
+        .into_iter()
+        .enumerate()
+        .map(|(i, r)| r.wait().unwrap_or_else(|e| panic!("command {i}: {e}")))
+        .collect();
+    let mut positions: Vec<Position> = infos.iter().map(|i| i.position).collect();
+    positions.sort();
+    positions.dedup();
+    assert_eq!(positions.len(), n as usize, "one position per command");
+    assert!(infos.iter().all(|i| i.position.index < i.batch_commands));
+    let m = cluster.metrics();
+    assert!(
+        m.batch_commands_max > 1,
+        "some batch packs several commands"
+    );
+    assert!(m.commands_per_batch() > 1.0, "{m:?}");
+    assert_eq!(m.committed, u64::from(n) + 1);
+    assert_eq!(m.batched_commands, m.committed);
+    assert!(m.batches < m.committed);
+    assert_eq!(m.latency.len(), m.committed, "one latency per command");
+    assert_eq!(m.proposed, m.committed, "nothing lost or pending");
+    assert_eq!(m.lost, 0);
+    wait_until("the followers", || {
+        (0..3).all(|r| cluster.applied_commands(r) > u64::from(n))
+    });
+    let machines = cluster.shutdown();
+    let log = machines[usize::from(leader)].as_ref().unwrap();
+    for info in infos.iter().step_by(97) {
+        let (position, c) = log
+            .applied
+            .iter()
+            .find(|(p, _)| *p == info.position)
+            .expect("applied");
+        assert_eq!(*position, info.position);
+        assert!(c.starts_with(b"b "), "{c:?}");
+    }
+    // Every command once, in the order the leader took them (one client, one leader).
+    let expected: Vec<Vec<u8>> = std::iter::once(b"warm-up".to_vec())
+        .chain((0..n).map(|i| command("b", i)))
+        .collect();
+    for m in machines.iter().flatten() {
+        assert_eq!(commands(m), expected);
+    }
+}
+
+#[test]
+fn mem_pipelined_commands_are_batched_and_each_gets_its_result() {
+    pipelined_commands_are_batched_and_each_gets_its_result(Config::new(3));
+}
+
+#[test]
+fn emulator_pipelined_commands_are_batched_and_each_gets_its_result() {
+    pipelined_commands_are_batched_and_each_gets_its_result(emulator(11));
+}
+
+#[test]
+fn a_batch_delay_holds_commands_for_company_within_both_bounds() {
+    // On the emulator, whose clock is virtual: a lone command waits out the delay.
+    let mut config = emulator(3);
+    config.batch.max_delay = Duration::from_micros(100);
+    config.batch.max_commands = 8;
+    let cluster = Cluster::start(config, recorders(3)).expect("valid");
+    let info = cluster.submit(b"alone".to_vec()).expect("committed");
+    assert!(info.latency >= Duration::from_micros(100), "{info:?}");
+    assert_eq!(info.batch_commands, 1);
+    // A burst: batches of 8 go out at once (full), never more.
+    let receipts: Vec<Receipt> = (0..64)
+        .map(|i| cluster.propose_async(command("d", i)))
+        .collect();
+    for r in receipts {
+        let info = r.wait().expect("committed");
+        assert!(info.batch_commands <= 8, "max_commands bounds a batch");
+    }
+    let m = cluster.metrics();
+    assert_eq!(m.batch_commands_max, 8, "{m:?}");
+}
+
+#[test]
+fn bad_input_is_a_typed_error() {
+    let mut config = Config::new(3);
+    config.log.max_value_bytes = 64;
+    let cluster = Cluster::start(config, recorders(3)).expect("valid");
+    cluster.submit(b"first".to_vec()).expect("a leader");
+    let refused_before = cluster.metrics().refused;
+    let max = cluster.max_command_bytes();
+    assert_eq!(max, 62, "64 bytes less the tag and a one-byte length");
+    assert_eq!(
+        cluster.propose(vec![0; 63]),
+        Err(Error::CommandTooLarge { len: 63, max: 62 })
+    );
+    cluster
+        .propose(vec![0; 62])
+        .expect("the largest command fits");
+    cluster
+        .propose(Vec::new())
+        .expect("an empty command is a command");
+    assert_eq!(
+        cluster.propose_at(1, b"x".to_vec()).wait(),
+        Err(Error::NotLeader {
+            replica: 1,
+            leader: 0
+        })
+    );
+    assert_eq!(
+        cluster.propose_at(9, b"x".to_vec()).wait(),
+        Err(Error::NoSuchReplica {
+            replica: 9,
+            replicas: 3
+        })
+    );
+    assert_eq!(cluster.role(0), Role::Leader);
+    assert_eq!(cluster.role(2), Role::Follower);
+    cluster.crash(2).expect("up");
+    assert_eq!(cluster.role(2), Role::Crashed);
+    assert_eq!(cluster.crash(2), Err(Error::Unavailable { replica: 2 }));
+    assert_eq!(
+        cluster.propose_at(2, b"x".to_vec()).wait(),
+        Err(Error::Unavailable { replica: 2 })
+    );
+    let m = cluster.metrics();
+    assert_eq!(m.committed, 3);
+    assert_eq!(
+        m.refused - refused_before,
+        4,
+        "too large, not leader, no such replica, down"
+    );
+    let machines = cluster.shutdown();
+    assert!(machines[2].is_none(), "crashed");
+    let leader = machines[0].as_ref().unwrap();
+    assert_eq!(commands(leader)[2], Vec::<u8>::new());
+}
+
+#[test]
+fn bad_configurations_are_refused_at_start() {
+    let r = Cluster::start(Config::new(3), recorders(2));
+    assert!(matches!(r, Err(StartError::InvalidConfig(_))));
+    let mut config = Config::new(3);
+    config.batch.max_commands = 0;
+    assert!(matches!(
+        Cluster::start(config, recorders(3)),
+        Err(StartError::InvalidConfig(_))
+    ));
+    let mut config = Config::new(3);
+    config.batch.max_bytes = 1;
+    assert!(matches!(
+        Cluster::start(config, recorders(3)),
+        Err(StartError::InvalidConfig(_))
+    ));
+    let mut config = Config::new(3);
+    config.log.failure_timeout_ns = 1;
+    assert!(matches!(
+        Cluster::start(config, recorders(3)),
+        Err(StartError::InvalidConfig(_))
+    ));
+    let mut config = Config::new(3);
+    config.backend = Backend::Emulator(EmulatorConfig {
+        quantum_ns: 0,
+        ..EmulatorConfig::new(1)
+    });
+    assert!(matches!(
+        Cluster::start(config, recorders(3)),
+        Err(StartError::InvalidConfig(_))
+    ));
+}
+
+#[test]
+fn a_wait_on_a_cluster_that_cannot_decide_times_out() {
+    // Two of three replicas down: no majority, so nothing commits; the wait is bounded.
+    let mut config = Config::new(3);
+    config.wait_timeout = Duration::from_millis(300);
+    let cluster = Cluster::start(config, recorders(3)).expect("valid");
+    cluster.submit(b"first".to_vec()).expect("a leader");
+    cluster.crash(1).expect("up");
+    cluster.crash(2).expect("up");
+    assert_eq!(
+        cluster.propose(b"stuck".to_vec()),
+        Err(Error::TimedOut {
+            after: Duration::from_millis(300)
+        })
+    );
+    let machines = cluster.shutdown();
+    assert_eq!(
+        commands(machines[0].as_ref().unwrap()),
+        vec![b"first".to_vec()]
+    );
+}
+
+fn after_the_leader_crashes_submit_continues(config: Config) {
+    let cluster = Cluster::start(config, recorders(3)).expect("valid");
+    for i in 0..20 {
+        cluster.submit(command("before", i)).expect("committed");
+    }
+    assert_eq!(cluster.leader(), Some(0));
+    cluster.crash(0).expect("up");
+    for i in 0..20 {
+        let info = cluster
+            .submit(command("after", i))
+            .expect("committed by the new leader");
+        assert_eq!(info.leader, 1, "the next replica takes over");
+    }
+    cluster
+        .catch_up(Duration::from_secs(60))
+        .expect("replica 2 catches up");
+    assert_eq!(cluster.applied_commands(2), cluster.applied_commands(1));
+    let m = cluster.metrics();
+    assert!(m.leader_changes() >= 1, "{m:?}");
+    assert_eq!(m.committed, 40);
+    assert_eq!(m.proposed, m.committed + m.lost);
+    let machines = cluster.shutdown();
+    assert!(machines[0].is_none(), "crashed");
+    let (a, b) = (machines[1].as_ref().unwrap(), machines[2].as_ref().unwrap());
+    assert_eq!(a.applied, b.applied, "caught up: the same commands");
+    assert_in_order(a);
+    for tag in ["before", "after"] {
+        for i in 0..20 {
+            assert!(
+                commands(a).contains(&command(tag, i)),
+                "{tag} {i} survives the crash"
+            );
+        }
+    }
+}
+
+#[test]
+fn mem_after_the_leader_crashes_submit_continues() {
+    after_the_leader_crashes_submit_continues(Config::new(3));
+}
+
+#[test]
+fn emulator_after_the_leader_crashes_submit_continues() {
+    after_the_leader_crashes_submit_continues(emulator(5));
+}
+
+#[test]
+fn snapshots_restore_the_state_and_bad_ones_are_errors() {
+    let mut r = Recorder::default();
+    r.apply(Position { slot: 0, index: 0 }, b"one");
+    r.apply(Position { slot: 0, index: 1 }, b"");
+    let snapshot = r.snapshot();
+    let mut copy = Recorder::default();
+    copy.restore(&snapshot).expect("a snapshot");
+    assert_eq!(commands(&copy), commands(&r));
+    assert!(copy.restore(&[1, 0]).is_err());
+    assert_eq!(
+        commands(&copy),
+        commands(&r),
+        "unchanged by a failed restore"
+    );
+}
+
+/// More commands than the log has slots: the state machines' snapshots let the ring reuse
+/// its slots (without them the log would fill at 32).
+fn the_ring_reuses_slots_once_snapshots_hold_them(mut config: Config) {
+    config.log.slots = 32;
+    config.log.max_snapshot_bytes = 1 << 14;
+    config.snapshot_every_slots = 4;
+    config.batch.max_commands = 1;
+    let cluster = Cluster::start(config, recorders(3)).expect("a valid configuration");
+    for i in 0..200 {
+        cluster.submit(command("r", i)).expect("committed");
+    }
+    wait_until("every replica to apply 200", || {
+        (0..3).all(|r| cluster.applied_commands(r) >= 200)
+    });
+    let m = cluster.metrics();
+    assert_eq!(m.committed, 200);
+    assert!(m.snapshots > 0, "snapshots were handed to the log");
+    assert_eq!(m.snapshots_refused, 0);
+    let machines = cluster.shutdown();
+    let expected: Vec<Vec<u8>> = (0..200).map(|i| command("r", i)).collect();
+    for log in machines.iter().map(|m| m.as_ref().unwrap()) {
+        assert_eq!(commands(log), expected, "every command once, in order");
+    }
+}
+
+#[test]
+fn mem_the_ring_reuses_slots_once_snapshots_hold_them() {
+    the_ring_reuses_slots_once_snapshots_hold_them(Config::new(3));
+}
+
+#[test]
+fn emulator_the_ring_reuses_slots_once_snapshots_hold_them() {
+    the_ring_reuses_slots_once_snapshots_hold_them(emulator(7));
+}
