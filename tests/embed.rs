@@ -478,3 +478,57 @@ fn mem_the_ring_reuses_slots_once_snapshots_hold_them() {
 fn emulator_the_ring_reuses_slots_once_snapshots_hold_them() {
     the_ring_reuses_slots_once_snapshots_hold_them(emulator(7));
 }
+
+/// A read sees every command committed before it was asked, through the log or, with
+/// leases on, from the leader's lease.
+fn reads_see_every_command_committed_before_them(config: Config) -> u64 {
+    let cluster = Cluster::start(config, recorders(3)).expect("a valid configuration");
+    for i in 0..20 {
+        cluster.submit(command("w", i)).expect("committed");
+        let seen = cluster
+            .read(|r: &Recorder| commands(r))
+            .expect("a read is answered");
+        let expected: Vec<Vec<u8>> = (0..=i).map(|j| command("w", j)).collect();
+        assert_eq!(
+            seen, expected,
+            "the read after write {i} sees it and nothing else"
+        );
+    }
+    let leases = cluster.metrics().lease_reads;
+    let before = cluster.leader().expect("a leader");
+    cluster.crash(before).expect("the leader crashes");
+    let after = cluster.read(|r: &Recorder| r.applied.len()).expect("read");
+    assert_eq!(
+        after, 20,
+        "the new leader's state holds every committed command"
+    );
+    let m = cluster.metrics();
+    assert!(
+        m.lease_reads + m.log_reads >= 21,
+        "every read was answered one way"
+    );
+    drop(cluster.shutdown());
+    leases
+}
+
+#[test]
+fn mem_reads_through_the_log_see_every_committed_command() {
+    let leases = reads_see_every_command_committed_before_them(Config::new(3));
+    assert_eq!(leases, 0, "leases are off");
+}
+
+#[test]
+fn mem_lease_reads_see_every_committed_command() {
+    let mut config = Config::new(3);
+    config.log.lease_ns = 10_000_000;
+    let leases = reads_see_every_command_committed_before_them(config);
+    assert!(leases > 0, "some reads were answered from the lease");
+}
+
+#[test]
+fn emulator_lease_reads_see_every_committed_command() {
+    let mut config = emulator(3);
+    config.log.lease_ns = 10_000;
+    let leases = reads_see_every_command_committed_before_them(config);
+    assert!(leases > 0, "some reads were answered from the lease");
+}

@@ -10,16 +10,23 @@ use super::handle::CommitInfo;
 use super::metrics::Metrics;
 use super::receipt::Completer;
 use super::state_machine::{Position, StateMachine};
+use std::any::Any;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU16, AtomicU64, Ordering};
 use std::time::Duration;
 use velos_core::log::{ProposeError, Replica};
 
+/// A read waiting to run on a replica's state machine: it is given the state (the
+/// cluster's `S`, as `Any`) or the reason it cannot be read there.
+pub(crate) type ReadJob = Box<dyn FnOnce(Result<&dyn Any, Error>) + Send>;
+
 /// What a replica's runner receives.
 pub(crate) enum Command {
     /// A command to propose, and where its outcome goes.
     Propose(Vec<u8>, Completer),
+    /// A linearizable read of the state machine.
+    Read(ReadJob),
     /// Crash the replica: its memory is gone, its runner stops.
     Crash,
     /// Stop the replica.
@@ -69,6 +76,12 @@ pub(crate) struct Driver<S> {
     last_snapshot: u64,
     slots_applied: u64,
     commands_applied: u64,
+    /// Reads asked of the engine's lease, by read id.
+    lease_reads: HashMap<u64, ReadJob>,
+    /// Reads that go through the log, by the id of their marker entry.
+    log_reads: HashMap<u64, ReadJob>,
+    /// Reads that run once every slot below their index is applied.
+    ready_reads: Vec<(u64, ReadJob)>,
 }
 
 impl<S: StateMachine> Driver<S> {
@@ -98,12 +111,65 @@ impl<S: StateMachine> Driver<S> {
             last_snapshot: 0,
             slots_applied: 0,
             commands_applied: 0,
+            lease_reads: HashMap::new(),
+            log_reads: HashMap::new(),
+            ready_reads: Vec::new(),
         }
+    }
+
+    /// A read arrived: the leader asks the engine for a lease read (see
+    /// `velos_core::log::lease`); a follower refuses, naming the leader.
+    pub(crate) fn take_read(&mut self, replica: &mut Replica, job: ReadJob) {
+        if replica.leader() != self.me {
+            job(Err(Error::NotLeader {
+                replica: self.me,
+                leader: replica.leader(),
+            }));
+            return;
+        }
+        let id = replica.read();
+        assert!(
+            self.lease_reads.insert(id, job).is_none(),
+            "read ids are unique"
+        );
+    }
+
+    /// Without a lease the read goes through the log: an empty marker entry is proposed,
+    /// and the read runs once it is applied (everything committed before the read was
+    /// asked is below it).
+    fn read_through_log(&mut self, replica: &mut Replica, job: ReadJob) {
+        match replica.propose(Vec::new()) {
+            Ok(id) => {
+                assert!(self.log_reads.insert(id, job).is_none(), "ids are unique");
+            }
+            Err(e) => job(Err(refusal(self.me, e))),
+        }
+    }
+
+    /// Runs the reads whose index is applied, on the state machine as it is now.
+    fn run_ready_reads(&mut self) {
+        let applied = self.slots_applied;
+        let (due, waiting): (Vec<_>, Vec<_>) = std::mem::take(&mut self.ready_reads)
+            .into_iter()
+            .partition(|&(index, _)| index <= applied);
+        self.ready_reads = waiting;
+        for (_, job) in due {
+            job(Ok(&self.machine as &dyn Any));
+        }
+        assert!(
+            self.ready_reads.iter().all(|&(i, _)| i > applied),
+            "a read whose index is applied has run"
+        );
     }
 
     /// Whether nothing waits here: no command queued, no batch undecided or unapplied.
     pub(crate) fn idle(&self) -> bool {
-        self.queue.is_empty() && self.in_flight.is_empty() && self.decided.is_empty()
+        self.queue.is_empty()
+            && self.in_flight.is_empty()
+            && self.decided.is_empty()
+            && self.lease_reads.is_empty()
+            && self.log_reads.is_empty()
+            && self.ready_reads.is_empty()
     }
 
     /// A command arrived at `now_ns`: queued if this replica leads, else refused.
@@ -123,6 +189,15 @@ impl<S: StateMachine> Driver<S> {
             return;
         }
         self.queue.push(command, now_ns, completer);
+    }
+
+    /// Why nothing can be done at this replica once it stopped (or crashed).
+    pub(crate) fn stopped_error(&self, crashed: bool) -> Error {
+        if crashed {
+            Error::Unavailable { replica: self.me }
+        } else {
+            Error::ShuttingDown
+        }
     }
 
     /// A command that reached a stopped (or crashed) replica: it was not proposed.
@@ -267,7 +342,22 @@ impl<S: StateMachine> Driver<S> {
         self.shown
             .commands_applied
             .store(self.commands_applied, Ordering::SeqCst);
+        for (id, answer) in replica.take_reads() {
+            let job = self.lease_reads.remove(&id).expect("a read asked here");
+            self.metrics.read(answer.is_ok());
+            match answer {
+                Ok(index) => self.ready_reads.push((index, job)),
+                Err(_) => self.read_through_log(replica, job),
+            }
+        }
         for (id, result) in replica.take_results() {
+            if let Some(job) = self.log_reads.remove(&id) {
+                match result {
+                    Ok(slot) => self.ready_reads.push((slot + 1, job)),
+                    Err(e) => job(Err(loss(self.me, e))),
+                }
+                continue;
+            }
             let Some(commands) = self.in_flight.remove(&id) else {
                 continue; // not a batch of this driver's (never happens: ids are ours)
             };
@@ -300,6 +390,7 @@ impl<S: StateMachine> Driver<S> {
             self.decided.keys().all(|&s| s >= self.slots_applied),
             "a receipt whose slot is applied here has resolved"
         );
+        self.run_ready_reads();
         assert_eq!(
             self.slots_applied,
             replica.next_apply(),
@@ -344,6 +435,17 @@ impl<S: StateMachine> Driver<S> {
         } else {
             Error::ShuttingDown
         };
+        let reads = std::mem::take(&mut self.lease_reads)
+            .into_values()
+            .chain(std::mem::take(&mut self.log_reads).into_values())
+            .chain(
+                std::mem::take(&mut self.ready_reads)
+                    .into_iter()
+                    .map(|(_, j)| j),
+            );
+        for job in reads {
+            job(Err(error.clone()));
+        }
         let queued: Vec<_> = self.queue.drain().collect();
         self.metrics.refused(queued.len() as u64);
         for (_, _, c) in queued {

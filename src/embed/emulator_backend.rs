@@ -5,7 +5,7 @@
 
 use super::config::EmulatorConfig;
 use super::driver::{Command, Driver};
-use super::error::StartError;
+use super::error::{Error, StartError};
 use super::state_machine::StateMachine;
 use crate::harness::cluster::{ClusterSpec, machine, sim_config};
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, unbounded};
@@ -80,6 +80,10 @@ fn run<S: StateMachine>(
                     d.take(&sim.machine().threads[r].process, bytes, completer, now);
                 }
                 (Command::Propose(_, completer), None) => drop(completer), // down: refused
+                (Command::Read(job), Some(d)) => {
+                    d.take_read(&mut sim.machine_mut().threads[r].process, job);
+                }
+                (Command::Read(job), None) => job(Err(Error::Unavailable { replica: r as u16 })),
                 (Command::Crash, Some(_)) => {
                     sim.inject(Fault::Crash {
                         node: NodeId(r as u16),
@@ -111,8 +115,10 @@ fn run<S: StateMachine>(
     }
     let now = sim.now();
     for (r, command) in commands.try_iter() {
-        if let (Command::Propose(_, completer), Some(d)) = (command, &drivers[usize::from(r)]) {
-            d.refuse_stopped(completer, false);
+        match (command, &drivers[usize::from(r)]) {
+            (Command::Propose(_, completer), Some(d)) => d.refuse_stopped(completer, false),
+            (Command::Read(job), _) => job(Err(Error::ShuttingDown)),
+            _ => {}
         }
     }
     drivers

@@ -7,7 +7,7 @@ use super::metrics::{Metrics, MetricsSnapshot};
 use super::receipt::{Outcome, Receipt, pair};
 use super::state_machine::{Position, StateMachine};
 use super::{emulator_backend, mem_backend};
-use crossbeam_channel::Sender;
+use crossbeam_channel::{RecvTimeoutError, Sender, bounded};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::thread;
@@ -214,6 +214,49 @@ impl<S: StateMachine> Cluster<S> {
                 }
                 Err(Error::TimedOut { .. }) => return Err(Error::TimedOut { after: timeout }),
                 other => return other,
+            }
+        }
+    }
+
+    /// A linearizable read: `query` runs on the leader's state machine once it holds
+    /// every command committed before the read was asked, and its answer is returned.
+    /// With leader leases on (`config.log.lease_ns > 0`) the leader answers from its lease
+    /// at once; otherwise (or while it holds none) the read goes through the log: an empty
+    /// marker entry is committed first. Retried while leadership moves, up to the wait
+    /// timeout.
+    pub fn read<R: Send + 'static>(
+        &self,
+        query: impl Fn(&S) -> R + Send + Sync + 'static,
+    ) -> Result<R, Error> {
+        let query = Arc::new(query);
+        let timeout = self.config.wait_timeout;
+        let start = Instant::now();
+        let mut pause = Duration::from_micros(50);
+        loop {
+            let left = timeout.saturating_sub(start.elapsed());
+            if left.is_zero() {
+                return Err(Error::TimedOut { after: timeout });
+            }
+            let leader = self.leader().ok_or(Error::NoReplicaUp)?;
+            let (tx, rx) = bounded(1);
+            let query = Arc::clone(&query);
+            let job = Box::new(move |state: Result<&dyn std::any::Any, Error>| {
+                let answer = state
+                    .map(|s| query(s.downcast_ref::<S>().expect("the cluster's state machine")));
+                let _ = tx.send(answer);
+            });
+            self.send(leader, Command::Read(job));
+            match rx.recv_timeout(left) {
+                Ok(Ok(answer)) => return Ok(answer),
+                Ok(Err(Error::NotLeader { .. } | Error::Unavailable { .. }))
+                | Err(RecvTimeoutError::Disconnected) => {
+                    // Leadership is moving (or the replica went down): again, a little
+                    // later each time (bounded).
+                    thread::sleep(pause.min(left));
+                    pause = (pause * 2).min(Duration::from_millis(5));
+                }
+                Ok(Err(e)) => return Err(e),
+                Err(RecvTimeoutError::Timeout) => return Err(Error::TimedOut { after: timeout }),
             }
         }
     }

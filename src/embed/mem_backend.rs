@@ -94,6 +94,7 @@ fn run<S: StateMachine>(
                 Command::Propose(bytes, completer) => {
                     driver.take(&replica, bytes, completer, now());
                 }
+                Command::Read(job) => driver.take_read(&mut replica, job),
                 Command::Crash => {
                     fabric.crash(NodeId(me));
                     refuse_rest(&driver, inbox, true);
@@ -117,8 +118,10 @@ fn run<S: StateMachine>(
 /// Commands still in the inbox of a replica that stops were never taken.
 fn refuse_rest<S: StateMachine>(driver: &Driver<S>, inbox: &Receiver<Command>, crashed: bool) {
     while let Ok(command) = inbox.try_recv() {
-        if let Command::Propose(_, completer) = command {
-            driver.refuse_stopped(completer, crashed);
+        match command {
+            Command::Propose(_, completer) => driver.refuse_stopped(completer, crashed),
+            Command::Read(job) => job(Err(driver.stopped_error(crashed))),
+            Command::Crash | Command::Shutdown => {}
         }
     }
 }

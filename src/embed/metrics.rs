@@ -21,6 +21,8 @@ pub(crate) struct Metrics {
     snapshots: AtomicU64,
     snapshots_refused: AtomicU64,
     installs: AtomicU64,
+    lease_reads: AtomicU64,
+    log_reads: AtomicU64,
     latency: Mutex<Histogram<u64>>,
 }
 
@@ -42,6 +44,8 @@ impl Metrics {
             snapshots: AtomicU64::new(0),
             snapshots_refused: AtomicU64::new(0),
             installs: AtomicU64::new(0),
+            lease_reads: AtomicU64::new(0),
+            log_reads: AtomicU64::new(0),
             latency: Mutex::new(
                 Histogram::new_with_bounds(1, LATENCY_NS_MAX, 3).expect("valid bounds"),
             ),
@@ -98,6 +102,16 @@ impl Metrics {
         counter.fetch_add(1, Ordering::Relaxed);
     }
 
+    /// A read was answered from the leader's lease (`true`) or went through the log.
+    pub(crate) fn read(&self, from_lease: bool) {
+        let counter = if from_lease {
+            &self.lease_reads
+        } else {
+            &self.log_reads
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+
     /// A replica that fell off the ring restored a copied snapshot.
     pub(crate) fn installed(&self) {
         self.installs.fetch_add(1, Ordering::Relaxed);
@@ -123,6 +137,8 @@ impl Metrics {
             snapshots: load(&self.snapshots),
             snapshots_refused: load(&self.snapshots_refused),
             installs: load(&self.installs),
+            lease_reads: load(&self.lease_reads),
+            log_reads: load(&self.log_reads),
             latency,
         }
     }
@@ -157,6 +173,10 @@ pub struct MetricsSnapshot {
     pub snapshots_refused: u64,
     /// Snapshots copied from a peer and restored by a replica that fell off the ring.
     pub installs: u64,
+    /// Reads answered from the leader's lease.
+    pub lease_reads: u64,
+    /// Reads that went through the log (no lease held).
+    pub log_reads: u64,
     /// Propose-to-commit latency of every committed command (ns of the backend's clock:
     /// wall-clock on `mem`, virtual time on the emulator), from when the proposing replica
     /// took the command until its batch was committed and applied there.
