@@ -98,9 +98,11 @@ pub struct Config {
     /// [`Cluster::submit`](super::Cluster::submit) wait at most.
     pub wait_timeout: Duration,
     /// Every this many slots each replica hands its state machine's snapshot to the log
-    /// (0: never): the log's ring then reuses slots once a majority's snapshots hold them,
-    /// and a replica that falls off the ring copies a peer's. A snapshot must fit
-    /// `log.max_snapshot_bytes`.
+    /// (0, the default: never): the log's ring then reuses slots once a majority's
+    /// snapshots hold them, and a replica that falls off the ring copies a peer's. A
+    /// snapshot must fit `log.max_snapshot_bytes`. Off by default for now: under heavy
+    /// pipelined load on the emulator a leader was seen to apply some commands twice with
+    /// it on (being investigated); `tests/embed.rs` runs it on a small ring.
     pub snapshot_every_slots: u64,
 }
 
@@ -123,7 +125,7 @@ impl Config {
             batch: BatchConfig::default(),
             backend: Backend::Mem,
             wait_timeout: Duration::from_secs(10),
-            snapshot_every_slots: 1 << 12,
+            snapshot_every_slots: 0,
         }
     }
 
@@ -138,7 +140,7 @@ impl Config {
             batch: BatchConfig::default(),
             backend: Backend::Emulator(EmulatorConfig::new(seed)),
             wait_timeout: Duration::from_secs(10),
-            snapshot_every_slots: 1 << 8,
+            snapshot_every_slots: 0,
         }
     }
 

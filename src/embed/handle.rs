@@ -192,8 +192,8 @@ impl<S: StateMachine> Cluster<S> {
         self.propose_async(command).wait()
     }
 
-    /// Proposes `command` at whichever replica leads, again while leadership moves (the
-    /// refusals that say it was not proposed), until it commits or the wait timeout has
+    /// Proposes `command` at whichever replica leads, again while leadership moves or the
+    /// log is full (the refusals that say it was not proposed), until it commits or the wait timeout has
     /// passed. An [`Error::OutcomeUnknown`] is returned, not retried: proposing it again
     /// could apply it twice.
     pub fn submit(&self, command: Vec<u8>) -> Outcome {
@@ -207,8 +207,10 @@ impl<S: StateMachine> Cluster<S> {
             }
             let receipt = self.propose_async(command.clone());
             match receipt.wait_timeout(left) {
-                Err(Error::NotLeader { .. } | Error::Unavailable { .. }) => {
-                    // Leadership is moving: wait a little, longer each time (bounded).
+                Err(Error::NotLeader { .. } | Error::Unavailable { .. } | Error::LogFull) => {
+                    // Leadership is moving, or the log's ring waits for snapshots to free
+                    // slots: wait a little, longer each time (bounded). Not proposed, so
+                    // proposing again cannot apply it twice.
                     thread::sleep(pause.min(left));
                     pause = (pause * 2).min(Duration::from_millis(5));
                 }
@@ -248,7 +250,7 @@ impl<S: StateMachine> Cluster<S> {
             self.send(leader, Command::Read(job));
             match rx.recv_timeout(left) {
                 Ok(Ok(answer)) => return Ok(answer),
-                Ok(Err(Error::NotLeader { .. } | Error::Unavailable { .. }))
+                Ok(Err(Error::NotLeader { .. } | Error::Unavailable { .. } | Error::LogFull))
                 | Err(RecvTimeoutError::Disconnected) => {
                     // Leadership is moving (or the replica went down): again, a little
                     // later each time (bounded).
@@ -285,7 +287,9 @@ impl<S: StateMachine> Cluster<S> {
         }
     }
 
-    /// Commands `replica` has applied to its state machine.
+    /// Commands `replica` has applied to its state machine one by one (a replica that
+    /// fell off the log's ring restores a peer's snapshot instead, which this does not
+    /// count: [`Cluster::applied_slots`] tells how far it is).
     pub fn applied_commands(&self, replica: u16) -> u64 {
         self.shown(replica)
             .map_or(0, |s| s.commands_applied.load(Ordering::SeqCst))

@@ -11,7 +11,7 @@ use std::thread;
 use std::time::Instant;
 use velos_core::log::{ClientScript, LogConfig, Replica};
 use velos_rdma::mem::{MemFabric, MemOptions, Mode};
-use velos_rdma::{Endpoint, NodeId, Process, Reply, Shared, Step};
+use velos_rdma::{Endpoint, NodeId, Process, RdmaError, Reply, Shared, Step};
 
 /// What the replica threads share.
 pub(crate) struct Started<S> {
@@ -108,6 +108,12 @@ fn run<S: StateMachine>(
         match replica.resume(reply) {
             Step::Done => break,
             Step::Op(op) => reply = endpoint.execute(&op),
+        }
+        if reply == Reply::Failed(RdmaError::RemoteCrashed { node: NodeId(me) }) {
+            // The handle crashed this node (its memory is gone at once); the command
+            // follows in the inbox. The engine must not see its own memory fail.
+            refuse_rest(&driver, inbox, true);
+            return driver.stop(true, now());
         }
         driver.collect(&mut replica, now());
     }

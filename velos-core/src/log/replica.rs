@@ -448,7 +448,8 @@ impl Replica {
                 self.issue(tag.term, cmds);
             }
             Then::LocalWord(slot, e) => {
-                self.words[e as usize].insert(slot, value.expect("a load"));
+                let word = value.unwrap_or_else(|| panic!("a load of a local word: {reply:?}"));
+                self.words[e as usize].insert(slot, word);
             }
             Then::CatchUpTest(a) => match reply {
                 Reply::Value(1) => {
