@@ -197,6 +197,14 @@ impl<S: StateMachine> Cluster<S> {
     /// passed. An [`Error::OutcomeUnknown`] is returned, not retried: proposing it again
     /// could apply it twice.
     pub fn submit(&self, command: Vec<u8>) -> Outcome {
+        self.retry(|left| self.propose_async(command.clone()).wait_timeout(left))
+    }
+
+    /// Runs `attempt` (given the time left) again while it fails with a refusal that says
+    /// nothing was done — leadership moving, the replica down, the log's ring waiting for
+    /// snapshots to free slots — a little later each time (bounded), until the wait
+    /// timeout has passed.
+    fn retry<T>(&self, mut attempt: impl FnMut(Duration) -> Result<T, Error>) -> Result<T, Error> {
         let timeout = self.config.wait_timeout;
         let start = Instant::now();
         let mut pause = Duration::from_micros(50);
@@ -205,12 +213,8 @@ impl<S: StateMachine> Cluster<S> {
             if left.is_zero() {
                 return Err(Error::TimedOut { after: timeout });
             }
-            let receipt = self.propose_async(command.clone());
-            match receipt.wait_timeout(left) {
+            match attempt(left) {
                 Err(Error::NotLeader { .. } | Error::Unavailable { .. } | Error::LogFull) => {
-                    // Leadership is moving, or the log's ring waits for snapshots to free
-                    // slots: wait a little, longer each time (bounded). Not proposed, so
-                    // proposing again cannot apply it twice.
                     thread::sleep(pause.min(left));
                     pause = (pause * 2).min(Duration::from_millis(5));
                 }
@@ -231,14 +235,7 @@ impl<S: StateMachine> Cluster<S> {
         query: impl Fn(&S) -> R + Send + Sync + 'static,
     ) -> Result<R, Error> {
         let query = Arc::new(query);
-        let timeout = self.config.wait_timeout;
-        let start = Instant::now();
-        let mut pause = Duration::from_micros(50);
-        loop {
-            let left = timeout.saturating_sub(start.elapsed());
-            if left.is_zero() {
-                return Err(Error::TimedOut { after: timeout });
-            }
+        self.retry(|left| {
             let leader = self.leader().ok_or(Error::NoReplicaUp)?;
             let (tx, rx) = bounded(1);
             let query = Arc::clone(&query);
@@ -249,18 +246,12 @@ impl<S: StateMachine> Cluster<S> {
             });
             self.send(leader, Command::Read(job));
             match rx.recv_timeout(left) {
-                Ok(Ok(answer)) => return Ok(answer),
-                Ok(Err(Error::NotLeader { .. } | Error::Unavailable { .. } | Error::LogFull))
-                | Err(RecvTimeoutError::Disconnected) => {
-                    // Leadership is moving (or the replica went down): again, a little
-                    // later each time (bounded).
-                    thread::sleep(pause.min(left));
-                    pause = (pause * 2).min(Duration::from_millis(5));
-                }
-                Ok(Err(e)) => return Err(e),
-                Err(RecvTimeoutError::Timeout) => return Err(Error::TimedOut { after: timeout }),
+                Ok(answer) => answer,
+                // The job was dropped unrun: the replica's runner is gone.
+                Err(RecvTimeoutError::Disconnected) => Err(Error::Unavailable { replica: leader }),
+                Err(RecvTimeoutError::Timeout) => Err(Error::TimedOut { after: left }),
             }
-        }
+        })
     }
 
     /// The leader as `replica` sees it; `None` if it is down.
