@@ -24,6 +24,7 @@
 #   VELOS_SOFTROCE_ATOMIC_ITERS  ib_atomic_lat iterations (1000)
 #   VELOS_SOFTROCE_LATENCY_VALUES  values the latency step decides one at a time (1000)
 #   VELOS_SOFTROCE_LITMUS_RUNS   executions per litmus test in the litmus step (40)
+#   VELOS_SOFTROCE_CLUSTER_RUNS  how many times the cluster step runs its test (1)
 #   VELOS_SOFTROCE_ACCEL         qemu -accel value (tcg,thread=multi; KVM hangs on PVM hosts)
 #   VELOS_SOFTROCE_SMP, VELOS_SOFTROCE_MEM   guest vCPUs (2) and MiB (2048)
 #   VELOS_SOFTROCE_QEMU          a qemu-system-x86_64 to use instead of the default
@@ -139,6 +140,7 @@ sq() { printf "'%s'" "$(printf '%s' "$1" | sed "s/'/'\\\\''/g")"; }   # shell-qu
     echo "TEST_TIMEOUT=$(sq "${VELOS_SOFTROCE_TEST_TIMEOUT:-600}")"
     echo "TEST_ARGS=$(sq "${VELOS_SOFTROCE_TEST_ARGS:-}")"
     echo "LATENCY_VALUES=$(sq "${VELOS_SOFTROCE_LATENCY_VALUES:-1000}")"
+    echo "CLUSTER_RUNS=$(sq "${VELOS_SOFTROCE_CLUSTER_RUNS:-1}")"
 } > "$SHARE/config.env"
 
 # ---------------------------------------------------------------- litmus
