@@ -32,6 +32,7 @@ fn spec(seed: u64, latency: LatencyModel, duration_ns: u64) -> ClusterSpec {
         device_memory: false,
         pauses: Vec::new(),
         snapshot_every: None,
+        snapshot_bytes: 8,
         lease_reads: false,
     }
 }

@@ -29,8 +29,14 @@ fn spec(seed: u64, replicas: u16) -> ClusterSpec {
 fn replay(spec: &ClusterSpec) -> String {
     let mut cmd = format!(
         "cargo run --release -- sim --replicas {} --seed {} --duration {} --slots {} \
-         --values {VALUES} --snapshot-every {EVERY}",
-        spec.log.replicas, spec.seed, spec.duration_ns, spec.log.slots
+         --values {} --snapshot-every {} --snapshot-bytes {}",
+        spec.log.replicas,
+        spec.seed,
+        spec.duration_ns,
+        spec.log.slots,
+        spec.client.count,
+        spec.snapshot_every.unwrap_or(EVERY),
+        spec.snapshot_bytes
     );
     if let Some(t) = spec.crash_leader_at {
         cmd += &format!(" --crash-leader-at {t}");
@@ -110,6 +116,31 @@ fn a_replica_paused_off_the_ring_copies_a_snapshot_and_converges() {
         "it skipped entries by copying a snapshot"
     );
     assert_eq!(paused.digest.0, VALUES, "and caught up with the others");
+}
+
+/// A large snapshot (16 KiB, 2048 words): the copy gets only the words its length
+/// covers, a chunk per turn, so the copier's heartbeat reads are not queued behind
+/// thousands of gets (that made it suspect its sources and give every copy up); a copy
+/// is given up only when no stage completes for a failure timeout. A source that
+/// snapshots every 16 entries rewrites its banks faster than such a copy completes, so
+/// under load the copies tear; the copier converges once the load stops.
+#[test]
+fn a_large_snapshot_is_copied_in_chunks() {
+    let mut s = spec(1, 3);
+    s.log.slots = 64;
+    s.log.max_snapshot_bytes = 16 << 10;
+    s.snapshot_bytes = 16 << 10;
+    s.snapshot_every = Some(16);
+    s.client.count = 800;
+    s.duration_ns = 8_000_000;
+    s.pauses = vec![(2, 100_000, 600_000)];
+    let report = check(&s);
+    let paused = &report.replicas[2];
+    assert!(
+        !paused.installs.is_empty(),
+        "it fell off the ring and copied"
+    );
+    assert_eq!(paused.digest.0, 800, "and caught up with the others");
 }
 
 #[test]

@@ -33,6 +33,10 @@ pub struct SimArgs {
     /// recycles its slots, and a replica that falls off it copies a snapshot.
     #[arg(long)]
     snapshot_every: Option<u64>,
+    /// The size of those snapshots in bytes (a digest padded with filler), so that
+    /// copies of many words are exercised.
+    #[arg(long, default_value_t = 8)]
+    snapshot_bytes: u32,
     /// Leader leases of this length (`--lease 10us`; at most the failure timeout, 20 µs):
     /// every replica is asked for a lease read every 2 µs, and every read served is
     /// checked against the entries applied anywhere before it was asked.
@@ -120,7 +124,7 @@ pub fn run_cli(a: SimArgs) -> ExitCode {
         return ExitCode::from(2);
     }
     if a.snapshot_every.is_some() {
-        log.max_snapshot_bytes = 8; // the simulated service's digest
+        log.max_snapshot_bytes = a.snapshot_bytes.max(8); // the service's snapshot
     }
     log.lease_ns = a.lease.unwrap_or(0);
     if let Err(e) = log.validate() {
@@ -168,6 +172,7 @@ pub fn run_cli(a: SimArgs) -> ExitCode {
         device_memory: false,
         pauses: a.pause.clone(),
         snapshot_every: a.snapshot_every,
+        snapshot_bytes: a.snapshot_bytes as usize,
         lease_reads: a.lease.is_some(),
     };
     let report = run(&spec);
@@ -203,7 +208,10 @@ pub fn run_cli(a: SimArgs) -> ExitCode {
             replay += &format!(" --pause {n}@{t}+{d}");
         }
         if let Some(k) = a.snapshot_every {
-            replay += &format!(" --snapshot-every {k}");
+            replay += &format!(
+                " --snapshot-every {k} --snapshot-bytes {}",
+                a.snapshot_bytes
+            );
         }
         if let Some(d) = a.lease {
             replay += &format!(" --lease {d}");

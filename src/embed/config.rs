@@ -98,11 +98,14 @@ pub struct Config {
     /// [`Cluster::submit`](super::Cluster::submit) wait at most.
     pub wait_timeout: Duration,
     /// Every this many slots each replica hands its state machine's snapshot to the log
-    /// (0, the default: never): the log's ring then reuses slots once a majority's
-    /// snapshots hold them, and a replica that falls off the ring copies a peer's. A
-    /// snapshot must fit `log.max_snapshot_bytes`. Off by default for now: under heavy
-    /// pipelined load on the emulator a leader was seen to apply some commands twice with
-    /// it on (being investigated); `tests/embed.rs` runs it on a small ring.
+    /// (0: never, and the log ends after `log.slots` entries): the log's ring then reuses
+    /// slots once a majority's snapshots hold them, and a replica that falls off the ring
+    /// copies a peer's. A snapshot must fit `log.max_snapshot_bytes` (a larger one is not
+    /// taken: [`MetricsSnapshot::snapshots_refused`](super::MetricsSnapshot)). Default: a
+    /// quarter of the ring. A copy reads about `size / 512` chunks of 64 words, one round
+    /// trip each, and tears if the source rewrites its bank meanwhile (every second
+    /// snapshot): a replica that fell off the ring rejoins under load only if snapshots
+    /// come less often than that.
     pub snapshot_every_slots: u64,
 }
 
@@ -125,7 +128,7 @@ impl Config {
             batch: BatchConfig::default(),
             backend: Backend::Mem,
             wait_timeout: Duration::from_secs(10),
-            snapshot_every_slots: 0,
+            snapshot_every_slots: 1 << 12,
         }
     }
 
@@ -140,7 +143,7 @@ impl Config {
             batch: BatchConfig::default(),
             backend: Backend::Emulator(EmulatorConfig::new(seed)),
             wait_timeout: Duration::from_secs(10),
-            snapshot_every_slots: 0,
+            snapshot_every_slots: 1 << 8,
         }
     }
 

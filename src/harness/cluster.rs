@@ -47,8 +47,11 @@ pub struct ClusterSpec {
     pub pauses: Vec<(u16, u64, u64)>,
     /// Run a service on every replica (a digest of the entries applied) that snapshots
     /// every this many entries, so that the log's ring recycles and a replica that falls
-    /// off it copies a snapshot (`log.max_snapshot_bytes` must hold 8 bytes).
+    /// off it copies a snapshot (`log.max_snapshot_bytes` must hold `snapshot_bytes`).
     pub snapshot_every: Option<u64>,
+    /// The size of the service's snapshots: its 8-byte digest, padded with filler derived
+    /// from it (checked when a copy is restored), so that copies of many words are tried.
+    pub snapshot_bytes: usize,
     /// Ask every replica for a lease read every 2 µs and check every read served against
     /// the entries applied anywhere before it was asked (`log.lease_ns` sets the leases).
     pub lease_reads: bool,
@@ -72,6 +75,7 @@ impl ClusterSpec {
             device_memory: false,
             pauses: Vec::new(),
             snapshot_every: None,
+            snapshot_bytes: 8,
             lease_reads: false,
         }
     }
@@ -381,6 +385,21 @@ pub fn check(
                     decided.insert(*slot, (value, r.id));
                 }
             }
+        }
+    }
+    // Integrity, the value side: the client's values are unique, so each is decided in
+    // one slot at most (a leader that re-proposes its own value after adopting it in
+    // another slot breaks this, not agreement).
+    let mut slot_of: BTreeMap<&str, u64> = BTreeMap::new();
+    for (&slot, &(value, _)) in &decided {
+        if value.is_empty() {
+            continue;
+        }
+        if let Some(first) = slot_of.insert(value, slot) {
+            integrity = false;
+            failures.push(format!(
+                "{value} decided twice: in slot {first} and slot {slot}"
+            ));
         }
     }
     // A copied snapshot holds exactly the decided entries below its point.

@@ -62,6 +62,8 @@ struct Served {
 #[derive(Clone, Debug)]
 pub struct Services {
     every: Option<u64>,
+    /// Snapshot size (at least the 8-byte digest).
+    bytes: usize,
     reads: bool,
     services: Vec<Service>,
     served: Vec<Served>,
@@ -81,6 +83,7 @@ impl Services {
         };
         Services {
             every: spec.snapshot_every,
+            bytes: spec.snapshot_bytes.max(8),
             reads: spec.lease_reads,
             services: vec![service; usize::from(spec.log.replicas)],
             served: Vec::new(),
@@ -130,7 +133,14 @@ impl Services {
                 continue;
             };
             for (point, bytes) in replica.take_installed() {
-                let digest = u64::from_le_bytes(bytes.try_into().expect("an 8-byte digest"));
+                // A copy whose filler is not the digest's (or of another size) is corrupt:
+                // a digest no log has, which the snapshot check reports.
+                let digest = u64::from_le_bytes(bytes[..8].try_into().expect("a digest"));
+                let digest = if bytes == padded(digest, self.bytes) {
+                    digest
+                } else {
+                    CORRUPT
+                };
                 service.installs.push((point, digest));
                 (service.digest, service.next) = (digest, point);
                 service.last_snapshot = point;
@@ -145,7 +155,7 @@ impl Services {
             }
             service.cursor = replica.applied.len();
             if service.next >= service.last_snapshot + every {
-                let bytes = service.digest.to_le_bytes();
+                let bytes = padded(service.digest, self.bytes);
                 replica
                     .snapshot_taken(service.next, &bytes)
                     .unwrap_or_else(|e| panic!("cluster spec: {e}"));
@@ -200,4 +210,20 @@ impl Services {
             None => (0, 0),
         }
     }
+}
+
+/// The digest recorded for a copied snapshot that does not restore.
+const CORRUPT: u64 = u64::MAX;
+
+/// A snapshot of `len` bytes: the digest, then filler derived from it (a step of the
+/// digest per word).
+fn padded(digest: u64, len: usize) -> Vec<u8> {
+    let mut out = digest.to_le_bytes().to_vec();
+    let mut filler = digest;
+    while out.len() < len {
+        filler = filler.rotate_left(7) ^ 0x9e37_79b9_7f4a_7c15;
+        out.extend_from_slice(&filler.to_le_bytes());
+    }
+    out.truncate(len.max(8));
+    out
 }

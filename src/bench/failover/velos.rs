@@ -36,6 +36,7 @@ pub(super) fn run_seed(config: &FailoverConfig, seed: u64) -> anyhow::Result<See
         device_memory: false,
         pauses: Vec::new(),
         snapshot_every: None,
+        snapshot_bytes: 8,
         lease_reads: false,
     };
     let mut sim = Simulator::new(cluster::machine(&spec), cluster::sim_config(&spec));

@@ -97,6 +97,7 @@ pub(super) fn measure(
         device_memory,
         pauses: Vec::new(),
         snapshot_every: None,
+        snapshot_bytes: 8,
         lease_reads: false,
     };
     let mut sim = Simulator::new(cluster::machine(&spec), cluster::sim_config(&spec));

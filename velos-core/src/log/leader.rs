@@ -60,6 +60,11 @@ struct Run {
     mine: Option<Option<Proposal>>,
     /// The value read for adoption.
     adopted: Option<Vec<u8>>,
+    /// The adopted value is my own (`mine`), read back from my buffer: deciding it
+    /// commits my proposal (see [`Leader::on_value_read`]).
+    adopted_mine: bool,
+    /// The keys (epoch, proposal) at which this run wrote my own value into its buffers.
+    mine_keys: Vec<u64>,
     /// A value read for adoption is under way.
     reading: bool,
     /// The epoch of the slot's words this run works on.
@@ -71,6 +76,8 @@ struct Run {
     /// The value this epoch must propose when its own promises show nothing accepted
     /// (carried from the frozen epoch below); `None`: free.
     carry: Option<Vec<u8>>,
+    /// The carried value is my own (as `adopted_mine`).
+    carry_mine: bool,
 }
 
 /// What the leader learned in one step.
@@ -264,11 +271,14 @@ impl Leader {
                 proposer,
                 mine: None,
                 adopted: None,
+                adopted_mine: false,
+                mine_keys: Vec::new(),
                 reading: false,
                 epoch: 0,
                 freezer: None,
                 carrying: false,
                 carry: None,
+                carry_mine: false,
             };
             Self::note_reads(&mut run, &cmds);
             emit(out, slot, 0, false, cmds);
@@ -331,19 +341,28 @@ impl Leader {
     }
 
     /// The value read for adopting in `slot`, or for carrying it out of a frozen epoch:
-    /// `None` if the read failed.
+    /// `None` if the read failed. `own_key`: the read was of my own buffer, whose stamps
+    /// bore this key.
+    ///
+    /// Lemma (own adoption): a value read from my buffer of this slot with the key of a
+    /// write of my value by this run is my value (a key names one write: proposal numbers
+    /// are mine alone and never reused). Deciding it commits my proposal; proposing it
+    /// again in a later slot would decide one client value twice (integrity) — what an
+    /// attempt aborted after its accepts reached a majority used to do.
     pub(super) fn on_value_read(
         &mut self,
         config: &LogConfig,
         slot: u64,
         value: Option<Vec<u8>>,
+        own_key: Option<u64>,
         out: &mut Vec<(SlotAt, SlotCommand)>,
     ) {
         let Some(run) = self.window.get(&slot) else {
             return;
         };
+        let mine = own_key.is_some_and(|k| run.mine_keys.contains(&k));
         if run.carrying {
-            self.on_carry_read(config, slot, value, out);
+            self.on_carry_read(config, slot, value.map(|v| (v, mine)), out);
             return;
         }
         let epoch = run.epoch;
@@ -353,14 +372,20 @@ impl Leader {
         run.reading = false;
         let ok = value.is_some();
         run.adopted = value;
+        run.adopted_mine = ok && mine;
         let mut cmds = Vec::new();
         run.proposer.on_value_read(ok, &previous, &mut cmds);
         emit(out, slot, epoch, false, cmds);
     }
 
-    /// The bytes an accept of `slot` writes for `content`.
-    pub(super) fn value_of(&self, slot: u64, content: Content) -> Vec<u8> {
-        let run = &self.window[&slot];
+    /// The bytes an accept of `slot` writes for `content`, stamped with `key`: a write of
+    /// my own value is remembered by its key (lemma (own adoption)).
+    pub(super) fn write_of(&mut self, slot: u64, content: Content, key: u64) -> Vec<u8> {
+        let run = self.window.get_mut(&slot).expect("a slot of the window");
+        let mine = content == Content::Mine || run.adopted_mine;
+        if mine && !run.mine_keys.contains(&key) {
+            run.mine_keys.push(key);
+        }
         match content {
             Content::Mine => run
                 .mine
@@ -408,9 +433,17 @@ impl Leader {
                         },
                         Content::Adopted => {
                             let adopted = run.adopted.expect("an adopted value was read");
-                            if let Some(Some(mine)) = run.mine {
+                            match run.mine {
+                                Some(Some(mine)) if run.adopted_mine => {
+                                    assert_eq!(
+                                        adopted, mine.bytes,
+                                        "lemma (own adoption): my buffer's key names my value"
+                                    );
+                                    progress.committed.push((mine.id, slot));
+                                }
                                 // Not decided here: it goes in a later slot.
-                                self.pending.push_front(mine);
+                                Some(Some(mine)) => self.pending.push_front(mine),
+                                _ => {}
                             }
                             adopted
                         }
@@ -426,6 +459,7 @@ impl Leader {
                     let run = self.window.get_mut(&slot).expect("present");
                     let mut cmds = Vec::new();
                     run.adopted = None;
+                    run.adopted_mine = false;
                     let e = run.epoch as usize;
                     run.proposer.prepare_above(self.ballots[e], &mut cmds);
                     Self::note_reads(run, &cmds);
@@ -445,6 +479,7 @@ impl Leader {
                     let run = self.window.get_mut(&slot).expect("present");
                     // The frozen epoch's value goes first; my own waits for a later slot.
                     run.adopted = run.carry.clone();
+                    run.adopted_mine = run.carry_mine;
                     let mut cmds = Vec::new();
                     run.proposer
                         .supply_content(Content::Adopted, &previous, &mut cmds);

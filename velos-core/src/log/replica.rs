@@ -103,6 +103,7 @@ enum Then {
     BankTest(u32, u8),
     TransferTest,
     TransferHeader,
+    TransferLength,
     TransferWord(u32),
     TransferBankTest(u32),
     PutsTest,
@@ -473,6 +474,7 @@ impl Replica {
             Then::ReadTest => self.read_tested(reply),
             Then::TransferTest => self.transfer_tested(reply),
             Then::TransferHeader => self.transfer_header(value.expect("a load")),
+            Then::TransferLength => self.transfer_length(value.expect("a load")),
             Then::TransferWord(i) => self.transfer_word(i, value.expect("a load")),
             Then::TransferBankTest(b) => {
                 if reply != Reply::Value(0) {

@@ -70,13 +70,14 @@ impl Leader {
         }
     }
 
-    /// The value the frozen majority carries was read (`None`: the read failed; the
-    /// holder's word is confirmed again, or another majority found).
+    /// The value the frozen majority carries was read, and whether it is my own (lemma
+    /// (own adoption)); `None`: the read failed, the holder's word is confirmed again, or
+    /// another majority found.
     pub(super) fn on_carry_read(
         &mut self,
         config: &LogConfig,
         slot: u64,
-        value: Option<Vec<u8>>,
+        value: Option<(Vec<u8>, bool)>,
         out: &mut Vec<(SlotAt, SlotCommand)>,
     ) {
         let run = self.window.get_mut(&slot).expect("present");
@@ -100,13 +101,13 @@ impl Leader {
         }
     }
 
-    /// Moves `slot` to its next epoch, carrying `carry`: a fresh proposer there, prepared
-    /// at that epoch's ballot.
+    /// Moves `slot` to its next epoch, carrying `carry` (and whether it is my own value):
+    /// a fresh proposer there, prepared at that epoch's ballot.
     fn advance(
         &mut self,
         config: &LogConfig,
         slot: u64,
-        carry: Option<Vec<u8>>,
+        carry: Option<(Vec<u8>, bool)>,
         out: &mut Vec<(SlotAt, SlotCommand)>,
     ) {
         let cfg = self.slot_config(config, slot);
@@ -118,8 +119,9 @@ impl Leader {
         );
         run.epoch += 1;
         run.freezer = None;
-        run.carry = carry;
+        (run.carry, run.carry_mine) = carry.map_or((None, false), |(v, m)| (Some(v), m));
         run.adopted = None;
+        run.adopted_mine = false;
         run.reading = false;
         let e = run.epoch as usize;
         let mut proposer = SlotProposer::fresh(cfg).holding();

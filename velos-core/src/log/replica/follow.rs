@@ -71,11 +71,14 @@ impl Replica {
                         .unwrap_or(holders[0]);
                     self.streak = true;
                     self.learn(k, from, epoch, state);
-                } else if (0..self.config.replicas)
-                    .all(|a| c.answered(a) || self.omega.suspects(a, self.now))
-                {
-                    // Nothing chosen among the live: try again later, or repair the slot if
-                    // something accepted keeps showing.
+                } else if (0..self.config.replicas).all(|a| {
+                    c.answered(a) || !c.asked[usize::from(a)] || self.omega.suspects(a, self.now)
+                }) {
+                    // Nothing chosen among those asked: try again later (asking whoever is
+                    // trusted then: a peer suspected when this catch-up started and trusted
+                    // again since was never asked, and waiting for its answer stalled the
+                    // follower for good), or repair the slot if something accepted keeps
+                    // showing.
                     let accepted = c
                         .replies
                         .iter()

@@ -5,7 +5,7 @@ use super::{ProposeError, Purpose, Replica, Role, Stage, Then, ValueRead};
 use crate::log::config::ids;
 use crate::log::leader::{Leader, Proposal, SlotAt};
 use crate::log::links::CasTag;
-use crate::log::value::{stamp, to_words};
+use crate::log::value::{key, stamp, to_words};
 use crate::proposal::ProposerId;
 use crate::slot::SlotCommand;
 use velos_rdma::Op;
@@ -25,7 +25,7 @@ impl Replica {
         if cmds.is_empty() {
             return;
         }
-        let leader = match (&self.role, &self.repair) {
+        let leader = match (&mut self.role, &mut self.repair) {
             (Role::Leader(l), _) if l.term == term => l,
             (_, Some(r)) if r.term == term => r,
             _ => panic!("slot commands of term {term}, which nobody runs"),
@@ -50,7 +50,7 @@ impl Replica {
                     content,
                     proposal,
                 } => {
-                    let bytes = leader.value_of(slot, content);
+                    let bytes = leader.write_of(slot, content, key(epoch, proposal));
                     let me = ProposerId(self.me);
                     let s = self.ring.position(slot);
                     // The begin stamp, the content, the end stamp (see `value`); the

@@ -64,11 +64,12 @@ impl Replica {
         // A stamp of another lap is another instance's value (lemma (consistent read)).
         let lap = tag == self.ring.tag(read.slot);
         let ok = consistent && lap && k >= key(read.epoch, read.proposal) && fits;
-        let value = ok.then(|| from_words(&words[1..words.len() - 1], len));
+        let value = ok.then(|| (from_words(&words[1..words.len() - 1], len), k));
         self.read_finished(read, value);
     }
 
-    pub(super) fn read_finished(&mut self, read: ValueRead, value: Option<Vec<u8>>) {
+    /// A read ended with the value and its stamps' key, or failed (`None`).
+    pub(super) fn read_finished(&mut self, read: ValueRead, value: Option<(Vec<u8>, u64)>) {
         self.moved = true;
         match read.purpose {
             Purpose::Adopt { term } => {
@@ -76,15 +77,19 @@ impl Replica {
                 // attempt aborts instead (and is prepared again once the lease holds).
                 let leased = self.lease.may_decide(self.now) || self.repair.is_some();
                 let value = value.filter(|_| leased);
+                // A read of my own buffer: its key may name a write of my value.
+                let own = read.proposer.0 == self.me;
+                let own_key = value.as_ref().and_then(|&(_, k)| own.then_some(k));
+                let value = value.map(|(v, _)| v);
                 let mut cmds = Vec::new();
                 let config = self.config.clone();
                 if let Some(l) = self.proposer(term) {
-                    l.on_value_read(&config, read.slot, value, &mut cmds);
+                    l.on_value_read(&config, read.slot, value, own_key, &mut cmds);
                 }
                 self.issue(term, cmds);
             }
             Purpose::Learn => {
-                if let (Role::Follower, Some(v)) = (&self.role, value)
+                if let (Role::Follower, Some((v, _))) = (&self.role, value)
                     && read.slot == self.next_apply
                 {
                     self.apply(read.slot, v);

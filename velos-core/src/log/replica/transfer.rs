@@ -3,8 +3,11 @@
 //! direction, writing this replica's own snapshots for the others to copy.
 //!
 //! The copy runs in one of `read_banks` incoming banks of scratch: the header, then the
-//! bank's end stamp, its point, length and content, its begin stamp, each stage's gets
-//! tested before the next is posted. A copy from a peer that becomes suspected is given up
+//! bank's end stamp, its point and length, its content (only the words the length covers,
+//! [`CHUNK`] gets at a time), its begin stamp, each stage's gets tested before the next is
+//! posted. Posting a whole bank's gets at once queued the heartbeat reads on the same
+//! queue pairs behind thousands of gets: the copier suspected its sources and gave every
+//! copy up (seen with 64 KiB banks on the emulator). A copy from a peer that becomes suspected is given up
 //! after a failure timeout; its bank stays out of use until its gets complete (they could
 //! still land), as with value reads. A torn copy (the peer wrote that bank again meanwhile)
 //! is simply started again.
@@ -16,12 +19,24 @@ use crate::log::value::words_for;
 use crate::word::Lap;
 use velos_rdma::{Op, Reply};
 
+/// Content words a copy gets per turn.
+pub(super) const CHUNK: u32 = 64;
+
 /// Where a copy stands: the gets of each stage are out until a test says complete.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(super) enum Copying {
     Header,
+    /// The end stamp's get.
     End,
-    Content,
+    /// The gets of the point and the length.
+    Length,
+    /// The length is being loaded.
+    LengthLoad,
+    /// The content's gets: bank words below `next` are posted, up to `end`.
+    Content {
+        next: u32,
+        end: u32,
+    },
     Begin,
     Loading,
 }
@@ -35,7 +50,13 @@ pub(super) struct Transfer {
     /// The source's bank its header named.
     remote_bank: u32,
     stage: Copying,
-    started: u64,
+    /// When its last stage completed (or it started): a copy is given up only when its
+    /// source is suspected and no stage completed for a failure timeout (a source busy
+    /// writing large snapshots can look slow while its NIC serves the copy).
+    progressed: u64,
+    /// The bank words before the end stamp that hold something (stamp, point, length,
+    /// content), once the length is known.
+    used: u32,
     words: Vec<Option<u64>>,
 }
 
@@ -171,7 +192,8 @@ impl Replica {
             bank,
             remote_bank: 0,
             stage: Copying::Header,
-            started: self.now,
+            progressed: self.now,
+            used: 0,
             words: Vec::new(),
         }));
         self.moved = true;
@@ -189,11 +211,11 @@ impl Replica {
         let Some(t) = &self.transfer else {
             return;
         };
-        if t.stage == Copying::Loading {
+        if matches!(t.stage, Copying::Loading | Copying::LengthLoad) {
             return;
         }
         let stuck = self.omega.suspects(t.source, self.now)
-            && self.now - t.started > self.config.failure_timeout_ns;
+            && self.now - t.progressed > self.config.failure_timeout_ns;
         if stuck {
             self.transfer_poisoned[t.bank as usize] = true;
             self.transfer = None;
@@ -219,48 +241,82 @@ impl Replica {
         let (bank, source, remote_bank) = (t.bank, t.source, t.remote_bank);
         let per_bank = self.shape.snapshot_bank_words();
         let work_id = ids::transfer(bank);
-        let stage = t.stage;
-        t.stage = match stage {
-            Copying::End => Copying::Content,
-            Copying::Content => Copying::Begin,
-            Copying::Begin => Copying::Loading,
-            other => other,
+        let get = |i: u32| Op::Get {
+            local: self.scratch.transfer(bank, i),
+            remote: self.shape.snapshot_word(source, remote_bank, i),
+            work_id,
         };
-        if stage == Copying::Begin {
-            t.words = vec![None; per_bank as usize];
-        }
-        match stage {
+        let (stage, used) = (t.stage, t.used);
+        let (next, ops): (Copying, Vec<(Op, Then)>) = match stage {
             Copying::Header => {
                 let loc = self.scratch.transfer_header();
-                self.op_first(Op::Load { loc }, Then::TransferHeader);
+                (stage, vec![(Op::Load { loc }, Then::TransferHeader)])
             }
-            Copying::End => {
-                for i in 1..per_bank - 1 {
-                    let get = Op::Get {
-                        local: self.scratch.transfer(bank, i),
-                        remote: self.shape.snapshot_word(source, remote_bank, i),
-                        work_id,
-                    };
-                    self.op_first(get, Then::Ignore);
-                }
+            Copying::End => (
+                Copying::Length,
+                vec![(get(1), Then::Ignore), (get(2), Then::Ignore)],
+            ),
+            Copying::Length => {
+                let loc = self.scratch.transfer(bank, 2);
+                (
+                    Copying::LengthLoad,
+                    vec![(Op::Load { loc }, Then::TransferLength)],
+                )
             }
-            Copying::Content => {
-                let get = Op::Get {
-                    local: self.scratch.transfer(bank, 0),
-                    remote: self.shape.snapshot_word(source, remote_bank, 0),
-                    work_id,
-                };
-                self.op_first(get, Then::Ignore);
+            Copying::Content { next, end } if next < end => {
+                let to = end.min(next + CHUNK);
+                let gets = (next..to).map(|i| (get(i), Then::Ignore)).collect();
+                (Copying::Content { next: to, end }, gets)
             }
+            Copying::Content { .. } => (Copying::Begin, vec![(get(0), Then::Ignore)]),
             Copying::Begin => {
-                for i in 0..per_bank {
-                    let loc = self.scratch.transfer(bank, i);
-                    self.op_first(Op::Load { loc }, Then::TransferWord(i));
-                }
+                // Every word that holds something, then the end stamp (the last slot).
+                let loads = (0..used)
+                    .chain([per_bank - 1])
+                    .enumerate()
+                    .map(|(j, i)| {
+                        let loc = self.scratch.transfer(bank, i);
+                        (Op::Load { loc }, Then::TransferWord(j as u32))
+                    })
+                    .collect();
+                (Copying::Loading, loads)
             }
-            Copying::Loading => unreachable!("loads are not tested"),
+            Copying::LengthLoad | Copying::Loading => unreachable!("loads are not tested"),
+        };
+        if next == Copying::Loading {
+            t.words = vec![None; used as usize + 1];
+        }
+        t.stage = next;
+        t.progressed = self.now;
+        for (op, then) in ops {
+            self.op_first(op, then);
         }
         self.moved = true;
+    }
+
+    /// The copied length was loaded: get the content words it covers (a length past the
+    /// bank is a torn copy: start again).
+    pub(super) fn transfer_length(&mut self, len: u64) {
+        let Some(t) = &mut self.transfer else {
+            return;
+        };
+        assert_eq!(t.stage, Copying::LengthLoad, "a length while loading one");
+        let room = u64::from(self.shape.snapshot_bank_words() - 4);
+        let words = usize::try_from(len).map_or(u64::MAX, |l| words_for(l) as u64);
+        if words > room {
+            self.transfer = None;
+            return;
+        }
+        t.used = 3 + words as u32;
+        t.stage = Copying::Content {
+            next: 3,
+            end: t.used,
+        };
+        self.moved = true;
+        assert!(
+            t.used < self.shape.snapshot_bank_words(),
+            "the content fits the bank"
+        );
     }
 
     /// The source's header was loaded: copy the bank it names (none yet: start again).
