@@ -534,3 +534,68 @@ fn emulator_lease_reads_see_every_committed_command() {
     let leases = reads_see_every_command_committed_before_them(config);
     assert!(leases > 0, "some reads were answered from the lease");
 }
+
+/// Membership through the log: replica 3 starts outside the voters and is added, the
+/// leader 0 is removed, then 0 and 2 crash — only {1, 3}, a majority of the new voters
+/// {1, 2, 3}, is left, and commands still commit. Bad changes are typed errors.
+fn members_change_through_the_log(mut config: Config) {
+    config.log.members = velos::core::log::membership::Members::of(&[0, 1, 2]);
+    // Replica 3 learns the slots of {0, 1, 2} by reading them (it votes in none): once 0
+    // and 2 crashed, the ones it has not read yet have no majority left to read, and it
+    // copies a snapshot of 1's taken past them.
+    config.snapshot_every_slots = 16;
+    let cluster = Cluster::start(config, recorders(4)).expect("valid");
+    for i in 0..20 {
+        cluster.submit(command("m", i)).expect("committed");
+    }
+    assert!(matches!(
+        cluster.change_members(&[0, 1, 2, 3, 9]),
+        Err(Error::NoSuchReplica { replica: 9, .. })
+    ));
+    assert!(matches!(
+        cluster.change_members(&[0, 1, 2]),
+        Err(Error::BadMembership(_))
+    ));
+    cluster.change_members(&[0, 1, 2, 3]).expect("3 added");
+    assert!(matches!(
+        cluster.change_members(&[1, 3]),
+        Err(Error::BadMembership(_))
+    ));
+    cluster.change_members(&[1, 2, 3]).expect("0 removed");
+    for i in 20..40 {
+        cluster.submit(command("m", i)).expect("committed");
+    }
+    cluster.crash(0).expect("crashed");
+    cluster.crash(2).expect("crashed");
+    for i in 40..60 {
+        cluster
+            .submit(command("m", i))
+            .expect("committed by {1, 3}");
+    }
+    assert_eq!(cluster.leader(), Some(1));
+    if let Err(e) = cluster.catch_up(Duration::from_secs(10)) {
+        panic!(
+            "3 catches up: {e}; applied slots {:?}",
+            (0..4).map(|r| cluster.applied_slots(r)).collect::<Vec<_>>()
+        );
+    }
+    let machines = cluster.shutdown();
+    let expected: Vec<Vec<u8>> = (0..60).map(|i| command("m", i)).collect();
+    for r in [1, 3] {
+        assert_eq!(
+            commands(machines[r].as_ref().unwrap()),
+            expected,
+            "replica {r}"
+        );
+    }
+}
+
+#[test]
+fn mem_members_change_through_the_log() {
+    members_change_through_the_log(Config::new(4));
+}
+
+#[test]
+fn emulator_members_change_through_the_log() {
+    members_change_through_the_log(Config::emulator(4, 9));
+}

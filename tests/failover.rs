@@ -33,6 +33,7 @@ fn spec(seed: u64, latency: LatencyModel, duration_ns: u64) -> ClusterSpec {
         pauses: Vec::new(),
         snapshot_every: None,
         snapshot_bytes: 8,
+        reconfigure: Vec::new(),
         lease_reads: false,
     }
 }

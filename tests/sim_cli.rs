@@ -81,6 +81,12 @@ fn bad_input_is_a_usage_error() {
         &["sim", "--crash", "1"],
         &["sim", "--replicas", "0"],
         &["sim", "--value-size", "4"],
+        &["sim", "--members", "0,7"],
+        &["sim", "--members", "x"],
+        &["sim", "--reconfigure", "100us=0,1,2"],
+        &["sim", "--reconfigure", "100us=0"],
+        &["sim", "--reconfigure", "0,1,2"],
+        &["sim", "--reconfigure", "1ms=0,1,2,3"],
     ] {
         let (code, _, stderr) = velos(args);
         assert_eq!(code, 2, "{args:?}: {stderr}");

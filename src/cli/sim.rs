@@ -3,6 +3,7 @@
 
 use clap::Args;
 use std::process::ExitCode;
+use velos::core::log::membership::Members;
 use velos::core::log::{ClientScript, LogConfig};
 use velos::harness::cluster::{ClusterSpec, run};
 use velos::sim::latency::LatencyModel;
@@ -37,6 +38,14 @@ pub struct SimArgs {
     /// copies of many words are exercised.
     #[arg(long, default_value_t = 8)]
     snapshot_bytes: u32,
+    /// The replicas that vote at first (`0,1,2`; default: all): the others follow the log
+    /// and can be added with `--reconfigure`.
+    #[arg(long, value_parser = parse_members)]
+    members: Option<Members>,
+    /// At time T, the leader proposes that MEMBERS vote from then on (`T=LIST`, e.g.
+    /// `300us=0,1,2,3`; repeatable, one replica added or removed each time).
+    #[arg(long, value_parser = parse_reconfigure)]
+    reconfigure: Vec<(u64, Members)>,
     /// Leader leases of this length (`--lease 10us`; at most the failure timeout, 20 µs):
     /// every replica is asked for a lease read every 2 µs, and every read served is
     /// checked against the entries applied anywhere before it was asked.
@@ -106,6 +115,34 @@ fn parse_crash(s: &str) -> Result<(u16, u64), String> {
     Ok((node, parse_duration(at)?))
 }
 
+fn parse_members(s: &str) -> Result<Members, String> {
+    let ids: Result<Vec<u16>, String> = s
+        .split(',')
+        .map(|r| {
+            r.trim()
+                .parse::<u16>()
+                .ok()
+                .filter(|&r| r < 64)
+                .ok_or_else(|| format!("{r:?} is not a replica id"))
+        })
+        .collect();
+    Ok(Members::of(&ids?))
+}
+
+fn parse_reconfigure(s: &str) -> Result<(u64, Members), String> {
+    let (at, members) = s
+        .split_once('=')
+        .ok_or_else(|| format!("{s:?}: expected TIME=LIST, e.g. 300us=0,1,2,3"))?;
+    Ok((parse_duration(at)?, parse_members(members)?))
+}
+
+fn list(m: Members) -> String {
+    m.iter()
+        .map(|r| r.to_string())
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
 fn parse_pause(s: &str) -> Result<(u16, u64, u64), String> {
     let (crash, duration) = s
         .split_once('+')
@@ -127,9 +164,26 @@ pub fn run_cli(a: SimArgs) -> ExitCode {
         log.max_snapshot_bytes = a.snapshot_bytes.max(8); // the service's snapshot
     }
     log.lease_ns = a.lease.unwrap_or(0);
+    if let Some(m) = a.members {
+        log.members = m;
+    }
     if let Err(e) = log.validate() {
         eprintln!("velos sim: {e}");
         return ExitCode::from(2);
+    }
+    let mut members = log.members;
+    for &(t, next) in &a.reconfigure {
+        if next.0 & !Members::all(a.replicas).0 != 0 || !members.one_change_to(next) {
+            eprintln!(
+                "velos sim: --reconfigure {t}={}: one of the {} replicas added to or removed \
+                 from {} at a time, one left",
+                list(next),
+                a.replicas,
+                list(members)
+            );
+            return ExitCode::from(2);
+        }
+        members = next;
     }
     if let Some(&(node, _)) = a.crash.iter().find(|(n, _)| *n >= a.replicas) {
         eprintln!(
@@ -173,6 +227,7 @@ pub fn run_cli(a: SimArgs) -> ExitCode {
         pauses: a.pause.clone(),
         snapshot_every: a.snapshot_every,
         snapshot_bytes: a.snapshot_bytes as usize,
+        reconfigure: a.reconfigure.clone(),
         lease_reads: a.lease.is_some(),
     };
     let report = run(&spec);
@@ -215,6 +270,12 @@ pub fn run_cli(a: SimArgs) -> ExitCode {
         }
         if let Some(d) = a.lease {
             replay += &format!(" --lease {d}");
+        }
+        if let Some(m) = a.members {
+            replay += &format!(" --members {}", list(m));
+        }
+        for &(t, m) in &a.reconfigure {
+            replay += &format!(" --reconfigure {t}={}", list(m));
         }
         eprintln!(
             "velos sim: a check failed (seed {}); replay: {replay}",

@@ -15,6 +15,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU16, AtomicU64, Ordering};
 use std::time::Duration;
+use velos_core::log::membership::Members;
 use velos_core::log::{ProposeError, Replica};
 
 /// A read waiting to run on a replica's state machine: it is given the state (the
@@ -27,6 +28,8 @@ pub(crate) enum Command {
     Propose(Vec<u8>, Completer),
     /// A linearizable read of the state machine.
     Read(ReadJob),
+    /// A membership change to propose, and where its outcome goes.
+    Members(Members, Completer),
     /// Crash the replica: its memory is gone, its runner stops.
     Crash,
     /// Stop the replica.
@@ -82,6 +85,10 @@ pub(crate) struct Driver<S> {
     log_reads: HashMap<u64, ReadJob>,
     /// Reads that run once every slot below their index is applied.
     ready_reads: Vec<(u64, ReadJob)>,
+    /// Membership changes proposed here, by proposal id: the members, when it arrived.
+    changes: HashMap<u64, (Members, u64, Completer)>,
+    /// Membership changes decided and not in effect here yet: `(slot, members, arrival)`.
+    changes_decided: Vec<(u64, Members, u64, Completer)>,
 }
 
 impl<S: StateMachine> Driver<S> {
@@ -114,6 +121,37 @@ impl<S: StateMachine> Driver<S> {
             lease_reads: HashMap::new(),
             log_reads: HashMap::new(),
             ready_reads: Vec::new(),
+            changes: HashMap::new(),
+            changes_decided: Vec::new(),
+        }
+    }
+
+    /// A membership change arrived at `now_ns`: the leader proposes it
+    /// ([`Replica::propose_members`]); a follower refuses, naming the leader.
+    pub(crate) fn take_members(
+        &mut self,
+        replica: &mut Replica,
+        members: Members,
+        completer: Completer,
+        now_ns: u64,
+    ) {
+        if replica.leader() != self.me {
+            completer.complete(Err(Error::NotLeader {
+                replica: self.me,
+                leader: replica.leader(),
+            }));
+            return;
+        }
+        match replica.propose_members(members) {
+            Ok(id) => {
+                assert!(
+                    self.changes
+                        .insert(id, (members, now_ns, completer))
+                        .is_none(),
+                    "ids are unique"
+                );
+            }
+            Err(e) => completer.complete(Err(refusal(self.me, e))),
         }
     }
 
@@ -170,6 +208,8 @@ impl<S: StateMachine> Driver<S> {
             && self.lease_reads.is_empty()
             && self.log_reads.is_empty()
             && self.ready_reads.is_empty()
+            && self.changes.is_empty()
+            && self.changes_decided.is_empty()
     }
 
     /// A command arrived at `now_ns`: queued if this replica leads, else refused.
@@ -351,6 +391,13 @@ impl<S: StateMachine> Driver<S> {
             }
         }
         for (id, result) in replica.take_results() {
+            if let Some((members, at, completer)) = self.changes.remove(&id) {
+                match result {
+                    Ok(slot) => self.changes_decided.push((slot, members, at, completer)),
+                    Err(e) => completer.complete(Err(loss(self.me, e))),
+                }
+                continue;
+            }
             if let Some(job) = self.log_reads.remove(&id) {
                 match result {
                     Ok(slot) => self.ready_reads.push((slot + 1, job)),
@@ -390,6 +437,24 @@ impl<S: StateMachine> Driver<S> {
             self.decided.keys().all(|&s| s >= self.slots_applied),
             "a receipt whose slot is applied here has resolved"
         );
+        // A change resolves once it is in effect here (its slot applied, and the slots
+        // before it takes effect): a removed leader has handed over by then.
+        // (A later change is decided only once this one is in effect.)
+        let applied = self.slots_applied;
+        let later = replica.memberships.last().map_or(0, |&(slot, _)| slot);
+        let now_members = replica.members_at(applied);
+        let (done, waiting): (Vec<_>, Vec<_>) = std::mem::take(&mut self.changes_decided)
+            .into_iter()
+            .partition(|&(slot, m, _, _)| slot < applied && (now_members == m || later > slot));
+        self.changes_decided = waiting;
+        for (slot, _, at, completer) in done {
+            completer.complete(Ok(CommitInfo {
+                position: Position { slot, index: 0 },
+                batch_commands: 1,
+                leader: self.me,
+                latency: Duration::from_nanos(now_ns.saturating_sub(at)),
+            }));
+        }
         self.run_ready_reads();
         assert_eq!(
             self.slots_applied,
@@ -446,6 +511,13 @@ impl<S: StateMachine> Driver<S> {
         for job in reads {
             job(Err(error.clone()));
         }
+        let changes = std::mem::take(&mut self.changes)
+            .into_values()
+            .map(|(_, _, c)| c)
+            .chain(self.changes_decided.drain(..).map(|(_, _, _, c)| c));
+        for c in changes {
+            c.complete(Err(Error::OutcomeUnknown)); // proposed: it may still take effect
+        }
         let queued: Vec<_> = self.queue.drain().collect();
         self.metrics.refused(queued.len() as u64);
         for (_, _, c) in queued {
@@ -487,6 +559,8 @@ fn refusal(me: u16, e: ProposeError) -> Error {
         ProposeError::ShuttingDown => Error::ShuttingDown,
         ProposeError::Exhausted { slot } => Error::Exhausted { slot },
         ProposeError::Deposed => Error::OutcomeUnknown,
+        ProposeError::BadMembership(why) => Error::BadMembership(why),
+        ProposeError::ChangePending => Error::ChangePending,
     }
 }
 

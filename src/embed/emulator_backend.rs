@@ -84,6 +84,11 @@ fn run<S: StateMachine>(
                     d.take_read(&mut sim.machine_mut().threads[r].process, job);
                 }
                 (Command::Read(job), None) => job(Err(Error::Unavailable { replica: r as u16 })),
+                (Command::Members(members, completer), Some(d)) => {
+                    let replica = &mut sim.machine_mut().threads[r].process;
+                    d.take_members(replica, members, completer, now);
+                }
+                (Command::Members(_, completer), None) => drop(completer),
                 (Command::Crash, Some(_)) => {
                     sim.inject(Fault::Crash {
                         node: NodeId(r as u16),
@@ -116,7 +121,9 @@ fn run<S: StateMachine>(
     let now = sim.now();
     for (r, command) in commands.try_iter() {
         match (command, &drivers[usize::from(r)]) {
-            (Command::Propose(_, completer), Some(d)) => d.refuse_stopped(completer, false),
+            (Command::Propose(_, completer) | Command::Members(_, completer), Some(d)) => {
+                d.refuse_stopped(completer, false)
+            }
             (Command::Read(job), _) => job(Err(Error::ShuttingDown)),
             _ => {}
         }

@@ -63,6 +63,14 @@ pub enum Error {
         /// The slot.
         slot: u64,
     },
+    /// A membership change the log refused: not one replica added or removed, or a
+    /// replica the cluster does not have.
+    #[error("membership change refused: {0}")]
+    BadMembership(String),
+    /// Another membership change is under way (proposed, or decided and not in effect
+    /// yet). [`Cluster::change_members`](super::Cluster::change_members) waits for it.
+    #[error("another membership change is not in effect yet")]
+    ChangePending,
 }
 
 impl Error {
@@ -78,6 +86,8 @@ impl Error {
                 | Error::NoReplicaUp
                 | Error::ShuttingDown
                 | Error::LogFull
+                | Error::BadMembership(_)
+                | Error::ChangePending
                 | Error::Exhausted { .. }
         )
     }

@@ -12,6 +12,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::thread;
 use std::time::{Duration, Instant};
+use velos_core::log::membership::Members;
 use velos_rdma::NodeId;
 use velos_rdma::mem::MemFabric;
 
@@ -202,7 +203,8 @@ impl<S: StateMachine> Cluster<S> {
 
     /// Runs `attempt` (given the time left) again while it fails with a refusal that says
     /// nothing was done — leadership moving, the replica down, the log's ring waiting for
-    /// snapshots to free slots — a little later each time (bounded), until the wait
+    /// snapshots to free slots, another membership change under way — a little later each
+    /// time (bounded), until the wait
     /// timeout has passed.
     fn retry<T>(&self, mut attempt: impl FnMut(Duration) -> Result<T, Error>) -> Result<T, Error> {
         let timeout = self.config.wait_timeout;
@@ -214,7 +216,12 @@ impl<S: StateMachine> Cluster<S> {
                 return Err(Error::TimedOut { after: timeout });
             }
             match attempt(left) {
-                Err(Error::NotLeader { .. } | Error::Unavailable { .. } | Error::LogFull) => {
+                Err(
+                    Error::NotLeader { .. }
+                    | Error::Unavailable { .. }
+                    | Error::LogFull
+                    | Error::ChangePending,
+                ) => {
                     thread::sleep(pause.min(left));
                     pause = (pause * 2).min(Duration::from_millis(5));
                 }
@@ -222,6 +229,28 @@ impl<S: StateMachine> Cluster<S> {
                 other => return other,
             }
         }
+    }
+
+    /// Changes which replicas vote to `members` through the log (see
+    /// `velos_core::log::membership`): one replica added or removed at a time; the
+    /// change takes effect `log.pipeline` slots after the slot that commits it (returned
+    /// as the position). Every replica of the configuration is started and follows the
+    /// log; `log.members` are the first voters. Waits while leadership moves or another
+    /// change is under way, up to the wait timeout.
+    pub fn change_members(&self, members: &[u16]) -> Outcome {
+        if let Some(&replica) = members.iter().find(|&&r| r >= self.replicas()) {
+            return Err(Error::NoSuchReplica {
+                replica,
+                replicas: self.replicas(),
+            });
+        }
+        let members = Members::of(members);
+        self.retry(|left| {
+            let leader = self.leader().ok_or(Error::NoReplicaUp)?;
+            let (receipt, completer) = pair(leader, left);
+            self.send(leader, Command::Members(members, completer));
+            receipt.wait_timeout(left)
+        })
     }
 
     /// A linearizable read: `query` runs on the leader's state machine once it holds

@@ -95,6 +95,9 @@ fn run<S: StateMachine>(
                     driver.take(&replica, bytes, completer, now());
                 }
                 Command::Read(job) => driver.take_read(&mut replica, job),
+                Command::Members(members, completer) => {
+                    driver.take_members(&mut replica, members, completer, now());
+                }
                 Command::Crash => {
                     fabric.crash(NodeId(me));
                     refuse_rest(&driver, inbox, true);
@@ -125,7 +128,9 @@ fn run<S: StateMachine>(
 fn refuse_rest<S: StateMachine>(driver: &Driver<S>, inbox: &Receiver<Command>, crashed: bool) {
     while let Ok(command) = inbox.try_recv() {
         match command {
-            Command::Propose(_, completer) => driver.refuse_stopped(completer, crashed),
+            Command::Propose(_, completer) | Command::Members(_, completer) => {
+                driver.refuse_stopped(completer, crashed)
+            }
             Command::Read(job) => job(Err(driver.stopped_error(crashed))),
             Command::Crash | Command::Shutdown => {}
         }

@@ -5,6 +5,7 @@ use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
 use velos_core::AcceptorState;
 use velos_core::freeze::Freezer;
+use velos_core::log::membership::Members;
 use velos_core::log::{ClientScript, LogConfig, Replica};
 use velos_rdma::{NodeId, Shared};
 use velos_sim::latency::LatencyModel;
@@ -55,6 +56,10 @@ pub struct ClusterSpec {
     /// Ask every replica for a lease read every 2 µs and check every read served against
     /// the entries applied anywhere before it was asked (`log.lease_ns` sets the leases).
     pub lease_reads: bool,
+    /// Membership changes: `(at_ns, members)`, in time order. From `at_ns` on, whichever
+    /// replica leads is asked (every 2 µs until it takes it) to propose the change
+    /// ([`Replica::propose_members`]); `log.members` are the first members.
+    pub reconfigure: Vec<(u64, Members)>,
 }
 
 impl ClusterSpec {
@@ -77,6 +82,7 @@ impl ClusterSpec {
             snapshot_every: None,
             snapshot_bytes: 8,
             lease_reads: false,
+            reconfigure: Vec::new(),
         }
     }
 }
@@ -101,6 +107,10 @@ pub struct ReplicaReport {
     /// have been told.
     #[serde(skip)]
     pub acknowledged: Vec<(u64, u64)>,
+    /// The configuration entries it applied: `(slot, member mask)`.
+    pub memberships: Vec<(u64, u64)>,
+    /// The members of its next slot at the end, as it knows them (mask).
+    pub members: u64,
 }
 
 /// A leader change: `leader` started leading at `at_ns`.
@@ -290,6 +300,13 @@ pub fn report_with(
             installs: services.installs(i),
             digest: services.digest(i),
             acknowledged: t.process.acknowledged.clone(),
+            memberships: t
+                .process
+                .memberships
+                .iter()
+                .map(|&(s, m)| (s, m.0))
+                .collect(),
+            members: t.process.members_at(t.process.next_apply()).0,
         })
         .collect();
     let proposed: Vec<String> = m
@@ -402,6 +419,39 @@ pub fn check(
             ));
         }
     }
+    // Membership: a slot is a configuration entry for every replica that applied it or for
+    // none, with the same members (its entry is empty, so agreement cannot tell).
+    let mut configs: BTreeMap<u64, (u64, u16)> = BTreeMap::new();
+    let mut membership = true;
+    for r in replicas {
+        for &(slot, mask) in &r.memberships {
+            match configs.get(&slot) {
+                Some(&(m, other)) if m != mask => {
+                    membership = false;
+                    failures.push(format!(
+                        "slot {slot}: replica {other} applied members {m:#x}, replica {} {mask:#x}",
+                        r.id
+                    ));
+                }
+                _ => {
+                    configs.insert(slot, (mask, r.id));
+                }
+            }
+        }
+    }
+    for r in replicas {
+        let applied: BTreeSet<u64> = r.applied.iter().map(|&(s, _)| s).collect();
+        let own: BTreeSet<u64> = r.memberships.iter().map(|&(s, _)| s).collect();
+        for &slot in configs.keys() {
+            if applied.contains(&slot) && !own.contains(&slot) {
+                membership = false;
+                failures.push(format!(
+                    "replica {}: slot {slot} applied as a no-op, a configuration entry elsewhere",
+                    r.id
+                ));
+            }
+        }
+    }
     // A copied snapshot holds exactly the decided entries below its point.
     let mut snapshots = true;
     for r in replicas {
@@ -427,5 +477,6 @@ pub fn check(
         ("integrity".to_string(), integrity),
         ("no_holes".to_string(), no_holes),
         ("snapshots".to_string(), snapshots),
+        ("membership".to_string(), membership),
     ])
 }

@@ -145,6 +145,8 @@ fn report(spec: &MuSpec, sim: &Simulator<MuNode>, crashed: Option<(u16, u64)>) -
             installs: Vec::new(),
             digest: (0, 0),
             acknowledged: Vec::new(),
+            memberships: Vec::new(),
+            members: 0,
         })
         .collect();
     let proposed: Vec<String> = m

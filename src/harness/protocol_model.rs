@@ -146,6 +146,7 @@ fn slot_config(config: &ModelConfig, p: u16) -> SlotConfig {
     SlotConfig {
         layout: WordLayout::PAPER,
         acceptors: config.acceptors,
+        members: SlotConfig::all(config.acceptors),
         numbering: Numbering {
             proposers: config.proposers,
         },

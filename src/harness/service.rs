@@ -6,8 +6,9 @@
 //! also asks every replica for a read at every visit and keeps what was served.
 
 use super::cluster::{ClusterSpec, ReplicaReport};
-use std::collections::{BTreeMap, HashMap};
-use velos_core::log::Replica;
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use velos_core::log::membership::Members;
+use velos_core::log::{ProposeError, Replica};
 use velos_sim::simulate::Simulator;
 
 /// Virtual time between two visits of the harness to the services (ns).
@@ -68,6 +69,8 @@ pub struct Services {
     services: Vec<Service>,
     served: Vec<Served>,
     refused: u64,
+    /// Membership changes not proposed yet: `(at_ns, members)`, in time order.
+    changes: VecDeque<(u64, Members)>,
 }
 
 impl Services {
@@ -88,13 +91,14 @@ impl Services {
             services: vec![service; usize::from(spec.log.replicas)],
             served: Vec::new(),
             refused: 0,
+            changes: spec.reconfigure.iter().copied().collect(),
         }
     }
 
     /// Runs `sim` until `until_ns`, visiting the services every 2 µs of virtual time (or not at
     /// all without snapshots, so that such runs step exactly as before services existed).
     pub fn run(&mut self, sim: &mut Simulator<Replica>, until_ns: u64) {
-        if self.every.is_none() && !self.reads {
+        if self.every.is_none() && !self.reads && self.changes.is_empty() {
             sim.run(until_ns, u64::MAX);
             return;
         }
@@ -109,6 +113,25 @@ impl Services {
     fn visit(&mut self, sim: &mut Simulator<Replica>) {
         let now = sim.now();
         let m = sim.machine_mut();
+        // The next membership change, once due, goes to whichever live replica leads; it
+        // is asked again at the next visit until one takes it.
+        if let Some(&(at, members)) = self.changes.front()
+            && at <= now
+        {
+            let up: Vec<bool> = m.threads.iter().map(|t| m.is_up(t.node)).collect();
+            for (t, up) in m.threads.iter_mut().zip(up) {
+                if up && t.process.is_leader() {
+                    match t.process.propose_members(members) {
+                        Ok(_) => {
+                            self.changes.pop_front();
+                            break;
+                        }
+                        Err(ProposeError::BadMembership(why)) => panic!("cluster spec: {why}"),
+                        Err(_) => {}
+                    }
+                }
+            }
+        }
         for (i, service) in self.services.iter_mut().enumerate() {
             let node = m.threads[i].node;
             if !m.is_up(node) {

@@ -53,6 +53,8 @@ pub struct Freezer {
     recycled: bool,
     /// Some word showed a later lap: the instance was retired, nothing more is posted.
     overtaken: bool,
+    /// The acceptors that vote in the slot (bit a): only they are frozen and counted.
+    members: u64,
     /// Per acceptor: the freeze CAS in flight (`id`, expected word), if any.
     in_flight: Vec<Option<(u64, u64)>>,
     /// Per acceptor: the frozen state, once confirmed.
@@ -82,32 +84,40 @@ impl Freezer {
     /// Starts freezing: one CAS per acceptor, from the predicted word (posted behind every
     /// CAS of the slot still in flight on that queue pair).
     pub fn start(layout: WordLayout, predicted: &[u64], out: &mut Vec<SlotCommand>) -> Freezer {
-        Freezer::start_at((layout, 0, false), predicted, out)
+        let all = crate::slot::SlotConfig::all(predicted.len() as u16);
+        Freezer::start_at((layout, 0, false), all, predicted, out)
     }
 
     /// [`Freezer::start`] for the instance tagged `tag` of a ring position (`recycled`: it
-    /// reuses the position).
+    /// reuses the position), whose voting acceptors are `members` (bit a: acceptor a).
     pub fn start_at(
         (layout, tag, recycled): (WordLayout, u16, bool),
+        members: u64,
         predicted: &[u64],
         out: &mut Vec<SlotCommand>,
     ) -> Freezer {
         assert!(!predicted.is_empty(), "Freeze: some acceptor");
+        assert!(members != 0, "Freeze: some member");
         let mut freezer = Freezer {
             layout,
             tag,
             recycled,
             overtaken: false,
+            members,
             in_flight: vec![None; predicted.len()],
             frozen: vec![None; predicted.len()],
             next_id: 0,
         };
         for (a, &word) in predicted.iter().enumerate() {
-            freezer.post(a, word, out);
+            if members >> a & 1 == 1 {
+                freezer.post(a, word, out);
+            }
         }
         assert!(
-            freezer.overtaken || freezer.in_flight.iter().all(Option::is_some),
-            "Freeze: one CAS per acceptor in flight"
+            freezer.overtaken
+                || (0..predicted.len())
+                    .all(|a| members >> a & 1 == 0 || freezer.in_flight[a].is_some()),
+            "Freeze: one CAS per member in flight"
         );
         freezer
     }
@@ -142,7 +152,7 @@ impl Freezer {
     }
 
     fn majority(&self) -> usize {
-        self.frozen.len() / 2 + 1
+        self.members.count_ones() as usize / 2 + 1
     }
 
     /// The freeze CAS `id` on `acceptor` returned `actual`: confirmed frozen, or posted

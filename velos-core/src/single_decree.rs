@@ -130,6 +130,7 @@ impl SingleDecree {
         SlotConfig {
             layout: config.layout,
             acceptors: config.shape.nodes,
+            members: SlotConfig::all(config.shape.nodes),
             numbering: Numbering {
                 proposers: config.proposers,
             },

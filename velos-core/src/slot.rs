@@ -13,6 +13,10 @@ pub struct SlotConfig {
     pub layout: WordLayout,
     /// Number of acceptors.
     pub acceptors: u16,
+    /// The acceptors that vote in this slot (bit a: acceptor a): only they are sent CASes
+    /// and counted in majorities ([`crate::log::membership`]). [`SlotConfig::all`] for
+    /// every acceptor.
+    pub members: u64,
     /// Proposal numbering.
     pub numbering: Numbering,
     /// Who I am.
@@ -56,9 +60,19 @@ pub enum Mutation {
 }
 
 impl SlotConfig {
-    /// Acceptors needed for a majority.
+    /// The member mask of acceptors 0 to n − 1.
+    pub fn all(n: u16) -> u64 {
+        crate::log::membership::Members::all(n).0
+    }
+
+    /// Whether acceptor `a` votes in this slot.
+    pub fn votes(&self, a: u16) -> bool {
+        a < 64 && self.members >> a & 1 == 1
+    }
+
+    /// Acceptors needed for a majority (of the members).
     pub fn majority(&self) -> usize {
-        usize::from(self.acceptors) / 2 + 1
+        self.members.count_ones() as usize / 2 + 1
     }
 
     /// Proposal numbers above this are not used with one-sided CAS: the overflow fallback
@@ -374,6 +388,9 @@ impl SlotProposer {
         self.attempt += 1;
         let mut promised = vec![None; self.predicted.len()];
         for (a, promise) in promised.iter_mut().enumerate() {
+            if !self.config.votes(a as u16) {
+                continue; // not a member in this slot: never asked, never counted
+            }
             let state = self.predicted(a as u16).expect("checked: no later lap");
             #[cfg(feature = "mutations")]
             if self.config.mutation == Mutation::ReuseProposal && state.min_proposal >= proposal {
@@ -405,8 +422,8 @@ impl SlotProposer {
             self.prepared(&[], out);
         }
         assert!(
-            counted > 0 || self.in_flight() >= self.predicted.len(),
-            "one prepare CAS per acceptor in flight"
+            counted > 0 || self.in_flight() >= self.config.members.count_ones() as usize,
+            "one prepare CAS per member in flight"
         );
     }
 
@@ -546,6 +563,9 @@ impl SlotProposer {
         let proposal = self.proposal;
         let mut accepted_now = vec![false; self.predicted.len()];
         for (a, _acked) in accepted_now.iter_mut().enumerate() {
+            if !self.config.votes(a as u16) {
+                continue; // not a member in this slot
+            }
             let Some(state) = self.predicted(a as u16) else {
                 continue; // a later lap's word: never CASed (lemma (overtaken))
             };
@@ -618,6 +638,7 @@ mod tests {
         SlotConfig {
             layout: LAYOUT,
             acceptors: 3,
+            members: SlotConfig::all(3),
             numbering: Numbering { proposers: 2 },
             me: ProposerId(me),
             tag: 0,

@@ -37,6 +37,7 @@ pub(super) fn run_seed(config: &FailoverConfig, seed: u64) -> anyhow::Result<See
         pauses: Vec::new(),
         snapshot_every: None,
         snapshot_bytes: 8,
+        reconfigure: Vec::new(),
         lease_reads: false,
     };
     let mut sim = Simulator::new(cluster::machine(&spec), cluster::sim_config(&spec));

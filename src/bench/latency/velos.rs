@@ -98,6 +98,7 @@ pub(super) fn measure(
         pauses: Vec::new(),
         snapshot_every: None,
         snapshot_bytes: 8,
+        reconfigure: Vec::new(),
         lease_reads: false,
     };
     let mut sim = Simulator::new(cluster::machine(&spec), cluster::sim_config(&spec));

@@ -1,5 +1,6 @@
 //! The configuration of a replicated log and where each replica's words and work ids are.
 
+use super::membership::Members;
 use super::omega::Detector;
 use crate::cluster::ClusterShape;
 use crate::slot::Mutation;
@@ -52,6 +53,9 @@ pub struct LogConfig {
     /// A follower that learned nothing locally for this long reads the next slot from a
     /// majority (ns).
     pub catch_up_after_ns: u64,
+    /// The replicas that vote at first ([`super::membership`]): every one by default. The
+    /// others follow the log and may be added by [`super::Replica::propose_members`].
+    pub members: Members,
     /// A deliberately wrong variant of the slot protocol (tests with velos-core's
     /// `mutations` feature only; otherwise always [`Mutation::None`]).
     pub mutation: Mutation,
@@ -77,6 +81,7 @@ impl LogConfig {
             lease_ns: 0,
             idle_pause_ns: 200,
             catch_up_after_ns: 10_000,
+            members: Members::all(replicas.min(64)),
             mutation: Mutation::None,
         }
     }
@@ -95,9 +100,10 @@ impl LogConfig {
         u32::from(self.replicas).div_ceil(2)
     }
 
-    /// Content words of a snapshot bank.
+    /// Content words of a snapshot bank: the service's snapshot and the membership from
+    /// its point on ([`super::membership::SNAPSHOT_WORDS`]).
     pub fn snapshot_words(&self) -> u32 {
-        self.max_snapshot_bytes.div_ceil(8)
+        self.max_snapshot_bytes.div_ceil(8) + super::membership::SNAPSHOT_WORDS as u32
     }
 
     /// Words of a value's content.
@@ -155,11 +161,23 @@ impl LogConfig {
         if !(1..=256).contains(&self.epochs) {
             return Err(format!("{} epochs: 1 to 256 are supported", self.epochs));
         }
-        if self.max_value_bytes >= 1 << super::value::LEN_BITS {
+        if self.max_value_bytes as usize >= super::value::CONFIG_FLAG {
             return Err(format!(
                 "values of {} bytes: a stamp holds lengths below {}",
                 self.max_value_bytes,
-                1u32 << super::value::LEN_BITS
+                super::value::CONFIG_FLAG
+            ));
+        }
+        if self.max_value_bytes < 8 {
+            return Err("values of at least 8 bytes (a configuration entry's)".into());
+        }
+        if self.replicas > 64 {
+            return Err(format!("{} replicas: at most 64", self.replicas));
+        }
+        if self.members.is_empty() || self.members.0 & !Members::all(self.replicas).0 != 0 {
+            return Err(format!(
+                "members {:#x}: a non-empty set of the {} replicas",
+                self.members.0, self.replicas
             ));
         }
         if u32::from(self.layout.proposal_bits) > super::value::PROPOSAL_BITS

@@ -20,6 +20,7 @@
 //! numbers run out freezes its epoch and continues in the next one, with its own ballots.
 
 use super::config::LogConfig;
+use super::membership::Membership;
 use crate::freeze::Freezer;
 use crate::proposal::{Numbering, ProposerId};
 use crate::slot::{Content, Outcome, SlotCommand, SlotConfig, SlotProposer};
@@ -45,11 +46,19 @@ fn split_id(id: u64) -> (u32, bool, u64) {
     ((id >> 48) as u32, id >> 47 & 1 == 1, id & ((1 << 47) - 1))
 }
 
-/// A client value and the id its proposer was given for it.
+/// A client value (or a configuration entry) and the id its proposer was given for it.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub(super) struct Proposal {
     pub id: u64,
+    pub value: Value,
+}
+
+/// A value of the log: its bytes, and whether it is a configuration entry
+/// ([`super::membership`]; the stamps of its buffer say so to readers).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub(super) struct Value {
     pub bytes: Vec<u8>,
+    pub config: bool,
 }
 
 /// One slot in the leader's window.
@@ -59,7 +68,7 @@ struct Run {
     /// My value, once given to this slot (a no-op has no proposal).
     mine: Option<Option<Proposal>>,
     /// The value read for adoption.
-    adopted: Option<Vec<u8>>,
+    adopted: Option<Value>,
     /// The adopted value is my own (`mine`), read back from my buffer: deciding it
     /// commits my proposal (see [`Leader::on_value_read`]).
     adopted_mine: bool,
@@ -75,7 +84,7 @@ struct Run {
     carrying: bool,
     /// The value this epoch must propose when its own promises show nothing accepted
     /// (carried from the frozen epoch below); `None`: free.
-    carry: Option<Vec<u8>>,
+    carry: Option<Value>,
     /// The carried value is my own (as `adopted_mine`).
     carry_mine: bool,
 }
@@ -84,7 +93,7 @@ struct Run {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(super) struct Progress {
     /// Slots decided, in order, from the applied prefix on: apply them.
-    pub apply: Vec<(u64, Vec<u8>)>,
+    pub apply: Vec<(u64, Value)>,
     /// Proposals decided: `(proposal id, slot)`.
     pub committed: Vec<(u64, u64)>,
     /// Something changed.
@@ -126,13 +135,22 @@ pub(super) struct Leader {
     barrier_run: BTreeSet<u64>,
     /// Fill promised slots with no-ops when no value waits, until the barrier is done.
     force_noops: bool,
-    decided: BTreeMap<u64, Vec<u8>>,
+    decided: BTreeMap<u64, Value>,
+    /// The members of the slots this leader may open ([`super::membership`]; its replica
+    /// keeps it up to date as configuration entries are applied).
+    pub membership: Membership,
 }
 
 impl Leader {
     /// The leader `me` of `term`, starting at slot `prefix` with ballots above `floors`
     /// (one per epoch).
-    pub(super) fn new(me: u16, term: u64, prefix: u64, floors: Vec<u64>) -> Leader {
+    pub(super) fn new(
+        me: u16,
+        term: u64,
+        prefix: u64,
+        floors: Vec<u64>,
+        membership: Membership,
+    ) -> Leader {
         assert!(!floors.is_empty(), "a ballot per epoch");
         Leader {
             me: ProposerId(me),
@@ -152,14 +170,21 @@ impl Leader {
             barrier_run: BTreeSet::new(),
             force_noops: false,
             decided: BTreeMap::new(),
+            membership,
         }
     }
 
     /// A learner's repair of `slot` (proposer `me`, under `term`): the slot alone, run to a
     /// decision like a leader's, adopting what a majority shows or else deciding a no-op
     /// (the learner that never leaves a hole; see [`super::replica`]).
-    pub(super) fn repair(me: u16, term: u64, slot: u64, floors: Vec<u64>) -> Leader {
-        let mut repair = Leader::new(me, term, slot, floors);
+    pub(super) fn repair(
+        me: u16,
+        term: u64,
+        slot: u64,
+        floors: Vec<u64>,
+        membership: Membership,
+    ) -> Leader {
+        let mut repair = Leader::new(me, term, slot, floors, membership);
         repair.end = slot + 1;
         repair.repair = true;
         repair
@@ -170,6 +195,7 @@ impl Leader {
         SlotConfig {
             layout: config.layout,
             acceptors: config.replicas,
+            members: self.membership.at(slot).0,
             numbering: Numbering {
                 proposers: config.replicas,
             },
@@ -208,6 +234,13 @@ impl Leader {
     pub(super) fn read_index(&self) -> u64 {
         let past = self.decided.keys().next_back().map_or(0, |&s| s + 1);
         past.max(self.prefix)
+    }
+
+    /// Whether a configuration entry of mine is in a slot of the window, not decided yet.
+    pub(super) fn config_in_window(&self) -> bool {
+        self.window
+            .values()
+            .any(|r| matches!(&r.mine, Some(Some(p)) if p.value.config))
     }
 
     /// Values given to slots and not decided yet.
@@ -256,6 +289,9 @@ impl Leader {
             && self.next_slot < room.min(self.end)
             && self.exhausted.is_none()
             && !self.overtaken
+            // A leader removed from the members opens no slot of the new configuration
+            // (a repair may run any slot: a proposer need not be an acceptor).
+            && (self.repair || self.membership.at(self.next_slot).contains(self.me.0))
         {
             let slot = self.next_slot;
             let cfg = self.slot_config(config, slot);
@@ -353,7 +389,7 @@ impl Leader {
         &mut self,
         config: &LogConfig,
         slot: u64,
-        value: Option<Vec<u8>>,
+        value: Option<Value>,
         own_key: Option<u64>,
         out: &mut Vec<(SlotAt, SlotCommand)>,
     ) {
@@ -380,7 +416,7 @@ impl Leader {
 
     /// The bytes an accept of `slot` writes for `content`, stamped with `key`: a write of
     /// my own value is remembered by its key (lemma (own adoption)).
-    pub(super) fn write_of(&mut self, slot: u64, content: Content, key: u64) -> Vec<u8> {
+    pub(super) fn write_of(&mut self, slot: u64, content: Content, key: u64) -> Value {
         let run = self.window.get_mut(&slot).expect("a slot of the window");
         let mine = content == Content::Mine || run.adopted_mine;
         if mine && !run.mine_keys.contains(&key) {
@@ -391,7 +427,7 @@ impl Leader {
                 .mine
                 .clone()
                 .expect("my value was supplied")
-                .map_or_else(Vec::new, |p| p.bytes),
+                .map_or_else(Value::default, |p| p.value),
             Content::Adopted => run.adopted.clone().expect("the adopted value was read"),
         }
     }
@@ -427,16 +463,16 @@ impl Leader {
                         Content::Mine => match run.mine.expect("my value was supplied") {
                             Some(p) => {
                                 progress.committed.push((p.id, slot));
-                                p.bytes
+                                p.value
                             }
-                            None => Vec::new(),
+                            None => Value::default(),
                         },
                         Content::Adopted => {
                             let adopted = run.adopted.expect("an adopted value was read");
                             match run.mine {
                                 Some(Some(mine)) if run.adopted_mine => {
                                     assert_eq!(
-                                        adopted, mine.bytes,
+                                        adopted, mine.value,
                                         "lemma (own adoption): my buffer's key names my value"
                                     );
                                     progress.committed.push((mine.id, slot));
@@ -494,7 +530,15 @@ impl Leader {
                     if run.mine.is_none() {
                         run.mine = match self.pending.pop_front() {
                             Some(p) => Some(Some(p)),
-                            None if fill || self.repair || self.force_noops => Some(None),
+                            // A membership change waits for the slots before it takes
+                            // effect: an idle leader fills them (no client need come).
+                            None if fill
+                                || self.repair
+                                || self.force_noops
+                                || self.membership.pending_after(self.prefix) =>
+                            {
+                                Some(None)
+                            }
                             None => None,
                         };
                     }

@@ -11,6 +11,7 @@
 //! proposal: a later attempt of the same proposer on a decided slot writes the same value
 //! (it adopted it), so the content is the decided one.
 
+use super::membership::Members;
 use super::ring::Ring;
 use crate::word::{AcceptorState, Lap, WordLayout};
 use std::collections::BTreeMap;
@@ -50,18 +51,20 @@ pub(super) fn local_decision(
     proven.then_some(mine)
 }
 
-/// The state a majority of `replies` (one per acceptor, `None` when not answered) to a
-/// read of instance `k` agree on, with the acceptors that hold it: then that proposal is
-/// chosen. Words of other laps count as not answered.
+/// The state a majority of `members` agree on in `replies` (one per acceptor, `None` when
+/// not answered) to a read of instance `k`, with the members that hold it: then that
+/// proposal is chosen. Words of other laps count as not answered, non-members' not at all.
 pub(super) fn majority_decision(
     (layout, ring): (WordLayout, Ring),
     k: u64,
+    members: Members,
     replies: &[Option<u64>],
 ) -> Option<(Vec<u16>, AcceptorState)> {
-    let majority = replies.len() / 2 + 1;
+    let majority = members.majority();
     let states: Vec<(u16, AcceptorState)> = replies
         .iter()
         .enumerate()
+        .filter(|&(a, _)| members.contains(a as u16))
         .filter_map(|(a, w)| {
             w.and_then(|w| own(layout, ring, k, w))
                 .map(|s| (a as u16, s))
@@ -128,17 +131,22 @@ mod tests {
     fn a_majority_of_equal_pairs_is_chosen_and_a_minority_is_not() {
         let w = word(4, 1, 0);
         assert_eq!(
-            majority_decision((L, R), 0, &[Some(w), None, Some(word(7, 2, 0))]),
+            majority_decision(
+                (L, R),
+                0,
+                Members::all(3),
+                &[Some(w), None, Some(word(7, 2, 0))]
+            ),
             None
         );
         assert_eq!(
-            majority_decision((L, R), 0, &[Some(w), None, Some(w)])
+            majority_decision((L, R), 0, Members::all(3), &[Some(w), None, Some(w)])
                 .unwrap()
                 .0,
             vec![0, 2]
         );
         assert_eq!(
-            majority_decision((L, R), 0, &[Some(0), Some(0), Some(0)]),
+            majority_decision((L, R), 0, Members::all(3), &[Some(0), Some(0), Some(0)]),
             None,
             "nothing accepted"
         );

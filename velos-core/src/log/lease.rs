@@ -34,6 +34,8 @@
 //! bounded by the failure timeout, and leases are off by default. A replica paused while
 //! trusting L keeps showing it, but with the same version only as long as it does.
 
+use super::membership::Members;
+
 /// A read that could not be answered from the leader's lease.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, thiserror::Error)]
 #[non_exhaustive]
@@ -65,6 +67,8 @@ pub struct Lease {
     backing: Vec<Option<Backing>>,
     /// Since when my own word, fenced, names me (this term).
     own_since: Option<u64>,
+    /// Whose backing counts: the members of my next slot ([`super::membership`]).
+    members: Members,
 }
 
 impl Lease {
@@ -76,6 +80,7 @@ impl Lease {
             lease_ns,
             backing: vec![None; usize::from(replicas)],
             own_since: None,
+            members: Members::all(replicas),
         }
     }
 
@@ -85,7 +90,14 @@ impl Lease {
     }
 
     fn majority(&self) -> usize {
-        self.backing.len() / 2 + 1
+        self.members.majority()
+    }
+
+    /// Whose backing counts from now on. Lemma (one change at a time) of
+    /// [`super::membership`]: majorities of consecutive configurations intersect, so a
+    /// backer shared by two leases still trusts one leader at a time.
+    pub fn set_members(&mut self, members: Members) {
+        self.members = members;
     }
 
     /// A new term of mine starts: nobody backs it yet.
@@ -136,7 +148,7 @@ impl Lease {
             return false;
         }
         let backing = (0..self.backing.len())
-            .filter(|&a| self.backs(a, now))
+            .filter(|&a| self.members.contains(a as u16) && self.backs(a, now))
             .count();
         backing >= self.majority()
     }

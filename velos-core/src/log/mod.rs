@@ -9,6 +9,7 @@ mod leader;
 mod learner;
 pub mod lease;
 mod links;
+pub mod membership;
 pub mod omega;
 mod replica;
 pub mod ring;

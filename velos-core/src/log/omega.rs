@@ -12,6 +12,8 @@
 //! measured on the local clock (`Op::Now`), so it stays deterministic; a wrong suspicion
 //! costs only liveness, never safety (the slot protocol is Paxos).
 
+use super::membership::Members;
+
 /// How suspicion is timed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Detector {
@@ -52,6 +54,9 @@ pub struct Omega {
     seen: Vec<bool>,
     /// Per replica: the decaying maximum gap between changes (0: none measured yet).
     gap: Vec<u64>,
+    /// The replicas that may lead (the members of the replica's next slot,
+    /// [`super::membership`]).
+    members: Members,
 }
 
 impl Omega {
@@ -70,6 +75,7 @@ impl Omega {
         let n = usize::from(replicas);
         Omega {
             me,
+            members: Members::all(replicas),
             timeout_ns,
             adaptive: match detector {
                 Detector::Fixed => None,
@@ -124,13 +130,38 @@ impl Omega {
             && now.saturating_sub(self.changed_at[usize::from(peer)]) > self.timeout(peer)
     }
 
-    /// The leader at `now`: the lowest id not suspected.
+    /// The leader at `now`: the lowest member not suspected (the lowest member if I am
+    /// not one and suspect them all).
     pub fn leader(&self, now: u64) -> u16 {
-        let leader = (0..self.last.len() as u16)
+        let first = self
+            .members
+            .iter()
+            .next()
+            .expect("a configuration has a member");
+        let leader = self
+            .members
+            .iter()
             .find(|&p| !self.suspects(p, now))
-            .expect("I never suspect myself");
-        assert!(leader <= self.me, "Ω: the leader is me or below me");
+            .unwrap_or(first);
+        assert!(
+            !self.members.contains(self.me) || leader <= self.me,
+            "Ω: a member's leader is itself or below it"
+        );
         leader
+    }
+
+    /// The replicas that may lead from now on.
+    pub fn set_members(&mut self, members: Members) {
+        assert!(
+            members.iter().all(|r| usize::from(r) < self.last.len()),
+            "members are replicas"
+        );
+        self.members = members;
+    }
+
+    /// The replicas that may lead.
+    pub fn members(&self) -> Members {
+        self.members
     }
 }
 

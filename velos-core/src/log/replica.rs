@@ -6,9 +6,10 @@
 
 use super::config::{LogConfig, Scratch, ids};
 use super::heartbeat::Heartbeat;
-use super::leader::Leader;
+use super::leader::{Leader, Value};
 use super::lease::{Lease, ReadError};
 use super::links::Links;
+use super::membership::{Members, Membership};
 use super::omega::Omega;
 use super::ring::{self, Ring};
 use crate::cluster::ClusterShape;
@@ -74,6 +75,14 @@ pub enum ProposeError {
     /// still decide it (if some acceptor accepted it) or not; watch the log.
     #[error("deposed before the proposal was decided: outcome unknown")]
     Deposed,
+    /// A membership change that is not one replica added or removed, or names a replica
+    /// the log does not have ([`super::membership`]).
+    #[error("membership change refused: {0}")]
+    BadMembership(String),
+    /// Another membership change is proposed, or decided and not in effect yet: propose
+    /// this one once it is.
+    #[error("another membership change is not in effect yet")]
+    ChangePending,
 }
 
 /// Proposals a leader keeps waiting at most.
@@ -208,6 +217,11 @@ pub struct Replica {
     installed: Vec<(u64, Vec<u8>)>,
     /// The point of every snapshot this replica installed, in order.
     pub installs: Vec<u64>,
+    /// The members of the slots from my snapshot point on ([`super::membership`]).
+    membership: Membership,
+    /// Every configuration entry applied here: `(slot, members)` (its entry in
+    /// [`Replica::applied`] is empty, like a no-op).
+    pub memberships: Vec<(u64, Members)>,
     omega: Omega,
     links: Links,
     role: Role,
@@ -283,7 +297,7 @@ impl Replica {
         let scratch = Scratch::new(&config, me);
         let epochs = config.epochs as usize;
         let banks = config.read_banks() as usize;
-        Ok(Replica {
+        let mut replica = Replica {
             shape: config.shape(),
             ring: config.ring(),
             points: vec![0; usize::from(config.replicas)],
@@ -300,6 +314,8 @@ impl Replica {
             transfer_poisoned: vec![false; banks],
             installed: Vec::new(),
             installs: Vec::new(),
+            membership: Membership::new(config.members),
+            memberships: Vec::new(),
             links: Links::new(scratch.clone(), config.replicas, config.cas_cells()),
             scratch,
             omega: Omega::new(
@@ -343,7 +359,9 @@ impl Replica {
             leader_changes: Vec::new(),
             terms_started: Vec::new(),
             acknowledged: Vec::new(),
-        })
+        };
+        replica.members_moved(); // Ω and the lease count the first members
+        Ok(replica)
     }
 
     /// Whether this replica currently leads.
@@ -362,9 +380,21 @@ impl Replica {
     }
 
     /// The first log instance that may not be opened yet: every instance below it has a
-    /// ring position whose previous instance is retired ([`super::ring`]).
+    /// ring position whose previous instance is retired ([`super::ring`]) — in the
+    /// snapshots of a majority of the members of my next slot.
     pub fn room(&self) -> u64 {
-        self.ring.room(ring::retired(&self.points))
+        let members = self.membership.at(self.next_apply);
+        let points: Vec<u64> = members
+            .iter()
+            .map(|r| self.points[usize::from(r)])
+            .collect();
+        self.ring.room(ring::retired(&points))
+    }
+
+    /// The members of slot `slot` as this replica knows them (exact from its next slot
+    /// to α slots past its last configuration entry, [`super::membership`]).
+    pub fn members_at(&self, slot: u64) -> Members {
+        self.membership.at(slot)
     }
 
     fn op(&mut self, op: Op, then: Then) {
@@ -498,15 +528,29 @@ impl Replica {
         }
     }
 
-    fn apply(&mut self, slot: u64, value: Vec<u8>) {
+    fn apply(&mut self, slot: u64, value: Value) {
         assert_eq!(
             slot, self.next_apply,
             "no holes: slots are applied in order"
         );
-        self.applied.push((slot, value));
+        let bytes = if value.config {
+            let members = Members::from_entry(&value.bytes)
+                .expect("a configuration entry names its members (only the engine writes one)");
+            let alpha = u64::from(self.config.pipeline);
+            self.membership.decided(slot, members, alpha);
+            self.memberships.push((slot, members));
+            if let Role::Leader(l) = &mut self.role {
+                l.membership = self.membership.clone();
+            }
+            Vec::new() // a no-op for the service
+        } else {
+            value.bytes
+        };
+        self.applied.push((slot, bytes));
         self.applied_at.push(self.now);
         self.next_apply += 1;
         self.written.remove(&slot); // a leader writes only slots it has not applied
+        self.members_moved();
         self.stuck_since = None;
         self.repair = None;
         self.last_progress = if self.streak {
@@ -544,5 +588,17 @@ impl Process for Replica {
 
     fn puts_from_memory(&self) -> bool {
         false // every put carries its value inline
+    }
+}
+
+impl Replica {
+    /// My next slot moved: Ω and the lease count the members of that slot.
+    fn members_moved(&mut self) {
+        let members = self.membership.at(self.next_apply);
+        if members != self.omega.members() {
+            self.omega.set_members(members);
+            self.lease.set_members(members);
+        }
+        assert_eq!(self.omega.members(), members, "Ω follows the membership");
     }
 }

@@ -18,6 +18,10 @@
 /// Bits of the length in a stamp.
 pub const LEN_BITS: u32 = 24;
 
+/// The length field's top bit marks a configuration entry ([`super::membership`]): value
+/// lengths stay below it.
+pub const CONFIG_FLAG: usize = 1 << (LEN_BITS - 1);
+
 /// Bits of the proposal number in a stamp (the log's word layout must not use more).
 pub const PROPOSAL_BITS: u32 = 24;
 

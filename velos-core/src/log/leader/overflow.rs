@@ -3,7 +3,7 @@
 //! carries (if any) and continues in the next epoch, where proposal numbers start afresh
 //! (see [`crate::freeze`] for the lemmas).
 
-use super::{Leader, SlotAt, emit};
+use super::{Leader, SlotAt, Value, emit};
 use crate::freeze::{Carry, Freezer};
 use crate::log::config::LogConfig;
 use crate::slot::{Outcome, SlotCommand, SlotProposer};
@@ -38,7 +38,8 @@ impl Leader {
             let mut cmds = Vec::new();
             let ring = config.ring();
             let at = (config.layout, ring.tag(slot), ring.recycled(slot));
-            run.freezer = Some(Freezer::start_at(at, &predicted, &mut cmds));
+            let members = self.membership.at(slot).0;
+            run.freezer = Some(Freezer::start_at(at, members, &predicted, &mut cmds));
             emit(out, slot, run.epoch, true, cmds);
             return true;
         };
@@ -77,7 +78,7 @@ impl Leader {
         &mut self,
         config: &LogConfig,
         slot: u64,
-        value: Option<(Vec<u8>, bool)>,
+        value: Option<(Value, bool)>,
         out: &mut Vec<(SlotAt, SlotCommand)>,
     ) {
         let run = self.window.get_mut(&slot).expect("present");
@@ -107,7 +108,7 @@ impl Leader {
         &mut self,
         config: &LogConfig,
         slot: u64,
-        carry: Option<(Vec<u8>, bool)>,
+        carry: Option<(Value, bool)>,
         out: &mut Vec<(SlotAt, SlotCommand)>,
     ) {
         let cfg = self.slot_config(config, slot);

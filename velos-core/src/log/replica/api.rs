@@ -1,7 +1,8 @@
 //! The embedding side of a replica: proposals in, committed entries and outcomes out.
 
 use super::{MAX_PENDING, ProposeError, ReadError, Replica, Role};
-use crate::log::leader::Proposal;
+use crate::log::leader::{Proposal, Value};
+use crate::log::membership::Members;
 
 impl Replica {
     /// Proposes `value` (the leader only): its id, which [`Replica::take_results`] reports
@@ -35,7 +36,57 @@ impl Replica {
         }
         let id = self.next_id;
         self.next_id += 1;
-        l.pending.push_back(Proposal { id, bytes: value });
+        let value = Value {
+            bytes: value,
+            config: false,
+        };
+        l.pending.push_back(Proposal { id, value });
+        Ok(id)
+    }
+
+    /// Proposes a membership change (the leader only): from the next configuration on,
+    /// `members` vote. It takes effect `pipeline` slots after the slot that decides it
+    /// ([`crate::log::membership`]); [`Replica::take_results`] reports that slot. Refused
+    /// unless it adds or removes exactly one replica of the log's, and while another
+    /// change is proposed or decided and not yet in effect.
+    pub fn propose_members(&mut self, members: Members) -> Result<u64, ProposeError> {
+        if self.shutting_down {
+            return Err(ProposeError::ShuttingDown);
+        }
+        let all = Members::all(self.config.replicas);
+        if members.0 & !all.0 != 0 {
+            return Err(ProposeError::BadMembership(format!(
+                "members {:#x} name a replica outside the log's {}",
+                members.0, self.config.replicas
+            )));
+        }
+        let latest = self.membership.latest();
+        if !latest.one_change_to(members) {
+            return Err(ProposeError::BadMembership(format!(
+                "from {:#x} to {:#x}: one replica added or removed at a time, one left",
+                latest.0, members.0
+            )));
+        }
+        self.follow_omega();
+        let leader = self.leader();
+        let pending_after = self.membership.pending_after(self.next_apply);
+        let Role::Leader(l) = &mut self.role else {
+            return Err(ProposeError::NotLeader { leader });
+        };
+        let queued = l.pending.iter().any(|p| p.value.config) || l.config_in_window();
+        if pending_after || queued {
+            return Err(ProposeError::ChangePending);
+        }
+        if l.pending.len() >= MAX_PENDING {
+            return Err(ProposeError::Busy(l.pending.len()));
+        }
+        let id = self.next_id;
+        self.next_id += 1;
+        let value = Value {
+            bytes: members.to_entry(),
+            config: true,
+        };
+        l.pending.push_back(Proposal { id, value });
         Ok(id)
     }
 

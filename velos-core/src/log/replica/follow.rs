@@ -30,8 +30,8 @@ impl Replica {
         if end || !self.reads.is_empty() {
             return;
         }
-        if self.transfer.is_some() || self.retired_here(k) {
-            self.run_transfer(); // k was retired: copy a snapshot instead
+        if self.transfer.is_some() || self.retired_here(k) || self.stuck_behind_snapshot(k) {
+            self.run_transfer(); // k was retired (or is out of reach): copy a snapshot
             return;
         }
         if self.repair.is_some() {
@@ -53,8 +53,9 @@ impl Replica {
         }
         match &self.catch_up {
             Some(c) if c.slot == k => {
+                let members = self.membership.at(k);
                 let chosen = c.replies.iter().enumerate().find_map(|(e, replies)| {
-                    majority_decision((layout, ring), k, replies).map(|d| (e as u32, d))
+                    majority_decision((layout, ring), k, members, replies).map(|d| (e as u32, d))
                 });
                 if let Some((epoch, (holders, state))) = chosen {
                     self.catch_up = None;
@@ -94,8 +95,13 @@ impl Replica {
                         && self.repair.is_none()
                     {
                         self.term += 1;
-                        let repair =
-                            Leader::repair(self.me, self.term, k, self.ballot_floor.clone());
+                        let repair = Leader::repair(
+                            self.me,
+                            self.term,
+                            k,
+                            self.ballot_floor.clone(),
+                            self.membership.clone(),
+                        );
                         self.repair = Some(Box::new(repair));
                         self.streak = true;
                         self.run_repair();
@@ -107,6 +113,21 @@ impl Replica {
             }
             _ => {}
         }
+    }
+
+    /// Whether catch-ups of `k` have found no majority for a failure timeout while a live
+    /// peer holds a snapshot past `k`: copy it rather than wait. A slot decided by a
+    /// configuration that was replaced may have no live majority left to read it from
+    /// (its members removed, then crashed) — no repair can decide it either, but a peer
+    /// that applied it has it in its snapshot ([`crate::log::membership`]).
+    fn stuck_behind_snapshot(&self, k: u64) -> bool {
+        let stuck = self
+            .stuck_since
+            .is_some_and(|s| self.now - s >= self.config.failure_timeout_ns);
+        stuck
+            && (0..self.config.replicas).any(|a| {
+                a != self.me && !self.omega.suspects(a, self.now) && self.points[usize::from(a)] > k
+            })
     }
 
     pub(super) fn learn(

@@ -3,9 +3,9 @@
 
 use super::{ProposeError, Purpose, Replica, Role, Stage, Then, ValueRead};
 use crate::log::config::ids;
-use crate::log::leader::{Leader, Proposal, SlotAt};
+use crate::log::leader::{Leader, Proposal, SlotAt, Value};
 use crate::log::links::CasTag;
-use crate::log::value::{key, stamp, to_words};
+use crate::log::value::{CONFIG_FLAG, key, stamp, to_words};
 use crate::proposal::ProposerId;
 use crate::slot::SlotCommand;
 use velos_rdma::Op;
@@ -50,13 +50,16 @@ impl Replica {
                     content,
                     proposal,
                 } => {
-                    let bytes = leader.write_of(slot, content, key(epoch, proposal));
+                    let value = leader.write_of(slot, content, key(epoch, proposal));
                     let me = ProposerId(self.me);
                     let s = self.ring.position(slot);
                     // The begin stamp, the content, the end stamp (see `value`); the
                     // first write of a buffer in the ring's first lap needs no begin stamp.
-                    let stamp = stamp(self.ring.tag(slot), epoch, proposal, bytes.len());
-                    let content = to_words(&bytes);
+                    // A configuration entry's length carries the flag.
+                    let flag = if value.config { CONFIG_FLAG } else { 0 };
+                    let len = value.bytes.len() | flag;
+                    let stamp = stamp(self.ring.tag(slot), epoch, proposal, len);
+                    let content = to_words(&value.bytes);
                     let last = content.len() + 1;
                     let mask = self.written.entry(slot).or_insert(0);
                     let first = *mask & 1 << acceptor == 0 && self.ring.first_lap(slot);
@@ -119,7 +122,11 @@ impl Replica {
             self.proposed.push(v.clone());
             let id = self.next_id;
             self.next_id += 1;
-            leader.pending.push_back(Proposal { id, bytes: v });
+            let value = Value {
+                bytes: v,
+                config: false,
+            };
+            leader.pending.push_back(Proposal { id, value });
         }
         let mut cmds = Vec::new();
         let words = &self.words[0];

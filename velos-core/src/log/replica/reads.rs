@@ -4,7 +4,8 @@
 
 use super::{Purpose, Replica, Role, Stage, Then, ValueRead};
 use crate::log::config::ids;
-use crate::log::value::{from_words, key, unstamp};
+use crate::log::leader::Value;
+use crate::log::value::{CONFIG_FLAG, from_words, key, unstamp};
 use velos_rdma::{Op, Reply};
 
 impl Replica {
@@ -58,18 +59,22 @@ impl Replica {
         let read = self.reads.pop_front().expect("a value read");
         let words: Vec<u64> = read.words.iter().map(|w| w.expect("loaded")).collect();
         let (begin, end) = (words[0], words[words.len() - 1]);
-        let (tag, k, len) = unstamp(end);
+        let (tag, k, field) = unstamp(end);
+        let (len, config) = (field & !CONFIG_FLAG, field & CONFIG_FLAG != 0);
         let fits = len <= self.config.max_value_bytes as usize;
         let consistent = begin == end || begin == 0;
         // A stamp of another lap is another instance's value (lemma (consistent read)).
         let lap = tag == self.ring.tag(read.slot);
         let ok = consistent && lap && k >= key(read.epoch, read.proposal) && fits;
-        let value = ok.then(|| (from_words(&words[1..words.len() - 1], len), k));
+        let value = ok.then(|| {
+            let bytes = from_words(&words[1..words.len() - 1], len);
+            (Value { bytes, config }, k)
+        });
         self.read_finished(read, value);
     }
 
     /// A read ended with the value and its stamps' key, or failed (`None`).
-    pub(super) fn read_finished(&mut self, read: ValueRead, value: Option<(Vec<u8>, u64)>) {
+    pub(super) fn read_finished(&mut self, read: ValueRead, value: Option<(Value, u64)>) {
         self.moved = true;
         match read.purpose {
             Purpose::Adopt { term } => {

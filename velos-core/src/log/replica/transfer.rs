@@ -14,6 +14,7 @@
 
 use super::{Replica, Role, Then};
 use crate::log::config::ids;
+use crate::log::membership::Membership;
 use crate::log::snapshot::{bank_words, read_bank};
 use crate::log::value::words_for;
 use crate::word::Lap;
@@ -80,6 +81,13 @@ pub enum SnapshotError {
         /// The next entry to apply.
         next_apply: u64,
     },
+    /// The point is so far behind the entries applied that more membership changes
+    /// happened since than a snapshot bank records.
+    #[error("a snapshot at {point} is older than the membership changes a snapshot keeps")]
+    TooOld {
+        /// The point given.
+        point: u64,
+    },
 }
 
 impl Replica {
@@ -102,8 +110,14 @@ impl Replica {
                 next_apply: self.next_apply,
             });
         }
+        // The bank keeps the membership from the point on: a replica that copies it skips
+        // the configuration entries below the point.
+        let Some(payload) = self.membership.wrap_snapshot(point, bytes) else {
+            return Err(SnapshotError::TooOld { point });
+        };
         if point > self.points[usize::from(self.me)] {
-            self.write_snapshot(point, bytes);
+            self.write_snapshot(point, &payload);
+            self.membership.forget_before(point);
         }
         Ok(())
     }
@@ -365,12 +379,18 @@ impl Replica {
             self.reads.is_empty(),
             "no value read under way at a transfer"
         );
+        // The stamps made the copy consistent: a bank that is no snapshot the log wrapped
+        // is a broken invariant.
+        let (membership, service) =
+            Membership::unwrap_snapshot(&bytes).expect("a copied bank holds a wrapped snapshot");
+        self.membership = membership;
         self.next_apply = point;
+        self.members_moved();
         self.installs.push(point);
+        self.installed.push((point, service.to_vec()));
         if point > self.points[usize::from(self.me)] {
             self.write_snapshot(point, &bytes); // so that I can serve it in turn
         }
-        self.installed.push((point, bytes));
         self.behind = false;
         self.catch_up = None;
         self.repair = None;

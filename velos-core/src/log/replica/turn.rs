@@ -223,6 +223,7 @@ impl Replica {
                     self.term,
                     self.next_apply,
                     self.ballot_floor.clone(),
+                    self.membership.clone(),
                 );
                 self.role = Role::Leader(Box::new(leader));
                 if self.lease.enabled() {
