@@ -168,9 +168,6 @@ impl LogConfig {
                 super::value::CONFIG_FLAG
             ));
         }
-        if self.max_value_bytes < 8 {
-            return Err("values of at least 8 bytes (a configuration entry's)".into());
-        }
         if self.replicas > 64 {
             return Err(format!("{} replicas: at most 64", self.replicas));
         }

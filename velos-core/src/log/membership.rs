@@ -69,14 +69,26 @@ impl Members {
         (self.0 ^ next.0).count_ones() == 1 && !next.is_empty()
     }
 
-    /// A configuration entry's bytes.
-    pub fn to_entry(self) -> Vec<u8> {
-        self.0.to_le_bytes().to_vec()
+    /// A configuration entry's bytes for a log of `replicas`: the mask, little endian,
+    /// in one byte per 8 replicas (so that logs of small values can hold it).
+    pub fn to_entry(self, replicas: u16) -> Vec<u8> {
+        assert!(
+            self.0 & !Members::all(replicas).0 == 0,
+            "members of the log's replicas"
+        );
+        self.0.to_le_bytes()[..Members::entry_len(replicas)].to_vec()
     }
 
-    /// The members a configuration entry names (`None`: not 8 bytes).
+    /// The length of a configuration entry of a log of `replicas`.
+    pub fn entry_len(replicas: u16) -> usize {
+        usize::from(replicas).div_ceil(8).max(1)
+    }
+
+    /// The members a configuration entry names (`None`: longer than 8 bytes).
     pub fn from_entry(bytes: &[u8]) -> Option<Members> {
-        Some(Members(u64::from_le_bytes(bytes.try_into().ok()?)))
+        let mut mask = [0u8; 8];
+        mask.get_mut(..bytes.len())?.copy_from_slice(bytes);
+        Some(Members(u64::from_le_bytes(mask)))
     }
 }
 
@@ -245,9 +257,16 @@ mod tests {
         assert_eq!(Membership::from_words(&[2, 0, 7]), None, "truncated");
         assert_eq!(Membership::from_words(&[1, 0, 0]), None, "no member");
         assert_eq!(
-            Members::from_entry(&Members::of(&[2]).to_entry()),
+            Members::from_entry(&Members::of(&[2]).to_entry(3)),
             Some(Members::of(&[2]))
         );
+        assert_eq!(
+            Members::of(&[2]).to_entry(3).len(),
+            1,
+            "a byte for 3 replicas"
+        );
+        assert_eq!(Members::of(&[9]).to_entry(10).len(), 2);
+        assert_eq!(Members::from_entry(&[0; 9]), None);
         let snapshot = m.wrap_snapshot(20, b"state").expect("fits");
         let (back, service) = Membership::unwrap_snapshot(&snapshot).expect("a snapshot");
         assert_eq!(

@@ -80,10 +80,17 @@ impl Replica {
         if l.pending.len() >= MAX_PENDING {
             return Err(ProposeError::Busy(l.pending.len()));
         }
+        let bytes = members.to_entry(self.config.replicas);
+        if bytes.len() > self.config.max_value_bytes as usize {
+            return Err(ProposeError::BadMembership(format!(
+                "a configuration entry of {} bytes is larger than the log's values",
+                bytes.len()
+            )));
+        }
         let id = self.next_id;
         self.next_id += 1;
         let value = Value {
-            bytes: members.to_entry(),
+            bytes,
             config: true,
         };
         l.pending.push_back(Proposal { id, value });
