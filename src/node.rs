@@ -136,53 +136,14 @@ fn run_verbs(_spec: &NodeSpec, _on_event: impl FnMut(Event)) -> Result<NodeRepor
 
 #[cfg(feature = "verbs")]
 fn run_verbs(spec: &NodeSpec, mut on_event: impl FnMut(Event)) -> Result<NodeReport, NodeError> {
+    use crate::embed::serve::ClockFrom;
     use crate::node_client::Driver;
-    use std::collections::BTreeMap;
     use std::time::Instant;
     use velos_core::log::{ClientScript, Replica};
-    use velos_rdma::verbs::{PeerInfo, VerbsNode, VerbsOptions};
-    use velos_rdma::{Endpoint, Op, Process, Reply, Shared, Step};
+    use velos_rdma::{Endpoint, Process, Reply, Shared, Step};
 
     let rdma = |e: &dyn std::fmt::Display| NodeError::Rdma(e.to_string());
-    let shape = spec.log.shape();
-    // Least privilege: the node's memory is registered as its region plan says (acceptor
-    // words read + atomics, each proposer's value buffers writable by that proposer only,
-    // the heartbeat read-only), and each peer receives only the keys meant for it.
-    let mut node = VerbsNode::with_plan(
-        shape.layout(),
-        velos_rdma::NodeId(spec.id),
-        1,
-        &shape.region_plan(spec.id),
-        VerbsOptions::from_env(),
-    )
-    .map_err(|e| rdma(&e))?;
-    let mine: BTreeMap<u16, Vec<u8>> = (0..spec.log.replicas)
-        .map(|peer| {
-            let info = node.local_info_for(velos_rdma::NodeId(peer));
-            (peer, info.to_bytes())
-        })
-        .collect();
-    let blobs = crate::rendezvous::exchange_each(
-        &spec.cluster,
-        spec.id,
-        |peer| mine[&peer].clone(),
-        spec.rendezvous_timeout,
-    )?;
-    let mut peers = BTreeMap::new();
-    for (peer, blob) in blobs {
-        let info = PeerInfo::from_bytes(&blob).map_err(|e| rdma(&e))?;
-        peers.insert(peer, info);
-    }
-    // This node reaches its own memory through loopback, with its own keys.
-    peers.insert(spec.id, node.local_info_for(velos_rdma::NodeId(spec.id)));
-    node.connect_peers(&peers).map_err(|e| rdma(&e))?;
-    // A barrier: every peer has connected its side before anyone posts to it.
-    crate::rendezvous::exchange(
-        &spec.cluster,
-        spec.id,
-        b"connected",
-        spec.rendezvous_timeout,
-    )?;
+    let node = connect(&spec.log, &spec.cluster, spec.id, spec.rendezvous_timeout)?;
     let client = ClientScript {
         count: if spec.client == Client::Script {
             spec.values
@@ -194,30 +155,24 @@ fn run_verbs(spec: &NodeSpec, mut on_event: impl FnMut(Event)) -> Result<NodeRep
     let mut driver = Driver::new(spec.client, spec.id, spec.values, spec.value_size);
     let mut replica =
         Replica::new(Shared::new(spec.log.clone()), spec.id, client).map_err(NodeError::Spec)?;
-    let mut endpoint = node.endpoint(0).map_err(|e| rdma(&e))?;
     // The endpoint's clock counts from `VerbsNode::open`, before the rendezvous (seconds
-    // under emulation); the replica's Ω counts every peer as seen at time 0. Shift the
-    // clock to start now, or every peer is suspected at the first turn and each replica
-    // briefly leads.
-    let origin = match endpoint.execute(&Op::Now) {
-        Reply::Value(t) => t,
-        other => return Err(NodeError::Rdma(format!("the clock: {other:?}"))),
-    };
+    // under emulation); restarted now, or every peer is suspected at the first turn and
+    // each replica briefly leads.
+    let endpoint = node.endpoint(0).map_err(|e| rdma(&e))?;
+    let mut endpoint =
+        ClockFrom::now(endpoint).map_err(|r| NodeError::Rdma(format!("the clock: {r:?}")))?;
     let started = Instant::now();
     let mut reply = Reply::Start;
     let mut applied = 0u64;
     while started.elapsed() < spec.run_for {
-        driver.pump(&mut replica, endpoint.work_requests().posted, &mut on_event);
+        driver.pump(
+            &mut replica,
+            endpoint.inner.work_requests().posted,
+            &mut on_event,
+        );
         match replica.resume(reply) {
             Step::Done => break,
-            Step::Op(op) => {
-                reply = match endpoint.execute(&op) {
-                    Reply::Value(t) if matches!(op, Op::Now) => {
-                        Reply::Value(t.saturating_sub(origin))
-                    }
-                    r => r,
-                }
-            }
+            Step::Op(op) => reply = endpoint.execute(&op),
         }
         for (slot, entry) in replica.take_committed() {
             applied += 1;
@@ -227,12 +182,63 @@ fn run_verbs(spec: &NodeSpec, mut on_event: impl FnMut(Event)) -> Result<NodeRep
             });
         }
     }
-    let counts = endpoint.work_requests();
+    let counts = endpoint.inner.work_requests();
     Ok(NodeReport {
         applied,
         latency: driver.latency(),
         work_requests: [counts.posted, counts.signaled, counts.flushes],
     })
+}
+
+/// Registers node `id`'s memory as `log`'s region plan says, exchanges connection
+/// information with the other processes of `cluster` and connects the queue pairs; the
+/// node, ready to post to every peer.
+#[cfg(feature = "verbs")]
+pub(crate) fn connect(
+    log: &LogConfig,
+    cluster: &ClusterFile,
+    id: u16,
+    rendezvous_timeout: Duration,
+) -> Result<velos_rdma::verbs::VerbsNode, NodeError> {
+    use std::collections::BTreeMap;
+    use velos_rdma::verbs::{PeerInfo, VerbsNode, VerbsOptions};
+
+    let rdma = |e: &dyn std::fmt::Display| NodeError::Rdma(e.to_string());
+    let shape = log.shape();
+    // Least privilege: the node's memory is registered as its region plan says (acceptor
+    // words read + atomics, each proposer's value buffers writable by that proposer only,
+    // the heartbeat read-only), and each peer receives only the keys meant for it.
+    let mut node = VerbsNode::with_plan(
+        shape.layout(),
+        velos_rdma::NodeId(id),
+        1,
+        &shape.region_plan(id),
+        VerbsOptions::from_env(),
+    )
+    .map_err(|e| rdma(&e))?;
+    let mine: BTreeMap<u16, Vec<u8>> = (0..log.replicas)
+        .map(|peer| {
+            let info = node.local_info_for(velos_rdma::NodeId(peer));
+            (peer, info.to_bytes())
+        })
+        .collect();
+    let blobs = crate::rendezvous::exchange_each(
+        cluster,
+        id,
+        |peer| mine[&peer].clone(),
+        rendezvous_timeout,
+    )?;
+    let mut peers = BTreeMap::new();
+    for (peer, blob) in blobs {
+        let info = PeerInfo::from_bytes(&blob).map_err(|e| rdma(&e))?;
+        peers.insert(peer, info);
+    }
+    // This node reaches its own memory through loopback, with its own keys.
+    peers.insert(id, node.local_info_for(velos_rdma::NodeId(id)));
+    node.connect_peers(&peers).map_err(|e| rdma(&e))?;
+    // A barrier: every peer has connected its side before anyone posts to it.
+    crate::rendezvous::exchange(cluster, id, b"connected", rendezvous_timeout)?;
+    Ok(node)
 }
 
 #[cfg(test)]

@@ -1,6 +1,7 @@
 //! How an embedded cluster is set up: the log, the batching, the backend.
 
 use super::batch::{Packing, max_command_bytes};
+use crate::cluster_file::ClusterFile;
 use std::time::Duration;
 use velos_core::log::{Detector, LogConfig, MAX_PENDING};
 use velos_sim::latency::LatencyModel;
@@ -15,6 +16,22 @@ pub enum Backend {
     /// Every replica on the rdma-rmw emulator (`velos_sim`), advanced by one thread in
     /// virtual time: for tests. See [`EmulatorConfig`] for what is deterministic.
     Emulator(EmulatorConfig),
+    /// One replica in this process over real RDMA (velos-rdma's `verbs` feature): a
+    /// deployment runs one process per replica, each starting a
+    /// [`Node`](super::Node) with the same cluster file and log. Real time.
+    Verbs(VerbsConfig),
+}
+
+/// The verbs backend: where this process's replica is in the cluster and how the
+/// processes meet (the cluster file's addresses, for the connection set-up only).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct VerbsConfig {
+    /// Every replica's process: ids 0.. and rendezvous addresses.
+    pub cluster: ClusterFile,
+    /// This process's replica.
+    pub id: u16,
+    /// How long the start waits for the other processes to connect.
+    pub rendezvous_timeout: Duration,
 }
 
 /// The emulator backend: one thread owns the simulator and advances virtual time in
@@ -147,6 +164,22 @@ impl Config {
         }
     }
 
+    /// Replica `id` of the cluster of `cluster` (one per node of the file) over real
+    /// RDMA, for [`Node::start`](super::Node::start): the timing of [`Config::new`]
+    /// (threads on a real clock; on dedicated cores and a real NIC the log's timing can
+    /// be made tighter), 30 s to meet the other processes.
+    pub fn verbs(cluster: ClusterFile, id: u16) -> Config {
+        let replicas = u16::try_from(cluster.len()).unwrap_or(u16::MAX);
+        Config {
+            backend: Backend::Verbs(VerbsConfig {
+                cluster,
+                id,
+                rendezvous_timeout: Duration::from_secs(30),
+            }),
+            ..Config::new(replicas)
+        }
+    }
+
     /// The packing the leaders use, in the backend's nanoseconds.
     pub(crate) fn packing(&self) -> Packing {
         let max_value = self.log.max_value_bytes as usize;
@@ -183,10 +216,30 @@ impl Config {
         if self.wait_timeout.is_zero() {
             return Err("wait_timeout must be positive".into());
         }
-        if let Backend::Emulator(e) = &self.backend
-            && e.quantum_ns == 0
-        {
-            return Err("the emulator's quantum must be positive".into());
+        match &self.backend {
+            Backend::Emulator(e) if e.quantum_ns == 0 => {
+                return Err("the emulator's quantum must be positive".into());
+            }
+            Backend::Verbs(v) => {
+                if v.cluster.len() != usize::from(self.log.replicas) {
+                    return Err(format!(
+                        "the log has {} replicas, the cluster file {} nodes",
+                        self.log.replicas,
+                        v.cluster.len()
+                    ));
+                }
+                if v.cluster.node(v.id).is_none() {
+                    return Err(format!(
+                        "replica {} is not in the cluster file (nodes 0 to {})",
+                        v.id,
+                        v.cluster.len().saturating_sub(1)
+                    ));
+                }
+                if v.rendezvous_timeout.is_zero() {
+                    return Err("the rendezvous timeout must be positive".into());
+                }
+            }
+            _ => {}
         }
         Ok(())
     }

@@ -1,13 +1,13 @@
 //! [`Cluster`]: the handle of an embedded cluster — start, propose, query, crash, stop.
 
 use super::config::{Backend, Config};
-use super::driver::{CRASHED, Command, Driver, STOPPED, Shown, UP};
+use super::driver::{CRASHED, Command, Driver, ReadJob, STOPPED, Shown, UP};
 use super::error::{Error, StartError};
 use super::metrics::{Metrics, MetricsSnapshot};
 use super::receipt::{Outcome, Receipt, pair};
 use super::state_machine::{Position, StateMachine};
 use super::{emulator_backend, mem_backend};
-use crossbeam_channel::{RecvTimeoutError, Sender, bounded};
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, bounded};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::thread;
@@ -42,6 +42,39 @@ pub enum Role {
     Crashed,
     /// It stopped (the cluster is shutting down).
     Stopped,
+}
+
+/// Whether `replica` (as `shown`) takes a command of `len` bytes (at most `max`).
+pub(crate) fn admit(shown: &Shown, replica: u16, len: usize, max: usize) -> Result<(), Error> {
+    if len > max {
+        return Err(Error::CommandTooLarge { len, max });
+    }
+    if shown.status.load(Ordering::SeqCst) != UP {
+        return Err(Error::Unavailable { replica });
+    }
+    Ok(())
+}
+
+/// A read job running `query` on the state machine, and where its answer arrives.
+pub(crate) fn read_job<S: StateMachine, R: Send + 'static>(
+    query: Arc<impl Fn(&S) -> R + Send + Sync + 'static>,
+) -> (ReadJob, Receiver<Result<R, Error>>) {
+    let (tx, rx) = bounded(1);
+    let job = Box::new(move |state: Result<&dyn std::any::Any, Error>| {
+        let answer = state.map(|s| query(s.downcast_ref::<S>().expect("the state machine's type")));
+        let _ = tx.send(answer);
+    });
+    (job, rx)
+}
+
+/// A replica's role as `shown` says.
+pub(crate) fn role_of(shown: &Shown) -> Role {
+    match shown.status.load(Ordering::SeqCst) {
+        CRASHED => Role::Crashed,
+        STOPPED => Role::Stopped,
+        _ if shown.leading.load(Ordering::SeqCst) => Role::Leader,
+        _ => Role::Follower,
+    }
 }
 
 enum Inboxes {
@@ -109,6 +142,13 @@ impl<S: StateMachine> Cluster<S> {
                 let started = emulator_backend::start(config.log.clone(), e.clone(), drivers)?;
                 (Inboxes::Shared(started.inbox), started.runner)
             }
+            Backend::Verbs(_) => {
+                return Err(StartError::InvalidConfig(
+                    "over real RDMA each replica runs in a process of its own: start it \
+                     with Node::start"
+                        .into(),
+                ));
+            }
         };
         let max_command = config.max_command_bytes();
         assert!(max_command > 0, "validated: a batch holds a command");
@@ -150,14 +190,8 @@ impl<S: StateMachine> Cluster<S> {
                 replicas: self.replicas(),
             });
         };
-        if command.len() > self.max_command {
-            return self.refuse(Error::CommandTooLarge {
-                len: command.len(),
-                max: self.max_command,
-            });
-        }
-        if shown.status.load(Ordering::SeqCst) != UP {
-            return self.refuse(Error::Unavailable { replica });
+        if let Err(e) = admit(shown, replica, command.len(), self.max_command) {
+            return self.refuse(e);
         }
         let (receipt, completer) = pair(replica, self.config.wait_timeout);
         // A send fails only when the replica's runner is gone: the completer, dropped
@@ -266,13 +300,7 @@ impl<S: StateMachine> Cluster<S> {
         let query = Arc::new(query);
         self.retry(|left| {
             let leader = self.leader().ok_or(Error::NoReplicaUp)?;
-            let (tx, rx) = bounded(1);
-            let query = Arc::clone(&query);
-            let job = Box::new(move |state: Result<&dyn std::any::Any, Error>| {
-                let answer = state
-                    .map(|s| query(s.downcast_ref::<S>().expect("the cluster's state machine")));
-                let _ = tx.send(answer);
-            });
+            let (job, rx) = read_job(Arc::clone(&query));
             self.send(leader, Command::Read(job));
             match rx.recv_timeout(left) {
                 Ok(answer) => answer,
@@ -296,15 +324,7 @@ impl<S: StateMachine> Cluster<S> {
 
     /// What `replica` is doing (a replica out of range is [`Role::Stopped`]).
     pub fn role(&self, replica: u16) -> Role {
-        let Some(shown) = self.shown(replica) else {
-            return Role::Stopped;
-        };
-        match shown.status.load(Ordering::SeqCst) {
-            CRASHED => Role::Crashed,
-            STOPPED => Role::Stopped,
-            _ if shown.leading.load(Ordering::SeqCst) => Role::Leader,
-            _ => Role::Follower,
-        }
+        self.shown(replica).map_or(Role::Stopped, role_of)
     }
 
     /// Commands `replica` has applied to its state machine one by one (a replica that

@@ -4,14 +4,14 @@
 
 use super::driver::{Command, Driver};
 use super::error::StartError;
+use super::serve::serve;
 use super::state_machine::StateMachine;
 use crossbeam_channel::{Receiver, Sender, unbounded};
 use std::sync::Arc;
 use std::thread;
-use std::time::Instant;
 use velos_core::log::{ClientScript, LogConfig, Replica};
 use velos_rdma::mem::{MemFabric, MemOptions, Mode};
-use velos_rdma::{Endpoint, NodeId, Process, RdmaError, Reply, Shared, Step};
+use velos_rdma::{NodeId, Shared};
 
 /// What the replica threads share.
 pub(crate) struct Started<S> {
@@ -73,66 +73,18 @@ pub(crate) fn start<S: StateMachine>(
     })
 }
 
-/// One replica's thread: commands in, the engine stepped, outcomes out. Its state
-/// machine, or `None` if it crashed.
-fn run<S: StateMachine>(
+/// One replica's thread: its state machine, or `None` if it crashed.
+pub(crate) fn run<S: StateMachine>(
     fabric: &MemFabric,
     log: Shared<LogConfig>,
     me: u16,
-    mut driver: Driver<S>,
+    driver: Driver<S>,
     inbox: &Receiver<Command>,
 ) -> Option<S> {
     let no_client = ClientScript { count: 0, size: 10 };
-    let mut replica = Replica::new(log, me, no_client).expect("validated at start");
+    let replica = Replica::new(log, me, no_client).expect("validated at start");
     let mut endpoint = fabric.endpoint(NodeId(me));
-    let start = Instant::now();
-    let now = || u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX);
-    let mut reply = Reply::Start;
-    loop {
-        while let Ok(command) = inbox.try_recv() {
-            match command {
-                Command::Propose(bytes, completer) => {
-                    driver.take(&replica, bytes, completer, now());
-                }
-                Command::Read(job) => driver.take_read(&mut replica, job),
-                Command::Members(members, completer) => {
-                    driver.take_members(&mut replica, members, completer, now());
-                }
-                Command::Crash => {
-                    fabric.crash(NodeId(me));
-                    refuse_rest(&driver, inbox, true);
-                    return driver.stop(true, now());
-                }
-                Command::Shutdown => replica.shutdown(),
-            }
-        }
-        let t = now();
-        driver.pump(&mut replica, t);
-        match replica.resume(reply) {
-            Step::Done => break,
-            Step::Op(op) => reply = endpoint.execute(&op),
-        }
-        if reply == Reply::Failed(RdmaError::RemoteCrashed { node: NodeId(me) }) {
-            // The handle crashed this node (its memory is gone at once); the command
-            // follows in the inbox. The engine must not see its own memory fail.
-            refuse_rest(&driver, inbox, true);
-            return driver.stop(true, now());
-        }
-        driver.collect(&mut replica, now());
-    }
-    refuse_rest(&driver, inbox, false);
-    driver.stop(false, now())
-}
-
-/// Commands still in the inbox of a replica that stops were never taken.
-fn refuse_rest<S: StateMachine>(driver: &Driver<S>, inbox: &Receiver<Command>, crashed: bool) {
-    while let Ok(command) = inbox.try_recv() {
-        match command {
-            Command::Propose(_, completer) | Command::Members(_, completer) => {
-                driver.refuse_stopped(completer, crashed)
-            }
-            Command::Read(job) => job(Err(driver.stopped_error(crashed))),
-            Command::Crash | Command::Shutdown => {}
-        }
-    }
+    serve(&mut endpoint, replica, driver, inbox, || {
+        fabric.crash(NodeId(me))
+    })
 }

@@ -64,12 +64,18 @@ mod error;
 mod handle;
 mod mem_backend;
 mod metrics;
+mod node;
+#[cfg(test)]
+mod node_tests;
 mod receipt;
+pub(crate) mod serve;
 mod state_machine;
+mod verbs_backend;
 
-pub use config::{Backend, BatchConfig, Config, EmulatorConfig};
+pub use config::{Backend, BatchConfig, Config, EmulatorConfig, VerbsConfig};
 pub use error::{Error, StartError};
 pub use handle::{Cluster, CommitInfo, Role};
 pub use metrics::MetricsSnapshot;
+pub use node::Node;
 pub use receipt::{Outcome, Receipt};
 pub use state_machine::{Position, RestoreError, StateMachine};

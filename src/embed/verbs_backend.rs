@@ -1,0 +1,88 @@
+//! The verbs backend: this process's replica over real RDMA (velos-rdma's `verbs`
+//! feature), on a thread of its own. The set-up is `velos node`'s ([`crate::node`]):
+//! the memory registered as the region plan says, the rendezvous, the queue pairs; then
+//! the replica loop ([`super::serve`]) on the node's endpoint, its clock restarted.
+
+use super::config::VerbsConfig;
+use super::driver::{Command, Driver};
+use super::error::StartError;
+use super::state_machine::StateMachine;
+use crossbeam_channel::Receiver;
+use std::thread::JoinHandle;
+use velos_core::log::LogConfig;
+
+/// Connects replica `verbs.id` and starts its thread; returns once it runs, or why it
+/// could not be connected.
+#[cfg(feature = "verbs")]
+pub(crate) fn start<S: StateMachine>(
+    log: LogConfig,
+    verbs: &VerbsConfig,
+    driver: Driver<S>,
+    inbox: Receiver<Command>,
+) -> Result<JoinHandle<Option<S>>, StartError> {
+    use super::serve::{ClockFrom, serve};
+    use velos_core::log::{ClientScript, Replica};
+    use velos_rdma::Shared;
+
+    let verbs = verbs.clone();
+    let id = verbs.id;
+    let (ready, connected) = crossbeam_channel::bounded(1);
+    let runner = std::thread::Builder::new()
+        .name(format!("velos-replica-{id}"))
+        .spawn(move || {
+            let node =
+                match crate::node::connect(&log, &verbs.cluster, id, verbs.rendezvous_timeout) {
+                    Ok(node) => node,
+                    Err(e) => {
+                        let _ = ready.send(Err(StartError::Backend(e.to_string())));
+                        return None;
+                    }
+                };
+            let endpoint = node
+                .endpoint(0)
+                .map_err(|e| StartError::Backend(format!("rdma: {e}")))
+                .and_then(|e| {
+                    ClockFrom::now(e)
+                        .map_err(|r| StartError::Backend(format!("rdma: the clock: {r:?}")))
+                });
+            let mut endpoint = match endpoint {
+                Ok(e) => e,
+                Err(e) => {
+                    let _ = ready.send(Err(e));
+                    return None;
+                }
+            };
+            let no_client = ClientScript { count: 0, size: 10 };
+            let replica = Replica::new(Shared::new(log), id, no_client).expect("validated");
+            let _ = ready.send(Ok(()));
+            // A process that crashes takes its memory along: nothing to do here.
+            serve(&mut endpoint, replica, driver, &inbox, || {})
+        })
+        .map_err(|e| StartError::Backend(format!("spawning the replica's thread: {e}")))?;
+    match connected.recv() {
+        Ok(Ok(())) => Ok(runner),
+        Ok(Err(e)) => {
+            let _ = runner.join();
+            Err(e)
+        }
+        Err(_) => {
+            let _ = runner.join();
+            Err(StartError::Backend(
+                "the replica's thread stopped while connecting".into(),
+            ))
+        }
+    }
+}
+
+/// Without the `verbs` feature there is no RDMA backend.
+#[cfg(not(feature = "verbs"))]
+pub(crate) fn start<S: StateMachine>(
+    _log: LogConfig,
+    _verbs: &VerbsConfig,
+    _driver: Driver<S>,
+    _inbox: Receiver<Command>,
+) -> Result<JoinHandle<Option<S>>, StartError> {
+    Err(StartError::Backend(
+        "this build of velos has no RDMA backend: rebuild with `--features verbs`".into(),
+    ))
+}
