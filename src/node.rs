@@ -104,6 +104,29 @@ pub enum Event {
         #[serde(skip_serializing_if = "Option::is_none")]
         error: Option<String>,
     },
+    /// A command applied by a node run through the embedding handle (`--embed`), in
+    /// order: `command` counts them from 0.
+    Applied {
+        /// The command's number.
+        command: u64,
+        /// The slot that decided its batch.
+        slot: u64,
+        /// Its place in the batch.
+        index: u32,
+        /// The command, as hex.
+        value: String,
+    },
+    /// A peer's snapshot restored (`--embed`): the commands below `command` are in it and
+    /// are not reported one by one.
+    Restored {
+        /// The number of the next command applied.
+        command: u64,
+    },
+    /// Once a second (`--embed`): what the node's handle reports.
+    Status {
+        /// The handle's view.
+        status: NodeStatus,
+    },
     /// The closed-loop client proposed all its values.
     Latency {
         /// Its decision latencies.
@@ -111,11 +134,34 @@ pub enum Event {
     },
 }
 
-/// What a node did, once it stops.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct NodeReport {
-    /// Entries applied.
+/// A node's state as its embedding handle reports it (`--embed`).
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct NodeStatus {
+    /// Seconds since the node started.
+    pub at_s: f64,
+    /// The leader it trusts.
+    pub leader: u16,
+    /// Whether it leads.
+    pub leading: bool,
+    /// Commands applied.
     pub applied: u64,
+    /// Commands committed at its proposal.
+    pub committed: u64,
+    /// Commands refused unproposed.
+    pub refused: u64,
+    /// Times it became the leader.
+    pub leader_changes: u64,
+    /// The client's proposals waiting for an outcome.
+    pub outstanding: usize,
+}
+
+/// What a node did, once it stops.
+#[derive(Clone, Debug, Default)]
+pub struct NodeReport {
+    /// Entries applied (commands, with `--embed`).
+    pub applied: u64,
+    /// The embedding handle's counters (`--embed`).
+    pub embedded: Option<crate::embed::MetricsSnapshot>,
     /// The closed-loop client's decision latencies, if it decided anything.
     pub latency: Option<LatencySummary>,
     /// RDMA work requests posted, of which signaled, of which flushes.
@@ -186,6 +232,7 @@ fn run_verbs(spec: &NodeSpec, mut on_event: impl FnMut(Event)) -> Result<NodeRep
     Ok(NodeReport {
         applied,
         latency: driver.latency(),
+        embedded: None,
         work_requests: [counts.posted, counts.signaled, counts.flushes],
     })
 }

@@ -238,7 +238,7 @@ impl Driver {
     }
 }
 
-fn outcome(proposal: u64, result: Result<u64, String>) -> Event {
+pub(crate) fn outcome(proposal: u64, result: Result<u64, String>) -> Event {
     match result {
         Ok(slot) => Event::Outcome {
             proposal,

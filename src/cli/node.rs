@@ -54,6 +54,12 @@ pub struct NodeArgs {
     /// leadership flaps.
     #[arg(long, default_value = "20us", value_parser = parse_duration)]
     failure_timeout: u64,
+    /// Run the replica through the embedding handle (`velos::embed::Node`), as a service
+    /// embedding Velos would: the `script` client proposes its values through it,
+    /// batched, and every command applied is printed (`{"command": N, "slot": S,
+    /// "index": I, "value": "hex"}`), with each proposal's outcome.
+    #[arg(long)]
+    embed: bool,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -96,13 +102,36 @@ pub fn run_cli(a: NodeArgs) -> ExitCode {
         eprintln!("velos node: {e}");
         return ExitCode::from(2);
     }
-    let result = run(&spec, |event| {
+    let print = |event: velos::node::Event| {
         println!(
             "{}",
             serde_json::to_string(&event).expect("an event serialises")
         );
-    });
+    };
+    let result = if a.embed {
+        if !matches!(a.client, ClientArg::Script) {
+            eprintln!("velos node: --embed runs the script client only");
+            return ExitCode::from(2);
+        }
+        velos::node_embed::run(&spec, print)
+    } else {
+        run(&spec, print)
+    };
     match result {
+        Ok(report) if report.embedded.is_some() => {
+            let m = report.embedded.expect("just checked");
+            eprintln!(
+                "velos node {}: {} commands applied; {} committed here in {} batches, \
+                 {} refused, {} leader changes seen",
+                a.id,
+                report.applied,
+                m.committed,
+                m.batches,
+                m.refused,
+                m.leader_changes()
+            );
+            ExitCode::SUCCESS
+        }
         Ok(report) => {
             let [posted, signaled, flushes] = report.work_requests;
             eprintln!(

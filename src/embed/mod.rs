@@ -4,13 +4,12 @@
 //! * **Start** from a [`Config`]: the log's knobs ([`LogConfig`](velos_core::log::LogConfig),
 //!   with real-time defaults from [`Config::new`]), batching ([`BatchConfig`]) and the
 //!   [`Backend`]: threads over the in-process RDMA backend (the default), or the
-//!   rdma-rmw emulator in virtual time for tests ([`Config::emulator`]). Real RDMA has
-//!   no handle yet: a verbs deployment runs one replica per process (`velos node`,
-//!   [`crate::node`]: cluster file, rendezvous, region plans), so its handle would hold one
-//!   local replica, not a cluster; the replica-side logic here (`driver.rs`) is
-//!   backend-neutral and is what such a handle would drive on a verbs endpoint in place
-//!   of `velos node`'s built-in clients. It is not written because nothing here could
-//!   test it (it needs an RDMA device: the soft-RoCE guest).
+//!   rdma-rmw emulator in virtual time for tests ([`Config::emulator`]).
+//! * **One replica per process** over real RDMA: [`Node::start`] with
+//!   [`Config::verbs`] (the cluster file's addresses for the connection set-up, as
+//!   `velos node` does: [`crate::node`]); a [`Node`] proposes, reads and reports for its
+//!   own replica, and a follower refuses with [`Error::NotLeader`] naming the leader, to
+//!   which the service forwards. `velos node --embed` runs one ([`crate::node_embed`]).
 //! * **Propose**: [`Cluster::submit`] (the leader found, retried while leadership moves,
 //!   bounded by [`Config::wait_timeout`]), [`Cluster::propose`] (blocking, once),
 //!   [`Cluster::propose_async`] (a [`Receipt`], which is a [`Future`]

@@ -1,5 +1,5 @@
 //! Running `velos node` processes from a test: spawning, what they print, waiting.
-//! Shared by `tests/node_cluster.rs` and `tests/node_latency.rs`.
+//! Shared by `tests/node_cluster.rs`, `tests/node_embed.rs` and `tests/node_latency.rs`.
 //!
 //! Timing. `LogConfig`'s defaults (heartbeat every 1 µs, suspicion after 20 µs of the
 //! node's wall clock) suit real RDMA. Under soft-RoCE in a TCG-emulated guest one
@@ -69,6 +69,7 @@ pub fn velos_bin() -> String {
 /// One applied entry and when the test read it.
 #[derive(Clone, Debug)]
 pub struct Entry {
+    /// The slot; with `--embed`, the command's number.
     pub slot: u64,
     pub value: String,
     pub at: Instant,
@@ -135,7 +136,9 @@ impl Node {
                 let Ok(line) = line else { break };
                 let v: serde_json::Value = serde_json::from_str(&line)
                     .unwrap_or_else(|error| panic!("node {id}: {line:?} is not JSON: {error}"));
-                match (v["slot"].as_u64(), v["value"].as_str()) {
+                // `--embed` numbers the commands applied; a plain node, the slots.
+                let number = v["command"].as_u64().or_else(|| v["slot"].as_u64());
+                match (number, v["value"].as_str()) {
                     (Some(slot), Some(value)) => e.lock().unwrap().push(Entry {
                         slot,
                         value: value.to_owned(),

@@ -436,3 +436,76 @@ fn requests_towards_a_peer_that_never_connected_fail_instead_of_hanging() {
         started.elapsed()
     );
 }
+
+/// A post never blocks, even when the send queue towards a peer that does not answer is
+/// full: the requests beyond the queue depth wait in the endpoint, this thread goes on
+/// using its other queue pairs at once, and the waiting requests fail in order with the
+/// ones on the NIC once the completion timeout gives those up. (Before, the fifth post
+/// here waited out the completion timeout: a replica whose acceptor's process died
+/// stopped for 10 s, long enough for its peers to suspect it.)
+#[test]
+fn posts_towards_a_peer_that_stopped_answering_never_block() {
+    let test = "posts_towards_a_peer_that_stopped_answering_never_block";
+    let timeout = Duration::from_secs(4);
+    let options = VerbsOptions {
+        queue_depth: 4,
+        completion_timeout: timeout,
+        ..VerbsOptions::from_env()
+    };
+    let mut node0 = match VerbsNode::with_options(layout(), NodeId(0), THREADS, options) {
+        Ok(node) => node,
+        Err(error) if error.is_no_device() && !rdma_required() => {
+            println!("skipped {test}: {error} (VELOS_REQUIRE_RDMA=1 makes this a failure)");
+            return;
+        }
+        Err(error) => panic!("{test}: no usable RDMA node: {error}"),
+    };
+    // Nodes 1 and 2 never connect back: nothing answers node 0's requests to them.
+    let silent: Vec<VerbsNode> = (1..NODES)
+        .map(|id| open(test, layout(), id, THREADS).expect("device"))
+        .collect();
+    let mut peers = BTreeMap::new();
+    for node in &silent {
+        let info = NodeInfo::from_bytes(&node.local_info().to_bytes()).expect("our bytes");
+        peers.insert(node.id().0, info);
+    }
+    node0.connect(&peers).expect("connect");
+    let mut endpoint = node0.endpoint(0).expect("an endpoint");
+    let started = Instant::now();
+    for i in 0..16 {
+        let put = Op::PutInline {
+            remote: w(1, i % WORDS),
+            value: u64::from(i),
+            work_id: D,
+        };
+        assert_eq!(endpoint.execute(&put), Reply::Done, "put {i}");
+    }
+    // None of them has completed: no post waited for the NIC to give any up.
+    assert_eq!(endpoint.execute(&Op::Test { work_id: D }), Reply::Value(0));
+    // The thread's own memory, through its loopback queue pair, at once.
+    let own = Op::PutInline {
+        remote: w(0, 1),
+        value: 3,
+        work_id: E,
+    };
+    assert_eq!(endpoint.execute(&own), Reply::Done);
+    assert_eq!(endpoint.execute(&Op::Wait { work_id: E }), Reply::Done);
+    let unblocked = started.elapsed();
+    assert!(
+        unblocked < timeout,
+        "16 posts to a silent peer and a put to itself took {unblocked:?} (completion timeout {timeout:?})"
+    );
+    assert_eq!(node0.read(w(0, 1)), Ok(3));
+    // The puts to node 1 fail once the NIC's four fail (RC retries) or the completion
+    // timeout gives them up; the twelve that waited fail with them (the queue pair is
+    // broken), none is lost.
+    let reply = endpoint.execute(&Op::Wait { work_id: D });
+    assert_eq!(
+        reply,
+        Reply::Failed(RdmaError::WorkFailed {
+            work_id: D,
+            cause: Box::new(RdmaError::RemoteCrashed { node: NodeId(1) }),
+        })
+    );
+    println!("{test}: posts returned after {unblocked:?}");
+}

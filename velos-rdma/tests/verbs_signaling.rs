@@ -108,8 +108,9 @@ fn a_stream_of_puts_is_mostly_unsignaled_and_every_work_id_completes() {
     // Waits on every work id.
     let count = 1000;
     let expected = stream(&mut endpoint, count, 0);
+    // Beyond the queue depth, requests wait in the endpoint for room on the NIC.
     let posted = endpoint.work_requests();
-    assert_eq!(posted.posted, count + posted.flushes);
+    assert!(posted.posted <= count + posted.flushes, "{posted:?}");
     for id in 1..=10 {
         assert_eq!(endpoint.execute(&wait(WorkId(id))), Reply::Done, "id {id}");
     }
@@ -117,8 +118,9 @@ fn a_stream_of_puts_is_mostly_unsignaled_and_every_work_id_completes() {
         assert_eq!(fabric.read(*loc), Ok(*value), "{loc:?}");
     }
     let counts = endpoint.work_requests();
-    // One flush per queue pair at most: the first wait covers both.
-    assert!(counts.flushes <= 2, "{counts:?}");
+    // Two flushes per queue pair at most: one as the first wait begins, one after the
+    // requests that waited for room.
+    assert!(counts.flushes <= 4, "{counts:?}");
     assert_eq!(counts.posted, count + counts.flushes);
     assert!(
         counts.signaled * u64::from(interval) <= 2 * counts.posted,

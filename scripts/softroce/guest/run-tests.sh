@@ -126,6 +126,27 @@ if [ -x "$SHARE/cluster/node_cluster" ]; then
     fi
 fi
 
+# ---------------------------------------------------------------- embed
+# tests/node_embed.rs: three `velos node --embed` processes (the replica run through the
+# embedding handle, velos::embed::Node), the leader killed.
+if [ -x "$SHARE/cluster/node_embed" ]; then
+    step embed
+    log=$OUT/embed.txt
+    (cd /tmp && VELOS_BIN=$SHARE/cluster/velos timeout "$TEST_TIMEOUT" \
+        "$SHARE/cluster/node_embed" --nocapture) > "$log" 2>&1; rc=$?
+    grep -E '^(test result:|node [0-9]|killed|take-over)' "$log" | sed 's/^/    /'
+    sed -n 's/^node \([12]\): .*, \([0-9.]*\) commands\/s)$/\1 \2/p' "$log" | while read -r n r; do
+        echo "@@ METRIC embed_survivor${n}_commands_per_s=$r"
+    done
+    if [ $rc -eq 0 ] && grep -q '^test result: ok. 1 passed' "$log"; then
+        pass embed
+    else
+        show "$log"
+        msg=$(grep -A2 'panicked at' "$log" | head -3 | tr '\n' ' ' | cut -c1-400)
+        [ $rc -eq 124 ] && fail embed "timed out after $TEST_TIMEOUT s" || fail embed "exit status $rc: $msg"
+    fi
+fi
+
 # ---------------------------------------------------------------- latency
 # tests/node_latency.rs: three `velos node` processes, node 0 deciding LATENCY_VALUES
 # values one at a time; its decision latency is set next to ib_atomic_lat's t_typical

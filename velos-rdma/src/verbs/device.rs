@@ -20,12 +20,14 @@ pub struct VerbsOptions {
     /// link-local GID) is enough for soft-RoCE loopback.
     pub gid_index: u8,
     /// Send-queue depth of each queue pair: at most this many operations of an endpoint
-    /// are outstanding towards one node; posting more first waits for completions. (The
+    /// are on the NIC towards one node; more wait in the endpoint, in order, and go to
+    /// the NIC as completions make room (a post never blocks, so a node that stopped
+    /// answering does not stop the thread posting to it). (The
     /// send queue has one slot more, for a flush; a quarter of the depth is the default
     /// [signal interval](super::VerbsEndpoint::signal_interval).)
     pub queue_depth: u32,
-    /// How long a thread waiting for completions (`Wait`, `Poll`, `GlobalFence`, a full
-    /// send queue, dropping an endpoint) goes without any completion arriving before it
+    /// How long a thread waiting for completions (`Wait`, `Poll`, `GlobalFence`,
+    /// dropping an endpoint) goes without any completion arriving before it
     /// gives up on its outstanding requests: their queue pairs are moved to the error
     /// state and the requests fail with [`RdmaError::RemoteCrashed`](crate::RdmaError)
     /// (a message on stderr says so). Ten seconds by default: far beyond any RC retry

@@ -16,7 +16,7 @@ use crate::error::RdmaError;
 use crate::ids::{Loc, NodeId, WorkId};
 use crate::op::{Op, Reply};
 use sideway::ibverbs::completion::{ExtendedCompletionQueue, PollCompletionQueueError};
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::sync::atomic::{self, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -95,6 +95,22 @@ pub struct VerbsEndpoint<'f> {
     signaling: Signaling,
     /// Operations executed so far.
     ops: u64,
+    /// Per target node: requests posted while its send queue was full, oldest first, to
+    /// be handed to the NIC as completions make room (a post never blocks: a target
+    /// that stopped answering must not stop this thread until the completion timeout).
+    waiting: Vec<VecDeque<Waiting>>,
+    /// Per target node: requests that waited went to the NIC since its queue pair was
+    /// last covered (a wait that began before they did posted no flush for them).
+    drained: Vec<bool>,
+}
+
+/// A request posted while its send queue was full.
+#[derive(Debug)]
+struct Waiting {
+    ticket: Ticket,
+    request: Request,
+    /// It carries the fence flag.
+    fence: bool,
 }
 
 impl<'f> VerbsEndpoint<'f> {
@@ -119,6 +135,8 @@ impl<'f> VerbsEndpoint<'f> {
             newest: HashMap::new(),
             signaling: Signaling::new(nodes, default_interval(host.queue_depth())),
             ops: 0,
+            waiting: (0..nodes).map(|_| VecDeque::new()).collect(),
+            drained: vec![false; nodes],
         };
         assert_eq!(endpoint.fence.len(), nodes);
         endpoint
@@ -182,20 +200,14 @@ impl<'f> VerbsEndpoint<'f> {
         self.host.word(loc)
     }
 
-    /// Posts a remote operation.
+    /// Posts a remote operation: to the NIC if its send queue has room and no earlier
+    /// request waits for it, else into the target's waiting queue. Never blocks.
     fn post(&mut self, op: &Op) -> Result<(), RdmaError> {
         let work_id = op.work_id().expect("a remote operation has a work id");
         let host = self.host;
         let request = Request::of(op, self.node, host.layout())?;
         let target = request.target();
         let t = target.index();
-        // Back-pressure: the send queue holds at most `queue_depth` requests (and a flush).
-        let depth = host.queue_depth() as usize;
-        if self.completions.outstanding(target) >= depth {
-            let oldest = self.completions.completed(target) + 1;
-            self.cover(t, oldest, true);
-            self.settle(|c| c.outstanding(target) < depth, |_| ());
-        }
         self.seq += 1;
         self.posted[t] += 1;
         let ticket = Ticket {
@@ -206,32 +218,103 @@ impl<'f> VerbsEndpoint<'f> {
         };
         let nodes = self.posted.len();
         self.newest.entry(work_id).or_insert_with(|| vec![0; nodes])[t] = ticket.qp_seq;
-        let connection = &mut self.connections[t];
-        if let Err(error) = request.check(host.layout()) {
-            self.completions.refused(ticket, error);
-        } else if connection.broken() {
-            self.completions
-                .refused(ticket, RdmaError::QueuePairError { node: target });
+        let fence = std::mem::take(&mut self.fence[t]);
+        let waiting = Waiting {
+            ticket,
+            request,
+            fence,
+        };
+        // Back-pressure: the send queue holds at most `queue_depth` requests (and a flush).
+        let depth = host.queue_depth() as usize;
+        if self.waiting[t].is_empty() && self.completions.outstanding(target) < depth {
+            self.submit(t, waiting);
         } else {
-            let remote = host.remote(request.remote);
-            let local = request.local().map(|local| host.local(local));
-            let completed = self.completions.completed(target);
-            let signaled = self.signaling.decide(t, &request.verb, completed);
-            let wr_id = ticket.wr_id();
-            match connection.post(wr_id, signaled, self.fence[t], &request, remote, local) {
-                Ok(()) => {
-                    self.fence[t] = false;
-                    self.signaling.posted(t, ticket.qp_seq, signaled, remote);
-                    self.completions.posted(ticket, request);
-                }
-                // The send queue refused the request: the queue pair is unusable.
-                Err(_) => self
-                    .completions
-                    .refused(ticket, RdmaError::QueuePairError { node: target }),
-            }
+            self.waiting[t].push_back(waiting);
+            // A completion must come to make room: a signaled request after the oldest.
+            let oldest = self.completions.completed(target) + 1;
+            self.cover(t, oldest, false);
         }
         assert_eq!(self.posted[t], ticket.qp_seq);
         Ok(())
+    }
+
+    /// Hands the waiting requests towards node index `t` to the NIC, oldest first, while
+    /// the send queue has room. Once none waits, the last of them is covered (a flush if
+    /// it is an unsignaled put): a wait that began before they reached the NIC posted no
+    /// flush for them. While some wait, the send queue is full and its signaled requests
+    /// keep completions coming.
+    fn submit_waiting(&mut self, t: usize) {
+        let depth = self.host.queue_depth() as usize;
+        let target = NodeId(u16::try_from(t).expect("node ids are u16"));
+        while self.completions.outstanding(target) < depth {
+            let Some(waiting) = self.waiting[t].pop_front() else {
+                break;
+            };
+            self.submit(t, waiting);
+            self.drained[t] = true;
+        }
+        if self.drained[t] && self.waiting[t].is_empty() {
+            // Without a flush on the NIC this covers them now; with one, its completion
+            // brings this call back.
+            self.cover(t, self.posted[t], false);
+            let completed = self.completions.completed(target);
+            let covered = self.connections[t].broken()
+                || self
+                    .signaling
+                    .flush_target(t, self.posted[t], completed)
+                    .is_none();
+            self.drained[t] = !covered;
+        }
+        assert!(
+            self.waiting[t].is_empty() || self.completions.outstanding(target) >= depth,
+            "requests wait only for a full send queue"
+        );
+    }
+
+    /// Hands one request to the NIC (signaled as the signaling rule says), or refuses it:
+    /// a bad address, a broken queue pair.
+    fn submit(&mut self, t: usize, waiting: Waiting) {
+        let Waiting {
+            ticket,
+            request,
+            fence,
+        } = waiting;
+        let host = self.host;
+        let connection = &mut self.connections[t];
+        let refusal = if let Err(error) = request.check(host.layout()) {
+            Some(error)
+        } else if connection.broken() {
+            Some(RdmaError::QueuePairError {
+                node: ticket.target,
+            })
+        } else {
+            let remote = host.remote(request.remote);
+            let local = request.local().map(|local| host.local(local));
+            let completed = self.completions.completed(ticket.target);
+            let signaled = self.signaling.decide(t, &request.verb, completed);
+            let wr_id = ticket.wr_id();
+            match connection.post(wr_id, signaled, fence, &request, remote, local) {
+                Ok(()) => {
+                    self.signaling.posted(t, ticket.qp_seq, signaled, remote);
+                    self.completions.posted(ticket, request);
+                    None
+                }
+                // The send queue refused the request: the queue pair is unusable.
+                Err(_) => Some(RdmaError::QueuePairError {
+                    node: ticket.target,
+                }),
+            }
+        };
+        if let Some(error) = refusal {
+            self.completions.refused(ticket, error);
+            // A request that never reached the NIC passes its fence on to the next.
+            if fence {
+                match self.waiting[t].front_mut() {
+                    Some(next) => next.fence = true,
+                    None => self.fence[t] = true,
+                }
+            }
+        }
     }
 
     /// Polls the completion queue, recording the work completions found (at most
@@ -266,6 +349,7 @@ impl<'f> VerbsEndpoint<'f> {
                 if failed {
                     self.connections[target.index()].mark_broken();
                 }
+                self.submit_waiting(target.index());
             }
         }
         if !progress {
@@ -326,6 +410,10 @@ impl<'f> VerbsEndpoint<'f> {
             self.completions
                 .expire(node, &RdmaError::RemoteCrashed { node });
             assert_eq!(self.completions.in_flight(node), 0);
+        }
+        // The requests that waited for those queue pairs are refused now (broken).
+        for t in 0..self.connections.len() {
+            self.submit_waiting(t);
         }
     }
 
