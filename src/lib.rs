@@ -5,6 +5,7 @@
 
 pub mod baseline;
 pub mod bench;
+pub mod check;
 pub mod cluster_file;
 pub mod demo;
 pub mod embed;
@@ -15,6 +16,7 @@ pub mod node_embed;
 pub mod rendezvous;
 #[cfg(feature = "verbs")]
 pub mod verbs_litmus;
+pub mod vopr;
 
 pub use velos_core as core;
 pub use velos_rdma as rdma;

@@ -25,6 +25,8 @@ enum Command {
     Node(cli::node::NodeArgs),
     /// Run the replicated key-value demo: three in-process replicas, the leader crashed.
     Demo(cli::demo::DemoArgs),
+    /// Run the seeded fault-injection campaign: faults, then liveness, then every checker.
+    Vopr(cli::vopr::VoprArgs),
 }
 
 fn main() -> ExitCode {
@@ -35,5 +37,6 @@ fn main() -> ExitCode {
         Command::Sim(a) => cli::sim::run_cli(a),
         Command::Node(a) => cli::node::run_cli(a),
         Command::Demo(a) => cli::demo::run_cli(a),
+        Command::Vopr(a) => cli::vopr::run_cli(a),
     }
 }

@@ -12,7 +12,7 @@ use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 /// Values of this many bytes at least fit the log's entries (a batch's tag and frame).
-const MIN_ENTRY_BYTES: u32 = 256;
+pub const MIN_ENTRY_BYTES: u32 = 256;
 
 /// What the recorder saw: a command applied, or a snapshot restored (commands skipped).
 enum Seen {

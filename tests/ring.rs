@@ -140,7 +140,10 @@ fn a_large_snapshot_is_copied_in_chunks() {
         !paused.installs.is_empty(),
         "it fell off the ring and copied"
     );
-    assert_eq!(paused.digest.0, 800, "and caught up with the others");
+    // Caught up: as far as the others (800 values, and a leader's no-ops if it changed).
+    let others = report.replicas[0].digest.0;
+    assert!(others >= 800, "every value applied: {others}");
+    assert_eq!(paused.digest.0, others, "and caught up with the others");
 }
 
 #[test]

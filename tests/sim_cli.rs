@@ -1,20 +1,10 @@
 //! `velos sim` as a user runs it: the JSON line is enough to re-check a run without our
 //! checkers, and bad input is a usage error (exit status 2), never a panic.
 
-use std::collections::BTreeMap;
-use std::process::Command;
+mod cli_run;
 
-fn velos(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_velos"))
-        .args(args)
-        .output()
-        .expect("velos runs");
-    (
-        out.status.code().expect("an exit status"),
-        String::from_utf8(out.stdout).expect("utf-8"),
-        String::from_utf8(out.stderr).expect("utf-8"),
-    )
-}
+use cli_run::velos;
+use std::collections::BTreeMap;
 
 #[test]
 fn the_json_line_lets_anyone_recheck_agreement_and_no_holes() {

@@ -5,3 +5,4 @@ pub mod demo;
 pub mod litmus;
 pub mod node;
 pub mod sim;
+pub mod vopr;

@@ -1,6 +1,7 @@
 //! A Velos cluster on the simulation driver: replicas on the rdma-rmw emulator, faults,
 //! and the checks every run ends with (agreement, validity, integrity, no holes).
 
+use crate::check::AppliedLog;
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
 use velos_core::AcceptorState;
@@ -164,20 +165,26 @@ pub fn run(spec: &ClusterSpec) -> ClusterReport {
     let mut services = Services::new(spec);
     if let Some(at) = spec.crash_leader_at.filter(|&at| at < spec.duration_ns) {
         services.run(&mut sim, at);
-        let m = sim.machine();
-        let leader = m
-            .threads
-            .iter()
-            .position(|t| m.is_up(t.node) && t.process.is_leader());
-        if let Some(l) = leader {
-            sim.inject(Fault::Crash {
-                node: NodeId(l as u16),
-                mode: CrashMode::Hang,
-            });
-        }
+        crash_leader(&mut sim);
     }
     services.run(&mut sim, spec.duration_ns);
     report_with(spec, &sim, &services)
+}
+
+/// Crashes whichever live replica leads now (its operations hang); the one crashed, if
+/// any replica leads.
+pub fn crash_leader(sim: &mut Simulator<Replica>) -> Option<u16> {
+    let m = sim.machine();
+    let leader = m
+        .threads
+        .iter()
+        .position(|t| m.is_up(t.node) && t.process.is_leader())?;
+    let node = NodeId(u16::try_from(leader).expect("replica ids are u16"));
+    sim.inject(Fault::Crash {
+        node,
+        mode: CrashMode::Hang,
+    });
+    Some(node.0)
 }
 
 /// The machine of `spec`: replica r on node r (thread r), the initial words, and the
@@ -362,61 +369,27 @@ pub fn check(
     failures: &mut Vec<String>,
 ) -> BTreeMap<String, bool> {
     let proposed: BTreeSet<&str> = proposed.iter().map(String::as_str).collect();
-    let mut agreement = true;
-    let mut validity = true;
-    let mut integrity = true;
-    let mut no_holes = true;
+    let logs: Vec<AppliedLog> = replicas
+        .iter()
+        .map(|r| AppliedLog {
+            replica: r.id,
+            entries: r.applied.clone(),
+            jumps: r.installs.iter().map(|&(point, _)| point).collect(),
+        })
+        .collect();
+    let mut run = |found: Vec<String>| {
+        let ok = found.is_empty();
+        failures.extend(found);
+        ok
+    };
+    let agreement = run(crate::check::agreement(&logs));
+    let validity = run(crate::check::validity(&logs, &proposed));
+    let integrity = run(crate::check::integrity(&logs));
+    let no_holes = run(crate::check::no_holes(&logs));
     let mut decided: BTreeMap<u64, (&str, u16)> = BTreeMap::new();
     for r in replicas {
-        let mut seen = BTreeSet::new();
-        let mut next = 0;
-        for (i, (slot, value)) in r.applied.iter().enumerate() {
-            // After a snapshot copy, the replica continues at its point.
-            let jumped = r.installs.iter().any(|&(p, _)| p == *slot && p > next);
-            if *slot != next && !jumped {
-                no_holes = false;
-                failures.push(format!("replica {}: entry {i} is slot {slot}", r.id));
-            }
-            next = slot + 1;
-            if !seen.insert(*slot) {
-                integrity = false;
-                failures.push(format!("replica {}: slot {slot} applied twice", r.id));
-            }
-            if !value.is_empty() && !proposed.contains(value.as_str()) {
-                validity = false;
-                failures.push(format!(
-                    "replica {}: slot {slot} = {value}, never proposed",
-                    r.id
-                ));
-            }
-            match decided.get(slot) {
-                Some(&(v, other)) if v != value => {
-                    agreement = false;
-                    failures.push(format!(
-                        "slot {slot}: replica {other} applied {v}, replica {} applied {value}",
-                        r.id
-                    ));
-                }
-                Some(_) => {}
-                None => {
-                    decided.insert(*slot, (value, r.id));
-                }
-            }
-        }
-    }
-    // Integrity, the value side: the client's values are unique, so each is decided in
-    // one slot at most (a leader that re-proposes its own value after adopting it in
-    // another slot breaks this, not agreement).
-    let mut slot_of: BTreeMap<&str, u64> = BTreeMap::new();
-    for (&slot, &(value, _)) in &decided {
-        if value.is_empty() {
-            continue;
-        }
-        if let Some(first) = slot_of.insert(value, slot) {
-            integrity = false;
-            failures.push(format!(
-                "{value} decided twice: in slot {first} and slot {slot}"
-            ));
+        for (slot, value) in &r.applied {
+            decided.entry(*slot).or_insert((value, r.id));
         }
     }
     // Membership: a slot is a configuration entry for every replica that applied it or for

@@ -193,12 +193,19 @@ impl Services {
     }
 
     /// Lemma (no stale lease read), checked: a read served must see every write whose
-    /// client could have been told it was done before the read was asked (its leader
-    /// decided it). `failures` gets a line per stale read.
+    /// client could have been told it was done before the read was asked — its leader
+    /// decided it, or any replica applied it (followers learn decisions by themselves,
+    /// sometimes before the leader does; a service may act on what a follower applied).
+    /// `failures` gets a line per stale read.
     pub fn check_reads(&self, replicas: &[ReplicaReport], failures: &mut Vec<String>) -> bool {
         let mut acknowledged: BTreeMap<u64, u64> = BTreeMap::new();
         for r in replicas {
-            for &(slot, at) in &r.acknowledged {
+            let applied = r
+                .applied
+                .iter()
+                .map(|&(slot, _)| slot)
+                .zip(r.applied_at.iter().copied());
+            for (slot, at) in r.acknowledged.iter().copied().chain(applied) {
                 let t = acknowledged.entry(slot).or_insert(at);
                 *t = (*t).min(at);
             }

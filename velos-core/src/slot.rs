@@ -59,6 +59,48 @@ pub enum Mutation {
     ReadWithoutLease,
 }
 
+impl Mutation {
+    /// Every deliberately wrong variant this build has (none without the `mutations`
+    /// feature).
+    pub const ALL: &'static [Mutation] = &[
+        #[cfg(feature = "mutations")]
+        Mutation::SkipAdoption,
+        #[cfg(feature = "mutations")]
+        Mutation::AcceptWithoutMajority,
+        #[cfg(feature = "mutations")]
+        Mutation::ReuseProposal,
+        #[cfg(feature = "mutations")]
+        Mutation::DropCarry,
+        #[cfg(feature = "mutations")]
+        Mutation::ReadWithoutLease,
+    ];
+
+    /// The variant's name, in kebab case (`skip-adoption`); `none` for the algorithm.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Mutation::None => "none",
+            #[cfg(feature = "mutations")]
+            Mutation::SkipAdoption => "skip-adoption",
+            #[cfg(feature = "mutations")]
+            Mutation::AcceptWithoutMajority => "accept-without-majority",
+            #[cfg(feature = "mutations")]
+            Mutation::ReuseProposal => "reuse-proposal",
+            #[cfg(feature = "mutations")]
+            Mutation::DropCarry => "drop-carry",
+            #[cfg(feature = "mutations")]
+            Mutation::ReadWithoutLease => "read-without-lease",
+        }
+    }
+
+    /// The variant named `name` ([`Mutation::name`]), if this build has it.
+    pub fn from_name(name: &str) -> Option<Mutation> {
+        std::iter::once(&Mutation::None)
+            .chain(Mutation::ALL)
+            .find(|m| m.name() == name)
+            .copied()
+    }
+}
+
 impl SlotConfig {
     /// The member mask of acceptors 0 to n − 1.
     pub fn all(n: u16) -> u64 {

@@ -106,9 +106,10 @@ impl LogConfig {
         self.max_snapshot_bytes.div_ceil(8) + super::membership::SNAPSHOT_WORDS as u32
     }
 
-    /// Words of a value's content.
+    /// Words of a value buffer's content: the origin, then the bytes.
     pub fn value_words(&self) -> u32 {
-        self.max_value_bytes.div_ceil(8)
+        // The origin word, then the bytes (see `leader::Value::origin`).
+        1 + self.max_value_bytes.div_ceil(8)
     }
 
     /// Scratch cells per acceptor for the results of CASes in flight.

@@ -53,12 +53,23 @@ pub(super) struct Proposal {
     pub value: Value,
 }
 
-/// A value of the log: its bytes, and whether it is a configuration entry
-/// ([`super::membership`]; the stamps of its buffer say so to readers).
+/// A value of the log: its bytes, whether it is a configuration entry
+/// ([`super::membership`]; the stamps of its buffer say so to readers), and its origin.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub(super) struct Value {
     pub bytes: Vec<u8>,
     pub config: bool,
+    /// The proposal that brought it: [`origin`] of its replica and proposal id (0: a
+    /// leader's no-op). It travels with the value — the first content word of every
+    /// buffer it is written to, copied by every leader that adopts it — so that a leader
+    /// knows its own proposal in a value another leader adopted (lemma (own adoption)).
+    pub origin: u64,
+}
+
+/// The origin of replica `me`'s proposal `id`: never 0, unique to the proposal.
+pub(super) fn origin(me: u16, id: u64) -> u64 {
+    assert!(id < 1 << 48, "proposal ids fit 48 bits");
+    (u64::from(me) + 1) << 48 | id
 }
 
 /// One slot in the leader's window.
@@ -229,11 +240,31 @@ impl Leader {
         }
     }
 
-    /// The decided frontier: every slot decided so far lies below it (the applied prefix,
-    /// or past decided slots waiting for a gap). A lease read returns the state there.
+    /// The read frontier: every slot that is, or may already be, decided lies below it —
+    /// those decided so far (the applied prefix, or past decided slots waiting for a gap)
+    /// and those of the window with a value in flight (mine or adopted). A lease read
+    /// returns the state there.
+    ///
+    /// Lemma (read index): a write any replica may have applied is below it. A follower
+    /// learns a slot's decision from the acceptors' words by itself, sometimes before the
+    /// leader has seen its own accepts complete; a read index of the leader's decided
+    /// slots alone then misses a write a follower applied (and a service may have acted
+    /// on) before the read was asked — found by `velos vopr` with lease reads.
     pub(super) fn read_index(&self) -> u64 {
         let past = self.decided.keys().next_back().map_or(0, |&s| s + 1);
-        past.max(self.prefix)
+        let in_flight = self
+            .window
+            .iter()
+            .filter(|(_, r)| r.mine.is_some() || r.adopted.is_some())
+            .map(|(&s, _)| s + 1)
+            .max()
+            .unwrap_or(0);
+        let index = past.max(self.prefix).max(in_flight);
+        assert!(
+            index >= self.prefix,
+            "lemma (read index): the applied prefix is below"
+        );
+        index
     }
 
     /// Whether a configuration entry of mine is in a slot of the window, not decided yet.
@@ -396,7 +427,16 @@ impl Leader {
         let Some(run) = self.window.get(&slot) else {
             return;
         };
-        let mine = own_key.is_some_and(|k| run.mine_keys.contains(&k));
+        // My proposal's origin on the value read: another leader adopted my value here
+        // (it copies the origin), or this run wrote it (then the key names the write).
+        let my_origin = match &run.mine {
+            Some(Some(p)) => Some(p.value.origin),
+            _ => None,
+        };
+        let mine = own_key.is_some_and(|k| run.mine_keys.contains(&k))
+            || value
+                .as_ref()
+                .is_some_and(|v| v.origin != 0 && Some(v.origin) == my_origin);
         if run.carrying {
             self.on_carry_read(config, slot, value.map(|v| (v, mine)), out);
             return;

@@ -1,7 +1,7 @@
 //! The embedding side of a replica: proposals in, committed entries and outcomes out.
 
 use super::{MAX_PENDING, ProposeError, ReadError, Replica, Role};
-use crate::log::leader::{Proposal, Value};
+use crate::log::leader::{Proposal, Value, origin};
 use crate::log::membership::Members;
 
 impl Replica {
@@ -39,6 +39,7 @@ impl Replica {
         let value = Value {
             bytes: value,
             config: false,
+            origin: origin(self.me, id),
         };
         l.pending.push_back(Proposal { id, value });
         Ok(id)
@@ -92,6 +93,7 @@ impl Replica {
         let value = Value {
             bytes,
             config: true,
+            origin: origin(self.me, id),
         };
         l.pending.push_back(Proposal { id, value });
         Ok(id)

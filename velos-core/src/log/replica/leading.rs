@@ -59,7 +59,10 @@ impl Replica {
                     let flag = if value.config { CONFIG_FLAG } else { 0 };
                     let len = value.bytes.len() | flag;
                     let stamp = stamp(self.ring.tag(slot), epoch, proposal, len);
-                    let content = to_words(&value.bytes);
+                    // The origin first, then the bytes (see `Value::origin`).
+                    let content: Vec<u64> = std::iter::once(value.origin)
+                        .chain(to_words(&value.bytes))
+                        .collect();
                     let last = content.len() + 1;
                     let mask = self.written.entry(slot).or_insert(0);
                     let first = *mask & 1 << acceptor == 0 && self.ring.first_lap(slot);
@@ -125,6 +128,7 @@ impl Replica {
             let value = Value {
                 bytes: v,
                 config: false,
+                origin: crate::log::leader::origin(self.me, id),
             };
             leader.pending.push_back(Proposal { id, value });
         }

@@ -67,8 +67,16 @@ impl Replica {
         let lap = tag == self.ring.tag(read.slot);
         let ok = consistent && lap && k >= key(read.epoch, read.proposal) && fits;
         let value = ok.then(|| {
-            let bytes = from_words(&words[1..words.len() - 1], len);
-            (Value { bytes, config }, k)
+            let origin = words[1];
+            let bytes = from_words(&words[2..words.len() - 1], len);
+            (
+                Value {
+                    bytes,
+                    config,
+                    origin,
+                },
+                k,
+            )
         });
         self.read_finished(read, value);
     }

@@ -1,0 +1,20 @@
+//! The checkers, one per property, each named after its lemma: they read what replicas
+//! applied ([`AppliedLog`]) or what clients saw (a key-value history) and return one line
+//! per violation. The simulation harness (`velos sim`) and the campaign (`velos vopr`)
+//! run them after every run; each is unit-tested on small hand-made logs, legal and
+//! illegal.
+
+mod agreement;
+mod integrity;
+pub mod linearizability;
+mod logs;
+mod no_holes;
+mod prefix;
+mod validity;
+
+pub use agreement::agreement;
+pub use integrity::integrity;
+pub use logs::AppliedLog;
+pub use no_holes::no_holes;
+pub use prefix::prefixes;
+pub use validity::validity;

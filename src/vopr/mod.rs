@@ -1,0 +1,73 @@
+//! `velos vopr`: a seeded fault-injection campaign on the simulator, after TigerBeetle's
+//! VOPR. Each seed picks a cluster (3 or 5 replicas), a key-value workload, a latency
+//! profile with jitter and a fault schedule ([`Scenario`]); the run has a safety phase
+//! with the faults, then a liveness phase without new ones in which every client
+//! operation must complete ([`run`]); then every checker of [`crate::check`] runs, the
+//! linearizability of the clients' history among them. A violation names its seed and
+//! the command that replays it.
+
+mod clients;
+pub mod kv;
+mod mutants;
+mod run;
+mod scenario;
+
+pub use run::{RunReport, run};
+pub use scenario::{FaultPlan, Scenario};
+pub use velos_core::slot::Mutation;
+
+/// The command that replays seed `seed` (and writes its history); `--overflow` if
+/// `overflow`.
+pub fn replay_command(seed: u64, overflow: bool) -> String {
+    let flag = if overflow { " --overflow" } else { "" };
+    format!(
+        "cargo run --release -- vopr{flag} --seeds {seed}..{} --history-out history-{seed}.jsonl",
+        seed + 1
+    )
+}
+
+/// Runs seed `seed`.
+pub fn run_seed(seed: u64) -> RunReport {
+    run_mutant(seed, Mutation::None, false)
+}
+
+/// Runs seed `seed` with the deliberately wrong protocol variant `mutation` (`None`:
+/// the algorithm), near-overflow starts if `overflow`. A panic of the run — a broken
+/// invariant — is a violation of its own.
+pub fn run_mutant(seed: u64, mutation: Mutation, overflow: bool) -> RunReport {
+    let mut scenario = Scenario::with_overflow(seed, overflow);
+    scenario.log.mutation = mutation;
+    let replicas = scenario.log.replicas;
+    let faults = scenario.faults.len();
+    std::panic::catch_unwind(move || run(&scenario)).unwrap_or_else(|panic| {
+        let message = panic
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_else(|| "a panic without a message".into());
+        RunReport {
+            seed,
+            replicas,
+            faults,
+            operations: [0, 0],
+            entries: 0,
+            end_ns: 0,
+            violations: vec![format!("invariant: the run panicked: {message}")],
+            history: Vec::new(),
+        }
+    })
+}
+
+/// Whether a violation is of a safety property (not liveness).
+pub fn is_safety(violation: &str) -> bool {
+    !violation.starts_with("liveness:")
+}
+
+/// The replay command of seed `seed` of mutant `name` (`--overflow` if `overflow`).
+pub fn replay_mutant_command(seed: u64, name: &str, overflow: bool) -> String {
+    let flag = if overflow { " --overflow" } else { "" };
+    format!(
+        "cargo run --release --features mutants -- vopr --mutant {name}{flag} --seeds {seed}..{}",
+        seed + 1
+    )
+}

@@ -1,0 +1,268 @@
+//! One campaign run: the scenario's cluster on the simulator, the key-value service on
+//! every replica (entries applied, snapshots handed to the log and restored from it), the
+//! clients, the faults; a safety phase with faults, then a liveness phase without new
+//! ones in which every operation must complete; then every checker.
+
+use super::clients::Clients;
+use super::kv::KvMachine;
+use super::scenario::{FaultPlan, Scenario};
+use crate::check::{self, AppliedLog};
+use crate::harness::cluster::{ClusterSpec, crash_leader, machine, sim_config};
+use serde::Serialize;
+use std::collections::BTreeSet;
+use velos_core::log::{ClientScript, Replica};
+use velos_rdma::NodeId;
+use velos_sim::machine::CrashMode;
+use velos_sim::simulate::{Fault, ScheduledFault, Simulator};
+
+/// Virtual time between two visits of the service and the clients (ns).
+const VISIT_NS: u64 = 1_000;
+
+/// What one run did and found.
+#[derive(Clone, Debug, Serialize)]
+pub struct RunReport {
+    /// The seed.
+    pub seed: u64,
+    /// Replicas.
+    pub replicas: u16,
+    /// Faults injected.
+    pub faults: usize,
+    /// Client operations started, and completed.
+    pub operations: [usize; 2],
+    /// Log entries the most advanced replica applied.
+    pub entries: usize,
+    /// Virtual time at the end (ns).
+    pub end_ns: u64,
+    /// One line per violation, prefixed with the property.
+    pub violations: Vec<String>,
+    /// The clients' history.
+    #[serde(skip)]
+    pub history: Vec<crate::check::linearizability::HistoryOp>,
+}
+
+/// Each replica's service.
+struct Services {
+    kv: Vec<KvMachine>,
+    /// How far into the replica's `applied` the service has read.
+    cursor: Vec<usize>,
+    /// The next slot it expects.
+    next: Vec<u64>,
+    last_snapshot: Vec<u64>,
+    every: u64,
+    violations: Vec<String>,
+}
+
+impl Services {
+    fn new(replicas: usize, every: u64) -> Services {
+        Services {
+            kv: vec![KvMachine::default(); replicas],
+            cursor: vec![0; replicas],
+            next: vec![0; replicas],
+            last_snapshot: vec![0; replicas],
+            every,
+            violations: Vec::new(),
+        }
+    }
+
+    /// Applies what each live replica applied since the last visit, restores the
+    /// snapshots it copied, and hands it a snapshot every so many entries.
+    fn visit(&mut self, sim: &mut Simulator<Replica>) {
+        let m = sim.machine_mut();
+        for r in 0..self.kv.len() {
+            if !m.is_up(m.threads[r].node) {
+                continue;
+            }
+            let replica = &mut m.threads[r].process;
+            for (point, bytes) in replica.take_installed() {
+                match KvMachine::restore(&bytes) {
+                    Some(kv) => (self.kv[r], self.next[r]) = (kv, point),
+                    None => self.violations.push(format!(
+                        "snapshots: replica {r} copied a snapshot at {point} that does not decode"
+                    )),
+                }
+                self.last_snapshot[r] = point;
+            }
+            for (slot, value) in &replica.applied[self.cursor[r]..] {
+                if *slot < self.next[r] {
+                    continue; // below a snapshot copied meanwhile
+                }
+                self.kv[r].apply(value);
+                self.next[r] = slot + 1;
+            }
+            self.cursor[r] = replica.applied.len();
+            if self.next[r] >= self.last_snapshot[r] + self.every {
+                let bytes = self.kv[r].snapshot();
+                if let Err(e) = replica.snapshot_taken(self.next[r], &bytes) {
+                    self.violations
+                        .push(format!("snapshots: replica {r} refused a snapshot: {e}"));
+                }
+                self.last_snapshot[r] = self.next[r];
+            }
+        }
+    }
+}
+
+/// The simulator faults of `scenario` known in advance (a leader's crash is decided
+/// when it is due).
+fn scheduled(scenario: &Scenario) -> Vec<ScheduledFault> {
+    let at = |at_ns, fault| Some(ScheduledFault { at_ns, fault });
+    scenario
+        .faults
+        .iter()
+        .filter_map(|f| match *f {
+            FaultPlan::CrashLeader { .. } => None,
+            FaultPlan::Crash {
+                replica,
+                at_ns,
+                fail,
+            } => at(
+                at_ns,
+                Fault::Crash {
+                    node: NodeId(replica),
+                    mode: if fail {
+                        CrashMode::Error
+                    } else {
+                        CrashMode::Hang
+                    },
+                },
+            ),
+            FaultPlan::QueuePairError { from, to, at_ns } => at(
+                at_ns,
+                Fault::QueuePairError {
+                    from: NodeId(from),
+                    to: NodeId(to),
+                },
+            ),
+            FaultPlan::Delay {
+                replica,
+                at_ns,
+                extra_ns,
+                duration_ns,
+            } => at(
+                at_ns,
+                Fault::Delay {
+                    node: NodeId(replica),
+                    extra_ns,
+                    duration_ns,
+                },
+            ),
+            FaultPlan::Pause {
+                replica,
+                at_ns,
+                duration_ns,
+            } => at(
+                at_ns,
+                Fault::Pause {
+                    node: NodeId(replica),
+                    duration_ns,
+                },
+            ),
+        })
+        .collect()
+}
+
+/// Runs `scenario` and checks it.
+pub fn run(scenario: &Scenario) -> RunReport {
+    let no_client = ClientScript { count: 0, size: 10 };
+    let spec = ClusterSpec {
+        latency: scenario.latency.clone(),
+        near_overflow: scenario.near_overflow,
+        ..ClusterSpec::new(scenario.log.clone(), scenario.seed, u64::MAX, no_client)
+    };
+    let mut config = sim_config(&spec);
+    config.faults = scheduled(scenario);
+    let mut sim = Simulator::new(machine(&spec), config);
+    let replicas = usize::from(scenario.log.replicas);
+    let mut services = Services::new(replicas, scenario.snapshot_every);
+    let mut clients = Clients::new(scenario);
+    let mut leader_crashes: Vec<u64> = scenario
+        .faults
+        .iter()
+        .filter_map(|f| match f {
+            FaultPlan::CrashLeader { at_ns } => Some(*at_ns),
+            _ => None,
+        })
+        .collect();
+    leader_crashes.sort_unstable();
+    let stop_starting = scenario.safety_ns + scenario.liveness_ops_ns;
+    let deadline = scenario.safety_ns + scenario.liveness_ns;
+    let mut now = 0;
+    while now < deadline {
+        now += VISIT_NS;
+        sim.run(now, u64::MAX);
+        while leader_crashes.first().is_some_and(|&at| at <= now) {
+            leader_crashes.remove(0);
+            crash_leader(&mut sim);
+        }
+        services.visit(&mut sim);
+        let service = (&services.kv[..], &services.next[..]);
+        clients.visit(now, sim.machine_mut(), service, now < stop_starting);
+        if now >= stop_starting && clients.idle() {
+            break;
+        }
+    }
+    report(scenario, &sim, clients, services.violations)
+}
+
+/// The checks of a finished run.
+fn report(
+    scenario: &Scenario,
+    sim: &Simulator<Replica>,
+    clients: Clients,
+    mut violations: Vec<String>,
+) -> RunReport {
+    let m = sim.machine();
+    let logs: Vec<AppliedLog> = m
+        .threads
+        .iter()
+        .enumerate()
+        .map(|(r, t)| AppliedLog {
+            replica: r as u16,
+            entries: t
+                .process
+                .applied
+                .iter()
+                .map(|(s, v)| (*s, v.iter().map(|b| format!("{b:02x}")).collect()))
+                .collect(),
+            jumps: t.process.installs.clone(),
+        })
+        .collect();
+    let proposed: BTreeSet<&str> = clients.proposed().iter().map(String::as_str).collect();
+    let tag = |property: &'static str, lines: Vec<String>| {
+        lines.into_iter().map(move |l| format!("{property}: {l}"))
+    };
+    violations.extend(tag("agreement", check::agreement(&logs)));
+    violations.extend(tag("validity", check::validity(&logs, &proposed)));
+    violations.extend(tag("integrity", check::integrity(&logs)));
+    violations.extend(tag("no holes", check::no_holes(&logs)));
+    violations.extend(tag("prefix", check::prefixes(&logs)));
+    let history = clients.history().to_vec();
+    match crate::check::linearizability::check(&history) {
+        crate::check::linearizability::Verdict::Linearizable => {}
+        crate::check::linearizability::Verdict::Violation(v) => {
+            violations.push(format!("linearizability: key {}: {}", v.key, v.explanation))
+        }
+        crate::check::linearizability::Verdict::Undecided { key, states } => violations.push(
+            format!("linearizability: key {key} undecided after {states} states"),
+        ),
+    }
+    for (client, seq, invoked) in clients.pending() {
+        violations.push(format!(
+            "liveness: client {client}'s operation {seq}, started at {invoked} ns, had not \
+             completed at {} ns ({} ns into the fault-free phase)",
+            sim.now(),
+            sim.now().saturating_sub(scenario.safety_ns)
+        ));
+    }
+    let completed = history.iter().filter(|o| o.response_ns.is_some()).count();
+    RunReport {
+        seed: scenario.seed,
+        replicas: scenario.log.replicas,
+        faults: scenario.faults.len(),
+        operations: [history.len(), completed],
+        entries: logs.iter().map(|l| l.entries.len()).max().unwrap_or(0),
+        end_ns: sim.now(),
+        violations,
+        history,
+    }
+}
