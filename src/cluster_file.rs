@@ -40,7 +40,8 @@ pub struct ClusterFile {
     pub nodes: Vec<NodeEntry>,
 }
 
-/// Why a cluster file cannot be used.
+/// Why a cluster file cannot be used. A file that was read but is wrong says
+/// `PATH:LINE: message`.
 #[derive(Debug, thiserror::Error)]
 pub enum ClusterFileError {
     /// The file could not be read.
@@ -52,21 +53,55 @@ pub enum ClusterFileError {
         source: std::io::Error,
     },
     /// The file is not valid TOML of the expected shape.
-    #[error("the cluster file {path} is malformed: {message}")]
+    #[error("{path}:{line}: malformed cluster file: {message}")]
     Syntax {
         /// The path.
         path: String,
+        /// The 1-based line the TOML parser points at.
+        line: usize,
         /// What the parser said.
         message: String,
     },
     /// The content breaks a rule.
-    #[error("the cluster file {path}: {message}")]
+    #[error("{path}:{line}: {message}")]
     Invalid {
         /// The path.
         path: String,
+        /// The 1-based line of the offending value (the last line when the file lacks one).
+        line: usize,
         /// Which rule, in words.
         message: String,
     },
+}
+
+/// The file as written, with where each value stands (for the line of an error).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawFile {
+    cluster_id: toml::Spanned<String>,
+    node: toml::Spanned<Vec<RawNode>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawNode {
+    id: toml::Spanned<u16>,
+    address: toml::Spanned<String>,
+}
+
+/// The 1-based line of byte `offset` of `text`.
+fn line_of(text: &str, offset: usize) -> usize {
+    let end = offset.min(text.len());
+    text.as_bytes()[..end]
+        .iter()
+        .filter(|&&b| b == b'\n')
+        .count()
+        + 1
+}
+
+/// One line for a message that may have several.
+fn one_line(message: &str) -> String {
+    message.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 impl ClusterFile {
@@ -82,43 +117,60 @@ impl ClusterFile {
 
     /// Parses and checks `text` (`name` names it in errors).
     pub fn parse(text: &str, name: &str) -> Result<ClusterFile, ClusterFileError> {
-        let mut file: ClusterFile = toml::from_str(text).map_err(|e| ClusterFileError::Syntax {
+        let raw: RawFile = toml::from_str(text).map_err(|e| ClusterFileError::Syntax {
             path: name.to_string(),
-            message: e.message().to_string(),
+            line: line_of(text, e.span().map_or(0, |span| span.start)),
+            message: one_line(e.message()),
         })?;
-        let invalid = |message: String| ClusterFileError::Invalid {
+        let invalid = |offset: usize, message: String| ClusterFileError::Invalid {
             path: name.to_string(),
+            line: line_of(text, offset),
             message,
         };
-        if file.cluster_id.trim().is_empty() {
-            return Err(invalid("the cluster_id is empty".into()));
+        if raw.cluster_id.get_ref().trim().is_empty() {
+            return Err(invalid(
+                raw.cluster_id.span().start,
+                "the cluster_id is empty".into(),
+            ));
         }
-        if file.nodes.is_empty() {
-            return Err(invalid("no [[node]] entries".into()));
+        if raw.node.get_ref().is_empty() {
+            return Err(invalid(raw.node.span().start, "no [[node]] entries".into()));
         }
-        file.nodes.sort_by_key(|n| n.id);
-        for (i, node) in file.nodes.iter().enumerate() {
-            if usize::from(node.id) != i {
-                return Err(invalid(format!(
-                    "node ids must be 0 to {} each once; found {} where {i} belongs",
-                    file.nodes.len() - 1,
-                    node.id
-                )));
+        let mut nodes = raw.node.into_inner();
+        nodes.sort_by_key(|n| *n.id.get_ref());
+        for (i, node) in nodes.iter().enumerate() {
+            if usize::from(*node.id.get_ref()) != i {
+                return Err(invalid(
+                    node.id.span().start,
+                    format!(
+                        "node ids must be 0 to {} each once; found {} where {i} belongs",
+                        nodes.len() - 1,
+                        node.id.get_ref()
+                    ),
+                ));
             }
         }
-        let mut addresses: Vec<&str> = file.nodes.iter().map(|n| n.address.as_str()).collect();
-        addresses.sort_unstable();
-        if let Some(w) = addresses.windows(2).find(|w| w[0] == w[1]) {
-            return Err(invalid(format!("the address {} appears twice", w[0])));
+        let mut addresses: Vec<&toml::Spanned<String>> = nodes.iter().map(|n| &n.address).collect();
+        addresses.sort_by_key(|a| (a.get_ref(), a.span().start));
+        if let Some(w) = addresses
+            .windows(2)
+            .find(|w| w[0].get_ref() == w[1].get_ref())
+        {
+            return Err(invalid(
+                w[1].span().start,
+                format!("the address {:?} appears twice", w[1].get_ref()),
+            ));
         }
-        assert!(
-            file.nodes
-                .iter()
-                .enumerate()
-                .all(|(i, n)| usize::from(n.id) == i),
-            "checked: ids in order"
-        );
-        Ok(file)
+        Ok(ClusterFile {
+            cluster_id: raw.cluster_id.into_inner(),
+            nodes: nodes
+                .into_iter()
+                .map(|n| NodeEntry {
+                    id: n.id.into_inner(),
+                    address: n.address.into_inner(),
+                })
+                .collect(),
+        })
     }
 
     /// The number of nodes.
@@ -202,6 +254,44 @@ mod tests {
                 .to_string();
             assert!(e.contains(needle), "{e:?} should say {needle:?}");
             assert!(e.contains("bad.toml"), "{e:?} names the file");
+        }
+    }
+
+    #[test]
+    fn errors_name_the_file_and_the_line() {
+        let cases = [
+            (
+                "cluster_id = \"c\"\n[[node]]\nid = 0\naddress = \"a:1\"\n[[node]]\nid = 0\naddress = \"a:2\"\n",
+                "bad.toml:6: node ids must be 0 to 1 each once; found 0 where 1 belongs",
+            ),
+            (
+                "cluster_id = \"c\"\n[[node]]\nid = 0\naddress = \"a:1\"\n\n[[node]]\nid = 1\naddress = \"a:1\"\n",
+                "bad.toml:8: the address \"a:1\" appears twice",
+            ),
+            (
+                "# c\ncluster_id = \"\"\nnode = []\n",
+                "bad.toml:2: the cluster_id is empty",
+            ),
+            (
+                "cluster_id = \"c\"\nnode = []\n",
+                "bad.toml:2: no [[node]] entries",
+            ),
+            (
+                "cluster_id = \"c\"\n[[node]]\nid = 70000\naddress = \"a:1\"\n",
+                "bad.toml:3: malformed cluster file: ",
+            ),
+            (
+                "cluster_id = \"c\"\n[[node]\n",
+                "bad.toml:2: malformed cluster file: ",
+            ),
+            ("", "bad.toml:1: malformed cluster file: "),
+        ];
+        for (text, start) in cases {
+            let e = ClusterFile::parse(text, "bad.toml")
+                .unwrap_err()
+                .to_string();
+            assert!(e.starts_with(start), "{e:?} should start with {start:?}");
+            assert!(!e.contains('\n'), "{e:?} is one line");
         }
     }
 }

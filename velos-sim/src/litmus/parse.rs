@@ -37,8 +37,22 @@ pub fn parse(text: &str) -> Result<LitmusTest, ParseError> {
 /// `PATH:LINE: message` for a file that does not parse, `PATH: message` when it cannot be
 /// read.
 pub fn parse_file(path: &Path) -> Result<LitmusTest, String> {
-    let text = std::fs::read_to_string(path).map_err(|err| format!("{}: {err}", path.display()))?;
-    parse(&text).map_err(|err| format!("{}:{}: {}", path.display(), err.line, err.message))
+    let bytes = std::fs::read(path).map_err(|err| format!("{}: {err}", path.display()))?;
+    parse_source(&bytes, &path.display().to_string())
+}
+
+/// Parses the contents of the `.litmus` file called `name` (a path, in errors).
+///
+/// # Errors
+/// `NAME:LINE: message`, also for bytes that are not UTF-8 text (the line of the first bad
+/// byte).
+pub fn parse_source(bytes: &[u8], name: &str) -> Result<LitmusTest, String> {
+    let text = std::str::from_utf8(bytes).map_err(|err| {
+        let before = &bytes[..err.valid_up_to()];
+        let line = before.iter().filter(|&&b| b == b'\n').count() + 1;
+        format!("{name}:{line}: the file is not UTF-8 text")
+    })?;
+    parse(text).map_err(|err| format!("{name}:{}: {}", err.line, err.message))
 }
 
 /// One line that is not blank once its comment is removed.

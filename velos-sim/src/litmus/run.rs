@@ -4,7 +4,7 @@
 use super::ast::{Expect, LitmusTest};
 use super::compile::{Outcome, Program, compile, holds, project};
 use super::mem_runs::MemBackend;
-use super::parse::parse;
+use super::parse::parse_file;
 use super::program::LitmusThread;
 use super::real::{FabricError, RealBackend, cannot_run, run_real};
 use super::real_report::{RealReport, skipped};
@@ -120,9 +120,7 @@ pub fn run_file_on<B: RealBackend>(
 }
 
 fn read_test(path: &Path) -> Result<LitmusTest, RunError> {
-    let text =
-        std::fs::read_to_string(path).map_err(|e| RunError(format!("{}: {e}", path.display())))?;
-    parse(&text).map_err(|e| RunError(format!("{}:{}: {}", path.display(), e.line, e.message)))
+    parse_file(path).map_err(RunError)
 }
 
 /// Runs one parsed test on `options.backend`.
