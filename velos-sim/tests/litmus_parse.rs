@@ -4,7 +4,7 @@ use velos_sim::litmus::ast::{
     Atom, Cond, Decl, DeclKind, Expect, Instr, InstrKind, LitmusTest, LockKind, ParseError, Reg,
     Thread,
 };
-use velos_sim::litmus::parse::{parse, parse_file};
+use velos_sim::litmus::parse::{parse, parse_file, parse_source};
 
 /// The example of the format's specification.
 const SPEC_EXAMPLE: &str = "\
@@ -1202,6 +1202,22 @@ fn parse_file_formats_errors_with_the_path() {
         "{err}"
     );
     std::fs::remove_dir_all(&dir).expect("cleanup");
+}
+
+#[test]
+fn parse_source_names_the_file_and_the_line_even_for_bytes_that_are_not_utf8() {
+    assert_eq!(
+        parse_source(SPEC_EXAMPLE.as_bytes(), "t.litmus"),
+        Ok(parse_ok(SPEC_EXAMPLE))
+    );
+    assert_eq!(
+        parse_source(b"litmus t\nnodes 1\nloc x@1 = \xff\n", "t.litmus"),
+        Err("t.litmus:3: the file is not UTF-8 text".to_owned())
+    );
+    assert_eq!(
+        parse_source(b"", "t.litmus"),
+        Err("t.litmus:1: missing `litmus NAME` line".to_owned())
+    );
 }
 
 /// A tiny deterministic generator (xorshift64*), so the mutation test needs no crate.
