@@ -5,6 +5,7 @@
 //! [`Driver::pump`] and [`Driver::collect`] around the engine's steps.
 
 use super::batch::{self, Packing, Queue};
+use super::config::Config;
 use super::error::Error;
 use super::handle::CommitInfo;
 use super::metrics::Metrics;
@@ -95,10 +96,14 @@ impl<S: StateMachine> Driver<S> {
     pub(crate) fn new(
         me: u16,
         machine: S,
-        (packing, max_in_flight, lag_slots_max, snapshot_every): (Packing, usize, u64, u64),
+        config: &Config,
         metrics: Arc<Metrics>,
         peers: Arc<[Arc<Shown>]>,
     ) -> Driver<S> {
+        let packing = config.packing();
+        let max_in_flight = config.batch.max_in_flight as usize;
+        let lag_slots_max = u64::from(config.batch.follower_lag_slots_max);
+        let snapshot_every = config.snapshot_every_slots;
         assert!(max_in_flight > 0, "a pipeline of at least one batch");
         let shown = Arc::clone(&peers[usize::from(me)]);
         Driver {

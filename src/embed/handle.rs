@@ -121,16 +121,10 @@ impl<S: StateMachine> Cluster<S> {
             .iter()
             .map(|_| Arc::new(Shown::default()))
             .collect();
-        let knobs = (
-            config.packing(),
-            config.batch.max_in_flight as usize,
-            u64::from(config.batch.follower_lag_slots_max),
-            config.snapshot_every_slots,
-        );
         let drivers: Vec<Driver<S>> = machines
             .into_iter()
             .enumerate()
-            .map(|(i, m)| Driver::new(i as u16, m, knobs, metrics.clone(), shown.clone()))
+            .map(|(i, m)| Driver::new(i as u16, m, &config, metrics.clone(), shown.clone()))
             .collect();
         let (inboxes, runner) = match &config.backend {
             Backend::Mem => {

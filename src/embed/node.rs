@@ -117,14 +117,8 @@ impl<S: StateMachine> Node<S> {
                 Arc::new(s)
             })
             .collect();
-        let knobs = (
-            config.packing(),
-            config.batch.max_in_flight as usize,
-            u64::from(config.batch.follower_lag_slots_max),
-            config.snapshot_every_slots,
-        );
         let me = Arc::clone(&shown[usize::from(id)]);
-        let driver = Driver::new(id, machine, knobs, Arc::clone(&metrics), shown);
+        let driver = Driver::new(id, machine, &config, Arc::clone(&metrics), shown);
         let (inbox, commands) = unbounded();
         let runner = launch(driver, commands)?;
         let max_command = config.max_command_bytes();

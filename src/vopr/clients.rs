@@ -249,11 +249,20 @@ impl Clients {
         if !up[r] || next[r] < index {
             return;
         }
+        let value = kv[r].value(key).map(value_name);
+        self.finish(i, now, Some(value));
+    }
+
+    /// Client `i`'s operation completed at `now`; a get returned `got` (`None`: a put).
+    fn finish(&mut self, i: usize, now: u64, got: Option<Option<String>>) {
+        let c = &mut self.clients[i];
+        let o = c.outstanding.take().expect("an operation outstanding");
         let entry = &mut self.history[o.index];
         assert!(entry.response_ns.is_none(), "an operation completes once");
         entry.response_ns = Some(now);
-        entry.value = kv[r].value(key).map(value_name);
-        c.outstanding = None;
+        if let Some(value) = got {
+            entry.value = value;
+        }
         c.next_at_ns = now + self.rng.below(self.think_ns_max + 1);
     }
 
@@ -274,14 +283,8 @@ impl Clients {
         let Some((_, result)) = applied else {
             return;
         };
-        let entry = &mut self.history[o.index];
-        assert!(entry.response_ns.is_none(), "an operation completes once");
-        entry.response_ns = Some(now);
-        if matches!(o.op, KvOp::Get { .. }) {
-            entry.value = result.map(value_name);
-        }
-        c.outstanding = None;
-        c.next_at_ns = now + self.rng.below(self.think_ns_max + 1);
+        let got = matches!(o.op, KvOp::Get { .. }).then(|| result.map(value_name));
+        self.finish(i, now, got);
     }
 
     /// Starts client `i`'s next operation at `now`.

@@ -71,6 +71,33 @@ fn peers_of(me: u16, infos: &[NodeInfo]) -> BTreeMap<u16, NodeInfo> {
         .collect()
 }
 
+/// Node 0 with `options`, connected to nodes 1 and 2, which never connect back: nothing
+/// answers node 0's requests to them (keep them alive while node 0 posts). `None` (after a
+/// skip message) when this machine has no RDMA device.
+fn node0_with_silent_peers(
+    test: &str,
+    options: VerbsOptions,
+) -> Option<(VerbsNode, Vec<VerbsNode>)> {
+    let mut node0 = match VerbsNode::with_options(layout(), NodeId(0), THREADS, options) {
+        Ok(node) => node,
+        Err(error) if error.is_no_device() && !rdma_required() => {
+            println!("skipped {test}: {error} (VELOS_REQUIRE_RDMA=1 makes this a failure)");
+            return None;
+        }
+        Err(error) => panic!("{test}: no usable RDMA node: {error}"),
+    };
+    let silent: Vec<VerbsNode> = (1..NODES)
+        .map(|id| open(test, layout(), id, THREADS).expect("device"))
+        .collect();
+    let mut peers = BTreeMap::new();
+    for node in &silent {
+        let info = NodeInfo::from_bytes(&node.local_info().to_bytes()).expect("our bytes");
+        peers.insert(node.id().0, info);
+    }
+    node0.connect(&peers).expect("connect");
+    Some((node0, silent))
+}
+
 /// Three connected nodes.
 fn cluster(test: &str) -> Option<Vec<VerbsNode>> {
     let mut nodes = open_three(test)?;
@@ -362,23 +389,9 @@ fn requests_towards_a_peer_that_never_connected_fail_instead_of_hanging() {
         completion_timeout: Duration::from_millis(300),
         ..VerbsOptions::from_env()
     };
-    let mut node0 = match VerbsNode::with_options(layout(), NodeId(0), THREADS, options) {
-        Ok(node) => node,
-        Err(error) if error.is_no_device() && !rdma_required() => {
-            println!("skipped {test}: {error} (VELOS_REQUIRE_RDMA=1 makes this a failure)");
-            return;
-        }
-        Err(error) => panic!("{test}: no usable RDMA node: {error}"),
+    let Some((node0, _silent)) = node0_with_silent_peers(test, options) else {
+        return;
     };
-    let silent: Vec<VerbsNode> = (1..NODES)
-        .map(|id| open(test, layout(), id, THREADS).expect("device"))
-        .collect();
-    let mut peers = BTreeMap::new();
-    for node in &silent {
-        let info = NodeInfo::from_bytes(&node.local_info().to_bytes()).expect("our bytes");
-        peers.insert(node.id().0, info);
-    }
-    node0.connect(&peers).expect("connect");
     let started = Instant::now();
     let replies = script(
         &node0,
@@ -452,24 +465,9 @@ fn posts_towards_a_peer_that_stopped_answering_never_block() {
         completion_timeout: timeout,
         ..VerbsOptions::from_env()
     };
-    let mut node0 = match VerbsNode::with_options(layout(), NodeId(0), THREADS, options) {
-        Ok(node) => node,
-        Err(error) if error.is_no_device() && !rdma_required() => {
-            println!("skipped {test}: {error} (VELOS_REQUIRE_RDMA=1 makes this a failure)");
-            return;
-        }
-        Err(error) => panic!("{test}: no usable RDMA node: {error}"),
+    let Some((node0, _silent)) = node0_with_silent_peers(test, options) else {
+        return;
     };
-    // Nodes 1 and 2 never connect back: nothing answers node 0's requests to them.
-    let silent: Vec<VerbsNode> = (1..NODES)
-        .map(|id| open(test, layout(), id, THREADS).expect("device"))
-        .collect();
-    let mut peers = BTreeMap::new();
-    for node in &silent {
-        let info = NodeInfo::from_bytes(&node.local_info().to_bytes()).expect("our bytes");
-        peers.insert(node.id().0, info);
-    }
-    node0.connect(&peers).expect("connect");
     let mut endpoint = node0.endpoint(0).expect("an endpoint");
     let started = Instant::now();
     for i in 0..16 {
