@@ -24,8 +24,11 @@ mod tests {
             ("skip-adoption", false, 0),
             ("accept-without-majority", false, 22),
             ("reuse-proposal", false, 1),
-            ("drop-carry", true, 21),
+            ("drop-carry", true, 16),
             ("read-without-lease", false, 21),
+            ("trust-prediction", false, 2),
+            ("reset-with-store", false, 7),
+            ("learn-from-one", false, 103),
         ];
         let names: Vec<&str> = Mutation::ALL.iter().map(|m| m.name()).collect();
         assert_eq!(

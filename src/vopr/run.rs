@@ -18,6 +18,34 @@ use velos_sim::simulate::{Fault, ScheduledFault, Simulator};
 /// Virtual time between two visits of the service and the clients (ns).
 const VISIT_NS: u64 = 1_000;
 
+/// Visits between two samples of every acceptor word ([`check::Promises`]).
+const PROMISE_VISITS: u64 = 4;
+
+/// Samples every acceptor word of every live replica (each epoch, each ring position)
+/// into `promises`; a word that went back is a violation. (A crash wipes a node's memory
+/// and it never comes back: its words are not watched any more.)
+fn sample_words(sim: &Simulator<Replica>, scenario: &Scenario, promises: &mut check::Promises) {
+    let log = &scenario.log;
+    let shape = log.shape();
+    let m = sim.machine();
+    let mut found = Vec::new();
+    for r in 0..log.replicas {
+        let mut i = usize::from(r) * log.epochs as usize * log.slots as usize;
+        if !m.is_up(NodeId(r)) {
+            continue;
+        }
+        for e in 0..log.epochs {
+            for p in 0..log.slots {
+                let word = m.read(shape.epoch_word(r, p, e)).expect("an acceptor word");
+                let name = || format!("replica {r}, ring position {p}, epoch {e}");
+                found.extend(promises.observe(i, word, name));
+                i += 1;
+            }
+        }
+    }
+    promises.violations.extend(found);
+}
+
 /// What one run did and found.
 #[derive(Clone, Debug, Serialize)]
 pub struct RunReport {
@@ -175,6 +203,9 @@ pub fn run(scenario: &Scenario) -> RunReport {
     let replicas = usize::from(scenario.log.replicas);
     let mut services = Services::new(replicas, scenario.snapshot_every);
     let mut clients = Clients::new(scenario);
+    let log = &scenario.log;
+    let words = usize::from(log.replicas) * log.epochs as usize * log.slots as usize;
+    let mut promises = check::Promises::new(log.layout, words);
     let mut leader_crashes: Vec<u64> = scenario
         .faults
         .iter()
@@ -190,6 +221,9 @@ pub fn run(scenario: &Scenario) -> RunReport {
     while now < deadline {
         now += VISIT_NS;
         sim.run(now, u64::MAX);
+        if (now / VISIT_NS) % PROMISE_VISITS == 0 {
+            sample_words(&sim, scenario, &mut promises);
+        }
         while leader_crashes.first().is_some_and(|&at| at <= now) {
             leader_crashes.remove(0);
             crash_leader(&mut sim);
@@ -201,7 +235,14 @@ pub fn run(scenario: &Scenario) -> RunReport {
             break;
         }
     }
-    report(scenario, &sim, clients, services.violations)
+    let mut violations = services.violations;
+    violations.extend(
+        promises
+            .violations
+            .drain(..)
+            .map(|l| format!("promises: {l}")),
+    );
+    report(scenario, &sim, clients, violations)
 }
 
 /// The checks of a finished run.

@@ -59,6 +59,9 @@ pub struct Freezer {
     in_flight: Vec<Option<(u64, u64)>>,
     /// Per acceptor: the frozen state, once confirmed.
     frozen: Vec<Option<AcceptorState>>,
+    /// Per acceptor: the expected word of its freeze CAS that was lost, if one was (and
+    /// none is in flight or confirmed since).
+    lost: Vec<Option<u64>>,
     next_id: u64,
 }
 
@@ -106,6 +109,7 @@ impl Freezer {
             members,
             in_flight: vec![None; predicted.len()],
             frozen: vec![None; predicted.len()],
+            lost: vec![None; predicted.len()],
             next_id: 0,
         };
         for (a, &word) in predicted.iter().enumerate() {
@@ -137,6 +141,7 @@ impl Freezer {
         };
         self.next_id += 1;
         let id = self.next_id;
+        self.lost[a] = None;
         self.in_flight[a] = Some((id, expected));
         out.push(SlotCommand::Cas {
             id,
@@ -183,15 +188,40 @@ impl Freezer {
         );
     }
 
-    /// The freeze CAS `id` on `acceptor` will never answer (the acceptor is gone).
+    /// The freeze CAS `id` on `acceptor` will never answer (the acceptor is gone, or is
+    /// suspected for now).
     pub fn on_cas_lost(&mut self, acceptor: u16, id: u64) {
         let a = usize::from(acceptor);
-        assert_eq!(
-            self.in_flight[a].map(|(i, _)| i),
-            Some(id),
-            "Freeze: a loss for the CAS in flight"
-        );
+        let Some((posted, expected)) = self.in_flight[a] else {
+            panic!("Freeze: a loss for the CAS in flight");
+        };
+        assert_eq!(posted, id, "Freeze: a loss for the CAS in flight");
         self.in_flight[a] = None;
+        self.lost[a] = Some(expected);
+    }
+
+    /// Rule (hopeless freeze): if the acceptors confirmed frozen and those with a CAS in
+    /// flight are fewer than a majority, posts the lost CASes again (from the word each
+    /// expected; a wrong one fails and is posted again from the word found): an acceptor
+    /// suspected for a while answers again once it is back. Whether it posted any.
+    pub fn retry_lost(&mut self, out: &mut Vec<SlotCommand>) -> bool {
+        let hopes = (0..self.frozen.len())
+            .filter(|&a| self.frozen[a].is_some() || self.in_flight[a].is_some())
+            .count();
+        if self.overtaken || hopes >= self.majority() {
+            return false;
+        }
+        let lost: Vec<(usize, u64)> = (0..self.lost.len())
+            .filter_map(|a| self.lost[a].map(|w| (a, w)))
+            .collect();
+        for &(a, expected) in &lost {
+            self.post(a, expected, out);
+        }
+        assert!(
+            self.lost.iter().all(Option::is_none) || self.overtaken,
+            "rule (hopeless freeze): every lost CAS posted again"
+        );
+        !lost.is_empty()
     }
 
     /// The value read from `acceptor`'s frozen pair failed: confirm its word again (a

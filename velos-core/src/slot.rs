@@ -57,6 +57,20 @@ pub enum Mutation {
     /// ([`crate::log::lease`]).
     #[cfg(feature = "mutations")]
     ReadWithoutLease,
+    /// Count an accept as confirmed when its CAS is posted: the optimistic prediction
+    /// (Algorithm 5's) taken for the CAS's result.
+    #[cfg(feature = "mutations")]
+    TrustPrediction,
+    /// Reset a replica's own word of a ring position for its next lap with a CPU store
+    /// once the previous instance is retired, instead of leaving the old lap's word to
+    /// read as ⊥ ([`crate::log::ring`]): the store can land after the new instance's
+    /// first CAS and erase its promise or accept.
+    #[cfg(feature = "mutations")]
+    ResetWithStore,
+    /// A follower learns slot k as decided as soon as its own acceptor accepted a value
+    /// there: one acceptor's word, not a majority's (nor the previous_decision proof).
+    #[cfg(feature = "mutations")]
+    LearnFromOne,
 }
 
 impl Mutation {
@@ -73,6 +87,12 @@ impl Mutation {
         Mutation::DropCarry,
         #[cfg(feature = "mutations")]
         Mutation::ReadWithoutLease,
+        #[cfg(feature = "mutations")]
+        Mutation::TrustPrediction,
+        #[cfg(feature = "mutations")]
+        Mutation::ResetWithStore,
+        #[cfg(feature = "mutations")]
+        Mutation::LearnFromOne,
     ];
 
     /// The variant's name, in kebab case (`skip-adoption`); `none` for the algorithm.
@@ -89,6 +109,12 @@ impl Mutation {
             Mutation::DropCarry => "drop-carry",
             #[cfg(feature = "mutations")]
             Mutation::ReadWithoutLease => "read-without-lease",
+            #[cfg(feature = "mutations")]
+            Mutation::TrustPrediction => "trust-prediction",
+            #[cfg(feature = "mutations")]
+            Mutation::ResetWithStore => "reset-with-store",
+            #[cfg(feature = "mutations")]
+            Mutation::LearnFromOne => "learn-from-one",
         }
     }
 
@@ -298,8 +324,13 @@ impl SlotProposer {
             self.phase
         );
         self.accept(content, previous, out);
+        #[cfg(feature = "mutations")]
+        let trusted = self.config.mutation == Mutation::TrustPrediction;
+        #[cfg(not(feature = "mutations"))]
+        let trusted = false;
         assert!(
-            matches!(self.phase, Phase::Accepting { .. }),
+            matches!(self.phase, Phase::Accepting { .. })
+                || trusted && matches!(self.phase, Phase::Done(Outcome::Decided { .. })),
             "Alg. 5: a supplied slot accepts"
         );
     }
@@ -639,6 +670,10 @@ impl SlotProposer {
                 continue;
             }
             self.cas(a, desired, true, out);
+            #[cfg(feature = "mutations")]
+            if self.config.mutation == Mutation::TrustPrediction {
+                *_acked = true; // "a prediction is not a confirmation", broken on purpose
+            }
         }
         let counted = accepted_now.iter().filter(|x| **x).count();
         self.phase = Phase::Accepting {
@@ -655,6 +690,10 @@ impl SlotProposer {
     /// Reports that CAS `id` on `acceptor` will never answer (the operation failed: the
     /// acceptor crashed or its queue pair broke). It counts neither way; the prediction of
     /// that acceptor becomes unknown, so it is reset to what the slot last confirmed there.
+    ///
+    /// Rule (hopeless attempt): if the acceptors that confirmed this attempt's phase, and
+    /// those with a CAS of it still in flight, are fewer than a majority, the attempt
+    /// aborts (and is prepared again by its owner): nothing else would ever move it.
     pub fn on_cas_lost(&mut self, acceptor: u16, id: u64) {
         let a = usize::from(acceptor);
         let posted = self.in_flight[a]
@@ -667,6 +706,31 @@ impl SlotProposer {
         if self.in_flight[a].is_empty() {
             self.predicted[a] = posted.expected;
         }
+        if posted.attempt != self.attempt {
+            return;
+        }
+        let attempt = self.attempt;
+        let hoping = |accept: bool, a: usize| {
+            self.in_flight[a]
+                .iter()
+                .any(|p| p.attempt == attempt && p.accept == accept)
+        };
+        let hopes = match &self.phase {
+            Phase::Preparing { promised } if !posted.accept => (0..promised.len())
+                .filter(|&a| promised[a].is_some() || hoping(false, a))
+                .count(),
+            Phase::Accepting { accepted, .. } if posted.accept => (0..accepted.len())
+                .filter(|&a| accepted[a] || hoping(true, a))
+                .count(),
+            _ => return, // the phase moved on: the lost CAS counted for nothing now
+        };
+        if hopes < self.config.majority() {
+            self.phase = Phase::Done(Outcome::Aborted);
+        }
+        assert!(
+            hopes >= self.config.majority() || self.outcome() == Outcome::Aborted,
+            "rule (hopeless attempt)"
+        );
     }
 }
 

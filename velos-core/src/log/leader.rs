@@ -21,6 +21,7 @@
 
 use super::config::LogConfig;
 use super::membership::Membership;
+use crate::AcceptorState;
 use crate::freeze::Freezer;
 use crate::proposal::{Numbering, ProposerId};
 use crate::slot::{Content, Outcome, SlotCommand, SlotConfig, SlotProposer};
@@ -133,6 +134,9 @@ pub(super) struct Leader {
     repair: bool,
     /// The repair aborted: its learner goes back to reading (and may repair again later).
     pub gave_up: bool,
+    /// A repair's first predictions: per epoch, per acceptor, the word its learner's
+    /// catch-up just read there (`None`: not read). Empty for a leader.
+    seen: Vec<Vec<Option<u64>>>,
     /// Every slot below is decided and applied.
     pub prefix: u64,
     next_slot: u64,
@@ -173,6 +177,7 @@ impl Leader {
             end: u64::MAX,
             repair: false,
             gave_up: false,
+            seen: Vec::new(),
             prefix,
             next_slot: prefix,
             window: BTreeMap::new(),
@@ -187,18 +192,43 @@ impl Leader {
 
     /// A learner's repair of `slot` (proposer `me`, under `term`): the slot alone, run to a
     /// decision like a leader's, adopting what a majority shows or else deciding a no-op
-    /// (the learner that never leaves a hole; see [`super::replica`]).
+    /// (the learner that never leaves a hole; see [`super::replica`]). `seen`: per epoch,
+    /// per acceptor, the words of `slot` the learner's catch-up read.
+    ///
+    /// Rule (repair predictions): a repair predicts the words it just read. It gives up on
+    /// its first abort, so a repair that predicted ⊥ where an acceptor had promised or
+    /// accepted (in a later epoch, say) would abort on that nack every time it started
+    /// again, and a slot only a repair can decide would never be.
     pub(super) fn repair(
         me: u16,
         term: u64,
         slot: u64,
-        floors: Vec<u64>,
+        (floors, seen): (Vec<u64>, Vec<Vec<Option<u64>>>),
         membership: Membership,
     ) -> Leader {
+        assert_eq!(seen.len(), floors.len(), "words seen in every epoch");
         let mut repair = Leader::new(me, term, slot, floors, membership);
         repair.end = slot + 1;
         repair.repair = true;
+        repair.seen = seen;
         repair
+    }
+
+    /// A slot proposer for `slot` in `epoch`: a repair's predicts what its learner read
+    /// (see [`Leader::repair`]), else `fallback` (a leader's local word) or ⊥.
+    fn proposer_at(&self, cfg: SlotConfig, epoch: u32, fallback: Option<u64>) -> SlotProposer {
+        let initial = cfg
+            .layout
+            .encode(AcceptorState::initial(cfg.tag))
+            .expect("the tag fits the layout");
+        let seen = self.seen.get(epoch as usize);
+        let predicted = (0..usize::from(cfg.acceptors))
+            .map(|a| {
+                let read = seen.and_then(|words| words[a]);
+                read.or(fallback).unwrap_or(initial)
+            })
+            .collect();
+        SlotProposer::new(cfg, predicted).holding()
     }
 
     fn slot_config(&self, config: &LogConfig, slot: u64) -> SlotConfig {
@@ -326,11 +356,7 @@ impl Leader {
         {
             let slot = self.next_slot;
             let cfg = self.slot_config(config, slot);
-            let mut proposer = match seed(slot) {
-                Some(word) => SlotProposer::new(cfg, vec![word; usize::from(config.replicas)]),
-                None => SlotProposer::fresh(cfg),
-            }
-            .holding();
+            let mut proposer = self.proposer_at(cfg, 0, seed(slot));
             let mut cmds = Vec::new();
             proposer.prepare_above(self.ballots[0].saturating_sub(1), &mut cmds);
             self.ballots[0] = self.ballots[0].max(proposer.proposal());

@@ -34,6 +34,9 @@ struct Link {
     backlog: VecDeque<Deferred>,
     /// Bit c set: cell c is free.
     free: u64,
+    /// How many of the oldest CASes in flight were given up (reported lost while Ω
+    /// suspected the acceptor): their completions, if any come, free the cells only.
+    given_up: usize,
 }
 
 /// The links to every acceptor.
@@ -146,8 +149,9 @@ impl Links {
         Some((self.scratch.cas_id(a, cell), self.scratch.cas(a, cell)))
     }
 
-    /// The oldest CAS towards `a` completed (or failed): its tag; its cell is free again.
-    pub(super) fn complete(&mut self, a: u16) -> CasTag {
+    /// The oldest CAS towards `a` completed (or failed): its tag, or `None` if it was
+    /// given up already ([`Links::give_up`]); its cell is free again.
+    pub(super) fn complete(&mut self, a: u16) -> Option<CasTag> {
         let link = &mut self.links[usize::from(a)];
         let (cell, tag) = link
             .in_flight
@@ -155,7 +159,39 @@ impl Links {
             .expect("a completion for a CAS in flight");
         assert!(link.free & (1 << cell) == 0, "the cell was taken");
         link.free |= 1 << cell;
-        tag
+        if link.given_up > 0 {
+            link.given_up -= 1;
+            return None;
+        }
+        Some(tag)
+    }
+
+    /// Gives up on acceptor `a`, which Ω suspects: the CASes in flight towards it not given
+    /// up before, and those waiting in its backlog, are returned (in posting order) to be
+    /// reported lost. The backlog is dropped whole, puts included: it is a suffix of the
+    /// link's order, so no CAS posted later finds a value's puts missing ahead of it (each
+    /// accept writes its value again); and a crashed acceptor's backlog no longer grows
+    /// for ever. The cells of the CASes in flight stay taken until their completions come.
+    pub(super) fn give_up(&mut self, a: u16) -> Vec<CasTag> {
+        let link = &mut self.links[usize::from(a)];
+        let before = link.in_flight.len() + link.backlog.len();
+        let mut lost: Vec<CasTag> = link
+            .in_flight
+            .iter()
+            .skip(link.given_up)
+            .map(|&(_, tag)| tag)
+            .collect();
+        link.given_up = link.in_flight.len();
+        lost.extend(link.backlog.drain(..).filter_map(|d| match d {
+            Deferred::Cas { tag, .. } => Some(tag),
+            Deferred::Op(_) => None,
+        }));
+        assert!(
+            link.backlog.is_empty() && link.given_up == link.in_flight.len(),
+            "rule (give up): nothing towards a suspected acceptor is left to report"
+        );
+        assert!(lost.len() <= before, "each CAS is reported lost once");
+        lost
     }
 
     /// Acceptors with a CAS in flight.

@@ -211,8 +211,11 @@ pub struct Replica {
     /// lead meanwhile).
     behind: bool,
     transfer: Option<Box<transfer::Transfer>>,
-    /// Per incoming bank: an abandoned copy's gets may still land there.
-    transfer_poisoned: Vec<bool>,
+    /// Per incoming bank: the source of an abandoned copy whose gets may still land there.
+    /// Rule (one bank per silent source): a source with such a bank is not copied from
+    /// again until its gets complete, so the f peers that may crash (gets towards a
+    /// crashed peer may never complete) hold at most f of the f + 1 banks.
+    transfer_poisoned: Vec<Option<u16>>,
     /// Snapshots copied and not yet taken by [`Replica::take_installed`].
     installed: Vec<(u64, Vec<u8>)>,
     /// The point of every snapshot this replica installed, in order.
@@ -273,6 +276,10 @@ pub struct Replica {
     /// `(slot, clock)` of each proposal of mine decided while I led: when its client could
     /// first have been told (a linearizability checker's acknowledgements).
     pub acknowledged: Vec<(u64, u64)>,
+    /// The `reset-with-store` mutant: the instances below this had their position's word
+    /// reset here for the next lap.
+    #[cfg(feature = "mutations")]
+    reset_below: u64,
 }
 
 impl Replica {
@@ -311,7 +318,7 @@ impl Replica {
             snapshot_bank: None,
             behind: false,
             transfer: None,
-            transfer_poisoned: vec![false; banks],
+            transfer_poisoned: vec![None; banks],
             installed: Vec::new(),
             installs: Vec::new(),
             membership: Membership::new(config.members),
@@ -359,6 +366,8 @@ impl Replica {
             leader_changes: Vec::new(),
             terms_started: Vec::new(),
             acknowledged: Vec::new(),
+            #[cfg(feature = "mutations")]
+            reset_below: 0,
         };
         replica.members_moved(); // Ω and the lease count the first members
         Ok(replica)
@@ -459,8 +468,10 @@ impl Replica {
                 }
                 Reply::Failed(_) => {
                     self.reap_puts = true;
-                    let tag = self.links.complete(a);
-                    if let Some(l) = self.proposer(tag.term) {
+                    // A CAS given up already was reported lost then.
+                    if let Some(tag) = self.links.complete(a)
+                        && let Some(l) = self.proposer(tag.term)
+                    {
                         l.on_cas_lost(tag.slot, a, tag.id);
                     }
                     self.moved = true;
@@ -468,9 +479,11 @@ impl Replica {
                 _ => {}
             },
             Then::CasValue(a) => {
-                let tag = self.links.complete(a);
                 let actual = value.expect("a load");
                 self.moved = true;
+                let Some(tag) = self.links.complete(a) else {
+                    return; // given up already: reported lost, counted neither way
+                };
                 let mut cmds = Vec::new();
                 let config = self.config.clone();
                 if let Some(l) = self.proposer(tag.term) {
@@ -508,7 +521,7 @@ impl Replica {
             Then::TransferWord(i) => self.transfer_word(i, value.expect("a load")),
             Then::TransferBankTest(b) => {
                 if reply != Reply::Value(0) {
-                    self.transfer_poisoned[b as usize] = false;
+                    self.transfer_poisoned[b as usize] = None;
                 }
             }
             // Complete (failures taken with it) or not yet: then at the next heartbeat.

@@ -6,7 +6,7 @@
 use super::{Leader, SlotAt, Value, emit};
 use crate::freeze::{Carry, Freezer};
 use crate::log::config::LogConfig;
-use crate::slot::{Outcome, SlotCommand, SlotProposer};
+use crate::slot::{Outcome, SlotCommand};
 
 impl Leader {
     /// `slot` is in [`Outcome::Overflow`]: start freezing its epoch, or follow the freeze
@@ -23,7 +23,7 @@ impl Leader {
             Outcome::Overflow,
             "Freeze: only an overflowed slot freezes"
         );
-        let Some(freezer) = &run.freezer else {
+        let Some(freezer) = &mut run.freezer else {
             if run.epoch + 1 >= config.epochs {
                 // Every epoch's numbers are used up: the log cannot decide this slot.
                 self.exhausted = Some(self.exhausted.map_or(slot, |e| e.min(slot)));
@@ -48,7 +48,12 @@ impl Leader {
             return false;
         }
         match freezer.outcome() {
-            None => false,
+            None => {
+                let mut cmds = Vec::new();
+                let retried = freezer.retry_lost(&mut cmds);
+                emit(out, slot, run.epoch, true, cmds);
+                retried
+            }
             Some(_) if run.carrying => false,
             Some(Carry::Nothing) => {
                 self.advance(config, slot, None, out);
@@ -112,8 +117,9 @@ impl Leader {
         out: &mut Vec<(SlotAt, SlotCommand)>,
     ) {
         let cfg = self.slot_config(config, slot);
+        let from = self.window[&slot].epoch;
+        let mut proposer = self.proposer_at(cfg, from + 1, None);
         let run = self.window.get_mut(&slot).expect("present");
-        let from = run.epoch;
         assert!(
             run.freezer.as_ref().is_some_and(|f| f.outcome().is_some()),
             "Freeze: a majority frozen before the next epoch"
@@ -125,7 +131,6 @@ impl Leader {
         run.adopted_mine = false;
         run.reading = false;
         let e = run.epoch as usize;
-        let mut proposer = SlotProposer::fresh(cfg).holding();
         let mut cmds = Vec::new();
         proposer.prepare_above(self.ballots[e].saturating_sub(1), &mut cmds);
         self.ballots[e] = self.ballots[e].max(proposer.proposal());

@@ -46,6 +46,8 @@ impl Replica {
             self.words.iter().enumerate().find_map(|(e, words)| {
                 local_decision((layout, ring), words, k).map(|s| (e as u32, s))
             });
+        #[cfg(feature = "mutations")]
+        let local = local.or_else(|| self.learn_from_one(k));
         if let Some((epoch, state)) = local {
             self.streak = false;
             self.learn(k, self.me, epoch, state);
@@ -86,6 +88,7 @@ impl Replica {
                         .flatten()
                         .flatten()
                         .any(|&w| ring.state(layout, k, w).is_some_and(|s| s.has_accepted()));
+                    let seen = c.replies.clone();
                     self.catch_up = None;
                     self.last_progress = self.now;
                     let since = *self.stuck_since.get_or_insert(self.now);
@@ -99,7 +102,7 @@ impl Replica {
                             self.me,
                             self.term,
                             k,
-                            self.ballot_floor.clone(),
+                            (self.ballot_floor.clone(), seen),
                             self.membership.clone(),
                         );
                         self.repair = Some(Box::new(repair));
@@ -113,6 +116,20 @@ impl Replica {
             }
             _ => {}
         }
+    }
+
+    /// The `learn-from-one` mutant: my own acceptor's accepted pair of `k`, in any epoch,
+    /// taken for a decision.
+    #[cfg(feature = "mutations")]
+    fn learn_from_one(&self, k: u64) -> Option<(u32, crate::word::AcceptorState)> {
+        if self.config.mutation != crate::slot::Mutation::LearnFromOne {
+            return None;
+        }
+        let (layout, ring) = (self.config.layout, self.ring);
+        self.words.iter().enumerate().find_map(|(e, words)| {
+            let state = ring.state(layout, k, *words.get(&k)?)?;
+            state.has_accepted().then_some((e as u32, state))
+        })
     }
 
     /// Whether catch-ups of `k` have found no majority for a failure timeout while a live

@@ -190,8 +190,10 @@ impl Replica {
         let source = (0..self.config.replicas)
             .filter(|&a| a != self.me && !self.omega.suspects(a, self.now))
             .filter(|&a| self.points[usize::from(a)] > k)
+            .filter(|&a| !self.transfer_poisoned.contains(&Some(a)))
             .max_by_key(|&a| self.points[usize::from(a)]);
-        let bank = (0..self.config.read_banks()).find(|&b| !self.transfer_poisoned[b as usize]);
+        let bank =
+            (0..self.config.read_banks()).find(|&b| self.transfer_poisoned[b as usize].is_none());
         let (Some(source), Some(bank)) = (source, bank) else {
             return; // nobody to copy from yet: heartbeats will tell
         };
@@ -217,7 +219,7 @@ impl Replica {
     /// for longer than a failure timeout, and free banks whose abandoned gets completed.
     pub(super) fn test_transfer(&mut self) {
         for b in 0..self.config.read_banks() {
-            if self.transfer_poisoned[b as usize] {
+            if self.transfer_poisoned[b as usize].is_some() {
                 let work_id = ids::transfer(b);
                 self.op(Op::Test { work_id }, Then::TransferBankTest(b));
             }
@@ -231,7 +233,11 @@ impl Replica {
         let stuck = self.omega.suspects(t.source, self.now)
             && self.now - t.progressed > self.config.failure_timeout_ns;
         if stuck {
-            self.transfer_poisoned[t.bank as usize] = true;
+            assert!(
+                !self.transfer_poisoned.contains(&Some(t.source)),
+                "rule (one bank per silent source)"
+            );
+            self.transfer_poisoned[t.bank as usize] = Some(t.source);
             self.transfer = None;
             return;
         }

@@ -54,6 +54,9 @@ impl Replica {
             }
         }
         self.follow_omega();
+        self.give_up_suspected();
+        #[cfg(feature = "mutations")]
+        self.reset_with_store();
         self.follow_lease();
         self.answer_reads();
         let busy: Vec<u16> = self.links.busy().collect();
@@ -129,6 +132,48 @@ impl Replica {
             }
         }
         self.items.push_back(Item::Plan);
+    }
+
+    /// Rule (give up): the CASes towards an acceptor Ω suspects are reported lost, once
+    /// each, so that a slot whose remaining hopes rest on a crashed acceptor aborts and
+    /// prepares again instead of waiting for ever (a crash may hang operations rather than
+    /// fail them). If the acceptor was only slow, its late completions are not counted:
+    /// the slot learns the word's true state from its next CAS.
+    fn give_up_suspected(&mut self) {
+        let me = self.me;
+        for a in (0..self.config.replicas).filter(|&a| a != me) {
+            if !self.omega.suspects(a, self.now) {
+                continue;
+            }
+            for tag in self.links.give_up(a) {
+                if let Some(l) = self.proposer(tag.term) {
+                    l.on_cas_lost(tag.slot, a, tag.id);
+                }
+                self.moved = true;
+            }
+        }
+    }
+
+    /// The `reset-with-store` mutant: once my own snapshot includes an instance, my word
+    /// of its position is reset for the next lap by a CPU store — but a majority may have
+    /// retired it before me and the next lap's instance may be under way here: a store is
+    /// not excluded by remote CASes (Fig. 6a of the rdma-rmw paper) and erases what they
+    /// wrote.
+    #[cfg(feature = "mutations")]
+    fn reset_with_store(&mut self) {
+        if self.config.mutation != crate::slot::Mutation::ResetWithStore || !self.ring.recycles() {
+            return;
+        }
+        let mine = self.points[usize::from(self.me)];
+        let layout = self.config.layout;
+        while self.reset_below < mine {
+            let next = self.reset_below + u64::from(self.config.slots);
+            let initial = crate::AcceptorState::initial(self.ring.tag(next));
+            let value = layout.encode(initial).expect("a tag fits");
+            let loc = self.shape.epoch_word(self.me, self.ring.position(next), 0);
+            self.op(Op::Store { loc, value }, Then::Ignore);
+            self.reset_below += 1;
+        }
     }
 
     /// My heartbeat word now: snapshot point, the leader I trust (Ω's) and its version,
