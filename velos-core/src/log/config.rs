@@ -162,11 +162,11 @@ impl LogConfig {
         if !(1..=256).contains(&self.epochs) {
             return Err(format!("{} epochs: 1 to 256 are supported", self.epochs));
         }
-        if self.max_value_bytes as usize >= super::value::CONFIG_FLAG {
+        if self.max_value_bytes as usize >= super::value::RESTAMP_FLAG {
             return Err(format!(
                 "values of {} bytes: a stamp holds lengths below {}",
                 self.max_value_bytes,
-                super::value::CONFIG_FLAG
+                super::value::RESTAMP_FLAG
             ));
         }
         if self.replicas > 64 {

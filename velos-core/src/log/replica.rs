@@ -160,6 +160,19 @@ struct ValueRead {
     started: u64,
 }
 
+/// What a replica wrote into its value buffers of one slot (see [`super::value`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+struct Written {
+    /// The acceptors whose buffer I wrote (bit a): a first write skips its begin stamp.
+    ever: u64,
+    /// The content words and length field of my last full write.
+    content: Vec<u64>,
+    len: usize,
+    /// The acceptors whose buffer holds `content` by a full write posted whole (bit a):
+    /// writing it there again is a restamp.
+    holds: u64,
+}
+
 /// A follower's read of one slot's words (every epoch) at every replica.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 struct CatchUp {
@@ -214,7 +227,9 @@ pub struct Replica {
     /// Per incoming bank: the source of an abandoned copy whose gets may still land there.
     /// Rule (one bank per silent source): a source with such a bank is not copied from
     /// again until its gets complete, so the f peers that may crash (gets towards a
-    /// crashed peer may never complete) hold at most f of the f + 1 banks.
+    /// crashed peer may never complete) hold at most f of the f + 1 banks. (A source
+    /// abandoned as suspected could look trusted again a moment later and be copied from
+    /// again: two copies from a crashed leader poisoned both banks for good.)
     transfer_poisoned: Vec<Option<u16>>,
     /// Snapshots copied and not yet taken by [`Replica::take_installed`].
     installed: Vec<(u64, Vec<u8>)>,
@@ -242,9 +257,8 @@ pub struct Replica {
     streak: bool,
     /// A learner's repair of the next slot (see [`follow`]).
     repair: Option<Box<Leader>>,
-    /// Per unapplied slot: the acceptors whose buffer of mine I wrote (bit a), so that the
-    /// first write skips its begin stamp (see [`super::value`]).
-    written: BTreeMap<u64, u64>,
+    /// Per unapplied slot: what I wrote into my value buffers (see [`Written`]).
+    written: BTreeMap<u64, Written>,
     catch_up: Option<CatchUp>,
     reads: VecDeque<ValueRead>,
     /// Per read bank: the gets of an abandoned read that may still land (bit 0: the

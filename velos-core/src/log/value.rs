@@ -14,6 +14,21 @@
 //! skip it, which no write precedes) before any of its content, so if any content word read
 //! came from j + 1 or later, the begin stamp read after it shows j + 1 or later: neither 0
 //! nor j's (tags tell laps apart, keys grow within one).
+//!
+//! A write of the content the buffer already holds — a proposer that proposes the same
+//! value again in a later attempt, or adopts its own — is a *restamp*: the end stamp,
+//! then the begin stamp, both flagged [`RESTAMP_FLAG`], and no content. A writer that
+//! crashed in the middle of a full rewrite left a begin stamp newer than its end stamp
+//! and a value nobody could read again, though its word named it accepted (and maybe
+//! chosen); a restamp torn half-way leaves the end stamp newer than the begin stamp, which
+//! a reader takes. Lemma (restamp): when the end stamp read is a restamp r and the begin
+//! stamp read is of the same lap and length with a smaller key, the content read is r's
+//! (the writer's last full write's). Proof: r is posted only when the writer's last full
+//! write to this buffer was posted whole on the same queue pair (not dropped), so it
+//! landed before r's end stamp; a later full write lands its begin stamp (a larger key
+//! than r's) before any of its content, and a later restamp's begin stamp is r's or
+//! larger; so if any content word read came from a later write, the begin stamp read after
+//! it has a key of at least r's — not smaller.
 
 /// Bits of the length in a stamp.
 pub const LEN_BITS: u32 = 24;
@@ -21,6 +36,10 @@ pub const LEN_BITS: u32 = 24;
 /// The length field's top bit marks a configuration entry ([`super::membership`]): value
 /// lengths stay below it.
 pub const CONFIG_FLAG: usize = 1 << (LEN_BITS - 1);
+
+/// The length field's next bit marks a restamp (see the lemma above): value lengths stay
+/// below it too.
+pub const RESTAMP_FLAG: usize = 1 << (LEN_BITS - 2);
 
 /// Bits of the proposal number in a stamp (the log's word layout must not use more).
 pub const PROPOSAL_BITS: u32 = 24;
@@ -48,6 +67,20 @@ pub fn unstamp(word: u64) -> (u16, u64, usize) {
         key,
         (word & ((1 << LEN_BITS) - 1)) as usize,
     )
+}
+
+/// Whether a read whose begin stamp read `begin` and end stamp read `end` got the end
+/// stamp's content whole: lemma (consistent read) — equal stamps, or a begin stamp never
+/// written — or lemma (restamp) — a restamp's end stamp over an older begin stamp of the
+/// same lap and length.
+pub fn consistent(begin: u64, end: u64) -> bool {
+    let (tag, key, field) = unstamp(end);
+    let (b_tag, b_key, b_field) = unstamp(begin);
+    let restamped = field & RESTAMP_FLAG != 0
+        && b_tag == tag
+        && b_key < key
+        && b_field & !RESTAMP_FLAG == field & !RESTAMP_FLAG;
+    begin == end || begin == 0 || restamped
 }
 
 /// Words needed for `len` bytes.
@@ -83,6 +116,25 @@ pub fn from_words(words: &[u64], len: usize) -> Vec<u8> {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn torn_full_rewrites_are_refused_and_torn_restamps_taken() {
+        let old = stamp(3, 0, 1, 10);
+        let full = stamp(3, 0, 13, 10);
+        let re = stamp(3, 0, 13, 10 | RESTAMP_FLAG);
+        assert!(consistent(old, old) && consistent(0, old) && consistent(re, re));
+        // A full rewrite torn after its begin stamp: the content may be mixed.
+        assert!(!consistent(full, old));
+        // A restamp torn after its end stamp: the content was not touched.
+        assert!(consistent(old, re));
+        // A begin stamp newer than a restamp's end: a later write began.
+        assert!(!consistent(stamp(3, 0, 20, 10), re));
+        assert!(!consistent(stamp(3, 0, 20, 10 | RESTAMP_FLAG), re));
+        // Another lap's or another length's begin stamp is another write.
+        assert!(!consistent(stamp(2, 0, 1, 10), re));
+        assert!(!consistent(stamp(3, 0, 1, 11), re));
+    }
+
     use super::*;
     use proptest::prelude::*;
 

@@ -5,10 +5,10 @@ use super::{ProposeError, Purpose, Replica, Role, Stage, Then, ValueRead};
 use crate::log::config::ids;
 use crate::log::leader::{Leader, Proposal, SlotAt, Value};
 use crate::log::links::CasTag;
-use crate::log::value::{CONFIG_FLAG, key, stamp, to_words};
+use crate::log::value::{CONFIG_FLAG, RESTAMP_FLAG, key, stamp, to_words};
 use crate::proposal::ProposerId;
 use crate::slot::SlotCommand;
-use velos_rdma::Op;
+use velos_rdma::{Loc, Op};
 
 impl Replica {
     /// The leader of `term`: this replica's, or its repair of a slot (see [`follow`]).
@@ -53,32 +53,43 @@ impl Replica {
                     let value = leader.write_of(slot, content, key(epoch, proposal));
                     let me = ProposerId(self.me);
                     let s = self.ring.position(slot);
-                    // The begin stamp, the content, the end stamp (see `value`); the
-                    // first write of a buffer in the ring's first lap needs no begin stamp.
                     // A configuration entry's length carries the flag.
                     let flag = if value.config { CONFIG_FLAG } else { 0 };
                     let len = value.bytes.len() | flag;
-                    let stamp = stamp(self.ring.tag(slot), epoch, proposal, len);
+                    let tag = self.ring.tag(slot);
                     // The origin first, then the bytes (see `Value::origin`).
                     let content: Vec<u64> = std::iter::once(value.origin)
                         .chain(to_words(&value.bytes))
                         .collect();
-                    let last = content.len() + 1;
-                    let mask = self.written.entry(slot).or_insert(0);
-                    let first = *mask & 1 << acceptor == 0 && self.ring.first_lap(slot);
-                    *mask |= 1 << acceptor;
-                    let words = std::iter::once(stamp).chain(content).chain([stamp]);
-                    for (i, w) in words.enumerate().skip(usize::from(first)) {
-                        let remote = if i == 0 {
-                            self.shape.value_stamp(acceptor, me, s)
-                        } else if i == last {
-                            self.shape.value_end_stamp(acceptor, me, s)
+                    let begin = self.shape.value_stamp(acceptor, me, s);
+                    let end = self.shape.value_end_stamp(acceptor, me, s);
+                    let w = self.written.entry(slot).or_default();
+                    let bit = 1 << acceptor;
+                    let puts: Vec<(Loc, u64)> =
+                        if w.holds & bit != 0 && (&w.content, w.len) == (&content, len) {
+                            // A restamp: the end stamp, then the begin stamp (see `value`).
+                            let r = stamp(tag, epoch, proposal, len | RESTAMP_FLAG);
+                            vec![(end, r), (begin, r)]
                         } else {
-                            self.shape.value_word(acceptor, me, s, i as u32 - 1)
+                            // The begin stamp, the content, the end stamp; the first write of
+                            // a buffer in the ring's first lap needs no begin stamp.
+                            let first = w.ever & bit == 0 && self.ring.first_lap(slot);
+                            if (&w.content, w.len) != (&content, len) {
+                                (w.content, w.len, w.holds) = (content.clone(), len, 0);
+                            }
+                            w.holds |= bit;
+                            let full = stamp(tag, epoch, proposal, len);
+                            let words = content.iter().enumerate().map(|(i, &c)| {
+                                (self.shape.value_word(acceptor, me, s, i as u32), c)
+                            });
+                            let head = (!first).then_some((begin, full));
+                            head.into_iter().chain(words).chain([(end, full)]).collect()
                         };
+                    w.ever |= bit;
+                    for (remote, value) in puts {
                         let put = Op::PutInline {
                             remote,
-                            value: w,
+                            value,
                             work_id: ids::PUT,
                         };
                         self.links.send(acceptor, put, &mut ops);

@@ -5,7 +5,7 @@
 use super::{Purpose, Replica, Role, Stage, Then, ValueRead};
 use crate::log::config::ids;
 use crate::log::leader::Value;
-use crate::log::value::{CONFIG_FLAG, from_words, key, unstamp};
+use crate::log::value::{CONFIG_FLAG, RESTAMP_FLAG, consistent, from_words, key, unstamp};
 use velos_rdma::{Op, Reply};
 
 impl Replica {
@@ -60,9 +60,12 @@ impl Replica {
         let words: Vec<u64> = read.words.iter().map(|w| w.expect("loaded")).collect();
         let (begin, end) = (words[0], words[words.len() - 1]);
         let (tag, k, field) = unstamp(end);
-        let (len, config) = (field & !CONFIG_FLAG, field & CONFIG_FLAG != 0);
+        let (len, config) = (
+            field & !(CONFIG_FLAG | RESTAMP_FLAG),
+            field & CONFIG_FLAG != 0,
+        );
         let fits = len <= self.config.max_value_bytes as usize;
-        let consistent = begin == end || begin == 0;
+        let consistent = consistent(begin, end);
         // A stamp of another lap is another instance's value (lemma (consistent read)).
         let lap = tag == self.ring.tag(read.slot);
         let ok = consistent && lap && k >= key(read.epoch, read.proposal) && fits;

@@ -145,6 +145,10 @@ impl Replica {
             if !self.omega.suspects(a, self.now) {
                 continue;
             }
+            // Writes waiting in the backlog are dropped: the next write there is a full one.
+            for w in self.written.values_mut() {
+                w.holds &= !(1 << a);
+            }
             for tag in self.links.give_up(a) {
                 if let Some(l) = self.proposer(tag.term) {
                     l.on_cas_lost(tag.slot, a, tag.id);
