@@ -25,7 +25,7 @@ mod tests {
             ("accept-without-majority", false, 22),
             ("reuse-proposal", false, 1),
             ("drop-carry", true, 16),
-            ("read-without-lease", false, 21),
+            ("read-without-lease", false, 2),
             ("trust-prediction", false, 2),
             ("reset-with-store", false, 7),
             ("learn-from-one", false, 103),
