@@ -29,6 +29,7 @@ mod tests {
             ("trust-prediction", false, 2),
             ("reset-with-store", false, 7),
             ("learn-from-one", false, 103),
+            ("skip-fallback", true, 6),
         ];
         let names: Vec<&str> = Mutation::ALL.iter().map(|m| m.name()).collect();
         assert_eq!(

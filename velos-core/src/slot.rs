@@ -71,6 +71,11 @@ pub enum Mutation {
     /// there: one acceptor's word, not a majority's (nor the previous_decision proof).
     #[cfg(feature = "mutations")]
     LearnFromOne,
+    /// No overflow fallback: a proposal number past the threshold wraps around to my
+    /// smallest, and the prepare CAS writes it over the predicted word — a one-sided CAS
+    /// has no compare() at the acceptor to refuse a lower number.
+    #[cfg(feature = "mutations")]
+    SkipFallback,
 }
 
 impl Mutation {
@@ -93,6 +98,8 @@ impl Mutation {
         Mutation::ResetWithStore,
         #[cfg(feature = "mutations")]
         Mutation::LearnFromOne,
+        #[cfg(feature = "mutations")]
+        Mutation::SkipFallback,
     ];
 
     /// The variant's name, in kebab case (`skip-adoption`); `none` for the algorithm.
@@ -115,6 +122,8 @@ impl Mutation {
             Mutation::ResetWithStore => "reset-with-store",
             #[cfg(feature = "mutations")]
             Mutation::LearnFromOne => "learn-from-one",
+            #[cfg(feature = "mutations")]
+            Mutation::SkipFallback => "skip-fallback",
         }
     }
 
@@ -453,6 +462,17 @@ impl SlotProposer {
         } else {
             proposal
         };
+        #[cfg(feature = "mutations")]
+        let wrapped = self.config.mutation == Mutation::SkipFallback
+            && proposal > self.config.overflow_threshold();
+        #[cfg(feature = "mutations")]
+        let proposal = if wrapped {
+            self.config.numbering.next_above(self.config.me, 0)
+        } else {
+            proposal
+        };
+        #[cfg(not(feature = "mutations"))]
+        let wrapped = false;
         if proposal > self.config.overflow_threshold() {
             self.phase = Phase::Done(Outcome::Overflow);
             return;
@@ -476,7 +496,7 @@ impl SlotProposer {
             }
             // compare(PREPARE(n), state) = n > min_proposal, true after the bump.
             assert!(
-                proposal > state.min_proposal && promise.is_none(),
+                wrapped || proposal > state.min_proposal && promise.is_none(),
                 "the bump puts the proposal above every prediction"
             );
             self.cas(
