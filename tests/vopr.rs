@@ -61,6 +61,11 @@ const REGRESSIONS: &[(u64, bool, &str)] = &[
         false,
         "a leader crashed half-way through rewriting a chosen value: unreadable for ever",
     ),
+    (
+        18142,
+        false,
+        "the replica Ω chose stayed behind with no snapshot to copy, and never led",
+    ),
 ];
 
 #[test]

@@ -141,7 +141,11 @@ pub fn run_cli(a: VoprArgs) -> ExitCode {
                     if seed >= end {
                         break;
                     }
-                    let report = run_mutant(seed, mutation, a.overflow);
+                    let mut report = run_mutant(seed, mutation, a.overflow);
+                    if a.history_out.is_none() {
+                        // Kept only to be written: a long run would hold every history.
+                        report.history = Vec::new();
+                    }
                     if !report.violations.is_empty() {
                         let n = violating.fetch_add(1, Ordering::Relaxed) + 1;
                         bar.println(format!("seed {seed}: {}", report.violations[0]));

@@ -30,6 +30,14 @@ impl Replica {
         if end || !self.reads.is_empty() {
             return;
         }
+        if self.behind && self.transfer.is_none() && !self.snapshot_past(k) {
+            // Rule (behind only with a source): nobody trusted holds a snapshot past k, so
+            // k is not retired (a majority's snapshots would include one live peer's):
+            // leading from k is safe — a later lap's word still stops a proposer (lemma
+            // (overtaken)). Staying behind with nothing to copy kept the replica Ω chose
+            // from leading for good, and the log stopped.
+            self.behind = false;
+        }
         if self.transfer.is_some() || self.retired_here(k) || self.stuck_behind_snapshot(k) {
             self.run_transfer(); // k was retired (or is out of reach): copy a snapshot
             return;
@@ -132,6 +140,13 @@ impl Replica {
         })
     }
 
+    /// Whether a peer I trust holds a snapshot past `k`.
+    fn snapshot_past(&self, k: u64) -> bool {
+        (0..self.config.replicas).any(|a| {
+            a != self.me && !self.omega.suspects(a, self.now) && self.points[usize::from(a)] > k
+        })
+    }
+
     /// Whether catch-ups of `k` have found no majority for a failure timeout while a live
     /// peer holds a snapshot past `k`: copy it rather than wait. A slot decided by a
     /// configuration that was replaced may have no live majority left to read it from
@@ -141,10 +156,7 @@ impl Replica {
         let stuck = self
             .stuck_since
             .is_some_and(|s| self.now - s >= self.config.failure_timeout_ns);
-        stuck
-            && (0..self.config.replicas).any(|a| {
-                a != self.me && !self.omega.suspects(a, self.now) && self.points[usize::from(a)] > k
-            })
+        stuck && self.snapshot_past(k)
     }
 
     pub(super) fn learn(
