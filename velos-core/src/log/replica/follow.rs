@@ -96,8 +96,7 @@ impl Replica {
                         .flatten()
                         .flatten()
                         .any(|&w| ring.state(layout, k, w).is_some_and(|s| s.has_accepted()));
-                    let seen = c.replies.clone();
-                    self.catch_up = None;
+                    let seen = std::mem::take(&mut self.catch_up).map(|c| c.replies);
                     self.last_progress = self.now;
                     let since = *self.stuck_since.get_or_insert(self.now);
                     if !accepted {
@@ -110,7 +109,7 @@ impl Replica {
                             self.me,
                             self.term,
                             k,
-                            (self.ballot_floor.clone(), seen),
+                            (self.ballot_floor.clone(), seen.expect("a catch-up ended")),
                             self.membership.clone(),
                         );
                         self.repair = Some(Box::new(repair));
