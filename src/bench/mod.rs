@@ -3,6 +3,7 @@
 
 pub mod embed;
 pub mod emulator;
+pub mod engine;
 pub mod failover;
 pub mod latency;
 pub mod locks;

@@ -29,6 +29,13 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 mod overflow;
 
+/// The most acceptors a log has (its membership is a 64-bit mask).
+const MAX_ACCEPTORS: usize = 64;
+
+/// The previous_decision count an accept writes, per acceptor (the same for all): an
+/// array, so that computing it allocates nothing on the hot path.
+type Previous = [u8; MAX_ACCEPTORS];
+
 /// Where a slot command goes: the slot and the epoch of its words.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(super) struct SlotAt {
@@ -66,6 +73,13 @@ pub(super) struct Value {
     /// knows its own proposal in a value another leader adopted (lemma (own adoption)).
     pub origin: u64,
 }
+
+/// A leader's no-op: no bytes, no origin.
+static NOOP: Value = Value {
+    bytes: Vec::new(),
+    config: false,
+    origin: 0,
+};
 
 /// The origin of replica `me`'s proposal `id`: never 0, unique to the proposal.
 pub(super) fn origin(me: u16, id: u64) -> u64 {
@@ -154,6 +168,9 @@ pub(super) struct Leader {
     /// The members of the slots this leader may open ([`super::membership`]; its replica
     /// keeps it up to date as configuration entries are applied).
     pub membership: Membership,
+    /// A slot proposer's commands on their way to `emit`: empty between calls, kept so
+    /// that a step allocates nothing.
+    buf: Vec<SlotCommand>,
 }
 
 impl Leader {
@@ -187,6 +204,7 @@ impl Leader {
             force_noops: false,
             decided: BTreeMap::new(),
             membership,
+            buf: Vec::new(),
         }
     }
 
@@ -317,7 +335,7 @@ impl Leader {
     }
 
     /// The previous_decision count for an accept of `slot` at `proposal` in `epoch`.
-    fn previous(&self, config: &LogConfig, slot: u64, epoch: u32, proposal: u64) -> Vec<u8> {
+    fn previous(&self, config: &LogConfig, slot: u64, epoch: u32, proposal: u64) -> Previous {
         let e = epoch as usize;
         let c = if !self.overflowed[e]
             && proposal == self.ballots[e]
@@ -333,7 +351,18 @@ impl Leader {
         } else {
             0
         };
-        vec![c; usize::from(config.replicas)]
+        assert!(
+            usize::from(config.replicas) <= MAX_ACCEPTORS,
+            "a count per acceptor"
+        );
+        [c; MAX_ACCEPTORS]
+    }
+
+    /// The slots [`Leader::open_slots`] may open next, with a window of `pipeline` slots
+    /// (room and membership permitting).
+    pub(super) fn opening(&self, pipeline: u32) -> std::ops::Range<u64> {
+        let end = (self.prefix + u64::from(pipeline)).min(self.end);
+        self.next_slot..end.max(self.next_slot)
     }
 
     /// Opens slots up to the window's depth and below `room` (the first instance whose
@@ -357,7 +386,7 @@ impl Leader {
             let slot = self.next_slot;
             let cfg = self.slot_config(config, slot);
             let mut proposer = self.proposer_at(cfg, 0, seed(slot));
-            let mut cmds = Vec::new();
+            let mut cmds = std::mem::take(&mut self.buf);
             proposer.prepare_above(self.ballots[0].saturating_sub(1), &mut cmds);
             self.ballots[0] = self.ballots[0].max(proposer.proposal());
             let mut run = Run {
@@ -374,7 +403,8 @@ impl Leader {
                 carry_mine: false,
             };
             Self::note_reads(&mut run, &cmds);
-            emit(out, slot, 0, false, cmds);
+            emit(out, slot, 0, false, &mut cmds);
+            self.buf = cmds;
             self.window.insert(slot, run);
             self.next_slot += 1;
         }
@@ -403,7 +433,7 @@ impl Leader {
         }
         let previous = self.previous(config, slot, epoch, run.proposer.proposal());
         let run = self.window.get_mut(&slot).expect("present");
-        let mut cmds = Vec::new();
+        let mut cmds = std::mem::take(&mut self.buf);
         if freeze {
             if let Some(f) = run.freezer.as_mut().filter(|f| f.owns(a, id)) {
                 f.on_cas(a, id, actual, &mut cmds);
@@ -412,7 +442,8 @@ impl Leader {
             run.proposer.on_cas(a, id, actual, &previous, &mut cmds);
             Self::note_reads(run, &cmds);
         }
-        emit(out, slot, epoch, freeze, cmds);
+        emit(out, slot, epoch, freeze, &mut cmds);
+        self.buf = cmds;
     }
 
     /// A CAS of `slot` towards `a` will never answer.
@@ -475,26 +506,26 @@ impl Leader {
         let ok = value.is_some();
         run.adopted = value;
         run.adopted_mine = ok && mine;
-        let mut cmds = Vec::new();
+        let mut cmds = std::mem::take(&mut self.buf);
         run.proposer.on_value_read(ok, &previous, &mut cmds);
-        emit(out, slot, epoch, false, cmds);
+        emit(out, slot, epoch, false, &mut cmds);
+        self.buf = cmds;
     }
 
     /// The bytes an accept of `slot` writes for `content`, stamped with `key`: a write of
     /// my own value is remembered by its key (lemma (own adoption)).
-    pub(super) fn write_of(&mut self, slot: u64, content: Content, key: u64) -> Value {
+    pub(super) fn write_of(&mut self, slot: u64, content: Content, key: u64) -> &Value {
         let run = self.window.get_mut(&slot).expect("a slot of the window");
         let mine = content == Content::Mine || run.adopted_mine;
         if mine && !run.mine_keys.contains(&key) {
             run.mine_keys.push(key);
         }
         match content {
-            Content::Mine => run
-                .mine
-                .clone()
-                .expect("my value was supplied")
-                .map_or_else(Value::default, |p| p.value),
-            Content::Adopted => run.adopted.clone().expect("the adopted value was read"),
+            Content::Mine => match run.mine.as_ref().expect("my value was supplied") {
+                Some(p) => &p.value,
+                None => &NOOP,
+            },
+            Content::Adopted => run.adopted.as_ref().expect("the adopted value was read"),
         }
     }
 
@@ -516,8 +547,12 @@ impl Leader {
         out: &mut Vec<(SlotAt, SlotCommand)>,
     ) -> Progress {
         let mut progress = Progress::default();
-        let slots: Vec<u64> = self.window.keys().copied().collect();
-        for slot in slots {
+        let mut cmds = std::mem::take(&mut self.buf);
+        let mut from = 0;
+        // Every slot of the window in order, by a cursor (the window may change).
+        while let Some(slot) = self.window.range(from..).next().map(|(&s, _)| s) {
+            from = slot + 1;
+            assert!(cmds.is_empty(), "commands are emitted where they are made");
             let outcome = self.window[&slot].proposer.outcome();
             match outcome {
                 Outcome::Decided { content, .. } => {
@@ -559,7 +594,6 @@ impl Leader {
                 }
                 Outcome::Aborted => {
                     let run = self.window.get_mut(&slot).expect("present");
-                    let mut cmds = Vec::new();
                     run.adopted = None;
                     run.adopted_mine = false;
                     let e = run.epoch as usize;
@@ -567,7 +601,7 @@ impl Leader {
                     Self::note_reads(run, &cmds);
                     // An abort moves the ballot above the aborted one (see the lemma).
                     self.ballots[e] = self.ballots[e].max(run.proposer.proposal());
-                    emit(out, slot, e as u32, false, cmds);
+                    emit(out, slot, e as u32, false, &mut cmds);
                     progress.moved = true;
                 }
                 Outcome::Overflow => progress.moved |= self.overflow(config, slot, out),
@@ -582,10 +616,9 @@ impl Leader {
                     // The frozen epoch's value goes first; my own waits for a later slot.
                     run.adopted = run.carry.clone();
                     run.adopted_mine = run.carry_mine;
-                    let mut cmds = Vec::new();
                     run.proposer
                         .supply_content(Content::Adopted, &previous, &mut cmds);
-                    emit(out, slot, run.epoch, false, cmds);
+                    emit(out, slot, run.epoch, false, &mut cmds);
                     progress.moved = true;
                 }
                 Outcome::Pending if self.window[&slot].proposer.is_promised() => {
@@ -609,15 +642,15 @@ impl Leader {
                         };
                     }
                     if run.mine.is_some() {
-                        let mut cmds = Vec::new();
                         run.proposer.supply(&previous, &mut cmds);
-                        emit(out, slot, run.epoch, false, cmds);
+                        emit(out, slot, run.epoch, false, &mut cmds);
                         progress.moved = true;
                     }
                 }
                 Outcome::Pending => {}
             }
         }
+        self.buf = cmds;
         while let Some(value) = self.decided.remove(&self.prefix) {
             progress.apply.push((self.prefix, value));
             self.prefix += 1;
@@ -646,10 +679,10 @@ fn emit(
     slot: u64,
     epoch: u32,
     freeze: bool,
-    cmds: Vec<SlotCommand>,
+    cmds: &mut Vec<SlotCommand>,
 ) {
     let at = SlotAt { slot, epoch };
-    out.extend(cmds.into_iter().map(|c| match c {
+    out.extend(cmds.drain(..).map(|c| match c {
         SlotCommand::Cas {
             id,
             acceptor,

@@ -191,9 +191,4 @@ impl Links {
         );
         lost
     }
-
-    /// Acceptors with a CAS in flight.
-    pub(super) fn busy(&self) -> impl Iterator<Item = u16> + '_ {
-        (0..self.links.len() as u16).filter(|&a| !self.links[usize::from(a)].in_flight.is_empty())
-    }
 }

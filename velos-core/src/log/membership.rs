@@ -60,7 +60,13 @@ impl Members {
 
     /// The members, in order.
     pub fn iter(self) -> impl Iterator<Item = u16> {
-        (0..64).filter(move |&r| self.contains(r))
+        let mut rest = self.0;
+        std::iter::from_fn(move || {
+            // The lowest member left, then clear its bit.
+            let r = (rest != 0).then(|| rest.trailing_zeros() as u16)?;
+            rest &= rest - 1;
+            Some(r)
+        })
     }
 
     /// Whether `next` differs from `self` by exactly one replica (lemma (one change at a

@@ -6,7 +6,7 @@
 
 use super::config::{LogConfig, Scratch, ids};
 use super::heartbeat::Heartbeat;
-use super::leader::{Leader, Value};
+use super::leader::{self, Leader, Value};
 use super::lease::{Lease, ReadError};
 use super::links::Links;
 use super::membership::{Members, Membership};
@@ -279,6 +279,12 @@ pub struct Replica {
     next_apply: u64,
     /// Every entry applied, in order: `(slot, value)`; a no-op is empty.
     pub applied: Vec<(u64, Vec<u8>)>,
+    /// Buffers the hot path reuses (empty between steps, so they change no state): slot
+    /// commands on their way to [`Replica::issue`], operations on their way to the queue,
+    /// a value's words on their way to its puts.
+    cmd_buf: Vec<(leader::SlotAt, crate::slot::SlotCommand)>,
+    op_buf: Vec<Op>,
+    value_buf: Vec<u64>,
     /// Every value this replica proposed (as leader).
     pub proposed: Vec<Vec<u8>>,
     /// When each entry of `applied` was applied (the local clock).
@@ -373,6 +379,9 @@ impl Replica {
             next_id: 0,
             shutting_down: false,
             results: Vec::new(),
+            cmd_buf: Vec::new(),
+            op_buf: Vec::new(),
+            value_buf: Vec::new(),
             next_apply: 0,
             applied: Vec::new(),
             proposed: Vec::new(),
@@ -407,11 +416,13 @@ impl Replica {
     /// snapshots of a majority of the members of my next slot.
     pub fn room(&self) -> u64 {
         let members = self.membership.at(self.next_apply);
-        let points: Vec<u64> = members
-            .iter()
-            .map(|r| self.points[usize::from(r)])
-            .collect();
-        self.ring.room(ring::retired(&points))
+        let mut points = [0u64; 64]; // on the stack: the leader asks at every turn
+        let mut n = 0;
+        for r in members.iter() {
+            points[n] = self.points[usize::from(r)];
+            n += 1;
+        }
+        self.ring.room(ring::retired(&points[..n]))
     }
 
     /// The members of slot `slot` as this replica knows them (exact from its next slot
@@ -498,12 +509,13 @@ impl Replica {
                 let Some(tag) = self.links.complete(a) else {
                     return; // given up already: reported lost, counted neither way
                 };
-                let mut cmds = Vec::new();
-                let config = self.config.clone();
-                if let Some(l) = self.proposer(tag.term) {
-                    l.on_cas(&config, (tag.slot, a, tag.id), actual, &mut cmds);
+                let mut cmds = std::mem::take(&mut self.cmd_buf);
+                let config = &self.config;
+                if let Some(l) = leading::proposer_in(&mut self.role, &mut self.repair, tag.term) {
+                    l.on_cas(config, (tag.slot, a, tag.id), actual, &mut cmds);
                 }
-                self.issue(tag.term, cmds);
+                self.issue(tag.term, &mut cmds);
+                self.cmd_buf = cmds;
             }
             Then::LocalWord(slot, e) => {
                 let word = value.unwrap_or_else(|| panic!("a load of a local word: {reply:?}"));

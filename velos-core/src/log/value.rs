@@ -88,16 +88,18 @@ pub fn words_for(len: usize) -> usize {
     len.div_ceil(8)
 }
 
+/// The words of `bytes`, as [`to_words`] makes them, without allocating.
+pub fn word_iter(bytes: &[u8]) -> impl Iterator<Item = u64> + '_ {
+    bytes.chunks(8).map(|c| {
+        let mut w = [0u8; 8];
+        w[..c.len()].copy_from_slice(c);
+        u64::from_le_bytes(w)
+    })
+}
+
 /// The content words of `bytes`, the last one zero-padded.
 pub fn to_words(bytes: &[u8]) -> Vec<u64> {
-    let words: Vec<u64> = bytes
-        .chunks(8)
-        .map(|c| {
-            let mut w = [0u8; 8];
-            w[..c.len()].copy_from_slice(c);
-            u64::from_le_bytes(w)
-        })
-        .collect();
+    let words: Vec<u64> = word_iter(bytes).collect();
     assert_eq!(words.len(), words_for(bytes.len()), "one word per 8 bytes");
     words
 }

@@ -40,7 +40,7 @@ impl Leader {
             let at = (config.layout, ring.tag(slot), ring.recycled(slot));
             let members = self.membership.at(slot).0;
             run.freezer = Some(Freezer::start_at(at, members, &predicted, &mut cmds));
-            emit(out, slot, run.epoch, true, cmds);
+            emit(out, slot, run.epoch, true, &mut cmds);
             return true;
         };
         if freezer.overtaken() {
@@ -51,7 +51,7 @@ impl Leader {
             None => {
                 let mut cmds = Vec::new();
                 let retried = freezer.retry_lost(&mut cmds);
-                emit(out, slot, run.epoch, true, cmds);
+                emit(out, slot, run.epoch, true, &mut cmds);
                 retried
             }
             Some(_) if run.carrying => false,
@@ -70,7 +70,7 @@ impl Leader {
                     proposer,
                     proposal,
                 };
-                emit(out, slot, run.epoch, true, vec![cmd]);
+                emit(out, slot, run.epoch, true, &mut vec![cmd]);
                 true
             }
         }
@@ -102,7 +102,7 @@ impl Leader {
                 };
                 let mut cmds = Vec::new();
                 freezer.forget(acceptor, &mut cmds);
-                emit(out, slot, run.epoch, true, cmds);
+                emit(out, slot, run.epoch, true, &mut cmds);
             }
         }
     }
@@ -136,7 +136,7 @@ impl Leader {
         self.ballots[e] = self.ballots[e].max(proposer.proposal());
         run.proposer = proposer;
         Self::note_reads(run, &cmds);
-        emit(out, slot, run.epoch, false, cmds);
+        emit(out, slot, run.epoch, false, &mut cmds);
         assert_eq!(run.epoch, from + 1, "Freeze: one epoch up");
     }
 }

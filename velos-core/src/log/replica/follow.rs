@@ -211,7 +211,7 @@ impl Replica {
         let Some(mut repair) = self.repair.take() else {
             return;
         };
-        let mut cmds = Vec::new();
+        let mut cmds = std::mem::take(&mut self.cmd_buf);
         let words = &self.words[0];
         let room = self.room();
         repair.open_slots(&self.config, room, |s| words.get(&s).copied(), &mut cmds);
@@ -231,7 +231,8 @@ impl Replica {
         }
         self.repair = Some(repair);
         self.moved |= progress.moved || !cmds.is_empty();
-        self.issue(term, cmds);
+        self.issue(term, &mut cmds);
+        self.cmd_buf = cmds;
         for (slot, value) in progress.apply {
             if slot == self.next_apply {
                 self.apply(slot, value); // ends the repair

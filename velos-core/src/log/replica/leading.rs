@@ -1,37 +1,46 @@
 //! The leader's side of a turn: its window of slots, and its slot commands turned into
 //! operations on the links.
 
-use super::{ProposeError, Purpose, Replica, Role, Stage, Then, ValueRead};
+use super::{Item, ProposeError, Purpose, Replica, Role, Stage, Then, ValueRead};
 use crate::log::config::ids;
 use crate::log::leader::{Leader, Proposal, SlotAt, Value};
 use crate::log::links::CasTag;
-use crate::log::value::{CONFIG_FLAG, RESTAMP_FLAG, key, stamp, to_words};
+use crate::log::value::{CONFIG_FLAG, RESTAMP_FLAG, key, stamp, word_iter};
 use crate::proposal::ProposerId;
 use crate::slot::SlotCommand;
 use velos_rdma::{Loc, Op};
 
+/// The leader of `term` among a role and a repair (fields borrowed apart, so that the
+/// rest of the replica stays usable beside it).
+pub(super) fn proposer_in<'a>(
+    role: &'a mut Role,
+    repair: &'a mut Option<Box<Leader>>,
+    term: u64,
+) -> Option<&'a mut Leader> {
+    match (role, repair) {
+        (Role::Leader(l), _) if l.term == term => Some(l),
+        (_, Some(r)) if r.term == term => Some(r),
+        _ => None,
+    }
+}
+
 impl Replica {
     /// The leader of `term`: this replica's, or its repair of a slot (see [`follow`]).
     pub(super) fn proposer(&mut self, term: u64) -> Option<&mut Leader> {
-        match (&mut self.role, &mut self.repair) {
-            (Role::Leader(l), _) if l.term == term => Some(l),
-            (_, Some(r)) if r.term == term => Some(r),
-            _ => None,
-        }
+        proposer_in(&mut self.role, &mut self.repair, term)
     }
 
-    /// Turns the slot commands of the leader of `term` into operations on the links.
-    pub(super) fn issue(&mut self, term: u64, cmds: Vec<(SlotAt, SlotCommand)>) {
+    /// Turns the slot commands of the leader of `term` into operations on the links
+    /// (`cmds` is left empty, its room kept for the next call).
+    pub(super) fn issue(&mut self, term: u64, cmds: &mut Vec<(SlotAt, SlotCommand)>) {
         if cmds.is_empty() {
             return;
         }
-        let leader = match (&mut self.role, &mut self.repair) {
-            (Role::Leader(l), _) if l.term == term => l,
-            (_, Some(r)) if r.term == term => r,
-            _ => panic!("slot commands of term {term}, which nobody runs"),
-        };
-        let mut ops = Vec::new();
-        for (SlotAt { slot, epoch }, cmd) in cmds {
+        let leader = proposer_in(&mut self.role, &mut self.repair, term)
+            .unwrap_or_else(|| panic!("slot commands of term {term}, which nobody runs"));
+        let mut ops = std::mem::take(&mut self.op_buf);
+        assert!(ops.is_empty(), "operations are queued where they are made");
+        for (SlotAt { slot, epoch }, cmd) in cmds.drain(..) {
             match cmd {
                 SlotCommand::Cas {
                     id,
@@ -58,42 +67,50 @@ impl Replica {
                     let len = value.bytes.len() | flag;
                     let tag = self.ring.tag(slot);
                     // The origin first, then the bytes (see `Value::origin`).
-                    let content: Vec<u64> = std::iter::once(value.origin)
-                        .chain(to_words(&value.bytes))
-                        .collect();
+                    let words = &mut self.value_buf;
+                    words.clear();
+                    words.push(value.origin);
+                    words.extend(word_iter(&value.bytes));
                     let begin = self.shape.value_stamp(acceptor, me, s);
                     let end = self.shape.value_end_stamp(acceptor, me, s);
                     let w = self.written.entry(slot).or_default();
                     let bit = 1 << acceptor;
-                    let puts: Vec<(Loc, u64)> =
-                        if w.holds & bit != 0 && (&w.content, w.len) == (&content, len) {
-                            // A restamp: the end stamp, then the begin stamp (see `value`).
-                            let r = stamp(tag, epoch, proposal, len | RESTAMP_FLAG);
-                            vec![(end, r), (begin, r)]
-                        } else {
-                            // The begin stamp, the content, the end stamp; the first write of
-                            // a buffer in the ring's first lap needs no begin stamp.
-                            let first = w.ever & bit == 0 && self.ring.first_lap(slot);
-                            if (&w.content, w.len) != (&content, len) {
-                                (w.content, w.len, w.holds) = (content.clone(), len, 0);
-                            }
-                            w.holds |= bit;
-                            let full = stamp(tag, epoch, proposal, len);
-                            let words = content.iter().enumerate().map(|(i, &c)| {
-                                (self.shape.value_word(acceptor, me, s, i as u32), c)
-                            });
-                            let head = (!first).then_some((begin, full));
-                            head.into_iter().chain(words).chain([(end, full)]).collect()
-                        };
-                    w.ever |= bit;
-                    for (remote, value) in puts {
-                        let put = Op::PutInline {
+                    let same = w.len == len && w.content == *words;
+                    let links = &mut self.links;
+                    let mut put = |remote: Loc, value: u64| {
+                        let work_id = ids::PUT;
+                        let op = Op::PutInline {
                             remote,
                             value,
-                            work_id: ids::PUT,
+                            work_id,
                         };
-                        self.links.send(acceptor, put, &mut ops);
+                        links.send(acceptor, op, &mut ops);
+                    };
+                    if w.holds & bit != 0 && same {
+                        // A restamp: the end stamp, then the begin stamp (see `value`).
+                        let r = stamp(tag, epoch, proposal, len | RESTAMP_FLAG);
+                        put(end, r);
+                        put(begin, r);
+                    } else {
+                        // The begin stamp, the content, the end stamp; the first write of
+                        // a buffer in the ring's first lap needs no begin stamp.
+                        let first = w.ever & bit == 0 && self.ring.first_lap(slot);
+                        if !same {
+                            w.content.clear();
+                            w.content.extend_from_slice(words);
+                            (w.len, w.holds) = (len, 0);
+                        }
+                        w.holds |= bit;
+                        let full = stamp(tag, epoch, proposal, len);
+                        if !first {
+                            put(begin, full);
+                        }
+                        for (i, &c) in words.iter().enumerate() {
+                            put(self.shape.value_word(acceptor, me, s, i as u32), c);
+                        }
+                        put(end, full);
                     }
+                    w.ever |= bit;
                 }
                 SlotCommand::ReadValue {
                     acceptor,
@@ -113,9 +130,15 @@ impl Replica {
                 }),
             }
         }
-        for op in ops {
-            self.op(op, Then::Ignore);
-        }
+        self.queue(&mut ops);
+        self.op_buf = ops;
+        assert!(cmds.is_empty(), "every slot command was issued");
+    }
+
+    /// Queues `ops` (emptied) after the operations queued so far.
+    pub(super) fn queue(&mut self, ops: &mut Vec<Op>) {
+        self.items
+            .extend(ops.drain(..).map(|op| Item::Op(op, Then::Ignore)));
     }
 
     /// The leader's turn: client values in, slots opened, outcomes settled.
@@ -143,7 +166,7 @@ impl Replica {
             };
             leader.pending.push_back(Proposal { id, value });
         }
-        let mut cmds = Vec::new();
+        let mut cmds = std::mem::take(&mut self.cmd_buf);
         let words = &self.words[0];
         // Rule (decide-under-lease): without the lease, nothing is opened, filled or adopted.
         let progress = if self.lease.may_decide(self.now) {
@@ -155,7 +178,8 @@ impl Replica {
         };
         self.role = Role::Leader(leader);
         self.moved |= progress.moved || !cmds.is_empty();
-        self.issue(term, cmds);
+        self.issue(term, &mut cmds);
+        self.cmd_buf = cmds;
         for (slot, value) in progress.apply {
             self.apply(slot, value);
         }
@@ -191,11 +215,10 @@ impl Replica {
             Role::Leader(_) => self.lead(),
             Role::Follower => self.follow(),
         }
-        let mut ops = Vec::new();
+        let mut ops = std::mem::take(&mut self.op_buf);
         self.links.drain(&mut ops);
-        for op in ops {
-            self.op(op, Then::Ignore);
-        }
+        self.queue(&mut ops);
+        self.op_buf = ops;
         self.start_read();
         if !self.moved {
             self.op(

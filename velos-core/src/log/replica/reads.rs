@@ -97,12 +97,14 @@ impl Replica {
                 let own = read.proposer.0 == self.me;
                 let own_key = value.as_ref().and_then(|&(_, k)| own.then_some(k));
                 let value = value.map(|(v, _)| v);
-                let mut cmds = Vec::new();
-                let config = self.config.clone();
-                if let Some(l) = self.proposer(term) {
-                    l.on_value_read(&config, read.slot, value, own_key, &mut cmds);
+                let mut cmds = std::mem::take(&mut self.cmd_buf);
+                let config = &self.config;
+                if let Some(l) = super::leading::proposer_in(&mut self.role, &mut self.repair, term)
+                {
+                    l.on_value_read(config, read.slot, value, own_key, &mut cmds);
                 }
-                self.issue(term, cmds);
+                self.issue(term, &mut cmds);
+                self.cmd_buf = cmds;
             }
             Purpose::Learn => {
                 if let (Role::Follower, Some((v, _))) = (&self.role, value)

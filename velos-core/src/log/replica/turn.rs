@@ -59,10 +59,11 @@ impl Replica {
         self.reset_with_store();
         self.follow_lease();
         self.answer_reads();
-        let busy: Vec<u16> = self.links.busy().collect();
-        for a in busy {
-            let (work_id, _) = self.links.oldest(a).expect("busy");
-            self.op(Op::Test { work_id }, Then::CasTest(a));
+        for a in 0..self.config.replicas {
+            // The oldest CAS towards each acceptor (a queue pair completes in order).
+            if let Some((work_id, _)) = self.links.oldest(a) {
+                self.op(Op::Test { work_id }, Then::CasTest(a));
+            }
         }
         if let Some(c) = &self.catch_up {
             let waiting: Vec<u16> = (0..self.config.replicas)
@@ -115,6 +116,20 @@ impl Replica {
             words.retain(|&s, _| s >= next);
         }
         let layout = self.config.layout;
+        if let Role::Leader(l) = &self.role {
+            // Rule (seed only what opens): a leader learns its slots from its own CASes;
+            // its local words only seed the predictions of the slots it opens this turn
+            // (epoch 0: a slot moves up an epoch through its own freeze). Loading the
+            // whole look-ahead every turn cost two dozen loads per decision.
+            let opening = l.opening(self.config.pipeline);
+            let opening = opening.start..opening.end.min(end.max(opening.start));
+            for slot in opening {
+                let loc = self.shape.epoch_word(self.me, self.ring.position(slot), 0);
+                self.op(Op::Load { loc }, Then::LocalWord(slot, 0));
+            }
+            self.items.push_back(Item::Plan);
+            return;
+        }
         for e in 0..self.config.epochs {
             for slot in self.next_apply..end {
                 // A later epoch's word matters once the one below is frozen here (seen in

@@ -1,0 +1,46 @@
+#![allow(missing_docs)] // criterion's macros generate undocumented functions
+
+//! `cargo bench --bench engine`: the engine's CPU per decision — a stable leader's recorded
+//! inputs replayed into a copy of its replica, no backend, one thread
+//! (`velos::bench::engine`). Criterion's time per element is the engine's time per
+//! decision; a regression of the hot path shows up as a change here. Reports; asserts
+//! nothing about speed.
+
+use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
+use velos::bench::engine::record;
+
+fn decision_path(c: &mut Criterion) {
+    let mut group = c.benchmark_group("engine");
+    for (name, outstanding) in [("1client", 1), ("64outstanding", 64)] {
+        let recording = record(2_000, 4_000, outstanding).expect("the recording runs");
+        let ops = recording.ops;
+        println!(
+            "engine/{name}: per decision {:.2} steps, {:.2} work requests ({:.2} puts, {:.2} \
+             atomics, {:.2} gets), {:.2} tests, {:.2} loads, {:.2} clock readings",
+            ops.steps,
+            ops.work_requests,
+            ops.puts,
+            ops.atomics,
+            ops.gets,
+            ops.tests,
+            ops.loads,
+            ops.clocks
+        );
+        group.throughput(Throughput::Elements(recording.decisions));
+        group.bench_function(name, |b| {
+            b.iter_batched(
+                || recording.start(),
+                |replica| {
+                    recording
+                        .replay(replica)
+                        .expect("the replay retraces the run")
+                },
+                BatchSize::LargeInput,
+            )
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, decision_path);
+criterion_main!(benches);

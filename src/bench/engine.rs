@@ -1,0 +1,238 @@
+//! The engine's own CPU per decision, for `cargo bench --bench engine`: a stable leader's
+//! inputs recorded over a window, then replayed into a copy of the leader's replica
+//! without any backend, so that what is timed is the engine alone.
+//!
+//! The recording runs three [`Replica`]s round-robin on one thread over the in-process
+//! backend ([`MemFabric`], remote operations executed inline by the posting replica,
+//! region plans checked), so it needs no spare core and every remote operation is
+//! complete when it returns — the leader's inputs are those of `velos bench embed`'s
+//! leader. The replay ([`Recording::replay`]) checks that it retraces the run: the same
+//! proposals taken, as many commands committed.
+
+use anyhow::{Context, ensure};
+use velos_core::log::{ClientScript, Detector, LogConfig, Replica};
+use velos_rdma::mem::{MemFabric, MemOptions, Mode};
+use velos_rdma::{Endpoint, NodeId, Op, Process, Reply, Shared, Step};
+
+const REPLICAS: u16 = 3;
+
+/// One input of the leader's replica.
+#[derive(Clone, Debug)]
+enum Input {
+    /// The client proposed its next command: taken or refused.
+    Propose(bool),
+    /// The reply to the previous operation.
+    Resume(Reply),
+}
+
+/// The leader's operations per decision over the recorded window, by kind.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct OpsPerDecision {
+    /// Every operation (one engine step each).
+    pub steps: f64,
+    /// Puts (value words and stamps).
+    pub puts: f64,
+    /// Remote atomics (prepare and accept CASes).
+    pub atomics: f64,
+    /// Gets (heartbeat and catch-up reads).
+    pub gets: f64,
+    /// Work requests: puts, atomics and gets, each one on a NIC.
+    pub work_requests: f64,
+    /// Completion tests.
+    pub tests: f64,
+    /// CPU loads (local acceptor words, CAS results).
+    pub loads: f64,
+    /// Clock readings (one per turn).
+    pub clocks: f64,
+}
+
+/// A leader's recorded window: its replica when the window started and its inputs.
+#[derive(Clone, Debug)]
+pub struct Recording {
+    snapshot: Replica,
+    inputs: Vec<Input>,
+    first_command: u64,
+    /// Commands committed in the window.
+    pub decisions: u64,
+    /// What the leader issued over the window.
+    pub ops: OpsPerDecision,
+}
+
+/// The log of the recording: heartbeats every 100 µs, suspicion after 50 ms (a stable
+/// leader), as `velos bench embed` runs it.
+fn log_config(slots: u64, pipeline: u32) -> anyhow::Result<LogConfig> {
+    let mut c = LogConfig::new(REPLICAS, u32::try_from(slots)?, 8);
+    c.heartbeat_period_ns = 100_000;
+    c.failure_timeout_ns = 50_000_000;
+    c.detector = Detector::Fixed;
+    c.catch_up_after_ns = 1_000_000;
+    c.pipeline = pipeline;
+    c.validate().map_err(anyhow::Error::msg)?;
+    Ok(c)
+}
+
+/// Records `decisions` commits of a stable leader whose client keeps `outstanding`
+/// 8-byte commands in the engine, after `warmup` commits.
+pub fn record(warmup: u64, decisions: u64, outstanding: u64) -> anyhow::Result<Recording> {
+    ensure!(outstanding >= 1 && decisions >= 1, "at least one command");
+    let slots = warmup + decisions + outstanding + 1_024;
+    let log = log_config(slots, 4)?;
+    let shape = log.shape();
+    let options = MemOptions {
+        mode: Mode::Inline,
+        jitter: None,
+    };
+    let fabric = MemFabric::with_plans(shape.layout(), options, shape.region_plans())
+        .map_err(anyhow::Error::msg)?;
+    let log = Shared::new(log);
+    let no_client = ClientScript { count: 0, size: 10 };
+    let mut replicas = (0..REPLICAS)
+        .map(|me| Replica::new(log.clone(), me, no_client.clone()))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(anyhow::Error::msg)?;
+    let mut endpoints: Vec<_> = (0..REPLICAS).map(|n| fabric.endpoint(NodeId(n))).collect();
+    let mut replies = vec![Reply::Start; usize::from(REPLICAS)];
+    let total = warmup + decisions;
+    let (mut proposed, mut committed) = (0u64, 0u64);
+    let mut window: Option<(Replica, u64, u64)> = None;
+    let mut inputs = Vec::with_capacity(decisions as usize * 64);
+    let mut counts = [0u64; 8];
+    let mut steps = 0u64;
+    while committed < total {
+        steps += 1;
+        ensure!(
+            steps < 1 << 32,
+            "no progress: {committed} of {total} commits"
+        );
+        let recording = window.is_some();
+        let leader = &mut replicas[0];
+        while proposed < total && proposed - committed < outstanding && leader.is_leader() {
+            let taken = leader.propose(proposed.to_le_bytes().to_vec()).is_ok();
+            if recording {
+                inputs.push(Input::Propose(taken));
+            }
+            if !taken {
+                break;
+            }
+            proposed += 1;
+        }
+        for (r, replica) in replicas.iter_mut().enumerate() {
+            let reply = std::mem::replace(&mut replies[r], Reply::Done);
+            if r == 0 && recording {
+                inputs.push(Input::Resume(reply.clone()));
+            }
+            let op = match replica.resume(reply) {
+                Step::Done => anyhow::bail!("replica {r} stopped"),
+                Step::Op(op) => op,
+            };
+            if r == 0 {
+                for (id, result) in replica.take_results() {
+                    result.with_context(|| format!("proposal {id}"))?;
+                    committed += 1;
+                }
+                if recording {
+                    count(&mut counts, &op);
+                }
+            }
+            drop(replica.take_committed());
+            // One thread: an idle pause lets the others run, no time need pass.
+            replies[r] = match op {
+                Op::Pause { .. } => Reply::Done,
+                op => endpoints[r].execute(&op),
+            };
+        }
+        if window.is_none() && committed >= warmup {
+            window = Some((replicas[0].clone(), proposed, committed));
+            inputs.clear();
+        }
+    }
+    let (snapshot, first_command, committed_before) = window.context("the window started")?;
+    let decisions = committed - committed_before;
+    let per = |n: u64| n as f64 / decisions as f64;
+    let ops = OpsPerDecision {
+        steps: per(counts.iter().sum()),
+        puts: per(counts[0]),
+        atomics: per(counts[1]),
+        gets: per(counts[2]),
+        work_requests: per(counts[0] + counts[1] + counts[2]),
+        tests: per(counts[3]),
+        loads: per(counts[4]),
+        clocks: per(counts[5]),
+    };
+    Ok(Recording {
+        snapshot,
+        inputs,
+        first_command,
+        decisions,
+        ops,
+    })
+}
+
+fn count(counts: &mut [u64; 8], op: &Op) {
+    let kind = match op {
+        Op::Put { .. } | Op::PutInline { .. } => 0,
+        Op::Atomic { .. } => 1,
+        Op::Get { .. } => 2,
+        Op::Test { .. } => 3,
+        Op::Load { .. } => 4,
+        Op::Now => 5,
+        Op::Pause { .. } => 6,
+        _ => 7,
+    };
+    counts[kind] += 1;
+}
+
+impl Recording {
+    /// A copy of the leader's replica as the window found it (to replay into).
+    pub fn start(&self) -> Replica {
+        self.snapshot.clone()
+    }
+
+    /// Replays the window's inputs into `replica` (a [`Recording::start`]): the commands
+    /// committed. Fails if the replay does not retrace the run.
+    pub fn replay(&self, mut replica: Replica) -> anyhow::Result<u64> {
+        let mut proposed = self.first_command;
+        let mut committed = 0u64;
+        for (i, input) in self.inputs.iter().enumerate() {
+            match input {
+                Input::Propose(taken) => {
+                    let took = replica.propose(proposed.to_le_bytes().to_vec()).is_ok();
+                    ensure!(took == *taken, "the replay diverged at proposal {proposed}");
+                    proposed += u64::from(took);
+                }
+                Input::Resume(reply) => {
+                    let step = replica.resume(reply.clone());
+                    ensure!(!matches!(step, Step::Done), "the replay stopped at {i}");
+                    committed += replica.take_results().len() as u64;
+                    drop(replica.take_committed());
+                }
+            }
+        }
+        ensure!(
+            committed == self.decisions,
+            "the replay committed {committed} commands, the run {}",
+            self.decisions
+        );
+        Ok(committed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_replay_retraces_the_recorded_window() {
+        for outstanding in [1, 16] {
+            let recording = record(200, 500, outstanding).unwrap();
+            assert!(recording.decisions >= 500);
+            assert_eq!(
+                recording.replay(recording.start()).unwrap(),
+                recording.decisions
+            );
+            let ops = recording.ops;
+            assert!(ops.atomics >= 3.0, "an accept CAS per acceptor: {ops:?}");
+            assert!(ops.work_requests >= ops.atomics + ops.puts);
+        }
+    }
+}
