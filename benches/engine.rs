@@ -9,6 +9,11 @@
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
 use velos::bench::engine::record;
 
+/// dhat's allocator: it forwards to the system's and, while a profiler runs, counts
+/// (the hot path should allocate nothing).
+#[global_allocator]
+static GLOBAL: dhat::Alloc = dhat::Alloc;
+
 fn decision_path(c: &mut Criterion) {
     let mut group = c.benchmark_group("engine");
     for (name, outstanding) in [("1client", 1), ("64outstanding", 64)] {
@@ -25,6 +30,30 @@ fn decision_path(c: &mut Criterion) {
             ops.tests,
             ops.loads,
             ops.clocks
+        );
+        // The best of a few replays in thread CPU time: steadier than wall time on a
+        // shared machine, and the figure `velos bench embed` calls the engine's.
+        let best = (0..30)
+            .map(|_| {
+                let replica = recording.start();
+                let start = cpu_time::ThreadTime::now();
+                recording
+                    .replay(replica)
+                    .expect("the replay retraces the run");
+                start.elapsed().as_nanos() as f64 / recording.decisions as f64
+            })
+            .fold(f64::INFINITY, f64::min);
+        let replica = recording.start();
+        let profiler = dhat::Profiler::builder().testing().build();
+        recording
+            .replay(replica)
+            .expect("the replay retraces the run");
+        let allocations = dhat::HeapStats::get().total_blocks;
+        drop(profiler);
+        println!(
+            "engine/{name}: {best:.0} ns of thread CPU per decision (best of 30 replays), \
+             {:.2} allocations per decision",
+            allocations as f64 / recording.decisions as f64
         );
         group.throughput(Throughput::Elements(recording.decisions));
         group.bench_function(name, |b| {

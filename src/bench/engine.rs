@@ -126,7 +126,7 @@ pub fn record(warmup: u64, decisions: u64, outstanding: u64) -> anyhow::Result<R
                 Step::Op(op) => op,
             };
             if r == 0 {
-                for (id, result) in replica.take_results() {
+                for (id, result) in replica.drain_results() {
                     result.with_context(|| format!("proposal {id}"))?;
                     committed += 1;
                 }
@@ -134,7 +134,7 @@ pub fn record(warmup: u64, decisions: u64, outstanding: u64) -> anyhow::Result<R
                     count(&mut counts, &op);
                 }
             }
-            drop(replica.take_committed());
+            replica.drain_committed().for_each(drop);
             // One thread: an idle pause lets the others run, no time need pass.
             replies[r] = match op {
                 Op::Pause { .. } => Reply::Done,
@@ -203,8 +203,8 @@ impl Recording {
                 Input::Resume(reply) => {
                     let step = replica.resume(reply.clone());
                     ensure!(!matches!(step, Step::Done), "the replay stopped at {i}");
-                    committed += replica.take_results().len() as u64;
-                    drop(replica.take_committed());
+                    committed += replica.drain_results().count() as u64;
+                    replica.drain_committed().for_each(drop);
                 }
             }
         }

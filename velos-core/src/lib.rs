@@ -9,6 +9,7 @@ pub mod log;
 pub mod proposal;
 pub mod single_decree;
 pub mod slot;
+mod spare;
 pub mod word;
 
 pub use velos_rdma as rdma;

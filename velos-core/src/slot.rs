@@ -3,6 +3,7 @@
 //! and reports completions; the slot decides or aborts. An abort is a normal outcome.
 
 use crate::proposal::{Numbering, ProposerId};
+use crate::spare::Spare;
 use crate::word::{AcceptorState, WordLayout};
 use std::collections::VecDeque;
 
@@ -254,7 +255,8 @@ enum Phase {
     /// Waiting for a majority of successful accept CASes.
     Accepting {
         content: Content,
-        accepted: Vec<bool>,
+        /// Bit a: acceptor a's accept CAS of this attempt succeeded.
+        accepted: u64,
     },
     Done(Outcome),
 }
@@ -274,6 +276,8 @@ pub struct SlotProposer {
     /// After the promises, wait for [`SlotProposer::supply`] instead of accepting my value
     /// at once (pre-preparation).
     hold: bool,
+    /// The promises of the last prepare, kept for the next (no allocation per attempt).
+    spare: Spare<Vec<Option<AcceptorState>>>,
 }
 
 impl SlotProposer {
@@ -289,23 +293,60 @@ impl SlotProposer {
             config.numbering.proposers as u64 <= config.layout.max_proposers(),
             "value field names every proposer"
         );
-        SlotProposer {
-            in_flight: vec![VecDeque::new(); predicted.len()],
+        let mut proposer = SlotProposer {
+            in_flight: Vec::new(),
             config,
-            predicted,
+            predicted: Vec::new(),
             proposal: 0,
             attempt: 0,
             next_id: 0,
             phase: Phase::Idle,
             hold: false,
+            spare: Spare::default(),
+        };
+        proposer.renew(config, predicted);
+        proposer
+    }
+
+    /// Makes this proposer what [`SlotProposer::new`] would make of `config` and
+    /// `predicted`, reusing its memory (a leader's decided slot becomes its next slot).
+    pub fn renew(&mut self, config: SlotConfig, predicted: impl IntoIterator<Item = u64>) {
+        if let Phase::Preparing { promised } = std::mem::replace(&mut self.phase, Phase::Idle) {
+            self.spare.keep(promised);
+        }
+        self.config = config;
+        self.predicted.clear();
+        self.predicted.extend(predicted);
+        let n = usize::from(config.acceptors);
+        assert_eq!(self.predicted.len(), n, "one prediction per acceptor");
+        self.in_flight.truncate(n);
+        self.in_flight.iter_mut().for_each(VecDeque::clear);
+        self.in_flight.resize_with(n, VecDeque::new);
+        (self.proposal, self.attempt, self.next_id) = (0, 0, 0);
+        self.hold = false;
+        assert!(
+            self.in_flight() == 0 && self.phase == Phase::Idle,
+            "a renewed proposer is a new one"
+        );
+    }
+
+    /// Moves to `next`, keeping the promises' room of a prepare it leaves.
+    fn set_phase(&mut self, next: Phase) {
+        if let Phase::Preparing { promised } = std::mem::replace(&mut self.phase, next) {
+            self.spare.keep(promised);
         }
     }
 
     /// The same slot proposer, but one that, once a majority promised with nothing to
     /// adopt, waits for [`SlotProposer::supply`] (a slot pre-prepared ahead of its value).
     pub fn holding(mut self) -> SlotProposer {
-        self.hold = true;
+        self.hold();
         self
+    }
+
+    /// Makes this proposer [`SlotProposer::holding`].
+    pub fn hold(&mut self) {
+        self.hold = true;
     }
 
     /// Whether a majority promised and the slot waits for a value ([`SlotProposer::supply`]).
@@ -389,7 +430,7 @@ impl SlotProposer {
     fn overtaken(&mut self) -> bool {
         let later = (0..self.predicted.len()).any(|a| self.predicted(a as u16).is_none());
         if later && !matches!(self.phase, Phase::Done(Outcome::Decided { .. })) {
-            self.phase = Phase::Done(Outcome::Overtaken);
+            self.set_phase(Phase::Done(Outcome::Overtaken));
         }
         later
     }
@@ -474,12 +515,14 @@ impl SlotProposer {
         #[cfg(not(feature = "mutations"))]
         let wrapped = false;
         if proposal > self.config.overflow_threshold() {
-            self.phase = Phase::Done(Outcome::Overflow);
+            self.set_phase(Phase::Done(Outcome::Overflow));
             return;
         }
         self.proposal = proposal;
         self.attempt += 1;
-        let mut promised = vec![None; self.predicted.len()];
+        let mut promised = self.spare.take().unwrap_or_default();
+        promised.clear();
+        promised.resize(self.predicted.len(), None);
         for (a, promise) in promised.iter_mut().enumerate() {
             if !self.config.votes(a as u16) {
                 continue; // not a member in this slot: never asked, never counted
@@ -510,7 +553,7 @@ impl SlotProposer {
             );
         }
         let counted = promised.iter().flatten().count();
-        self.phase = Phase::Preparing { promised };
+        self.set_phase(Phase::Preparing { promised });
         if counted >= self.config.majority() {
             self.prepared(&[], out);
         }
@@ -554,7 +597,7 @@ impl SlotProposer {
         match &mut self.phase {
             Phase::Preparing { promised } if !posted.accept => {
                 if !success {
-                    self.phase = Phase::Done(Outcome::Aborted); // the paper: abort on a nack
+                    self.set_phase(Phase::Done(Outcome::Aborted)); // the paper: abort on a nack
                     return;
                 }
                 // The word was exactly `expected`: a confirmed state, safe to adopt from
@@ -568,12 +611,12 @@ impl SlotProposer {
             }
             Phase::Accepting { content, accepted } if posted.accept => {
                 if !success {
-                    self.phase = Phase::Done(Outcome::Aborted);
+                    self.set_phase(Phase::Done(Outcome::Aborted));
                     return;
                 }
                 // Only a successful CAS counts, never a prediction that equals the desired
                 // word ("a prediction is not a confirmation").
-                accepted[a] = true;
+                *accepted |= 1 << a;
                 #[cfg(feature = "mutations")]
                 let needed = if self.config.mutation == Mutation::AcceptWithoutMajority {
                     1
@@ -582,12 +625,12 @@ impl SlotProposer {
                 };
                 #[cfg(not(feature = "mutations"))]
                 let needed = self.config.majority();
-                if accepted.iter().filter(|x| **x).count() >= needed {
+                if accepted.count_ones() as usize >= needed {
                     let content = *content;
-                    self.phase = Phase::Done(Outcome::Decided {
+                    self.set_phase(Phase::Done(Outcome::Decided {
                         proposal: self.proposal,
                         content,
-                    });
+                    }));
                 }
             }
             // A late completion of this attempt after the phase moved on: nothing to count.
@@ -613,14 +656,14 @@ impl SlotProposer {
             Some((a, state)) => {
                 let proposer = ProposerId::from_value_tag(state.accepted_value)
                     .expect("an accepted value names a proposer");
-                self.phase = Phase::Reading;
+                self.set_phase(Phase::Reading);
                 out.push(SlotCommand::ReadValue {
                     acceptor: a as u16,
                     proposer,
                     proposal: state.accepted_proposal,
                 });
             }
-            None if self.hold => self.phase = Phase::Promised,
+            None if self.hold => self.set_phase(Phase::Promised),
             None => self.accept(Content::Mine, previous, out),
         }
     }
@@ -645,7 +688,7 @@ impl SlotProposer {
         if stamped_ok {
             self.accept(Content::Adopted, previous, out);
         } else {
-            self.phase = Phase::Done(Outcome::Aborted);
+            self.set_phase(Phase::Done(Outcome::Aborted));
         }
     }
 
@@ -654,8 +697,9 @@ impl SlotProposer {
     /// write at acceptor a.
     fn accept(&mut self, content: Content, previous: &[u8], out: &mut Vec<SlotCommand>) {
         let proposal = self.proposal;
-        let mut accepted_now = vec![false; self.predicted.len()];
-        for (a, _acked) in accepted_now.iter_mut().enumerate() {
+        #[cfg_attr(not(feature = "mutations"), allow(unused_mut))]
+        let mut accepted_now = 0u64;
+        for a in 0..self.predicted.len() {
             if !self.config.votes(a as u16) {
                 continue; // not a member in this slot
             }
@@ -686,22 +730,22 @@ impl SlotProposer {
                 && self.predicted[a] == self.config.layout.encode(desired).expect("fits")
             {
                 // "A prediction is not a confirmation", broken on purpose.
-                *_acked = true;
+                accepted_now |= 1 << a;
                 continue;
             }
             self.cas(a, desired, true, out);
             #[cfg(feature = "mutations")]
             if self.config.mutation == Mutation::TrustPrediction {
-                *_acked = true; // "a prediction is not a confirmation", broken on purpose
+                accepted_now |= 1 << a; // "a prediction is not a confirmation", broken on purpose
             }
         }
-        let counted = accepted_now.iter().filter(|x| **x).count();
-        self.phase = Phase::Accepting {
+        let counted = accepted_now.count_ones() as usize;
+        self.set_phase(Phase::Accepting {
             content,
             accepted: accepted_now,
-        };
+        });
         if counted >= self.config.majority() {
-            self.phase = Phase::Done(Outcome::Decided { proposal, content });
+            self.set_phase(Phase::Done(Outcome::Decided { proposal, content }));
         }
     }
 }
@@ -739,13 +783,13 @@ impl SlotProposer {
             Phase::Preparing { promised } if !posted.accept => (0..promised.len())
                 .filter(|&a| promised[a].is_some() || hoping(false, a))
                 .count(),
-            Phase::Accepting { accepted, .. } if posted.accept => (0..accepted.len())
-                .filter(|&a| accepted[a] || hoping(true, a))
+            Phase::Accepting { accepted, .. } if posted.accept => (0..self.predicted.len())
+                .filter(|&a| accepted >> a & 1 == 1 || hoping(true, a))
                 .count(),
             _ => return, // the phase moved on: the lost CAS counted for nothing now
         };
         if hopes < self.config.majority() {
-            self.phase = Phase::Done(Outcome::Aborted);
+            self.set_phase(Phase::Done(Outcome::Aborted));
         }
         assert!(
             hopes >= self.config.majority() || self.outcome() == Outcome::Aborted,

@@ -25,9 +25,13 @@ use crate::AcceptorState;
 use crate::freeze::Freezer;
 use crate::proposal::{Numbering, ProposerId};
 use crate::slot::{Content, Outcome, SlotCommand, SlotConfig, SlotProposer};
+use crate::spare::Spare;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
+mod decided;
 mod overflow;
+
+use decided::Decided;
 
 /// The most acceptors a log has (its membership is a 64-bit mask).
 const MAX_ACCEPTORS: usize = 64;
@@ -115,8 +119,42 @@ struct Run {
     carry_mine: bool,
 }
 
-/// What the leader learned in one step.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+impl Run {
+    /// A slot's run with nothing supplied, read or frozen yet.
+    fn new(proposer: SlotProposer) -> Run {
+        Run {
+            proposer,
+            mine: None,
+            adopted: None,
+            adopted_mine: false,
+            mine_keys: Vec::new(),
+            reading: false,
+            epoch: 0,
+            freezer: None,
+            carrying: false,
+            carry: None,
+            carry_mine: false,
+        }
+    }
+
+    /// Clears everything but the proposer (renewed when the run serves again), keeping
+    /// the room of its vectors.
+    fn clear(&mut self) {
+        self.mine = None;
+        self.adopted = None;
+        self.adopted_mine = false;
+        self.mine_keys.clear();
+        self.reading = false;
+        self.epoch = 0;
+        self.freezer = None;
+        self.carrying = false;
+        self.carry = None;
+        self.carry_mine = false;
+    }
+}
+
+/// What the leader learned in one step (its vectors' room reused from step to step).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub(super) struct Progress {
     /// Slots decided, in order, from the applied prefix on: apply them.
     pub apply: Vec<(u64, Value)>,
@@ -154,7 +192,8 @@ pub(super) struct Leader {
     /// Every slot below is decided and applied.
     pub prefix: u64,
     next_slot: u64,
-    window: BTreeMap<u64, Run>,
+    /// Boxed: a run moves in and out of the window and the spare room by pointer.
+    window: BTreeMap<u64, Box<Run>>,
     /// Client values not yet given to a slot.
     pub pending: VecDeque<Proposal>,
     /// Rule (lease-barrier): `pipeline` consecutive slots decided with my own proposals
@@ -164,13 +203,15 @@ pub(super) struct Leader {
     barrier_run: BTreeSet<u64>,
     /// Fill promised slots with no-ops when no value waits, until the barrier is done.
     force_noops: bool,
-    decided: BTreeMap<u64, Value>,
+    decided: Decided,
     /// The members of the slots this leader may open ([`super::membership`]; its replica
     /// keeps it up to date as configuration entries are applied).
     pub membership: Membership,
     /// A slot proposer's commands on their way to `emit`: empty between calls, kept so
     /// that a step allocates nothing.
     buf: Vec<SlotCommand>,
+    /// Runs of decided slots, for the next slots to open.
+    spare: Spare<Box<Run>>,
 }
 
 impl Leader {
@@ -202,9 +243,10 @@ impl Leader {
             barrier_done: false,
             barrier_run: BTreeSet::new(),
             force_noops: false,
-            decided: BTreeMap::new(),
+            decided: Decided::default(),
             membership,
             buf: Vec::new(),
+            spare: Spare::default(),
         }
     }
 
@@ -235,18 +277,27 @@ impl Leader {
     /// A slot proposer for `slot` in `epoch`: a repair's predicts what its learner read
     /// (see [`Leader::repair`]), else `fallback` (a leader's local word) or ⊥.
     fn proposer_at(&self, cfg: SlotConfig, epoch: u32, fallback: Option<u64>) -> SlotProposer {
+        let predicted = self.predictions(cfg, epoch, fallback).collect();
+        SlotProposer::new(cfg, predicted).holding()
+    }
+
+    /// The first predictions of a slot proposer for `cfg`'s slot in `epoch` (see
+    /// [`Leader::proposer_at`]), one per acceptor.
+    fn predictions(
+        &self,
+        cfg: SlotConfig,
+        epoch: u32,
+        fallback: Option<u64>,
+    ) -> impl Iterator<Item = u64> + '_ {
         let initial = cfg
             .layout
             .encode(AcceptorState::initial(cfg.tag))
             .expect("the tag fits the layout");
         let seen = self.seen.get(epoch as usize);
-        let predicted = (0..usize::from(cfg.acceptors))
-            .map(|a| {
-                let read = seen.and_then(|words| words[a]);
-                read.or(fallback).unwrap_or(initial)
-            })
-            .collect();
-        SlotProposer::new(cfg, predicted).holding()
+        (0..usize::from(cfg.acceptors)).map(move |a| {
+            let read = seen.and_then(|words| words[a]);
+            read.or(fallback).unwrap_or(initial)
+        })
     }
 
     fn slot_config(&self, config: &LogConfig, slot: u64) -> SlotConfig {
@@ -299,7 +350,7 @@ impl Leader {
     /// slots alone then misses a write a follower applied (and a service may have acted
     /// on) before the read was asked — found by `velos vopr` with lease reads.
     pub(super) fn read_index(&self) -> u64 {
-        let past = self.decided.keys().next_back().map_or(0, |&s| s + 1);
+        let past = self.decided.last().map_or(0, |s| s + 1);
         let in_flight = self
             .window
             .iter()
@@ -358,10 +409,11 @@ impl Leader {
         [c; MAX_ACCEPTORS]
     }
 
-    /// The slots [`Leader::open_slots`] may open next, with a window of `pipeline` slots
-    /// (room and membership permitting).
+    /// The slots [`Leader::open_slots`] may open in this turn, with a window of `pipeline`
+    /// slots (room and membership permitting): up to the window's depth, and one more for
+    /// the room a decision in this turn makes.
     pub(super) fn opening(&self, pipeline: u32) -> std::ops::Range<u64> {
-        let end = (self.prefix + u64::from(pipeline)).min(self.end);
+        let end = (self.prefix + u64::from(pipeline) + 1).min(self.end);
         self.next_slot..end.max(self.next_slot)
     }
 
@@ -385,23 +437,20 @@ impl Leader {
         {
             let slot = self.next_slot;
             let cfg = self.slot_config(config, slot);
-            let mut proposer = self.proposer_at(cfg, 0, seed(slot));
-            let mut cmds = std::mem::take(&mut self.buf);
-            proposer.prepare_above(self.ballots[0].saturating_sub(1), &mut cmds);
-            self.ballots[0] = self.ballots[0].max(proposer.proposal());
-            let mut run = Run {
-                proposer,
-                mine: None,
-                adopted: None,
-                adopted_mine: false,
-                mine_keys: Vec::new(),
-                reading: false,
-                epoch: 0,
-                freezer: None,
-                carrying: false,
-                carry: None,
-                carry_mine: false,
+            // A decided slot's run serves again (no allocation per slot).
+            let mut run = match self.spare.take() {
+                Some(mut run) => {
+                    run.proposer
+                        .renew(cfg, self.predictions(cfg, 0, seed(slot)));
+                    run.proposer.hold();
+                    run
+                }
+                None => Box::new(Run::new(self.proposer_at(cfg, 0, seed(slot)))),
             };
+            let mut cmds = std::mem::take(&mut self.buf);
+            run.proposer
+                .prepare_above(self.ballots[0].saturating_sub(1), &mut cmds);
+            self.ballots[0] = self.ballots[0].max(run.proposer.proposal());
             Self::note_reads(&mut run, &cmds);
             emit(out, slot, 0, false, &mut cmds);
             self.buf = cmds;
@@ -545,8 +594,12 @@ impl Leader {
         &mut self,
         config: &LogConfig,
         out: &mut Vec<(SlotAt, SlotCommand)>,
-    ) -> Progress {
-        let mut progress = Progress::default();
+        progress: &mut Progress,
+    ) {
+        assert!(
+            progress.apply.is_empty() && progress.committed.is_empty() && !progress.moved,
+            "a step starts from no progress"
+        );
         let mut cmds = std::mem::take(&mut self.buf);
         let mut from = 0;
         // Every slot of the window in order, by a cursor (the window may change).
@@ -556,12 +609,16 @@ impl Leader {
             let outcome = self.window[&slot].proposer.outcome();
             match outcome {
                 Outcome::Decided { content, .. } => {
-                    let run = self.window.remove(&slot).expect("present");
+                    let mut run = self.window.remove(&slot).expect("present");
                     if content == Content::Mine {
                         self.barrier_decided(config, slot);
                     }
+                    let (mine, adopted) = (run.mine.take(), run.adopted.take());
+                    let adopted_mine = run.adopted_mine;
+                    run.clear();
+                    self.spare.keep(run);
                     let value = match content {
-                        Content::Mine => match run.mine.expect("my value was supplied") {
+                        Content::Mine => match mine.expect("my value was supplied") {
                             Some(p) => {
                                 progress.committed.push((p.id, slot));
                                 p.value
@@ -569,9 +626,9 @@ impl Leader {
                             None => Value::default(),
                         },
                         Content::Adopted => {
-                            let adopted = run.adopted.expect("an adopted value was read");
-                            match run.mine {
-                                Some(Some(mine)) if run.adopted_mine => {
+                            let adopted = adopted.expect("an adopted value was read");
+                            match mine {
+                                Some(Some(mine)) if adopted_mine => {
                                     assert_eq!(
                                         adopted, mine.value,
                                         "lemma (own adoption): my buffer's key names my value"
@@ -651,21 +708,20 @@ impl Leader {
             }
         }
         self.buf = cmds;
-        while let Some(value) = self.decided.remove(&self.prefix) {
+        while let Some(value) = self.decided.take_first(self.prefix) {
             progress.apply.push((self.prefix, value));
             self.prefix += 1;
         }
         assert!(
-            self.decided.keys().all(|&s| s > self.prefix),
+            self.decided.first().is_none_or(|s| s > self.prefix),
             "decided slots above the prefix wait for the gap below them"
         );
-        progress
     }
 
     /// Whether `slot` must be filled with a no-op now: something above it was adopted or
     /// decided (recovery), so waiting for a client value would leave a hole.
     fn fill_below(&self, slot: u64) -> bool {
-        self.decided.range(slot + 1..).next().is_some()
+        self.decided.last().is_some_and(|s| s > slot)
             || self
                 .window
                 .range(slot + 1..)

@@ -249,6 +249,8 @@ pub struct Replica {
     /// Per epoch: local acceptor words of the slots from `next_apply` on (refreshed every
     /// turn).
     words: Vec<BTreeMap<u64, u64>>,
+    /// `words` holds no slot below this.
+    words_from: u64,
     last_progress: u64,
     /// Since when catch-ups of the next slot find a value accepted but no majority.
     stuck_since: Option<u64>,
@@ -259,6 +261,8 @@ pub struct Replica {
     repair: Option<Box<Leader>>,
     /// Per unapplied slot: what I wrote into my value buffers (see [`Written`]).
     written: BTreeMap<u64, Written>,
+    /// Cleared `Written`s of applied slots, for the next slots written.
+    spare_written: crate::spare::Spare<Written>,
     catch_up: Option<CatchUp>,
     reads: VecDeque<ValueRead>,
     /// Per read bank: the gets of an abandoned read that may still land (bit 0: the
@@ -283,6 +287,7 @@ pub struct Replica {
     /// commands on their way to [`Replica::issue`], operations on their way to the queue,
     /// a value's words on their way to its puts.
     cmd_buf: Vec<(leader::SlotAt, crate::slot::SlotCommand)>,
+    progress: leader::Progress,
     op_buf: Vec<Op>,
     value_buf: Vec<u64>,
     /// Every value this replica proposed (as leader).
@@ -364,11 +369,13 @@ impl Replica {
             term: 0,
             ballot_floor: vec![0; epochs],
             words: vec![BTreeMap::new(); epochs],
+            words_from: 0,
             last_progress: 0,
             stuck_since: None,
             streak: false,
             repair: None,
             written: BTreeMap::new(),
+            spare_written: Default::default(),
             catch_up: None,
             reads: VecDeque::new(),
             poisoned: vec![0; banks],
@@ -380,6 +387,7 @@ impl Replica {
             shutting_down: false,
             results: Vec::new(),
             cmd_buf: Vec::new(),
+            progress: leader::Progress::default(),
             op_buf: Vec::new(),
             value_buf: Vec::new(),
             next_apply: 0,
@@ -588,7 +596,13 @@ impl Replica {
         self.applied.push((slot, bytes));
         self.applied_at.push(self.now);
         self.next_apply += 1;
-        self.written.remove(&slot); // a leader writes only slots it has not applied
+        // A leader writes only slots it has not applied.
+        if let Some(mut w) = self.written.remove(&slot) {
+            w.content.clear();
+            (w.ever, w.len, w.holds) = (0, 0, 0);
+            assert_eq!(w, Written::default(), "a spare record is a new one");
+            self.spare_written.keep(w);
+        }
         self.members_moved();
         self.stuck_since = None;
         self.repair = None;

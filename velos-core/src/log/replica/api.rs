@@ -110,6 +110,21 @@ impl Replica {
         entries
     }
 
+    /// [`Replica::take_committed`] as a draining iterator: the room of the replica's
+    /// vector is kept, so that taking the entries of every step allocates nothing.
+    pub fn drain_committed(&mut self) -> impl Iterator<Item = (u64, Vec<u8>)> + '_ {
+        self.applied_at.clear();
+        let floor = self.installs.last().copied().unwrap_or(0);
+        self.applied
+            .drain(..)
+            .filter(move |&(slot, _)| slot >= floor)
+    }
+
+    /// [`Replica::take_results`] as a draining iterator (no allocation).
+    pub fn drain_results(&mut self) -> impl Iterator<Item = (u64, Result<u64, ProposeError>)> + '_ {
+        self.results.drain(..)
+    }
+
     /// Outcomes of proposals since the last call: `(id, Ok(slot))` or why it was lost.
     pub fn take_results(&mut self) -> Vec<(u64, Result<u64, ProposeError>)> {
         std::mem::take(&mut self.results)

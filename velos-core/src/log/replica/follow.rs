@@ -215,7 +215,8 @@ impl Replica {
         let words = &self.words[0];
         let room = self.room();
         repair.open_slots(&self.config, room, |s| words.get(&s).copied(), &mut cmds);
-        let progress = repair.step(&self.config, &mut cmds);
+        let mut progress = crate::log::leader::Progress::default();
+        repair.step(&self.config, &mut cmds, &mut progress);
         assert!(
             progress.committed.is_empty(),
             "a repair proposes no client value"

@@ -73,7 +73,10 @@ impl Replica {
                     words.extend(word_iter(&value.bytes));
                     let begin = self.shape.value_stamp(acceptor, me, s);
                     let end = self.shape.value_end_stamp(acceptor, me, s);
-                    let w = self.written.entry(slot).or_default();
+                    let spare = &mut self.spare_written;
+                    let w = self.written.entry(slot).or_insert_with(|| {
+                        spare.take().unwrap_or_default() // kept cleared
+                    });
                     let bit = 1 << acceptor;
                     let same = w.len == len && w.content == *words;
                     let links = &mut self.links;
@@ -167,31 +170,35 @@ impl Replica {
             leader.pending.push_back(Proposal { id, value });
         }
         let mut cmds = std::mem::take(&mut self.cmd_buf);
+        let mut progress = std::mem::take(&mut self.progress);
         let words = &self.words[0];
         // Rule (decide-under-lease): without the lease, nothing is opened, filled or adopted.
-        let progress = if self.lease.may_decide(self.now) {
+        if self.lease.may_decide(self.now) {
             let room = self.room();
-            leader.open_slots(&self.config, room, |s| words.get(&s).copied(), &mut cmds);
-            leader.step(&self.config, &mut cmds)
-        } else {
-            Default::default()
-        };
+            let seed = |s| words.get(&s).copied();
+            leader.open_slots(&self.config, room, seed, &mut cmds);
+            leader.step(&self.config, &mut cmds, &mut progress);
+            // The slots decided just now make room: prepare the next ones in this turn, not
+            // the next (one turn less per decision; the turn loaded their seeds).
+            leader.open_slots(&self.config, room, seed, &mut cmds);
+        }
         self.role = Role::Leader(leader);
         self.moved |= progress.moved || !cmds.is_empty();
         self.issue(term, &mut cmds);
         self.cmd_buf = cmds;
-        for (slot, value) in progress.apply {
+        for (slot, value) in progress.apply.drain(..) {
             self.apply(slot, value);
         }
         let now = self.now;
         let acknowledged = progress.committed.iter().map(|&(_, slot)| (slot, now));
         self.acknowledged.extend(acknowledged);
-        self.results.extend(
-            progress
-                .committed
-                .into_iter()
-                .map(|(id, slot)| (id, Ok(slot))),
-        );
+        let committed = progress
+            .committed
+            .drain(..)
+            .map(|(id, slot)| (id, Ok(slot)));
+        self.results.extend(committed);
+        progress.moved = false;
+        self.progress = progress;
         if matches!(&self.role, Role::Leader(l) if l.overtaken) {
             self.step_down(); // the log moved on without me: copy a snapshot first
             return;

@@ -112,8 +112,12 @@ impl Replica {
             end = end.min(u64::from(self.config.slots));
         }
         let next = self.next_apply;
-        for words in &mut self.words {
-            words.retain(|&s, _| s >= next);
+        if self.words_from != next {
+            // Words of applied slots are of no use any more.
+            for words in &mut self.words {
+                words.retain(|&s, _| s >= next);
+            }
+            self.words_from = next;
         }
         let layout = self.config.layout;
         if let Role::Leader(l) = &self.role {
