@@ -38,7 +38,7 @@ pub struct OpsPerDecision {
     pub gets: f64,
     /// Work requests: puts, atomics and gets, each one on a NIC.
     pub work_requests: f64,
-    /// Completion tests.
+    /// Completion tests (`Test`, `TestLoad`).
     pub tests: f64,
     /// CPU loads (local acceptor words, CAS results).
     pub loads: f64,
@@ -173,7 +173,7 @@ fn count(counts: &mut [u64; 8], op: &Op) {
         Op::Put { .. } | Op::PutInline { .. } => 0,
         Op::Atomic { .. } => 1,
         Op::Get { .. } => 2,
-        Op::Test { .. } => 3,
+        Op::Test { .. } | Op::TestLoad { .. } => 3,
         Op::Load { .. } => 4,
         Op::Now => 5,
         Op::Pause { .. } => 6,

@@ -112,6 +112,19 @@ pub enum Op {
         /// The tag tested.
         work_id: WorkId,
     },
+    /// rdmawait `test` and, once the work id is complete, a CPU `Load` of `loc` in the same
+    /// step (ours: a remote atomic's old value as it completes, one step instead of a
+    /// `test` and then a load). Replies [`Reply::Done`] while an earlier remote operation
+    /// with this work id is incomplete (consuming nothing); once every one is complete, the
+    /// failure among them as `test` reports it, else the word at `loc` as `Load` reads it.
+    /// Meant for a word only this thread's operations with that work id write (a remote
+    /// atomic's result cell): then nothing can change it between the two halves.
+    TestLoad {
+        /// The tag tested.
+        work_id: WorkId,
+        /// The word loaded once it is complete (on the thread's node).
+        loc: Loc,
+    },
     /// rdmawait `wait_any` (ours, like polling a completion queue until one of several
     /// operations completes): blocks until, for some bit i of `mask`, every earlier remote
     /// operation with work id `base + i` is complete, and replies `Value(i)` for the lowest
@@ -191,6 +204,7 @@ impl Op {
             | Op::Mfence
             | Op::Wait { .. }
             | Op::Test { .. }
+            | Op::TestLoad { .. }
             | Op::WaitAny { .. }
             | Op::Poll { .. }
             | Op::GlobalFence { .. }

@@ -37,8 +37,9 @@ pub trait Process: Clone + Eq + Hash + Debug + Send + 'static {
         true
     }
 
-    /// Whether this process may ever use [`Op::Test`](crate::Op::Test) or
-    /// [`Op::WaitAny`](crate::Op::WaitAny), whose replies depend on *when* an operation
+    /// Whether this process may ever use [`Op::Test`](crate::Op::Test),
+    /// [`Op::TestLoad`](crate::Op::TestLoad) or [`Op::WaitAny`](crate::Op::WaitAny), whose
+    /// replies depend on *when* an operation
     /// completes. The explorer treats a put's completion as invisible only in processes
     /// that never do; the default is the safe answer.
     fn tests_completions(&self) -> bool {

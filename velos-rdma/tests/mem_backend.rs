@@ -540,6 +540,56 @@ fn test_is_a_non_blocking_wait() {
 }
 
 #[test]
+fn test_load_is_a_test_and_then_a_load() {
+    for fabric in fabrics(2) {
+        let mut endpoint = fabric.endpoint(NodeId(0));
+        let cell = w(0, 1);
+        assert_eq!(
+            endpoint.execute(&Op::TestLoad {
+                work_id: D,
+                loc: cell
+            }),
+            Reply::Value(0),
+            "nothing posted: complete, the cell as it is"
+        );
+        let cas = Op::Atomic {
+            local: cell,
+            remote: w(1, 0),
+            rmw: Rmw::Cas {
+                expected: 0,
+                new: 9,
+            },
+            work_id: D,
+        };
+        assert_eq!(endpoint.execute(&cas), Reply::Done);
+        let old = loop {
+            match endpoint.execute(&Op::TestLoad {
+                work_id: D,
+                loc: cell,
+            }) {
+                Reply::Done => std::thread::yield_now(), // not complete yet
+                reply => break reply,
+            }
+        };
+        assert_eq!(old, Reply::Value(0), "the CAS's old value");
+        assert_eq!(fabric.read(w(1, 0)), Ok(9));
+    }
+    // A failure is reported as `test` reports it, once; then the cell is loaded.
+    let fabric = MemFabric::new(Layout::uniform(2, 8), Mode::Inline);
+    let mut endpoint = fabric.endpoint(NodeId(0));
+    endpoint.execute(&put_inline(w(1, 100), 7, D));
+    let test_load = Op::TestLoad {
+        work_id: D,
+        loc: w(0, 2),
+    };
+    assert!(matches!(
+        endpoint.execute(&test_load),
+        Reply::Failed(RdmaError::WorkFailed { .. })
+    ));
+    assert_eq!(endpoint.execute(&test_load), Reply::Value(0));
+}
+
+#[test]
 fn wait_any_returns_the_first_complete_work_id() {
     for fabric in fabrics(3) {
         let mut endpoint = fabric.endpoint(NodeId(0));

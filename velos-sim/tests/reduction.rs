@@ -480,7 +480,7 @@ fn random_op(rng: &mut Rng, node: u16, nodes: u16) -> Op {
     );
     let work_id = WorkId(1 + rng.below(3) as u32);
     let value = 1 + rng.below(2);
-    match rng.below(14) {
+    match rng.below(15) {
         0 => Op::Load { loc: local },
         1 => Op::Store { loc: local, value },
         2 => Op::Cas {
@@ -525,6 +525,10 @@ fn random_op(rng: &mut Rng, node: u16, nodes: u16) -> Op {
         },
         11 => Op::Rfence { node: remote.node },
         12 => Op::GlobalFence { node: remote.node },
+        13 => Op::TestLoad {
+            work_id,
+            loc: local,
+        },
         _ => Op::Atomic {
             local,
             remote,
@@ -541,7 +545,10 @@ fn declare(machine: &mut Machine<Script>, programs: &[(u16, Vec<Op>)]) {
     for (t, (_, ops)) in programs.iter().enumerate() {
         for op in ops {
             let (locs, atomic_remote): (Vec<Loc>, Option<Loc>) = match *op {
-                Op::Load { loc } | Op::Store { loc, .. } | Op::Cas { loc, .. } => (vec![loc], None),
+                Op::Load { loc }
+                | Op::Store { loc, .. }
+                | Op::Cas { loc, .. }
+                | Op::TestLoad { loc, .. } => (vec![loc], None),
                 Op::Put { remote, local, .. } | Op::Get { local, remote, .. } => {
                     (vec![remote, local], None)
                 }

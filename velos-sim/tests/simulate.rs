@@ -303,6 +303,68 @@ fn test_reports_completion_without_blocking() {
     );
 }
 
+/// `test_load` never blocks: `Done` while the get is pending (the register keeps its 0),
+/// then the word the get brought (and, towards a hung node, never).
+#[test]
+fn test_load_replies_the_word_once_complete() {
+    use velos_sim::litmus::program::Action;
+    let local = Loc::word(NodeId(0), 1);
+    let test_load = |reg| Compiled {
+        action: Action::Op(Op::TestLoad {
+            work_id: W,
+            loc: local,
+        }),
+        reg: Some(reg),
+    };
+    let program = |crash: bool| {
+        let mut machine = Machine::new(&velos_rdma::Layout::uniform(2, 4));
+        let mut code = vec![];
+        if !crash {
+            code.push(Compiled::op(Op::PutInline {
+                remote: Loc::word(NodeId(1), 0),
+                value: 5,
+                work_id: WorkId(9),
+            }));
+            code.push(Compiled::op(Op::Wait { work_id: WorkId(9) }));
+        }
+        code.extend([
+            Compiled::op(Op::Get {
+                local,
+                remote: Loc::word(NodeId(1), 0),
+                work_id: W,
+            }),
+            test_load(0),
+        ]);
+        // 5 µs of local loads: far more than a get's round trip.
+        code.extend((0..1000).map(|_| {
+            Compiled::op(Op::Load {
+                loc: Loc::word(NodeId(0), 3),
+            })
+        }));
+        code.push(test_load(1));
+        machine.spawn(NodeId(0), LitmusThread::new(code, 2));
+        let mut config = SimConfig::new(5, LatencyModel::generic());
+        if crash {
+            config.faults.push(crash_of(1, 0, CrashMode::Hang));
+        }
+        let mut sim = Simulator::new(machine, config);
+        sim.run(u64::MAX, 10_000);
+        let thread = &sim.machine().threads[0];
+        assert_eq!(thread.next, Next::Finished, "test_load never blocks");
+        thread.process.regs.clone()
+    };
+    assert_eq!(
+        program(false),
+        vec![0, 5],
+        "pending, then the word the get brought"
+    );
+    assert_eq!(
+        program(true),
+        vec![0, 0],
+        "towards a hung node: pending for ever"
+    );
+}
+
 /// `wait_any` returns the first work id whose operations are complete, and blocks while
 /// none is (towards a hung node, forever).
 #[test]

@@ -101,9 +101,7 @@ enum Then {
     Ignore,
     Clock,
     HeartbeatTest(u16),
-    HeartbeatValue(u16),
     CasTest(u16),
-    CasValue(u16),
     LocalWord(u64, u32),
     CatchUpTest(u16),
     CatchUpValue(u16, u32),
@@ -460,45 +458,15 @@ impl Replica {
         match then {
             Then::Ignore => {}
             Then::Clock => self.turn(value.expect("the clock replies a value")),
+            // The heartbeat read towards `a`: its word as it completes (`TestLoad`).
             Then::HeartbeatTest(a) => match reply {
-                Reply::Value(1) => {
-                    let loc = self.scratch.heartbeat(a);
-                    self.op_first(Op::Load { loc }, Then::HeartbeatValue(a));
-                }
+                Reply::Value(word) => self.heartbeat_read(a, word),
                 Reply::Failed(_) => self.heartbeat_asked[usize::from(a)] = false,
                 _ => {}
             },
-            Then::HeartbeatValue(a) => {
-                assert!(
-                    self.heartbeat_asked[usize::from(a)],
-                    "Ω-fresh: a read was out"
-                );
-                let word = value.expect("a load");
-                self.omega.observe(a, word, self.now);
-                let beat = Heartbeat::of(word);
-                let p = &mut self.points[usize::from(a)];
-                *p = (*p).max(beat.point); // points only grow
-                if self.is_leader() {
-                    let issued = self.heartbeat_issued[usize::from(a)];
-                    let trusts_me = (beat.trust == Some(self.me)).then_some(beat.version);
-                    self.lease.observed(a, trusts_me, issued, self.now);
-                }
-                // Rule (Ω-fresh): the next read goes out at once (the scratch word was
-                // just loaded), so a counter is sampled once per round trip, not every
-                // other heartbeat period; it stays asked.
-                let get = Op::Get {
-                    local: self.scratch.heartbeat(a),
-                    remote: self.shape.heartbeat(a),
-                    work_id: ids::heartbeat(a),
-                };
-                self.heartbeat_issued[usize::from(a)] = self.now;
-                self.op_first(get, Then::Ignore);
-            }
+            // The oldest CAS towards `a`: its old value as it completes (`TestLoad`).
             Then::CasTest(a) => match reply {
-                Reply::Value(1) => {
-                    let (_, loc) = self.links.oldest(a).expect("a CAS in flight");
-                    self.op_first(Op::Load { loc }, Then::CasValue(a));
-                }
+                Reply::Value(actual) => self.cas_completed(a, actual),
                 Reply::Failed(_) => {
                     self.reap_puts = true;
                     // A CAS given up already was reported lost then.
@@ -511,20 +479,6 @@ impl Replica {
                 }
                 _ => {}
             },
-            Then::CasValue(a) => {
-                let actual = value.expect("a load");
-                self.moved = true;
-                let Some(tag) = self.links.complete(a) else {
-                    return; // given up already: reported lost, counted neither way
-                };
-                let mut cmds = std::mem::take(&mut self.cmd_buf);
-                let config = &self.config;
-                if let Some(l) = leading::proposer_in(&mut self.role, &mut self.repair, tag.term) {
-                    l.on_cas(config, (tag.slot, a, tag.id), actual, &mut cmds);
-                }
-                self.issue(tag.term, &mut cmds);
-                self.cmd_buf = cmds;
-            }
             Then::LocalWord(slot, e) => {
                 let word = value.unwrap_or_else(|| panic!("a load of a local word: {reply:?}"));
                 self.words[e as usize].insert(slot, word);
@@ -573,6 +527,49 @@ impl Replica {
                 }
             }
         }
+    }
+
+    /// The heartbeat read towards replica `a` completed: its word is `word`.
+    fn heartbeat_read(&mut self, a: u16, word: u64) {
+        assert!(
+            self.heartbeat_asked[usize::from(a)],
+            "Ω-fresh: a read was out"
+        );
+        self.omega.observe(a, word, self.now);
+        let beat = Heartbeat::of(word);
+        let p = &mut self.points[usize::from(a)];
+        *p = (*p).max(beat.point); // points only grow
+        if self.is_leader() {
+            let issued = self.heartbeat_issued[usize::from(a)];
+            let trusts_me = (beat.trust == Some(self.me)).then_some(beat.version);
+            self.lease.observed(a, trusts_me, issued, self.now);
+        }
+        // Rule (Ω-fresh): the next read goes out at once (the scratch word was
+        // just loaded), so a counter is sampled once per round trip, not every
+        // other heartbeat period; it stays asked.
+        let get = Op::Get {
+            local: self.scratch.heartbeat(a),
+            remote: self.shape.heartbeat(a),
+            work_id: ids::heartbeat(a),
+        };
+        self.heartbeat_issued[usize::from(a)] = self.now;
+        self.op_first(get, Then::Ignore);
+    }
+
+    /// The oldest CAS towards acceptor `a` completed: the word held `actual`.
+    fn cas_completed(&mut self, a: u16, actual: u64) {
+        self.moved = true;
+        let Some(tag) = self.links.complete(a) else {
+            return; // given up already: reported lost, counted neither way
+        };
+        let mut cmds = std::mem::take(&mut self.cmd_buf);
+        let config = &self.config;
+        if let Some(l) = leading::proposer_in(&mut self.role, &mut self.repair, tag.term) {
+            l.on_cas(config, (tag.slot, a, tag.id), actual, &mut cmds);
+        }
+        self.issue(tag.term, &mut cmds);
+        self.cmd_buf = cmds;
+        assert!(self.cmd_buf.is_empty(), "every slot command was issued");
     }
 
     fn apply(&mut self, slot: u64, value: Value) {

@@ -269,6 +269,10 @@ impl<'f> MemEndpoint<'f> {
             Op::Wait { work_id } => done(self.wait(work_id)),
             Op::WaitAny { base, mask } => self.wait_any(base, mask).map(Reply::Value),
             Op::Test { work_id } => self.test(work_id).map(|c| Reply::Value(u64::from(c))),
+            Op::TestLoad { work_id, loc } => match self.test(work_id)? {
+                false => Ok(Reply::Done),
+                true => Ok(Reply::Value(self.local_word(loc)?.load(Ordering::SeqCst))),
+            },
             Op::Poll { node } => done(self.poll(node)),
             // Queue pairs already run one operation at a time, in order.
             Op::Rfence { node } => done(self.queue_pair(node).map(drop)),

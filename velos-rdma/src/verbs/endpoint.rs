@@ -449,6 +449,10 @@ impl<'f> VerbsEndpoint<'f> {
             Op::Wait { work_id } => done(self.wait(work_id)),
             Op::WaitAny { base, mask } => self.wait_any(base, mask).map(Reply::Value),
             Op::Test { work_id } => self.test(work_id).map(|c| Reply::Value(u64::from(c))),
+            Op::TestLoad { work_id, loc } => match self.test(work_id)? {
+                false => Ok(Reply::Done),
+                true => Ok(Reply::Value(self.local_word(loc)?.load(Ordering::SeqCst))),
+            },
             Op::Poll { node } => done(self.poll(node)),
             Op::Rfence { node } => {
                 let target = self.queue_pair(node)?;

@@ -58,9 +58,12 @@ impl LitmusThread {
         let polls = code
             .iter()
             .any(|c| matches!(c.action, Action::Op(Op::Poll { .. })));
-        let tests = code
-            .iter()
-            .any(|c| matches!(c.action, Action::Op(Op::Test { .. } | Op::WaitAny { .. })));
+        let tests = code.iter().any(|c| {
+            matches!(
+                c.action,
+                Action::Op(Op::Test { .. } | Op::TestLoad { .. } | Op::WaitAny { .. })
+            )
+        });
         let code: std::sync::Arc<[Compiled]> = code.into();
         LitmusThread {
             code: code.into(),

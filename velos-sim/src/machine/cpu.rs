@@ -158,6 +158,14 @@ impl<P: Process> Machine<P> {
                     Some(e) => Reply::Failed(e),
                 }
             }
+            Op::TestLoad { work_id, .. } if self.work_pending(t, work_id) => Reply::Done,
+            Op::TestLoad { work_id, loc } => match self.take_failures(t, work_id) {
+                Some(e) => Reply::Failed(e),
+                None => match self.check_local(node, loc) {
+                    Err(e) => Reply::Failed(e),
+                    Ok(()) => Reply::Value(self.tso_read(t, loc)),
+                },
+            },
             Op::Test { work_id } if self.work_pending(t, work_id) => Reply::Value(0),
             Op::Test { work_id } => match self.take_failures(t, work_id) {
                 None => Reply::Value(1),

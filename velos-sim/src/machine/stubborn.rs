@@ -330,6 +330,15 @@ impl<P: Process> Obligations<'_, P> {
             Op::Test { work_id } if m.work_pending(t, work_id) => {
                 self.completers(t, work_id, out);
             }
+            // A test and, once complete, a load: both dependencies.
+            Op::TestLoad { work_id, loc } => {
+                if m.work_pending(t, work_id) {
+                    self.completers(t, work_id, out);
+                }
+                if local(loc) {
+                    self.accessors(loc, Access::Read, &[Agent::Sb(t)], out);
+                }
+            }
             // Its reply is the lowest complete bit: a lower bit completing changes it.
             Op::WaitAny { base, mask } => {
                 let first = m

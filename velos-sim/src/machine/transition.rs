@@ -180,7 +180,11 @@ impl<P: Process> Machine<P> {
         match *op {
             Op::Cas { .. } | Op::Mfence => thread.sb.is_empty(),
             Op::Wait { work_id } => !self.work_pending(t, work_id),
-            Op::Test { .. } | Op::Now | Op::Pause { .. } | Op::SetWriteAccess { .. } => true,
+            Op::Test { .. }
+            | Op::TestLoad { .. }
+            | Op::Now
+            | Op::Pause { .. }
+            | Op::SetWriteAccess { .. } => true,
             Op::WaitAny { base, mask } => self.first_complete(t, base, mask).is_some(),
             Op::Poll { node } => match self.qps.get(self.qp_index(t, node)) {
                 Some(qp) => matches!(

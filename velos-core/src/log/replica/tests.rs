@@ -245,6 +245,7 @@ fn turn_replying(r: &mut Replica, now: u64, mut reply: impl FnMut(&Op) -> Reply)
     }
 }
 
+/// Loads read 0, tests find nothing complete (`TestLoad`: `Done`), the rest is done.
 fn neutral(op: &Op) -> Reply {
     match op {
         Op::Load { .. } | Op::Test { .. } => Reply::Value(0),
@@ -261,7 +262,7 @@ fn after_a_failed_cas_the_puts_work_id_is_tested_each_heartbeat_until_complete()
     assert!(r.is_leader());
     // Every CAS test fails: the acceptors' queue pairs broke (a crash, on the mem backend).
     let cas = |op: &Op| match op {
-        Op::Test { work_id } if work_id.0 >= ids::CAS => {
+        Op::TestLoad { work_id, .. } if work_id.0 >= ids::CAS => {
             Reply::Failed(velos_rdma::RdmaError::RemoteCrashed { node: NodeId(1) })
         }
         other => neutral(other),

@@ -30,12 +30,9 @@ impl Replica {
             let me = self.me;
             for a in (0..self.config.replicas).filter(|&a| a != me) {
                 if self.heartbeat_asked[usize::from(a)] {
-                    self.op(
-                        Op::Test {
-                            work_id: ids::heartbeat(a),
-                        },
-                        Then::HeartbeatTest(a),
-                    );
+                    let work_id = ids::heartbeat(a);
+                    let loc = self.scratch.heartbeat(a);
+                    self.op(Op::TestLoad { work_id, loc }, Then::HeartbeatTest(a));
                 } else {
                     self.heartbeat_asked[usize::from(a)] = true;
                     self.heartbeat_issued[usize::from(a)] = now;
@@ -61,8 +58,8 @@ impl Replica {
         self.answer_reads();
         for a in 0..self.config.replicas {
             // The oldest CAS towards each acceptor (a queue pair completes in order).
-            if let Some((work_id, _)) = self.links.oldest(a) {
-                self.op(Op::Test { work_id }, Then::CasTest(a));
+            if let Some((work_id, loc)) = self.links.oldest(a) {
+                self.op(Op::TestLoad { work_id, loc }, Then::CasTest(a));
             }
         }
         if let Some(c) = &self.catch_up {
