@@ -588,13 +588,15 @@ impl Leader {
     }
 
     /// Settles outcomes: decided slots leave the window (and are applied in order),
-    /// aborted ones prepare again above everything seen, promised ones get a value (a
+    /// aborted ones prepare again above everything seen (once no link is congested:
+    /// `may_retry`), promised ones get a value (a
     /// client's, or a no-op below an adopted slot).
     pub(super) fn step(
         &mut self,
         config: &LogConfig,
         out: &mut Vec<(SlotAt, SlotCommand)>,
         progress: &mut Progress,
+        may_retry: bool,
     ) {
         assert!(
             progress.apply.is_empty() && progress.committed.is_empty() && !progress.moved,
@@ -648,6 +650,16 @@ impl Leader {
                 Outcome::Aborted if self.repair => {
                     // A leader is likely working on the slot: let it, rather than duel.
                     self.gave_up = true;
+                }
+                Outcome::Aborted if !may_retry => {
+                    // Rule (no retry into a congested link): CASes wait for cells on some
+                    // link, so a retry now would queue behind them; every retry posted
+                    // into a backlog grew it (a CAS built on a failed one's hope fails
+                    // too) faster than the link drained it, and the log stopped for good.
+                    // The ballot still moves above the aborted one (see the lemma).
+                    let run = &self.window[&slot];
+                    let e = run.epoch as usize;
+                    self.ballots[e] = self.ballots[e].max(run.proposer.proposal() + 1);
                 }
                 Outcome::Aborted => {
                     let run = self.window.get_mut(&slot).expect("present");

@@ -143,6 +143,11 @@ impl Links {
         }
     }
 
+    /// Whether operations towards some acceptor wait for a free cell.
+    pub(super) fn any_congested(&self) -> bool {
+        self.links.iter().any(|l| !l.backlog.is_empty())
+    }
+
     /// The work id and result word of the oldest CAS in flight towards `a`.
     pub(super) fn oldest(&self, a: u16) -> Option<(WorkId, Loc)> {
         let &(cell, _) = self.links[usize::from(a)].in_flight.front()?;

@@ -216,7 +216,7 @@ impl Replica {
         let room = self.room();
         repair.open_slots(&self.config, room, |s| words.get(&s).copied(), &mut cmds);
         let mut progress = crate::log::leader::Progress::default();
-        repair.step(&self.config, &mut cmds, &mut progress);
+        repair.step(&self.config, &mut cmds, &mut progress, true); // a repair gives up
         assert!(
             progress.committed.is_empty(),
             "a repair proposes no client value"

@@ -177,7 +177,8 @@ impl Replica {
             let room = self.room();
             let seed = |s| words.get(&s).copied();
             leader.open_slots(&self.config, room, seed, &mut cmds);
-            leader.step(&self.config, &mut cmds, &mut progress);
+            let may_retry = !self.links.any_congested();
+            leader.step(&self.config, &mut cmds, &mut progress, may_retry);
             // The slots decided just now make room: prepare the next ones in this turn, not
             // the next (one turn less per decision; the turn loaded their seeds).
             leader.open_slots(&self.config, room, seed, &mut cmds);
