@@ -38,6 +38,14 @@ fn quick_embed_prints_its_fields() {
         }
         assert!(json[system]["cpu_ns_per_decision_basis"].is_string());
     }
+    for key in ["submit_p50_us", "submit_p99_us"] {
+        assert!(
+            json["velos"][key].is_number(),
+            "velos.{key}: {}",
+            json["velos"][key]
+        );
+    }
+    assert_eq!(json["submit_runs"].as_array().map(Vec::len), Some(1));
     for key in ["ratio_1client", "ratio_many"] {
         assert!(json[key].is_number(), "{key}: {}", json[key]);
     }

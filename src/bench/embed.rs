@@ -6,8 +6,9 @@
 //! decision.
 //!
 //! Each repeat runs the four measurements (Velos and OmniPaxos, one client and many) one
-//! after the other, never at once, so that the two systems see the same machine; the
-//! report gives the medians over the repeats.
+//! after the other, never at once, so that the two systems see the same machine, then
+//! the round trip of `velos::embed::Cluster::submit` from a client thread
+//! (`embed/submit.rs`); the report gives the medians over the repeats.
 //!
 //! # CPU per decision
 //! Three numbers, all CPU time (not wall time) divided by the decisions of the measured
@@ -30,6 +31,7 @@
 mod omnipaxos;
 mod output;
 mod report;
+mod submit;
 #[cfg(test)]
 mod tests;
 mod velos;
@@ -42,6 +44,7 @@ pub use report::{EmbedReport, SystemSummary, TargetCheck};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
+pub use submit::SubmitRun;
 
 /// Bytes of every command: an 8-byte counter (Velos proposes it as a byte vector,
 /// OmniPaxos as a `u64` entry, which it copies without allocating).
@@ -98,8 +101,8 @@ impl Workload {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum FollowerIdle {
-    /// The in-process backend's pause: yielding in a loop until the time has passed (the
-    /// follower's thread stays runnable).
+    /// The in-process backend's pause (its idle back-off: spinning, then yielding, then
+    /// sleeping through pauses once the follower has been idle a while).
     Spin,
     /// The benchmark's driver sleeps through the pause (the thread leaves the CPU).
     Sleep,
@@ -142,13 +145,16 @@ pub struct EmbedConfig {
     pub omnipaxos_tick_ns: u64,
     /// OmniPaxos: ticks before an election timeout (`election_tick_timeout`).
     pub omnipaxos_election_ticks: u64,
+    /// `Cluster::submit` round trips timed per repeat (after `warmup_commits` untimed).
+    pub submits: u64,
 }
 
 impl EmbedConfig {
     /// The full run: 5 repeats, 200 000 commits per one-client run and 500 000 per
     /// many-client run (64 outstanding) after 5 000 of warm-up; Velos with the engine's
     /// default pipeline (4 slots), idle pauses of 20 µs, followers idling as the backend
-    /// does; OmniPaxos ticked every millisecond, an election timeout of 10 ticks.
+    /// does; OmniPaxos ticked every millisecond, an election timeout of 10 ticks; 20 000
+    /// timed submits.
     pub fn full() -> EmbedConfig {
         EmbedConfig {
             repeats: 5,
@@ -161,6 +167,7 @@ impl EmbedConfig {
             velos_follower_idle: FollowerIdle::Spin,
             omnipaxos_tick_ns: 1_000_000,
             omnipaxos_election_ticks: 10,
+            submits: 20_000,
         }
     }
 
@@ -171,6 +178,7 @@ impl EmbedConfig {
             commits_1client: 2_000,
             commits_many: 5_000,
             warmup_commits: 200,
+            submits: 1_000,
             ..EmbedConfig::full()
         }
     }
@@ -183,6 +191,7 @@ impl EmbedConfig {
             "at least one commit per run"
         );
         anyhow::ensure!(self.outstanding > 0, "at least one outstanding command");
+        anyhow::ensure!(self.submits > 0, "at least one timed submit");
         // The engine keeps 4 CAS cells per pipelined slot and 4 more per acceptor, at most
         // 64 (velos_core::log::LogConfig::cas_cells).
         anyhow::ensure!(
@@ -344,33 +353,64 @@ pub fn run_one(
     Ok(window.result(system, workload, repeat))
 }
 
-/// Runs every repeat of the four measurements, one at a time, showing a progress bar on
-/// stderr when `progress` is set.
+/// A measurement of [`run`].
+enum Job {
+    /// One system, one workload.
+    Run(usize, Workload, System),
+    /// `Cluster::submit` round trips.
+    Submit(usize),
+}
+
+/// What a [`Job`] measured.
+enum Measured {
+    Run(RunResult),
+    Submit(SubmitRun),
+}
+
+/// Runs every repeat of the four measurements and the submit round trips, one at a time,
+/// showing a progress bar on stderr when `progress` is set.
 pub fn run(config: &EmbedConfig, progress: bool) -> anyhow::Result<EmbedReport> {
     config.check()?;
     let start = Instant::now();
-    let jobs: Vec<(usize, Workload, System)> = (0..config.repeats)
+    let jobs: Vec<Job> = (0..config.repeats)
         .flat_map(|r| {
             [Workload::One, Workload::Many]
                 .into_iter()
-                .flat_map(move |w| System::ALL.into_iter().map(move |s| (r, w, s)))
+                .flat_map(move |w| System::ALL.into_iter().map(move |s| Job::Run(r, w, s)))
+                .chain([Job::Submit(r)])
         })
         .collect();
     // One job at a time: the systems must not compete for the cores.
-    let runs = run_jobs(
+    let measured = run_jobs(
         &jobs,
         1,
         progress,
         "",
-        |&(r, w, s)| format!(" {} {} (repeat {})", s.name(), w.name(), r + 1),
-        |&(r, w, s)| {
-            run_one(config, s, w, r)
-                .with_context(|| format!("{} {} repeat {}", s.name(), w.name(), r + 1))
+        |job| match *job {
+            Job::Run(r, w, s) => format!(" {} {} (repeat {})", s.name(), w.name(), r + 1),
+            Job::Submit(r) => format!(" velos submit (repeat {})", r + 1),
+        },
+        |job| match *job {
+            Job::Run(r, w, s) => run_one(config, s, w, r)
+                .map(Measured::Run)
+                .with_context(|| format!("{} {} repeat {}", s.name(), w.name(), r + 1)),
+            Job::Submit(r) => submit::measure(config, r)
+                .map(Measured::Submit)
+                .with_context(|| format!("velos submit repeat {}", r + 1)),
         },
     )?;
+    let (mut runs, mut submits) = (Vec::new(), Vec::new());
+    for m in measured {
+        match m {
+            Measured::Run(r) => runs.push(r),
+            Measured::Submit(s) => submits.push(s),
+        }
+    }
+    assert_eq!(submits.len(), config.repeats, "one submit run per repeat");
     Ok(EmbedReport::new(
         config.clone(),
         runs,
+        submits,
         start.elapsed().as_secs_f64(),
     ))
 }

@@ -276,9 +276,10 @@ impl<S: StateMachine> Driver<S> {
                 }));
             }
         }
+        let members = replica.members_at(self.slots_applied);
         while self.in_flight.len() < self.max_in_flight
             && self.queue.due(&self.packing, now_ns)
-            && !self.followers_behind()
+            && !self.followers_behind(members)
         {
             let Some((entry, mut commands)) = self.queue.pack(&self.packing) else {
                 break;
@@ -316,20 +317,35 @@ impl<S: StateMachine> Driver<S> {
     /// Whether every live follower has fallen more than the bound behind this replica's
     /// log. Followers learn about one slot per turn; a leader that runs far ahead leaves
     /// its successor that many slots to decide again after a crash (a long failover), so
-    /// it lets commands gather into bigger batches instead.
-    fn followers_behind(&self) -> bool {
+    /// it lets commands gather into bigger batches instead. Only while a successor could
+    /// decide: once the live `members` without this replica are no majority (three
+    /// replicas, one crashed), this replica's crash stops the log whatever the lag, and
+    /// holding back would only tie the log to its slowest follower (after a failover,
+    /// one that fell thousands of slots behind while the other kept up: seconds).
+    fn followers_behind(&self, members: Members) -> bool {
         if self.lag_slots_max == 0 {
             return false;
         }
         let me = usize::from(self.me);
-        let best = self
+        let live: Vec<u64> = self
             .peers
             .iter()
             .enumerate()
-            .filter(|&(r, p)| r != me && p.status.load(Ordering::SeqCst) == UP)
+            .filter(|&(r, p)| {
+                r != me && members.contains(r as u16) && p.status.load(Ordering::SeqCst) == UP
+            })
             .map(|(_, p)| p.slots_applied.load(Ordering::SeqCst))
-            .max();
-        best.is_some_and(|b| self.slots_applied > b + self.lag_slots_max)
+            .collect();
+        if live.len() < members.majority() {
+            return false; // no successor could decide: no failover to keep short
+        }
+        let best = live.iter().copied().max();
+        let behind = best.is_some_and(|b| self.slots_applied > b + self.lag_slots_max);
+        assert!(
+            !behind || live.len() >= members.majority(),
+            "rule (lag bound): held back only while a successor could decide"
+        );
+        behind
     }
 
     /// Applies what the engine committed (batches unpacked, no-ops skipped) and hands out
@@ -575,5 +591,46 @@ fn loss(me: u16, e: ProposeError) -> Error {
         ProposeError::Deposed | ProposeError::ShuttingDown => Error::OutcomeUnknown,
         // Refused before any attempt: it was not proposed in any slot.
         other => refusal(me, other),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::embed::state_machine::RestoreError;
+
+    struct Nop;
+
+    impl StateMachine for Nop {
+        fn apply(&mut self, _: Position, _: &[u8]) {}
+        fn snapshot(&self) -> Vec<u8> {
+            Vec::new()
+        }
+        fn restore(&mut self, _: &[u8]) -> Result<(), RestoreError> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn the_lag_bound_holds_back_only_while_a_successor_could_decide() {
+        let peers: Arc<[Arc<Shown>]> = (0..3).map(|_| Arc::new(Shown::default())).collect();
+        let config = Config::new(3);
+        let mut d = Driver::new(0, Nop, &config, Arc::new(Metrics::new()), peers.clone());
+        let members = Members::all(3);
+        d.slots_applied = 100;
+        assert!(
+            d.followers_behind(members),
+            "both followers 100 slots behind"
+        );
+        peers[1].slots_applied.store(50, Ordering::SeqCst);
+        assert!(
+            !d.followers_behind(members),
+            "the best follower is within 64"
+        );
+        peers[1].status.store(CRASHED, Ordering::SeqCst);
+        assert!(
+            !d.followers_behind(members),
+            "one live follower: no successor could decide, nothing to hold back for"
+        );
     }
 }

@@ -4,7 +4,7 @@
 
 use super::driver::{Command, Driver};
 use super::error::StartError;
-use super::serve::serve;
+use super::serve::{serve, sleep_max_ns};
 use super::state_machine::StateMachine;
 use crossbeam_channel::{Receiver, Sender, unbounded};
 use std::sync::Arc;
@@ -32,8 +32,11 @@ pub(crate) fn start<S: StateMachine>(
         "one driver per replica"
     );
     let shape = log.shape();
+    // Remote operations run on the posting replica's thread: a NIC worker per node
+    // would hand every CAS and put to another thread (a wake-up each, and three more
+    // threads to schedule on the same cores).
     let options = MemOptions {
-        mode: Mode::Worker,
+        mode: Mode::Inline,
         jitter: None,
     };
     let fabric = MemFabric::with_plans(shape.layout(), options, shape.region_plans())
@@ -82,9 +85,10 @@ pub(crate) fn run<S: StateMachine>(
     inbox: &Receiver<Command>,
 ) -> Option<S> {
     let no_client = ClientScript { count: 0, size: 10 };
+    let sleep_max = sleep_max_ns(&log);
     let replica = Replica::new(log, me, no_client).expect("validated at start");
     let mut endpoint = fabric.endpoint(NodeId(me));
-    serve(&mut endpoint, replica, driver, inbox, || {
+    serve(&mut endpoint, replica, driver, inbox, sleep_max, || {
         fabric.crash(NodeId(me))
     })
 }

@@ -20,7 +20,7 @@ pub(crate) fn start<S: StateMachine>(
     driver: Driver<S>,
     inbox: Receiver<Command>,
 ) -> Result<JoinHandle<Option<S>>, StartError> {
-    use super::serve::{ClockFrom, serve};
+    use super::serve::{ClockFrom, serve, sleep_max_ns};
     use velos_core::log::{ClientScript, Replica};
     use velos_rdma::Shared;
 
@@ -53,10 +53,11 @@ pub(crate) fn start<S: StateMachine>(
                 }
             };
             let no_client = ClientScript { count: 0, size: 10 };
+            let sleep_max = sleep_max_ns(&log);
             let replica = Replica::new(Shared::new(log), id, no_client).expect("validated");
             let _ = ready.send(Ok(()));
             // A process that crashes takes its memory along: nothing to do here.
-            serve(&mut endpoint, replica, driver, &inbox, || {})
+            serve(&mut endpoint, replica, driver, &inbox, sleep_max, || {})
         })
         .map_err(|e| StartError::Backend(format!("spawning the replica's thread: {e}")))?;
     match connected.recv() {

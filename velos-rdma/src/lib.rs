@@ -44,6 +44,7 @@
 
 mod endpoint;
 mod error;
+pub mod idle;
 mod ids;
 mod layout;
 mod layout_builder;

@@ -54,6 +54,19 @@ pub fn table(report: &EmbedReport) -> String {
         "velos / omnipaxos commits/s: {:.2}x one client, {:.2}x many ({} outstanding)",
         report.ratio_1client, report.ratio_many, report.config.outstanding
     );
+    if let (Some(p50), Some(p99)) = (report.velos.submit_p50_us, report.velos.submit_p99_us) {
+        let rate = report
+            .submit_runs
+            .iter()
+            .map(|r| r.submits_per_s)
+            .sum::<f64>()
+            / report.submit_runs.len().max(1) as f64;
+        let _ = writeln!(
+            out,
+            "velos Cluster::submit, one client thread: p50 {p50:.1} µs, p99 {p99:.1} µs \
+             ({rate:.0} submits/s)"
+        );
+    }
     for t in &report.targets {
         let verdict = if t.met { "met" } else { "missed" };
         let _ = writeln!(

@@ -1,7 +1,7 @@
 //! What the embedding benchmark reports: per system the medians over the repeats, the
 //! ratios, the targets (reported, never asserted) and every run.
 
-use super::{EmbedConfig, RunResult, System, Workload};
+use super::{EmbedConfig, RunResult, SubmitRun, System, Workload};
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -38,6 +38,13 @@ pub struct SystemSummary {
     pub per_decision_1client: BTreeMap<String, f64>,
     /// The same with many clients.
     pub per_decision_many: BTreeMap<String, f64>,
+    /// `Cluster::submit` round trip from a client thread, one client, median of the
+    /// repeats' medians (µs); Velos only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub submit_p50_us: Option<f64>,
+    /// The same, median of the repeats' 99th percentiles (µs).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub submit_p99_us: Option<f64>,
 }
 
 /// A target, reported, never asserted.
@@ -72,14 +79,29 @@ pub struct EmbedReport {
     pub notes: Vec<String>,
     /// Every run.
     pub runs: Vec<RunResult>,
+    /// Every repeat's `Cluster::submit` round trips.
+    pub submit_runs: Vec<SubmitRun>,
     /// Wall time of the whole benchmark (s).
     pub wall_seconds: f64,
 }
 
 impl EmbedReport {
-    /// The report of `runs` (every repeat of both systems and workloads).
-    pub fn new(config: EmbedConfig, runs: Vec<RunResult>, wall_seconds: f64) -> EmbedReport {
-        let velos = summary(&runs, System::Velos);
+    /// The report of `runs` (every repeat of both systems and workloads) and of
+    /// `submit_runs` (Velos's handle, every repeat).
+    pub fn new(
+        config: EmbedConfig,
+        runs: Vec<RunResult>,
+        submit_runs: Vec<SubmitRun>,
+        wall_seconds: f64,
+    ) -> EmbedReport {
+        let mut velos = summary(&runs, System::Velos);
+        if !submit_runs.is_empty() {
+            let us = |f: fn(&SubmitRun) -> u64| {
+                median(submit_runs.iter().map(|r| f(r) as f64 / 1e3).collect())
+            };
+            velos.submit_p50_us = Some(us(|r| r.p50_ns));
+            velos.submit_p99_us = Some(us(|r| r.p99_ns));
+        }
         let omnipaxos = summary(&runs, System::OmniPaxos);
         let ratio_1client = velos.commits_per_s_1client / omnipaxos.commits_per_s_1client;
         let ratio_many = velos.commits_per_s_many / omnipaxos.commits_per_s_many;
@@ -106,6 +128,7 @@ impl EmbedReport {
             ratio_many,
             targets,
             runs,
+            submit_runs,
             wall_seconds,
         }
     }
@@ -127,6 +150,10 @@ fn notes(config: &EmbedConfig) -> Vec<String> {
         ),
         "omnipaxos: 3 instances with MemoryStorage and the client on one thread, messages \
          moved by value between them"
+            .into(),
+        "velos submit: Cluster::submit from a client thread on a real velos::embed \
+         cluster (Config::new(3), the default backend), one command at a time, each call's \
+         wall time"
             .into(),
         "cpu_ns_per_decision: velos, the leader's engine alone (its recorded inputs \
          replayed into a copy of its replica, thread CPU time); omnipaxos, its thread's CPU time \
@@ -189,5 +216,7 @@ fn summary(runs: &[RunResult], system: System) -> SystemSummary {
         latency_p99_ns_1client: med(&one, |r| r.latency_p99_ns.unwrap_or(0) as f64) as u64,
         per_decision_1client: counts(&one),
         per_decision_many: counts(&many),
+        submit_p50_us: None,
+        submit_p99_us: None,
     }
 }

@@ -26,6 +26,13 @@ fn a_quick_run_measures_both_systems_and_replays_velos_exactly() {
     assert!(report.ratio_1client > 0.0 && report.ratio_many > 0.0);
     assert!(report.velos.per_decision_1client["op_remote_atomic"] >= 2.0);
     assert!(report.omnipaxos.per_decision_1client["messages"] > 0.0);
+    assert_eq!(report.submit_runs.len(), 1, "one submit run per repeat");
+    assert_eq!(report.submit_runs[0].submits, config.submits);
+    assert!(report.velos.submit_p50_us.is_some_and(|p| p > 0.0));
+    assert!(
+        report.omnipaxos.submit_p50_us.is_none(),
+        "a Velos measurement"
+    );
 }
 
 #[test]

@@ -7,6 +7,7 @@ use super::task::Task;
 use super::worker::Job;
 use crate::endpoint::Endpoint;
 use crate::error::RdmaError;
+use crate::idle::Backoff;
 use crate::ids::{Loc, NodeId, WorkId};
 use crate::op::{Op, Reply};
 use crossbeam_channel::Sender;
@@ -20,7 +21,9 @@ use std::sync::atomic::{self, AtomicU64, Ordering};
 /// as `SeqCst` atomics. Remote operations are posted: the reply is [`Reply::Done`] and the
 /// operation executes later (in [`Mode::Worker`](super::Mode::Worker)) or inside the post
 /// (in [`Mode::Inline`](super::Mode::Inline)). The operations of one queue pair (this
-/// endpoint towards one node) execute one at a time, in posting order.
+/// endpoint towards one node) execute one at a time, in posting order. A `Pause` passes by
+/// the idle back-off of [`crate::idle`] (spinning, then yielding, then sleeping once the
+/// thread has been idle a while; never asleep longer than asked).
 ///
 /// # Failures
 /// A remote operation replies `Failed` at post only when there is no queue pair for it (its
@@ -52,6 +55,8 @@ pub struct MemEndpoint<'f> {
     newest: HashMap<WorkId, Vec<u64>>,
     /// Operations executed so far.
     ops: u64,
+    /// How `Pause`s pass: the idle back-off of [`crate::idle`].
+    backoff: Backoff,
 }
 
 /// Where the endpoint's remote operations execute.
@@ -92,6 +97,7 @@ impl<'f> MemEndpoint<'f> {
             polled: vec![0; nodes],
             newest: HashMap::new(),
             ops: 0,
+            backoff: Backoff::default(),
         }
     }
 
@@ -283,12 +289,11 @@ impl<'f> MemEndpoint<'f> {
                 done(self.fabric.memory().set_writers(self.node, writers))
             }
             Op::Pause { ns } => {
-                // Sleeping below the scheduler's granularity would oversleep: yield
-                // until the time has passed instead.
-                let until = self.fabric.now_ns().saturating_add(ns);
-                while self.fabric.now_ns() < until {
-                    std::thread::yield_now();
-                }
+                // Spun, yielded or slept by how long the thread has been idle; never
+                // asleep longer than asked (see `crate::idle`).
+                let fabric = self.fabric;
+                self.backoff
+                    .pause(ns, || fabric.now_ns(), || false, std::thread::sleep);
                 Ok(Reply::Done)
             }
         }
@@ -302,6 +307,7 @@ impl Endpoint for MemEndpoint<'_> {
 
     fn execute(&mut self, op: &Op) -> Reply {
         self.ops += 1;
+        self.backoff.saw(op);
         if let Some(jitter) = &mut self.jitter {
             jitter.delay();
         }
