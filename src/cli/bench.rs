@@ -269,6 +269,10 @@ struct LatencyArgs {
     /// The replicas' failure timeout, in ns (default 1000000: a stable leader).
     #[arg(long)]
     failure_timeout_ns: Option<u64>,
+    /// Replays of the leader's recorded inputs timed for the CPU-charged latency; each
+    /// decision keeps its fastest (default 15, 3 with --quick).
+    #[arg(long)]
+    cpu_replays: Option<usize>,
     /// The seed (default 1).
     #[arg(long)]
     seed: Option<u64>,
@@ -316,6 +320,7 @@ impl LatencyArgs {
         c.gap_ns = self.gap_ns.unwrap_or(c.gap_ns);
         c.idle_pause_ns = self.idle_pause_ns.unwrap_or(c.idle_pause_ns);
         c.failure_timeout_ns = self.failure_timeout_ns.unwrap_or(c.failure_timeout_ns);
+        c.cpu_replays = self.cpu_replays.unwrap_or(c.cpu_replays);
         c.seed = self.seed.unwrap_or(c.seed);
         c.jobs = self.jobs.unwrap_or(c.jobs);
         if let Some(name) = &self.latency {

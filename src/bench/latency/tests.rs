@@ -88,14 +88,41 @@ fn quick_sweep_measures_every_point_and_writes_its_files() {
                 assert_eq!(x.decisions, config.proposals as u64);
                 assert!(x.p50_ns > 0 && x.p50_ns <= x.p99_ns && x.p99_ns <= x.max_ns);
                 assert_eq!(x.phases.is_some(), p == Protocol::Velos, "{x:?}");
+                assert_eq!(x.cpu.is_some(), p == Protocol::Velos, "{x:?}");
+                if let Some(c) = x.cpu {
+                    // Structure only: the charge adds the path's CPU to virtual time, and
+                    // the path is part of the whole window.
+                    assert_eq!(x.cpu_charged_p50_ns, Some(c.cpu_charged_p50_ns));
+                    assert!(c.cpu_charged_p50_ns >= x.p50_ns, "{x:?}");
+                    assert!(c.cpu_charged_p99_ns >= c.cpu_charged_p50_ns, "{x:?}");
+                    assert!(0.0 < c.path_steps && c.path_steps <= c.all_steps, "{x:?}");
+                    assert_eq!(c.replays, config.cpu_replays);
+                }
             }
         }
     }
     assert_eq!(report.rounds.len(), config.device_memory.len());
     assert_eq!(report.targets.len(), config.device_memory.len());
+    for t in &report.targets {
+        let x = report
+            .point(Protocol::Velos, t.size, t.device_memory)
+            .expect("the target's point");
+        assert_eq!(t.cpu_charged_p50_ns, x.cpu_charged_p50_ns, "{t:?}");
+        let ratio = t.cpu_charged_ratio.expect("a CPU-charged ratio");
+        let charged = t.cpu_charged_p50_ns.expect("a CPU-charged median");
+        assert!(
+            (ratio - charged as f64 / t.cas_majority_ns as f64).abs() < 1e-9,
+            "{t:?}"
+        );
+        assert_eq!(t.cpu_charged_within_25_percent, Some(ratio <= 1.25));
+    }
     let table = table(&report);
     assert!(
-        table.contains("velos") && table.contains("mu") && table.contains("target"),
+        table.contains("velos")
+            && table.contains("mu")
+            && table.contains("target")
+            && table.contains("velos+cpu")
+            && table.contains("CPU-charged"),
         "{table}"
     );
     let dir = std::env::temp_dir().join(format!("velos-latency-test-{}", std::process::id()));
@@ -131,7 +158,47 @@ fn quick_sweep_measures_every_point_and_writes_its_files() {
     for key in ["rounds", "targets", "config", "notes"] {
         assert!(!json[key].is_null(), "{key} missing");
     }
+    for t in json["targets"].as_array().expect("targets") {
+        for key in ["cpu_charged_p50_ns", "cpu_charged_ratio"] {
+            assert!(t[key].is_number(), "targets: {key} missing in {t}");
+        }
+    }
+    for x in points.iter().filter(|x| x["protocol"] == "velos") {
+        assert!(x["cpu_charged_p50_ns"].is_number(), "{x}");
+        for key in [
+            "cpu_charged_p50_ns",
+            "cpu_charged_p99_ns",
+            "engine_cpu_path_p50_ns",
+            "engine_cpu_all_p50_ns",
+            "path_steps",
+            "cpu_per_step_ns",
+        ] {
+            assert!(x["cpu"][key].is_number(), "cpu.{key} missing in {x}");
+        }
+    }
     let svg = std::fs::read_to_string(dir.join("latency.svg")).expect("plot written");
     assert!(svg.starts_with("<svg"), "an SVG document");
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A decision's window is cut by the leader's virtual times: up to the majority CAS's
+/// post on the path, the polls of the CAS round off it, from the last poll before the
+/// majority's completion to the decision on it again.
+#[test]
+fn a_window_keeps_the_cas_round_off_the_critical_path() {
+    use super::cpu::Window;
+    // The proposal is input 10; the leader's steps follow it, one per input.
+    let steps: Vec<(usize, u64)> = (11..=30).map(|i| (i, 100 * i as u64)).collect();
+    // The majority CAS executes at 1 500 (input 15 chose it), completes at 2 500.
+    let w = Window::new(10, &steps, Some((1_500, 2_500))).expect("a window");
+    assert_eq!(w.start, 10);
+    assert_eq!(w.ends, vec![(14, true), (23, false), (30, true)]);
+    // Without the phases, or with a round too short to poll in, the whole window counts.
+    let whole = vec![(30, true)];
+    assert_eq!(Window::new(10, &steps, None).expect("a window").ends, whole);
+    let w = Window::new(10, &steps, Some((1_500, 1_600))).expect("a window");
+    assert_eq!(w.ends, whole);
+    // No step recorded, or steps before the proposal: no window.
+    assert!(Window::new(10, &[], None).is_none());
+    assert!(Window::new(10, &[(9, 0), (11, 5)], None).is_none());
 }
