@@ -366,7 +366,7 @@ impl<S: StateMachine> Driver<S> {
             self.last_snapshot = point;
             self.metrics.installed();
         }
-        for (slot, entry) in replica.take_committed() {
+        for (slot, entry) in replica.drain_committed() {
             assert_eq!(slot, self.slots_applied, "slots are applied in order");
             self.slots_applied += 1;
             if entry.is_empty() {

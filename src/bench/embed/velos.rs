@@ -249,7 +249,7 @@ fn lead(
                 last_commit = now;
             }
         }
-        drop(replica.take_committed());
+        replica.drain_committed().for_each(drop);
         if !recording && committed >= warmup {
             let snapshot = replica.clone();
             let marks = Marks::now();
@@ -324,7 +324,7 @@ fn follow(
             }
             Step::Op(op) => endpoint.execute(&op),
         };
-        drop(replica.take_committed());
+        replica.drain_committed().for_each(drop);
     }
 }
 
@@ -357,8 +357,8 @@ fn replay(run: &LeaderRun, first_command: u64) -> anyhow::Result<u64> {
             !matches!(step, Step::Done),
             "the replay stopped at input {i}"
         );
-        committed += replica.take_results().len() as u64;
-        drop(replica.take_committed());
+        committed += replica.drain_results().count() as u64;
+        replica.drain_committed().for_each(drop);
     }
     let cpu = cpu_start.elapsed();
     anyhow::ensure!(
