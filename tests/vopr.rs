@@ -40,6 +40,16 @@ fn thousand_seeds(flags: &[&str]) {
 const REGRESSIONS: &[(u64, bool, &str)] = &[
     (4327, false, "operations never completed"),
     (
+        526,
+        false,
+        "a leader's retries outgrew its own congested link: the log stopped",
+    ),
+    (
+        18960,
+        false,
+        "a replica behind the ring kept learning a slot whose buffer a later lap rewrote",
+    ),
+    (
         7603,
         false,
         "a follower never copied a snapshot: both banks poisoned by copies from a crashed source",

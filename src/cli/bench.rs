@@ -75,7 +75,8 @@ struct EmbedArgs {
     /// Velos: slots the leader keeps prepared or accepting at once, 1 to 15 (default 4).
     #[arg(long)]
     velos_pipeline: Option<u32>,
-    /// Velos: how followers idle, spin (the backend's yielding pause, default) or sleep.
+    /// Velos: how followers idle, spin (the backend's idle back-off: spin, yield, then
+    /// sleep; default) or sleep.
     #[arg(long, value_parser = ["spin", "sleep"])]
     velos_follower_idle: Option<String>,
     /// OmniPaxos: wall time between ticks, in µs (default 1000).

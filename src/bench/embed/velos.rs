@@ -114,7 +114,7 @@ impl OpCounts {
             Op::Put { .. } | Op::PutInline { .. } => self.put += 1,
             Op::Atomic { .. } => self.atomic += 1,
             Op::Get { .. } => self.get += 1,
-            Op::Test { .. } => self.test += 1,
+            Op::Test { .. } | Op::TestLoad { .. } => self.test += 1,
             Op::Load { .. } => self.load += 1,
             _ => self.other += 1,
         }

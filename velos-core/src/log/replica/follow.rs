@@ -38,7 +38,12 @@ impl Replica {
             // from leading for good, and the log stopped.
             self.behind = false;
         }
-        if self.transfer.is_some() || self.retired_here(k) || self.stuck_behind_snapshot(k) {
+        // Rule (behind copies): a replica behind the ring (overtaken while leading, and a
+        // trusted peer holds a snapshot past k, checked above) copies before anything else.
+        // Learning k locally instead can loop for ever: its own words may prove k decided
+        // while the value buffer they name was rewritten for a later lap (seed 18960).
+        let copy = self.transfer.is_some() || self.behind;
+        if copy || self.retired_here(k) || self.stuck_behind_snapshot(k) {
             self.run_transfer(); // k was retired (or is out of reach): copy a snapshot
             return;
         }
