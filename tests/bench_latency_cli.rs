@@ -1,31 +1,22 @@
 //! `velos bench latency --quick --json`: the JSON object's fields, the CPU-charged ones
 //! included (never its speed), and bad input refused with exit code 2.
 
-use std::process::Command;
-
-fn velos() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_velos"))
-}
+mod cli_run;
+use cli_run::velos;
 
 #[test]
 fn quick_latency_json_has_the_cpu_charged_keys() {
-    let out = velos()
-        .args([
-            "bench",
-            "latency",
-            "--quick",
-            "--json",
-            "--cpu-replays",
-            "2",
-        ])
-        .output()
-        .expect("velos runs");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
+    let args = [
+        "bench",
+        "latency",
+        "--quick",
+        "--json",
+        "--cpu-replays",
+        "2",
+    ];
+    let (status, stdout, stderr) = velos(&args);
+    assert_eq!(status, 0, "{stderr}");
+    let json: serde_json::Value = serde_json::from_str(&stdout).expect("one JSON object");
     let targets = json["targets"].as_array().expect("targets");
     assert_eq!(targets.len(), 2, "one target per placement: {targets:?}");
     for t in targets {
@@ -46,11 +37,11 @@ fn quick_latency_json_has_the_cpu_charged_keys() {
 #[test]
 fn bad_input_exits_2() {
     for args in [&["--cpu-replays", "0"][..], &["--sizes", "0"]] {
-        let out = velos()
-            .args(["bench", "latency", "--quick"])
-            .args(args)
-            .output()
-            .expect("velos runs");
-        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let all: Vec<&str> = ["bench", "latency", "--quick"]
+            .into_iter()
+            .chain(args.iter().copied())
+            .collect();
+        let (status, _, _) = velos(&all);
+        assert_eq!(status, 2, "{args:?}");
     }
 }

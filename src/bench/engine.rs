@@ -77,13 +77,7 @@ pub fn record(warmup: u64, decisions: u64, outstanding: u64) -> anyhow::Result<R
     ensure!(outstanding >= 1 && decisions >= 1, "at least one command");
     let slots = warmup + decisions + outstanding + 1_024;
     let log = log_config(slots, 4)?;
-    let shape = log.shape();
-    let options = MemOptions {
-        mode: Mode::Inline,
-        jitter: None,
-    };
-    let fabric = MemFabric::with_plans(shape.layout(), options, shape.region_plans())
-        .map_err(anyhow::Error::msg)?;
+    let fabric = inline_fabric(&log)?;
     let log = Shared::new(log);
     let no_client = ClientScript { count: 0, size: 10 };
     let mut replicas = (0..REPLICAS)
@@ -166,6 +160,18 @@ pub fn record(warmup: u64, decisions: u64, outstanding: u64) -> anyhow::Result<R
         decisions,
         ops,
     })
+}
+
+/// The in-process fabric of `log`'s replicas: remote operations executed inline by the
+/// posting thread, every node's memory reachable only as its region plan says (as
+/// `velos::embed` runs them).
+pub(crate) fn inline_fabric(log: &LogConfig) -> anyhow::Result<MemFabric> {
+    let shape = log.shape();
+    let options = MemOptions {
+        mode: Mode::Inline,
+        jitter: None,
+    };
+    MemFabric::with_plans(shape.layout(), options, shape.region_plans()).map_err(anyhow::Error::msg)
 }
 
 fn count(counts: &mut [u64; 8], op: &Op) {

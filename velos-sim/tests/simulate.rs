@@ -257,47 +257,54 @@ fn bad_addresses_are_errors_not_panics() {
     ));
 }
 
+/// Runs `setup` (posting work id `W`), then `probe` into register 0, 5 µs of local loads
+/// (1,000 loads of 5 ns: far more than a round trip), and `probe` into register 1, with
+/// node 1 hung from the start if `crash`: the registers, once the thread finished.
+fn probe_twice(setup: Vec<Compiled>, probe: Op, crash: bool) -> Vec<u64> {
+    use velos_sim::litmus::program::Action;
+    let probe = |reg| Compiled {
+        action: Action::Op(probe),
+        reg: Some(reg),
+    };
+    let mut machine = Machine::new(&velos_rdma::Layout::uniform(2, 4));
+    let mut code = setup;
+    code.push(probe(0));
+    code.extend((0..1000).map(|_| {
+        Compiled::op(Op::Load {
+            loc: Loc::word(NodeId(0), 3),
+        })
+    }));
+    code.push(probe(1));
+    machine.spawn(NodeId(0), LitmusThread::new(code, 2));
+    let mut config = SimConfig::new(5, LatencyModel::generic());
+    if crash {
+        config.faults.push(crash_of(1, 0, CrashMode::Hang));
+    }
+    let mut sim = Simulator::new(machine, config);
+    sim.run(u64::MAX, 10_000);
+    let thread = &sim.machine().threads[0];
+    assert_eq!(thread.next, Next::Finished, "a probe never blocks");
+    thread.process.regs.clone()
+}
+
 /// `test` never blocks: 0 while the operation is pending, then 1 (and the op's failure).
 #[test]
 fn test_reports_completion_without_blocking() {
-    use velos_sim::litmus::program::Action;
-    let test = |reg| Compiled {
-        action: Action::Op(Op::Test { work_id: W }),
-        reg: Some(reg),
+    let put = || {
+        vec![Compiled::op(Op::PutInline {
+            remote: Loc::word(NodeId(1), 0),
+            value: 5,
+            work_id: W,
+        })]
     };
-    let program = |crash: bool| {
-        let mut machine = Machine::new(&velos_rdma::Layout::uniform(2, 4));
-        let mut code = vec![
-            Compiled::op(Op::PutInline {
-                remote: Loc::word(NodeId(1), 0),
-                value: 5,
-                work_id: W,
-            }),
-            test(0),
-        ];
-        // 1,000 local loads of 5 ns each: 5 µs pass, far more than a put's round trip.
-        code.extend((0..1000).map(|_| {
-            Compiled::op(Op::Load {
-                loc: Loc::word(NodeId(0), 3),
-            })
-        }));
-        code.push(test(1));
-        machine.spawn(NodeId(0), LitmusThread::new(code, 2));
-        let mut config = SimConfig::new(5, LatencyModel::generic());
-        if crash {
-            config.faults.push(crash_of(1, 0, CrashMode::Hang));
-        }
-        let mut sim = Simulator::new(machine, config);
-        sim.run(u64::MAX, 10_000);
-        sim.machine().threads[0].process.regs.clone()
-    };
+    let test = Op::Test { work_id: W };
     assert_eq!(
-        program(false),
+        probe_twice(put(), test, false),
         vec![0, 1],
         "pending right after the post, complete 5 µs later"
     );
     assert_eq!(
-        program(true),
+        probe_twice(put(), test, true),
         vec![0, 0],
         "towards a hung node it stays 0 and never blocks"
     );
@@ -307,59 +314,35 @@ fn test_reports_completion_without_blocking() {
 /// then the word the get brought (and, towards a hung node, never).
 #[test]
 fn test_load_replies_the_word_once_complete() {
-    use velos_sim::litmus::program::Action;
     let local = Loc::word(NodeId(0), 1);
-    let test_load = |reg| Compiled {
-        action: Action::Op(Op::TestLoad {
-            work_id: W,
-            loc: local,
-        }),
-        reg: Some(reg),
-    };
-    let program = |crash: bool| {
-        let mut machine = Machine::new(&velos_rdma::Layout::uniform(2, 4));
-        let mut code = vec![];
-        if !crash {
+    let get = |value: Option<u64>| {
+        let mut code = Vec::new();
+        if let Some(value) = value {
             code.push(Compiled::op(Op::PutInline {
                 remote: Loc::word(NodeId(1), 0),
-                value: 5,
+                value,
                 work_id: WorkId(9),
             }));
             code.push(Compiled::op(Op::Wait { work_id: WorkId(9) }));
         }
-        code.extend([
-            Compiled::op(Op::Get {
-                local,
-                remote: Loc::word(NodeId(1), 0),
-                work_id: W,
-            }),
-            test_load(0),
-        ]);
-        // 5 µs of local loads: far more than a get's round trip.
-        code.extend((0..1000).map(|_| {
-            Compiled::op(Op::Load {
-                loc: Loc::word(NodeId(0), 3),
-            })
+        code.push(Compiled::op(Op::Get {
+            local,
+            remote: Loc::word(NodeId(1), 0),
+            work_id: W,
         }));
-        code.push(test_load(1));
-        machine.spawn(NodeId(0), LitmusThread::new(code, 2));
-        let mut config = SimConfig::new(5, LatencyModel::generic());
-        if crash {
-            config.faults.push(crash_of(1, 0, CrashMode::Hang));
-        }
-        let mut sim = Simulator::new(machine, config);
-        sim.run(u64::MAX, 10_000);
-        let thread = &sim.machine().threads[0];
-        assert_eq!(thread.next, Next::Finished, "test_load never blocks");
-        thread.process.regs.clone()
+        code
+    };
+    let test_load = Op::TestLoad {
+        work_id: W,
+        loc: local,
     };
     assert_eq!(
-        program(false),
+        probe_twice(get(Some(5)), test_load, false),
         vec![0, 5],
         "pending, then the word the get brought"
     );
     assert_eq!(
-        program(true),
+        probe_twice(get(None), test_load, true),
         vec![0, 0],
         "towards a hung node: pending for ever"
     );

@@ -14,7 +14,7 @@ use super::{EmbedConfig, FollowerIdle, Marks, Window, Workload, command, latency
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 use velos_core::log::{ClientScript, Detector, LogConfig, Replica};
-use velos_rdma::mem::{MemFabric, MemOptions, Mode};
+use velos_rdma::mem::MemFabric;
 use velos_rdma::{Endpoint, NodeId, Op, Process, Reply, Shared, Step};
 
 const REPLICAS: u16 = 3;
@@ -155,13 +155,7 @@ pub(super) fn measure(config: &EmbedConfig, workload: Workload) -> anyhow::Resul
     let commits = config.commits(workload);
     let outstanding = config.outstanding(workload);
     let log = log_config(config, slots(config, commits))?;
-    let shape = log.shape();
-    let options = MemOptions {
-        mode: Mode::Inline,
-        jitter: None,
-    };
-    let fabric = MemFabric::with_plans(shape.layout(), options, shape.region_plans())
-        .map_err(anyhow::Error::msg)?;
+    let fabric = crate::bench::engine::inline_fabric(&log)?;
     let log = Shared::new(log);
     let stop = AtomicBool::new(false);
     let run = std::thread::scope(|s| {
