@@ -13,6 +13,7 @@ use super::request::Request;
 use super::signaling::{Signaling, WorkRequests, default_interval};
 use crate::endpoint::Endpoint;
 use crate::error::RdmaError;
+use crate::idle::Backoff;
 use crate::ids::{Loc, NodeId, WorkId};
 use crate::op::{Op, Reply};
 use sideway::ibverbs::completion::{ExtendedCompletionQueue, PollCompletionQueueError};
@@ -95,6 +96,10 @@ pub struct VerbsEndpoint<'f> {
     signaling: Signaling,
     /// Operations executed so far.
     ops: u64,
+    /// How an `Op::Pause` passes: spun, yielded or slept by how long the thread has been
+    /// idle (as on the in-process backend, `crate::idle`), so that idle followers leave
+    /// the CPU to the leader.
+    backoff: Backoff,
     /// Per target node: requests posted while its send queue was full, oldest first, to
     /// be handed to the NIC as completions make room (a post never blocks: a target
     /// that stopped answering must not stop this thread until the completion timeout).
@@ -135,6 +140,7 @@ impl<'f> VerbsEndpoint<'f> {
             newest: HashMap::new(),
             signaling: Signaling::new(nodes, default_interval(host.queue_depth())),
             ops: 0,
+            backoff: Backoff::default(),
             waiting: (0..nodes).map(|_| VecDeque::new()).collect(),
             drained: vec![false; nodes],
         };
@@ -464,12 +470,11 @@ impl<'f> VerbsEndpoint<'f> {
             Op::GlobalFence { node } => done(self.global_fence(node)),
             Op::Now => Ok(Reply::Value(self.host.now_ns())),
             Op::Pause { ns } => {
-                // Sleeping below the scheduler's granularity would oversleep: yield
-                // until the time has passed instead.
-                let until = self.host.now_ns().saturating_add(ns);
-                while self.host.now_ns() < until {
-                    std::thread::yield_now();
-                }
+                // Spun, yielded or slept by how long the thread has been idle; never
+                // asleep longer than asked (see `crate::idle`).
+                let host = self.host;
+                self.backoff
+                    .pause(ns, || host.now_ns(), || false, std::thread::sleep);
                 Ok(Reply::Done)
             }
             // The responder's ends of the queue pairs towards this node belong to the
@@ -491,6 +496,7 @@ impl Endpoint for VerbsEndpoint<'_> {
 
     fn execute(&mut self, op: &Op) -> Reply {
         self.ops += 1;
+        self.backoff.saw(op);
         self.execute_op(op).unwrap_or_else(Reply::Failed)
     }
 }
