@@ -227,11 +227,10 @@ pub fn machine(spec: &ClusterSpec) -> Machine<Replica> {
         }
     }
     for r in 0..spec.log.replicas {
-        machine.spawn(
-            NodeId(r),
-            Replica::new(config.clone(), r, spec.client.clone())
-                .unwrap_or_else(|e| panic!("cluster spec: {e}")),
-        );
+        let mut replica = Replica::new(config.clone(), r, spec.client.clone())
+            .unwrap_or_else(|e| panic!("cluster spec: {e}"));
+        replica.keep_acknowledged(); // the checks read them
+        machine.spawn(NodeId(r), replica);
     }
     assert_eq!(
         machine.threads.len(),

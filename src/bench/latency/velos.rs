@@ -190,8 +190,9 @@ fn machine(spec: &ClusterSpec) -> anyhow::Result<Machine<Recorded>> {
         }
     }
     for r in 0..spec.log.replicas {
-        let replica = Replica::new(config.clone(), r, spec.client.clone())
+        let mut replica = Replica::new(config.clone(), r, spec.client.clone())
             .map_err(|e| anyhow::anyhow!("replica {r}: {e}"))?;
+        replica.keep_acknowledged(); // the checks read them
         machine.spawn(NodeId(r), Recorded::new(replica));
     }
     assert_eq!(

@@ -297,8 +297,10 @@ pub struct Replica {
     /// When this replica started each of its terms as leader (the local clock).
     pub terms_started: Vec<u64>,
     /// `(slot, clock)` of each proposal of mine decided while I led: when its client could
-    /// first have been told (a linearizability checker's acknowledgements).
+    /// first have been told (a linearizability checker's acknowledgements). Kept only
+    /// after [`Replica::keep_acknowledged`]: it grows by an entry per decision.
     pub acknowledged: Vec<(u64, u64)>,
+    keeping_acknowledged: bool,
     /// The `reset-with-store` mutant: the instances below this had their position's word
     /// reset here for the next lap.
     #[cfg(feature = "mutations")]
@@ -395,6 +397,7 @@ impl Replica {
             leader_changes: Vec::new(),
             terms_started: Vec::new(),
             acknowledged: Vec::new(),
+            keeping_acknowledged: false,
             #[cfg(feature = "mutations")]
             reset_below: 0,
         };

@@ -147,6 +147,12 @@ impl Replica {
         std::mem::take(&mut self.read_results)
     }
 
+    /// Keeps [`Replica::acknowledged`] from now on (a history for checkers; off by
+    /// default, since it grows by an entry per decision and an embedding never reads it).
+    pub fn keep_acknowledged(&mut self) {
+        self.keeping_acknowledged = true;
+    }
+
     /// Stops the replica: it finishes at its next step; proposals are refused.
     pub fn shutdown(&mut self) {
         self.shutting_down = true;

@@ -190,9 +190,11 @@ impl Replica {
         for (slot, value) in progress.apply.drain(..) {
             self.apply(slot, value);
         }
-        let now = self.now;
-        let acknowledged = progress.committed.iter().map(|&(_, slot)| (slot, now));
-        self.acknowledged.extend(acknowledged);
+        if self.keeping_acknowledged {
+            let now = self.now;
+            let acknowledged = progress.committed.iter().map(|&(_, slot)| (slot, now));
+            self.acknowledged.extend(acknowledged);
+        }
         let committed = progress
             .committed
             .drain(..)
