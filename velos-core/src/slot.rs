@@ -311,9 +311,7 @@ impl SlotProposer {
     /// Makes this proposer what [`SlotProposer::new`] would make of `config` and
     /// `predicted`, reusing its memory (a leader's decided slot becomes its next slot).
     pub fn renew(&mut self, config: SlotConfig, predicted: impl IntoIterator<Item = u64>) {
-        if let Phase::Preparing { promised } = std::mem::replace(&mut self.phase, Phase::Idle) {
-            self.spare.keep(promised);
-        }
+        self.set_phase(Phase::Idle);
         self.config = config;
         self.predicted.clear();
         self.predicted.extend(predicted);

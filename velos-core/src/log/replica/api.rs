@@ -103,11 +103,7 @@ impl Replica {
     /// Entries below the point of a snapshot installed meanwhile are left out: call
     /// [`Replica::take_installed`] first and restore from what it gives.
     pub fn take_committed(&mut self) -> Vec<(u64, Vec<u8>)> {
-        self.applied_at.clear();
-        let floor = self.installs.last().copied().unwrap_or(0);
-        let mut entries = std::mem::take(&mut self.applied);
-        entries.retain(|&(slot, _)| slot >= floor);
-        entries
+        self.drain_committed().collect()
     }
 
     /// [`Replica::take_committed`] as a draining iterator: the room of the replica's

@@ -123,8 +123,7 @@ impl Replica {
             // (epoch 0: a slot moves up an epoch through its own freeze). Loading the
             // whole look-ahead every turn cost two dozen loads per decision.
             let opening = l.opening(self.config.pipeline);
-            let opening = opening.start..opening.end.min(end.max(opening.start));
-            for slot in opening {
+            for slot in opening.start..opening.end.min(end) {
                 let loc = self.shape.epoch_word(self.me, self.ring.position(slot), 0);
                 self.op(Op::Load { loc }, Then::LocalWord(slot, 0));
             }
