@@ -139,7 +139,7 @@ fn workload(threads: u16, ops_per_thread: usize) -> Machine<LitmusThread> {
                     loc: Loc::word(me, 4),
                 },
             ];
-            code.extend(ops.iter().map(|&op| Compiled::op(op)));
+            code.extend(ops.into_iter().map(Compiled::op));
             i += 1;
         }
         code.truncate(ops_per_thread);

@@ -6,8 +6,8 @@
 //!
 //! * CPU operations on the thread's own node: [`Op::Load`], [`Op::Store`], [`Op::Cas`],
 //!   [`Op::Mfence`] (x86-TSO);
-//! * remote operations with a [`WorkId`]: [`Op::Put`], [`Op::PutInline`], [`Op::Get`],
-//!   [`Op::Atomic`] (remote CAS / FAA); they are asynchronous;
+//! * remote operations with a [`WorkId`]: [`Op::Put`], [`Op::PutInline`],
+//!   [`Op::PutWords`], [`Op::Get`], [`Op::Atomic`] (remote CAS / FAA); they are asynchronous;
 //! * the rdmawait layer: [`Op::Wait`], [`Op::Rfence`], [`Op::GlobalFence`], and rdmatso's
 //!   [`Op::Poll`].
 //!
@@ -56,6 +56,7 @@ mod shared;
 pub mod sync;
 #[cfg(feature = "verbs")]
 pub mod verbs;
+mod words;
 
 pub use endpoint::{Endpoint, drive};
 pub use error::RdmaError;
@@ -65,3 +66,4 @@ pub use layout_builder::LayoutBuilder;
 pub use op::{Op, Reply, Rmw, check_writers, may_write};
 pub use process::{Process, Step};
 pub use shared::Shared;
+pub use words::Words;

@@ -2,6 +2,7 @@
 
 use crate::error::RdmaError;
 use crate::ids::{Loc, NodeId, WorkId};
+use crate::words::Words;
 use serde::{Deserialize, Serialize};
 
 /// The read-modify-write a remote atomic performs at its target.
@@ -33,7 +34,7 @@ impl Rmw {
 
 /// One operation of the programming model. CPU operations touch the issuing thread's own
 /// node; remote operations carry a work id and are asynchronous: posting returns at once.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Op {
     /// CPU read of a local word; replies [`Reply::Value`].
     Load {
@@ -74,6 +75,22 @@ pub enum Op {
         remote: Loc,
         /// The value written.
         value: u64,
+        /// rdmawait tag.
+        work_id: WorkId,
+    },
+    /// Inline RDMA write of several consecutive words captured at post time (ours: a NIC
+    /// writes a message of many bytes in one work request, where a put moves one word).
+    /// Word i goes to `remote` + 8·i. In the model it is one pipe item, `P1(y, v₀…vₙ)`,
+    /// and rule 3 appends one remote write per word to `rW` in address order, so the
+    /// words reach memory one by one, lowest address first, as the puts of one queue pair
+    /// do (a reader may see a prefix of them, never a later word without the earlier
+    /// ones). Completes as a put; every word must be writable, else it fails as a put to
+    /// the first word that is not would.
+    PutWords {
+        /// Destination of word 0 (its node is the target of the queue pair).
+        remote: Loc,
+        /// The words written.
+        words: Words,
         /// rdmawait tag.
         work_id: WorkId,
     },
@@ -192,12 +209,13 @@ pub enum Op {
 impl Op {
     /// The node a remote operation targets, or `None` for a CPU operation or a wait.
     pub fn target(&self) -> Option<NodeId> {
-        match *self {
+        match self {
             Op::Put { remote, .. }
             | Op::PutInline { remote, .. }
+            | Op::PutWords { remote, .. }
             | Op::Get { remote, .. }
             | Op::Atomic { remote, .. } => Some(remote.node),
-            Op::Rfence { node } => Some(node),
+            Op::Rfence { node } => Some(*node),
             Op::Load { .. }
             | Op::Store { .. }
             | Op::Cas { .. }
@@ -216,11 +234,12 @@ impl Op {
 
     /// The work id of a remote operation.
     pub fn work_id(&self) -> Option<WorkId> {
-        match *self {
+        match self {
             Op::Put { work_id, .. }
             | Op::PutInline { work_id, .. }
+            | Op::PutWords { work_id, .. }
             | Op::Get { work_id, .. }
-            | Op::Atomic { work_id, .. } => Some(work_id),
+            | Op::Atomic { work_id, .. } => Some(*work_id),
             _ => None,
         }
     }

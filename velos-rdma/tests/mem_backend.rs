@@ -110,7 +110,7 @@ fn put_get_and_inline_put() {
 fn remote_cas_hit_and_miss_and_faa_wraps_around() {
     for fabric in fabrics(2) {
         fabric.write(w(1, 1), u64::MAX - 1).unwrap();
-        let wait = Op::Wait { work_id: D };
+        let wait = || Op::Wait { work_id: D };
         let replies = script(
             &fabric,
             0,
@@ -123,7 +123,7 @@ fn remote_cas_hit_and_miss_and_faa_wraps_around() {
                         new: 1,
                     },
                 ),
-                wait,
+                wait(),
                 Op::Load { loc: w(0, 0) },
                 atomic(
                     w(0, 1),
@@ -133,10 +133,10 @@ fn remote_cas_hit_and_miss_and_faa_wraps_around() {
                         new: 2,
                     },
                 ),
-                wait,
+                wait(),
                 Op::Load { loc: w(0, 1) },
                 atomic(w(0, 2), w(1, 1), Rmw::Faa { add: 3 }),
-                wait,
+                wait(),
                 Op::Load { loc: w(0, 2) },
             ],
         );
@@ -627,4 +627,40 @@ fn now_is_monotonic_and_pause_waits() {
         panic!("now replies a value")
     };
     assert!(t1 >= t0 + 2_000_000, "paused 2 ms: {t0} -> {t1}");
+}
+
+/// A multi-word put writes its words in place; one whose last word is past the node's
+/// memory fails at its wait and writes nothing.
+#[test]
+fn put_words_writes_every_word_or_fails_whole() {
+    for fabric in fabrics(2) {
+        let words = |v: Vec<u64>, at: u32| Op::PutWords {
+            remote: w(1, at),
+            words: v.into(),
+            work_id: D,
+        };
+        let replies = script(
+            &fabric,
+            0,
+            vec![words(vec![4, 5, 6], 2), Op::Wait { work_id: D }],
+        );
+        assert_eq!(replies, vec![Reply::Done, Reply::Done]);
+        let got: Vec<u64> = (2..5)
+            .map(|i| fabric.read(w(1, i)).expect("in bounds"))
+            .collect();
+        assert_eq!(got, vec![4, 5, 6]);
+        let replies = script(
+            &fabric,
+            0,
+            vec![words(vec![7, 8], 7), Op::Wait { work_id: D }],
+        );
+        assert_eq!(
+            replies,
+            vec![
+                Reply::Done,
+                work_failed(D, RdmaError::OutOfBounds { loc: w(1, 8) })
+            ]
+        );
+        assert_eq!(fabric.read(w(1, 7)), Ok(0), "nothing written");
+    }
 }

@@ -54,7 +54,7 @@ fn fig2c_two_polls_acknowledge_both_puts() {
     let writer = vec![
         put(z, z_src),
         put(y, x),
-        poll,
+        poll.clone(),
         poll,
         Op::Store { loc: x, value: 1 },
     ];

@@ -142,7 +142,7 @@ fn remote_cas_hit_and_miss_and_faa_wraps_around() {
         return;
     };
     fabric.write(w(1, 1), u64::MAX - 1).unwrap();
-    let wait = Op::Wait { work_id: D };
+    let wait = || Op::Wait { work_id: D };
     let replies = script(
         &fabric,
         0,
@@ -155,7 +155,7 @@ fn remote_cas_hit_and_miss_and_faa_wraps_around() {
                     new: 1,
                 },
             ),
-            wait,
+            wait(),
             Op::Load { loc: w(0, 0) },
             atomic(
                 w(0, 1),
@@ -165,10 +165,10 @@ fn remote_cas_hit_and_miss_and_faa_wraps_around() {
                     new: 2,
                 },
             ),
-            wait,
+            wait(),
             Op::Load { loc: w(0, 1) },
             atomic(w(0, 2), w(1, 1), Rmw::Faa { add: 3 }),
-            wait,
+            wait(),
             Op::Load { loc: w(0, 2) },
         ],
     );

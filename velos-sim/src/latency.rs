@@ -41,6 +41,10 @@ pub struct LatencyModel {
     /// (`Machine::set_device_memory`), not the profile's.
     #[serde(default)]
     pub device_mem_access_ns: u64,
+    /// Serialisation of a put's payload beyond its first word, in picoseconds per byte (the
+    /// link's rate: 40 at 200 Gb/s). 0: every put costs the same, whatever its length.
+    #[serde(default)]
+    pub wire_ps_per_byte: u64,
     /// A change of queue-pair write access (`Op::SetWriteAccess`) until it is in effect:
     /// Mu measured about 250 µs for a permission switch on ConnectX NICs.
     pub qp_access_change_ns: u64,
@@ -66,6 +70,8 @@ impl LatencyModel {
             local_mem_write_ns: 150,
             put_ack_ns: 0,
             device_mem_access_ns: 50,
+            // 100 Gb/s.
+            wire_ps_per_byte: 80,
             qp_access_change_ns: 250_000,
             jitter_ns: 20,
         }
@@ -93,6 +99,8 @@ impl LatencyModel {
             local_mem_write_ns: 200,
             put_ack_ns: 0,
             device_mem_access_ns: 50,
+            // about 80 Gb/s (Aries links).
+            wire_ps_per_byte: 100,
             qp_access_change_ns: 250_000,
             jitter_ns: 50,
         }
@@ -115,6 +123,7 @@ impl LatencyModel {
             local_mem_write_ns: 1,
             put_ack_ns: 0,
             device_mem_access_ns: 1,
+            wire_ps_per_byte: 0,
             qp_access_change_ns: 1,
             jitter_ns: 0,
         }
@@ -148,6 +157,8 @@ impl LatencyModel {
             local_mem_write_ns: 640,
             put_ack_ns: 250,
             device_mem_access_ns: 50,
+            // ConnectX-6: 200 Gb/s.
+            wire_ps_per_byte: 40,
             // Mu's measured permission switch on ConnectX NICs.
             qp_access_change_ns: 250_000,
             jitter_ns: 10,
@@ -183,6 +194,7 @@ impl LatencyModel {
             Delay::DevicePutAck => self.put_ack_ns.min(self.device_mem_access_ns),
             Delay::Pause(ns) => ns.max(self.cpu_local_ns),
             Delay::QpAccessChange => self.qp_access_change_ns,
+            Delay::Payload(bytes) => bytes.saturating_sub(8) * self.wire_ps_per_byte / 1000,
         }
     }
 }

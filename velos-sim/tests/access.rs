@@ -33,7 +33,7 @@ impl Process for Script {
             self.replies.push(reply);
         }
         match self.ops.get(self.replies.len()) {
-            Some(op) => Step::Op(*op),
+            Some(op) => Step::Op(op.clone()),
             None => Step::Done,
         }
     }

@@ -47,7 +47,7 @@ fn a_put_into_device_memory_is_acknowledged_sooner() {
     };
     // post 0 -> pipe 1 -> remote write issued 2 -> ACK after 100 (host) or 10 (device)
     // plus the wire's 1 -> the wait returns then.
-    assert_eq!(run(put, false), (103, Some(7)));
+    assert_eq!(run(put.clone(), false), (103, Some(7)));
     assert_eq!(run(put, true), (13, Some(7)));
 }
 
@@ -64,7 +64,7 @@ fn a_cas_on_device_memory_executes_sooner() {
     };
     // post 0 -> pipe 1 -> atomic read 2; the run ends when the atomic's write-back
     // commits, after the execution (100 or 10) and the remote write (100 or 10).
-    let (host, word) = run(cas, false);
+    let (host, word) = run(cas.clone(), false);
     let (device, same) = run(cas, true);
     assert_eq!(
         (word, same),

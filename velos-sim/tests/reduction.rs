@@ -400,7 +400,7 @@ impl Process for Script {
             Reply::Value(v) => self.replies.push(v),
             Reply::Failed(_) => self.replies.push(u64::MAX),
         }
-        let op = self.ops.get(self.pc).copied();
+        let op = self.ops.get(self.pc).cloned();
         self.pc += 1;
         op.map_or(Step::Done, Step::Op)
     }
@@ -480,7 +480,7 @@ fn random_op(rng: &mut Rng, node: u16, nodes: u16) -> Op {
     );
     let work_id = WorkId(1 + rng.below(3) as u32);
     let value = 1 + rng.below(2);
-    match rng.below(15) {
+    match rng.below(16) {
         0 => Op::Load { loc: local },
         1 => Op::Store { loc: local, value },
         2 => Op::Cas {
@@ -529,6 +529,12 @@ fn random_op(rng: &mut Rng, node: u16, nodes: u16) -> Op {
             work_id,
             loc: local,
         },
+        // Two words from word 0 or 1 (from word 2 the second is out of bounds: a failure).
+        14 => Op::PutWords {
+            remote,
+            words: vec![value, value + 2].into(),
+            work_id,
+        },
         _ => Op::Atomic {
             local,
             remote,
@@ -544,16 +550,22 @@ fn declare(machine: &mut Machine<Script>, programs: &[(u16, Vec<Op>)]) {
     let mut users: std::collections::BTreeMap<Loc, (BTreeSet<usize>, bool)> = Default::default();
     for (t, (_, ops)) in programs.iter().enumerate() {
         for op in ops {
-            let (locs, atomic_remote): (Vec<Loc>, Option<Loc>) = match *op {
-                Op::Load { loc }
-                | Op::Store { loc, .. }
-                | Op::Cas { loc, .. }
-                | Op::TestLoad { loc, .. } => (vec![loc], None),
-                Op::Put { remote, local, .. } | Op::Get { local, remote, .. } => {
+            let (locs, atomic_remote): (Vec<Loc>, Option<Loc>) = match op {
+                &Op::Load { loc }
+                | &Op::Store { loc, .. }
+                | &Op::Cas { loc, .. }
+                | &Op::TestLoad { loc, .. } => (vec![loc], None),
+                &Op::Put { remote, local, .. } | &Op::Get { local, remote, .. } => {
                     (vec![remote, local], None)
                 }
-                Op::PutInline { remote, .. } => (vec![remote], None),
-                Op::Atomic { local, remote, .. } => (vec![local], Some(remote)),
+                &Op::PutInline { remote, .. } => (vec![remote], None),
+                &Op::PutWords { remote, .. } => {
+                    // The second word, when it is inside the layout (else the put fails).
+                    let next = Loc::word(remote.node, remote.offset / 8 + 1);
+                    let next = (next.offset < 8 * 3).then_some(next);
+                    (std::iter::once(remote).chain(next).collect(), None)
+                }
+                &Op::Atomic { local, remote, .. } => (vec![local], Some(remote)),
                 _ => (vec![], None),
             };
             for loc in locs {

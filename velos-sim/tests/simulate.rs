@@ -263,7 +263,7 @@ fn bad_addresses_are_errors_not_panics() {
 fn probe_twice(setup: Vec<Compiled>, probe: Op, crash: bool) -> Vec<u64> {
     use velos_sim::litmus::program::Action;
     let probe = |reg| Compiled {
-        action: Action::Op(probe),
+        action: Action::Op(probe.clone()),
         reg: Some(reg),
     };
     let mut machine = Machine::new(&velos_rdma::Layout::uniform(2, 4));
@@ -299,7 +299,7 @@ fn test_reports_completion_without_blocking() {
     };
     let test = Op::Test { work_id: W };
     assert_eq!(
-        probe_twice(put(), test, false),
+        probe_twice(put(), test.clone(), false),
         vec![0, 1],
         "pending right after the post, complete 5 µs later"
     );
@@ -337,7 +337,7 @@ fn test_load_replies_the_word_once_complete() {
         loc: local,
     };
     assert_eq!(
-        probe_twice(get(Some(5)), test_load, false),
+        probe_twice(get(Some(5)), test_load.clone(), false),
         vec![0, 5],
         "pending, then the word the get brought"
     );

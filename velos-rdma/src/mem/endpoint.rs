@@ -269,9 +269,11 @@ impl<'f> MemEndpoint<'f> {
                 atomic::fence(Ordering::SeqCst);
                 Ok(Reply::Done)
             }
-            Op::Put { .. } | Op::PutInline { .. } | Op::Get { .. } | Op::Atomic { .. } => {
-                done(self.post(op))
-            }
+            Op::Put { .. }
+            | Op::PutInline { .. }
+            | Op::PutWords { .. }
+            | Op::Get { .. }
+            | Op::Atomic { .. } => done(self.post(op)),
             Op::Wait { work_id } => done(self.wait(work_id)),
             Op::WaitAny { base, mask } => self.wait_any(base, mask).map(Reply::Value),
             Op::Test { work_id } => self.test(work_id).map(|c| Reply::Value(u64::from(c))),

@@ -5,6 +5,7 @@ use crate::error::RdmaError;
 use crate::ids::{Loc, NodeId};
 use crate::op::{Op, Rmw};
 use crate::plan::RemoteKind;
+use crate::words::Words;
 use std::sync::atomic::Ordering;
 
 /// A remote operation on the queue pair from `source` towards `target`.
@@ -20,7 +21,7 @@ pub(crate) struct Task {
 }
 
 /// The memory accesses of a task, with checked word indices.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 enum Access {
     Put {
         remote: usize,
@@ -29,6 +30,11 @@ enum Access {
     PutInline {
         remote: usize,
         value: u64,
+    },
+    /// Word i goes to `remote + i`.
+    PutWords {
+        remote: usize,
+        words: Words,
     },
     Get {
         local: usize,
@@ -52,7 +58,7 @@ impl Task {
             Op::Put { remote, local, .. }
             | Op::Get { remote, local, .. }
             | Op::Atomic { remote, local, .. } => (remote, Some(local)),
-            Op::PutInline { remote, .. } => (remote, None),
+            Op::PutInline { remote, .. } | Op::PutWords { remote, .. } => (remote, None),
             _ => panic!("not a remote operation: {op:?}"),
         };
         if !memory.has_node(remote.node) {
@@ -79,7 +85,12 @@ impl Task {
             memory.set_queue_pair_error(self.source, self.target);
             return Err(e.clone());
         }
-        if let Ok(Access::Put { remote, .. } | Access::PutInline { remote, .. }) = self.access {
+        if let Ok(
+            Access::Put { remote, .. }
+            | Access::PutInline { remote, .. }
+            | Access::PutWords { remote, .. },
+        ) = self.access
+        {
             // The target checks its write permission when the write arrives.
             let loc = Loc::word(self.target, remote as u32);
             memory.may_write(self.source, self.target, loc)?;
@@ -92,6 +103,12 @@ impl Task {
                 local: l,
             } => remote(r).store(local(l).load(Ordering::SeqCst), Ordering::SeqCst),
             Access::PutInline { remote: r, value } => remote(r).store(value, Ordering::SeqCst),
+            // In address order, as the model's rule 3 appends the words' remote writes.
+            Access::PutWords { remote: r, words } => {
+                for (i, &w) in words.as_slice().iter().enumerate() {
+                    remote(r + i).store(w, Ordering::SeqCst);
+                }
+            }
             Access::Get {
                 local: l,
                 remote: r,
@@ -120,27 +137,47 @@ impl Access {
     fn check(op: &Op, source: NodeId, memory: &Memory) -> Result<Access, RdmaError> {
         let index = |loc: Loc| memory.layout().check(loc);
         let (remote, kind) = match *op {
-            Op::Put { remote, .. } | Op::PutInline { remote, .. } => (remote, RemoteKind::Write),
+            Op::Put { remote, .. } | Op::PutInline { remote, .. } | Op::PutWords { remote, .. } => {
+                (remote, RemoteKind::Write)
+            }
             Op::Get { remote, .. } => (remote, RemoteKind::Read),
             Op::Atomic { remote, .. } => (remote, RemoteKind::Atomic),
             _ => unreachable!("checked by Task::post"),
         };
         index(remote)?;
         memory.permit(source, remote, kind)?;
-        Ok(match *op {
-            Op::Put { remote, local, .. } => Access::Put {
+        if let Op::PutWords { words, .. } = op {
+            // Every word written must be in bounds and writable; the first that is not is
+            // the failure, as a put to it would fail.
+            for i in 1..words.len() {
+                let loc = Loc {
+                    offset: remote
+                        .offset
+                        .saturating_add((8 * i).try_into().unwrap_or(u32::MAX)),
+                    ..remote
+                };
+                index(loc)?;
+                memory.permit(source, loc, kind)?;
+            }
+        }
+        Ok(match op {
+            &Op::Put { remote, local, .. } => Access::Put {
                 local: index(local)?,
                 remote: index(remote)?,
             },
-            Op::PutInline { remote, value, .. } => Access::PutInline {
+            &Op::PutInline { remote, value, .. } => Access::PutInline {
                 remote: index(remote)?,
                 value,
             },
-            Op::Get { local, remote, .. } => Access::Get {
+            Op::PutWords { remote, words, .. } => Access::PutWords {
+                remote: index(*remote)?,
+                words: words.clone(),
+            },
+            &Op::Get { local, remote, .. } => Access::Get {
                 local: index(local)?,
                 remote: index(remote)?,
             },
-            Op::Atomic {
+            &Op::Atomic {
                 local, remote, rmw, ..
             } => Access::Atomic {
                 local: index(local)?,

@@ -452,6 +452,10 @@ impl<'f> VerbsEndpoint<'f> {
             Op::Put { .. } | Op::PutInline { .. } | Op::Get { .. } | Op::Atomic { .. } => {
                 done(self.post(op))
             }
+            Op::PutWords { .. } => Err(RdmaError::Unsupported {
+                operation: "PutWords",
+                backend: "the verbs backend (not yet)",
+            }),
             Op::Wait { work_id } => done(self.wait(work_id)),
             Op::WaitAny { base, mask } => self.wait_any(base, mask).map(Reply::Value),
             Op::Test { work_id } => self.test(work_id).map(|c| Reply::Value(u64::from(c))),

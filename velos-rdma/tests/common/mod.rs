@@ -29,7 +29,7 @@ impl Process for Script {
         if reply != Reply::Start {
             self.replies.push(reply);
         }
-        let op = self.ops.get(self.pc).copied();
+        let op = self.ops.get(self.pc).cloned();
         self.pc += 1;
         op.map_or(Step::Done, Step::Op)
     }

@@ -117,7 +117,7 @@ impl Process for LitmusThread {
             match &instr.action {
                 Action::Op(op) => {
                     self.awaiting = true;
-                    return Step::Op(*op);
+                    return Step::Op(op.clone());
                 }
                 Action::Lib(call) => {
                     let mut call = call.clone();

@@ -108,6 +108,25 @@ impl<P: Process> Machine<P> {
                 now,
                 clock,
             ),
+            Op::PutWords {
+                remote,
+                ref words,
+                work_id,
+            } => {
+                let bad = self.bad_later_word(remote, words.len());
+                let item = PipeItem::PutWords {
+                    remote,
+                    words: words.clone(),
+                    work_id,
+                };
+                match bad {
+                    Some(e) if self.check_node(remote.node).is_ok() => {
+                        self.fail_item(t, &item, e);
+                        Reply::Done
+                    }
+                    _ => self.post(t, remote, None, item, now, clock),
+                }
+            }
             Op::Get {
                 local,
                 remote,
@@ -245,6 +264,39 @@ impl<P: Process> Machine<P> {
         }
         self.push_remote(t, remote.node, item, now, clock);
         Reply::Done
+    }
+
+    /// The failure of the first word after the first of a multi-word put of `len` words
+    /// at `remote` that is not a word of the target (each must be, as if each were a put).
+    fn bad_later_word(&self, remote: Loc, len: usize) -> Option<RdmaError> {
+        (1..len).find_map(|i| {
+            let offset = u32::try_from(8 * i)
+                .ok()
+                .and_then(|d| remote.offset.checked_add(d));
+            let Some(offset) = offset else {
+                return Some(RdmaError::OutOfBounds { loc: remote });
+            };
+            self.check_word(Loc { offset, ..remote }).err()
+        })
+    }
+
+    /// Whether thread t posting `op` records a failure at once (a bad remote address on a
+    /// node that exists), as [`Machine::post`] does: that step appends to the thread's
+    /// failures, which other steps of its queue pairs append to too, so it is not
+    /// invisible to the explorer's reductions.
+    pub(crate) fn fails_at_post(&self, t: usize, op: &Op) -> bool {
+        let node = self.threads[t].node;
+        let (remote, local, len) = match op {
+            Op::Put { remote, local, .. }
+            | Op::Get { local, remote, .. }
+            | Op::Atomic { local, remote, .. } => (*remote, Some(*local), 1),
+            Op::PutInline { remote, .. } => (*remote, None, 1),
+            Op::PutWords { remote, words, .. } => (*remote, None, words.len()),
+            _ => return false,
+        };
+        let replied = local.is_some_and(|l| self.check_local(node, l).is_err())
+            || self.check_node(remote.node).is_err();
+        !replied && (self.check_word(remote).is_err() || self.bad_later_word(remote, len).is_some())
     }
 
     fn push_remote(

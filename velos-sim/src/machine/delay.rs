@@ -20,6 +20,9 @@ pub enum Delay {
     /// One way for an operation a NIC sends to its own node (loopback): turned around
     /// inside the NIC, no wire.
     LoopbackWire,
+    /// A put's payload of this many bytes crossing the wire after its first byte (the
+    /// serialisation a message of many words adds; a profile may charge nothing for a word).
+    Payload(u64),
     /// A remote write reaching the responder's memory (PCIe write at the responder).
     RemoteMemWrite,
     /// Executing a remote atomic at the responder NIC.

@@ -1,6 +1,6 @@
 //! The entries of store buffers and queue pairs (the paper's hardware domains, App. 0.D.1).
 
-use velos_rdma::{Loc, Rmw, WorkId};
+use velos_rdma::{Loc, Rmw, Words, WorkId};
 
 /// An entry with the virtual time from which its next step may fire. The explorer keeps
 /// every `ready` at 0, so timing never splits its states.
@@ -50,6 +50,16 @@ pub enum PipeItem {
         remote: Loc,
         /// The value read.
         value: u64,
+        /// rdmawait tag.
+        work_id: WorkId,
+    },
+    /// `P1(y, v₀…vₙ)`: a multi-word put (`Op::PutWords`, captured at post). Rule 3
+    /// appends one `nrw` per word to `rW`, in address order.
+    PutWords {
+        /// Remote destination of word 0.
+        remote: Loc,
+        /// The words.
+        words: Words,
         /// rdmawait tag.
         work_id: WorkId,
     },
@@ -106,12 +116,33 @@ impl PipeItem {
         match *self {
             PipeItem::PutRead { work_id, .. }
             | PipeItem::PutWrite { work_id, .. }
+            | PipeItem::PutWords { work_id, .. }
             | PipeItem::Ack { work_id }
             | PipeItem::GetRead { work_id, .. }
             | PipeItem::LocalWrite { work_id, .. }
             | PipeItem::AtomicRead { work_id, .. }
             | PipeItem::AtomicWrite { work_id, .. } => Some(work_id),
             PipeItem::Fence => None,
+        }
+    }
+
+    /// Whether a remote write of this item (rules 3, 12) may write `loc`.
+    pub fn may_write_remote(&self, loc: Loc) -> bool {
+        match self {
+            PipeItem::PutRead { remote, .. }
+            | PipeItem::PutWrite { remote, .. }
+            | PipeItem::AtomicRead { remote, .. }
+            | PipeItem::AtomicWrite { remote, .. } => *remote == loc,
+            PipeItem::PutWords { remote, words, .. } => {
+                remote.node == loc.node
+                    && loc.offset >= remote.offset
+                    && u64::from(loc.offset - remote.offset) < 8 * words.len() as u64
+                    && (loc.offset - remote.offset) % 8 == 0
+            }
+            PipeItem::Ack { .. }
+            | PipeItem::GetRead { .. }
+            | PipeItem::LocalWrite { .. }
+            | PipeItem::Fence => false,
         }
     }
 

@@ -52,7 +52,9 @@ impl<P: Process> Machine<P> {
                     })
                 };
                 match pipe[i].item {
-                    PipeItem::PutWrite { .. } | PipeItem::AtomicWrite { .. } => !older_reads(),
+                    PipeItem::PutWrite { .. }
+                    | PipeItem::PutWords { .. }
+                    | PipeItem::AtomicWrite { .. } => !older_reads(),
                     PipeItem::LocalWrite { .. } => {
                         let (t, _) = self.qp_ends(q);
                         i == 0 && !self.threads[t].process.puts_from_memory()

@@ -27,7 +27,7 @@ impl<P: Process> Machine<P> {
                 match self.qps[q].pipe[i].item {
                     PipeItem::Fence => self.rule1_rfence(q, i),
                     PipeItem::PutRead { .. } => self.rule2_put_local_read(q, i, now, clock, target),
-                    PipeItem::PutWrite { .. } => {
+                    PipeItem::PutWrite { .. } | PipeItem::PutWords { .. } => {
                         self.rule3_put_remote_write(q, i, now, clock, target)
                     }
                     PipeItem::Ack { .. } => self.rule5_put_completion(q, i, now),
@@ -134,7 +134,8 @@ impl<P: Process> Machine<P> {
         };
     }
 
-    /// Rule 3: a put's remote write is issued: `P1(y,v)` becomes `ACK`, `nrw(y,v)` joins `rW`.
+    /// Rule 3: a put's remote write is issued: `P1(y,v)` becomes `ACK`, `nrw(y,v)` joins `rW`
+    /// (for a multi-word put, one `nrw` per word, in address order).
     fn rule3_put_remote_write(
         &mut self,
         q: usize,
@@ -143,13 +144,16 @@ impl<P: Process> Machine<P> {
         clock: &mut dyn Clock,
         target: NodeId,
     ) {
-        let PipeItem::PutWrite {
-            remote,
-            value,
-            work_id,
-        } = self.qps[q].pipe[i].item
-        else {
-            unreachable!("rule 3 fires on P1")
+        let (remote, work_id, bytes) = match &self.qps[q].pipe[i].item {
+            PipeItem::PutWrite {
+                remote, work_id, ..
+            } => (*remote, *work_id, 8),
+            PipeItem::PutWords {
+                remote,
+                words,
+                work_id,
+            } => (*remote, *work_id, 8 * words.len() as u64),
+            _ => unreachable!("rule 3 fires on P1"),
         };
         if !self.may_put(q, target) {
             return self.refuse_put(q, i, remote, work_id);
@@ -163,18 +167,42 @@ impl<P: Process> Machine<P> {
                 || self.mutation.is_some(),
             "rule 3: pre ⊆ {{ACK,G0,LW}}"
         );
+        // The payload crosses the wire before the responder places it (0 for one word: a
+        // word's time is in the wire's). Not a step towards the target: a slow node's extra
+        // is in the steps around it already.
+        let payload = clock.delay(Delay::Payload(bytes), None);
         // The ACK leaves after the responder's work on the put (0 unless the profile's
         // NIC acknowledges only after placement), then crosses the wire.
         let ack = clock.delay(self.put_ack_delay(remote), Some(target));
-        self.qps[q].pipe[i] = Timed {
-            item: PipeItem::Ack { work_id },
-            ready: now + ack + clock.delay(self.wire(q), Some(target)),
-        };
-        let ready = now + clock.delay(self.remote_write_delay(remote), Some(target));
-        self.qps[q].rw.push_back(Timed {
-            item: RemoteWrite::Put { loc: remote, value },
-            ready,
-        });
+        let ack_ready = now + payload + ack + clock.delay(self.wire(q), Some(target));
+        let item = std::mem::replace(
+            &mut self.qps[q].pipe[i],
+            Timed {
+                item: PipeItem::Ack { work_id },
+                ready: ack_ready,
+            },
+        );
+        let ready = now + payload + clock.delay(self.remote_write_delay(remote), Some(target));
+        let rw = &mut self.qps[q].rw;
+        match item.item {
+            PipeItem::PutWrite { value, .. } => rw.push_back(Timed {
+                item: RemoteWrite::Put { loc: remote, value },
+                ready,
+            }),
+            PipeItem::PutWords { words, .. } => rw.extend(words.as_slice().iter().enumerate().map(
+                |(k, &value)| Timed {
+                    item: RemoteWrite::Put {
+                        loc: Loc {
+                            offset: remote.offset + 8 * k as u32,
+                            ..remote
+                        },
+                        value,
+                    },
+                    ready,
+                },
+            )),
+            _ => unreachable!("rule 3 fires on P1"),
+        }
     }
 
     /// Rules 4 and 13: the head of `rW` commits to memory; an atomic write frees `L[n]`.

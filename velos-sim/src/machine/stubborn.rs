@@ -348,8 +348,18 @@ impl<P: Process> Obligations<'_, P> {
                     self.completers(t, WorkId(base.0 + i as u32), out);
                 }
             }
-            // Posts and stores only append to the thread's own store buffer (or fail at
-            // once); wait and global fence only observe what can no longer change; poll
+            // A post that fails at once appends to the thread's failures, as every step
+            // that fails one of its operations does: the agents of its queue pairs and its
+            // store buffer.
+            _ if m.fails_at_post(t, op) => {
+                out.push(Agent::Sb(t));
+                for n in 0..m.node_count() {
+                    let q = m.qp_index(t, NodeId(n as u16));
+                    out.extend([Agent::Pipe(q), Agent::Fresh(q), Agent::Rw(q), Agent::Lw(q)]);
+                }
+            }
+            // Posts and stores only append to the thread's own store buffer; wait and
+            // global fence only observe what can no longer change; poll
             // takes a `cn` no other step looks at; now and pause do nothing here.
             _ => {}
         }
@@ -384,9 +394,10 @@ impl<P: Process> Obligations<'_, P> {
     fn completers(&self, t: usize, work_id: WorkId, out: &mut Vec<Agent>) {
         let m = self.machine;
         let by_kind = |q: usize, item: &PipeItem| match item {
-            PipeItem::PutRead { .. } | PipeItem::PutWrite { .. } | PipeItem::Ack { .. } => {
-                Agent::Pipe(q)
-            }
+            PipeItem::PutRead { .. }
+            | PipeItem::PutWrite { .. }
+            | PipeItem::PutWords { .. }
+            | PipeItem::Ack { .. } => Agent::Pipe(q),
             PipeItem::GetRead { .. }
             | PipeItem::AtomicRead { .. }
             | PipeItem::AtomicWrite { .. }
@@ -637,7 +648,7 @@ impl<P: Process> Obligations<'_, P> {
             // Rules 1 and 3 touch only this queue pair's buffers: a push at the tail of `rW`
             // commutes with the commit at its head, and the premise it may falsify (rW
             // empty) belongs to older items of this same pipe; newer ones are blocked.
-            PipeItem::Fence | PipeItem::PutWrite { .. } => {}
+            PipeItem::Fence | PipeItem::PutWrite { .. } | PipeItem::PutWords { .. } => {}
         }
     }
 
@@ -704,6 +715,7 @@ impl<P: Process> Obligations<'_, P> {
                         e,
                         PipeItem::PutRead { .. }
                             | PipeItem::PutWrite { .. }
+                            | PipeItem::PutWords { .. }
                             | PipeItem::AtomicRead { .. }
                             | PipeItem::AtomicWrite { .. }
                     )
@@ -839,11 +851,11 @@ impl<P: Process> Obligations<'_, P> {
                 found.push(Agent::Fresh(q));
             }
             let writes_remote = |i: &PipeItem| match i {
-                PipeItem::PutRead { remote, .. } | PipeItem::PutWrite { remote, .. } => {
-                    !atomic_only && *remote == loc
-                }
-                PipeItem::AtomicRead { remote, .. } | PipeItem::AtomicWrite { remote, .. } => {
-                    *remote == loc
+                PipeItem::PutRead { .. }
+                | PipeItem::PutWrite { .. }
+                | PipeItem::PutWords { .. } => !atomic_only && i.may_write_remote(loc),
+                PipeItem::AtomicRead { .. } | PipeItem::AtomicWrite { .. } => {
+                    i.may_write_remote(loc)
                 }
                 _ => false,
             };

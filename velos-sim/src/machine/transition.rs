@@ -100,9 +100,17 @@ impl<P: Process> Machine<P> {
                     head && lw_clean
                 }
                 PipeItem::PutRead { .. } => !pre_put_read && lw_clean,
-                PipeItem::PutWrite { .. } if self.mutated(Mutation::Rule3Weaker) => true,
-                PipeItem::PutWrite { .. } if self.mutated(Mutation::Rule3Stronger) => head,
-                PipeItem::PutWrite { .. } => pre_overtakable,
+                PipeItem::PutWrite { .. } | PipeItem::PutWords { .. }
+                    if self.mutated(Mutation::Rule3Weaker) =>
+                {
+                    true
+                }
+                PipeItem::PutWrite { .. } | PipeItem::PutWords { .. }
+                    if self.mutated(Mutation::Rule3Stronger) =>
+                {
+                    head
+                }
+                PipeItem::PutWrite { .. } | PipeItem::PutWords { .. } => pre_overtakable,
                 PipeItem::Ack { .. } if self.mutated(Mutation::Rule5Weaker) => true,
                 PipeItem::Ack { .. } if self.mutated(Mutation::Rule5Stronger) => head && rw_empty,
                 PipeItem::Ack { .. } => head,
@@ -200,6 +208,7 @@ impl<P: Process> Machine<P> {
             | Op::Store { .. }
             | Op::Put { .. }
             | Op::PutInline { .. }
+            | Op::PutWords { .. }
             | Op::Get { .. }
             | Op::Atomic { .. }
             | Op::Rfence { .. } => true,
@@ -271,11 +280,13 @@ impl<P: Process> Machine<P> {
                 Next::Pending(Op::Load { loc }) => {
                     self.private_to(*loc) == Some(t) && self.nic_writes_to(t, *loc) == 0
                 }
+                Next::Pending(op) if self.fails_at_post(t, op) => false,
                 Next::Pending(op) => matches!(
                     op,
                     Op::Store { .. }
                         | Op::Put { .. }
                         | Op::PutInline { .. }
+                        | Op::PutWords { .. }
                         | Op::Get { .. }
                         | Op::Atomic { .. }
                         | Op::Rfence { .. }
