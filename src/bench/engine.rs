@@ -9,6 +9,7 @@
 //! leader. The replay ([`Recording::replay`]) checks that it retraces the run: the same
 //! proposals taken, as many commands committed.
 
+use super::op_kind::OpKind;
 use anyhow::{Context, ensure};
 use velos_core::log::{ClientScript, Detector, LogConfig, Replica};
 use velos_rdma::mem::{MemFabric, MemOptions, Mode};
@@ -175,17 +176,7 @@ pub(crate) fn inline_fabric(log: &LogConfig) -> anyhow::Result<MemFabric> {
 }
 
 fn count(counts: &mut [u64; 8], op: &Op) {
-    let kind = match op {
-        Op::Put { .. } | Op::PutInline { .. } => 0,
-        Op::Atomic { .. } => 1,
-        Op::Get { .. } => 2,
-        Op::Test { .. } | Op::TestLoad { .. } => 3,
-        Op::Load { .. } => 4,
-        Op::Now => 5,
-        Op::Pause { .. } => 6,
-        _ => 7,
-    };
-    counts[kind] += 1;
+    counts[OpKind::of(op) as usize] += 1;
 }
 
 impl Recording {

@@ -7,4 +7,5 @@ pub mod engine;
 pub mod failover;
 pub mod latency;
 pub mod locks;
+mod op_kind;
 pub mod sweep;

@@ -11,6 +11,7 @@
 //! proposals accepted, as many decisions.
 
 use super::{EmbedConfig, FollowerIdle, Marks, Window, Workload, command, latency_histogram};
+use crate::bench::op_kind::OpKind;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 use velos_core::log::{ClientScript, Detector, LogConfig, Replica};
@@ -108,16 +109,16 @@ struct OpCounts {
 impl OpCounts {
     fn count(&mut self, op: &Op) {
         self.steps += 1;
-        match op {
-            Op::Now => self.now += 1,
-            Op::Pause { .. } => self.pause += 1,
-            Op::Put { .. } | Op::PutInline { .. } => self.put += 1,
-            Op::Atomic { .. } => self.atomic += 1,
-            Op::Get { .. } => self.get += 1,
-            Op::Test { .. } | Op::TestLoad { .. } => self.test += 1,
-            Op::Load { .. } => self.load += 1,
-            _ => self.other += 1,
-        }
+        *match OpKind::of(op) {
+            OpKind::Now => &mut self.now,
+            OpKind::Pause => &mut self.pause,
+            OpKind::Put => &mut self.put,
+            OpKind::Atomic => &mut self.atomic,
+            OpKind::Get => &mut self.get,
+            OpKind::Test => &mut self.test,
+            OpKind::Load => &mut self.load,
+            OpKind::Other => &mut self.other,
+        } += 1;
     }
 
     fn since(self, before: OpCounts) -> Vec<(&'static str, u64)> {

@@ -161,14 +161,17 @@ struct ValueRead {
 /// What a replica wrote into its value buffers of one slot (see [`super::value`]).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 struct Written {
-    /// The acceptors whose buffer I wrote (bit a): a first write skips its begin stamp.
-    ever: u64,
     /// The content words and length field of my last full write.
     content: Vec<u64>,
     len: usize,
     /// The acceptors whose buffer holds `content` by a full write posted whole (bit a):
     /// writing it there again is a restamp.
     holds: u64,
+    /// The words of that full write as one put (begin stamp, content, and, when the
+    /// buffer's rest is short, its padding and the end stamp), shared by the puts to
+    /// every acceptor; and the stamp it carries (0: none made yet).
+    payload: velos_rdma::Words,
+    payload_stamp: u64,
 }
 
 /// A follower's read of one slot's words (every epoch) at every replica.
@@ -599,7 +602,8 @@ impl Replica {
         // A leader writes only slots it has not applied.
         if let Some(mut w) = self.written.remove(&slot) {
             w.content.clear();
-            (w.ever, w.len, w.holds) = (0, 0, 0);
+            w.payload.refill([]);
+            (w.len, w.holds, w.payload_stamp) = (0, 0, 0);
             assert_eq!(w, Written::default(), "a spare record is a new one");
             self.spare_written.keep(w);
         }

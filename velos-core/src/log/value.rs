@@ -3,17 +3,17 @@
 //! instance written (see [`super::ring`]), then the *key* (epoch, proposal), which grows
 //! with every write of one proposer to one instance's buffer.
 //!
-//! The proposer writes the begin stamp, the content, then the end stamp (puts on one queue
-//! pair land in order); its first write of a buffer in the ring's first lap skips the begin
-//! stamp (it stays 0), so a stable leader of a young log posts no more than the content and
-//! one stamp. A reader gets the end stamp, then (after it completed) the content, then the
-//! begin stamp. Lemma (consistent read): when the begin stamp reads equal to the end stamp,
-//! or 0, the content read is the end stamp's write j. Proof: j's end stamp landed after j's
-//! content; every later write j + 1 — of the same instance or of a later lap's — lands its
-//! begin stamp (non-zero: its tag or key differs from j's, and only first-lap first writes
-//! skip it, which no write precedes) before any of its content, so if any content word read
-//! came from j + 1 or later, the begin stamp read after it shows j + 1 or later: neither 0
-//! nor j's (tags tell laps apart, keys grow within one).
+//! The proposer writes the begin stamp, the content, then the end stamp: one multi-word put
+//! (`Op::PutWords`, whose words land in address order) when the buffer's rest up to the end
+//! stamp is short, so a stable leader posts one work request per acceptor for a value; else
+//! the end stamp in a second put behind it (puts on one queue pair land in order). A reader
+//! gets the end stamp, then (after it completed) the content, then the begin stamp. Lemma
+//! (consistent read): when the begin stamp reads equal to the end stamp, or 0, the content
+//! read is the end stamp's write j. Proof: j's end stamp landed after j's content; every
+//! later write j + 1 — of the same instance or of a later lap's — lands its begin stamp
+//! (non-zero: its tag or key differs from j's) before any of its content, so if any content
+//! word read came from j + 1 or later, the begin stamp read after it shows j + 1 or later:
+//! neither 0 nor j's (tags tell laps apart, keys grow within one).
 //!
 //! A write of the content the buffer already holds — a proposer that proposes the same
 //! value again in a later attempt, or adopts its own — is a *restamp*: the end stamp,

@@ -10,6 +10,11 @@ use crate::proposal::ProposerId;
 use crate::slot::SlotCommand;
 use velos_rdma::{Loc, Op};
 
+/// The longest padding (in words) a value's put covers to reach its buffer's end stamp in
+/// one work request (256 bytes: far less than a round trip's worth of wire time); a
+/// longer one costs a second put for the end stamp.
+const PAD_WORDS_MAX: usize = 32;
+
 /// The leader of `term` among a role and a repair (fields borrowed apart, so that the
 /// rest of the replica stays usable beside it).
 pub(super) fn proposer_in<'a>(
@@ -80,40 +85,48 @@ impl Replica {
                     let bit = 1 << acceptor;
                     let same = w.len == len && w.content == *words;
                     let links = &mut self.links;
-                    let mut put = |remote: Loc, value: u64| {
-                        let work_id = ids::PUT;
-                        let op = Op::PutInline {
-                            remote,
-                            value,
-                            work_id,
-                        };
-                        links.send(acceptor, op, &mut ops);
+                    let put = |remote: Loc, value: u64| Op::PutInline {
+                        remote,
+                        value,
+                        work_id: ids::PUT,
                     };
+                    let full = stamp(tag, epoch, proposal, len);
                     if w.holds & bit != 0 && same {
                         // A restamp: the end stamp, then the begin stamp (see `value`).
                         let r = stamp(tag, epoch, proposal, len | RESTAMP_FLAG);
-                        put(end, r);
-                        put(begin, r);
+                        links.send(acceptor, put(end, r), &mut ops);
+                        links.send(acceptor, put(begin, r), &mut ops);
                     } else {
-                        // The begin stamp, the content, the end stamp; the first write of
-                        // a buffer in the ring's first lap needs no begin stamp.
-                        let first = w.ever & bit == 0 && self.ring.first_lap(slot);
                         if !same {
                             w.content.clear();
                             w.content.extend_from_slice(words);
-                            (w.len, w.holds) = (len, 0);
+                            (w.len, w.holds, w.payload_stamp) = (len, 0, 0);
                         }
                         w.holds |= bit;
-                        let full = stamp(tag, epoch, proposal, len);
-                        if !first {
-                            put(begin, full);
+                        // The begin stamp, the content, the end stamp, in this order
+                        // (`value`): one put, whose words land in address order, when the
+                        // buffer's rest up to the end stamp is short; else the end stamp
+                        // in a second put behind it on the same queue pair.
+                        let pad = self.config.value_words() as usize - words.len();
+                        let whole = pad <= PAD_WORDS_MAX;
+                        if w.payload_stamp != full {
+                            let tail = whole.then(|| std::iter::repeat_n(0, pad).chain([full]));
+                            let tail = tail.into_iter().flatten();
+                            w.payload.refill(
+                                [full].into_iter().chain(words.iter().copied()).chain(tail),
+                            );
+                            w.payload_stamp = full;
                         }
-                        for (i, &c) in words.iter().enumerate() {
-                            put(self.shape.value_word(acceptor, me, s, i as u32), c);
+                        let payload = Op::PutWords {
+                            remote: begin,
+                            words: w.payload.clone(),
+                            work_id: ids::PUT,
+                        };
+                        links.send(acceptor, payload, &mut ops);
+                        if !whole {
+                            links.send(acceptor, put(end, full), &mut ops);
                         }
-                        put(end, full);
                     }
-                    w.ever |= bit;
                 }
                 SlotCommand::ReadValue {
                     acceptor,

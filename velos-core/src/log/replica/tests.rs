@@ -135,7 +135,8 @@ fn the_leader_pre_prepares_its_window_with_one_cas_per_acceptor_and_slot() {
     assert_eq!(cases.len(), 4 * 3);
     assert!(cases.iter().all(|&(_, e, n)| e == 0 && n == promise));
     assert!(
-        !ops.iter().any(|op| matches!(op, Op::PutInline { .. })),
+        !ops.iter()
+            .any(|op| matches!(op, Op::PutInline { .. } | Op::PutWords { .. })),
         "no value is written before there is one to propose"
     );
     assert!(r.propose(vec![1; 10]).is_ok());
