@@ -28,7 +28,7 @@
 //!
 //! The verbs endpoint batches by this rule and counts what it really hands to the NIC
 //! (flushes and hand-overs after back-pressure included); the in-process endpoint does
-//! not batch but counts by the same rule ([`Doorbells::ring`]), so that both report
+//! not batch but counts by the same rule, so that both report
 //! comparable figures.
 
 use crate::op::Op;

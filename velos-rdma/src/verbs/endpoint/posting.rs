@@ -142,6 +142,12 @@ impl VerbsEndpoint<'_> {
     pub(super) fn ring(&mut self, t: usize) {
         self.doorbells.clear(t);
         self.hand_over(t);
+        if !self.waiting[t].is_empty() {
+            // The send queue is full: a completion must come to make room, a signaled
+            // request after the oldest.
+            let oldest = self.completions.completed(node_of(t)) + 1;
+            self.cover(t, oldest, false);
+        }
     }
 
     /// Rings every kept list (see [`crate::doorbell`]).
