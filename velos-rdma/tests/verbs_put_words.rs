@@ -110,6 +110,9 @@ fn put_words_writes_every_word_or_fails_whole() {
         assert_eq!(read(&fabric, at, n), words, "{n} words at {at}");
     }
     for (at, n) in [(WORDS - 1, 2), (WORDS - 300, 512)] {
+        for i in at..WORDS {
+            fabric.write(w(1, i), 0).expect("in bounds");
+        }
         let replies = script(
             &fabric,
             0,
@@ -124,7 +127,10 @@ fn put_words_writes_every_word_or_fails_whole() {
         let out = RdmaError::OutOfBounds { loc: w(1, WORDS) };
         let expected = vec![Reply::Done, work_failed(D, out), Reply::Done, Reply::Done];
         assert_eq!(replies, expected, "{n} words at {at}");
-        assert_eq!(fabric.read(w(1, at)), Ok(0), "nothing written");
+        assert_eq!(
+            read(&fabric, at, WORDS - at),
+            vec![0; (WORDS - at) as usize]
+        );
         assert_eq!(read(&fabric, 0, 2), [42, 43]);
     }
     // No word: a zero-length write, still to a word in bounds.

@@ -148,6 +148,12 @@ impl VerbsEndpoint<'_> {
             let oldest = self.completions.completed(node_of(t)) + 1;
             self.cover(t, oldest, false);
         }
+        assert!(
+            self.waiting[t].is_empty()
+                || self.completions.outstanding(node_of(t)) >= self.host.queue_depth() as usize
+                || self.connections[t].broken(),
+            "only requests beyond the queue depth still wait"
+        );
     }
 
     /// Rings every kept list (see [`crate::doorbell`]).
