@@ -164,8 +164,9 @@ pub struct NodeReport {
     pub embedded: Option<crate::embed::MetricsSnapshot>,
     /// The closed-loop client's decision latencies, if it decided anything.
     pub latency: Option<LatencySummary>,
-    /// RDMA work requests posted, of which signaled, of which flushes.
-    pub work_requests: [u64; 3],
+    /// RDMA work requests posted (of which signaled, of which flushes) and the doorbells
+    /// that handed them to the NIC.
+    pub work_requests: velos_rdma::WorkRequests,
 }
 
 /// Runs the node until `spec.run_for` has passed; `on_event` sees every entry applied, in
@@ -211,11 +212,7 @@ fn run_verbs(spec: &NodeSpec, mut on_event: impl FnMut(Event)) -> Result<NodeRep
     let mut reply = Reply::Start;
     let mut applied = 0u64;
     while started.elapsed() < spec.run_for {
-        driver.pump(
-            &mut replica,
-            endpoint.inner.work_requests().posted,
-            &mut on_event,
-        );
+        driver.pump(&mut replica, endpoint.inner.work_requests(), &mut on_event);
         match replica.resume(reply) {
             Step::Done => break,
             Step::Op(op) => reply = endpoint.execute(&op),
@@ -228,12 +225,11 @@ fn run_verbs(spec: &NodeSpec, mut on_event: impl FnMut(Event)) -> Result<NodeRep
             });
         }
     }
-    let counts = endpoint.inner.work_requests();
     Ok(NodeReport {
         applied,
         latency: driver.latency(),
         embedded: None,
-        work_requests: [counts.posted, counts.signaled, counts.flushes],
+        work_requests: endpoint.inner.work_requests(),
     })
 }
 

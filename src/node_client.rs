@@ -16,6 +16,7 @@ use std::collections::HashMap;
 use std::io::BufRead;
 use std::time::{Duration, Instant};
 use velos_core::log::{ProposeError, Replica};
+use velos_rdma::WorkRequests;
 
 /// Which client a node runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -60,6 +61,10 @@ pub struct LatencySummary {
     /// last decision (heartbeats and reads included), if the node counts them.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub requests_per_decision: Option<f64>,
+    /// Doorbells (hand-overs of a list of work requests to a queue pair) the node rang
+    /// per decision, over the same span, if it counts them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub doorbells_per_decision: Option<f64>,
 }
 
 impl Latencies {
@@ -82,6 +87,7 @@ impl Latencies {
             p99_us: us(self.histogram.value_at_quantile(0.99)),
             max_us: us(self.histogram.max()),
             requests_per_decision: None,
+            doorbells_per_decision: None,
         })
     }
 }
@@ -95,8 +101,9 @@ pub struct ClosedLoop {
     pub in_flight: Option<(u64, Instant)>,
     /// Latencies so far.
     pub latencies: Latencies,
-    /// Work requests the node had posted at the first proposal, and at the last decision.
-    pub requests: Option<(u64, u64)>,
+    /// The work requests (and doorbells) the node had counted at the first proposal, and
+    /// at the last decision.
+    pub requests: Option<(WorkRequests, WorkRequests)>,
 }
 
 /// Runs a [`Client`] against a replica, between the replica's steps.
@@ -153,8 +160,14 @@ impl Driver {
     }
 
     /// Proposes what the client has to propose now and reports outcomes; `posted` counts
-    /// the RDMA work requests the node has posted so far (0 if it does not count them).
-    pub fn pump(&mut self, replica: &mut Replica, posted: u64, on_event: &mut impl FnMut(Event)) {
+    /// the RDMA work requests and doorbells the node has posted so far (zero if it does
+    /// not count them).
+    pub fn pump(
+        &mut self,
+        replica: &mut Replica,
+        posted: WorkRequests,
+        on_event: &mut impl FnMut(Event),
+    ) {
         for (id, result) in replica.take_results() {
             if let Some((ours, at)) = self.closed.in_flight
                 && ours == id
@@ -230,9 +243,11 @@ impl Driver {
     pub fn latency(&self) -> Option<LatencySummary> {
         let mut summary = self.closed.latencies.summary()?;
         if let Some((first, last)) = self.closed.requests
-            && last > first
+            && last.posted > first.posted
         {
-            summary.requests_per_decision = Some((last - first) as f64 / summary.count as f64);
+            let per = |n: u64| n as f64 / summary.count as f64;
+            summary.requests_per_decision = Some(per(last.posted - first.posted));
+            summary.doorbells_per_decision = Some(per(last.doorbells - first.doorbells));
         }
         Some(summary)
     }

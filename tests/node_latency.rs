@@ -4,7 +4,8 @@
 //! checks that every value was decided, in node 0's log in order and on the followers
 //! too, and prints the summary line the soft-RoCE harness sets next to `ib_atomic_lat`:
 //!
-//! `decision latency: count N p50 X us p90 X us p99 X us max X us`
+//! `decision latency: count N p50 X us p90 X us p99 X us max X us; R work requests per
+//! decision, B doorbells per decision`
 //!
 //! Skips without an RDMA device unless `VELOS_REQUIRE_RDMA=1` (see `node_procs`).
 #![cfg(feature = "verbs")]
@@ -51,6 +52,11 @@ fn a_leader_decides_values_one_at_a_time_and_reports_its_latency() {
     );
     let latency = summary().expect("reported");
     let field = |name: &str| latency[name].as_f64().expect("a number");
+    let per_decision = |name: &str| {
+        latency[name]
+            .as_f64()
+            .map_or("?".into(), |r| format!("{r:.1}"))
+    };
     // Let the followers catch up with the last decisions, then stop everyone.
     let target = n0.entries().len();
     let (e1, e2) = (Arc::clone(&n1.entries), Arc::clone(&n2.entries));
@@ -86,14 +92,13 @@ fn a_leader_decides_values_one_at_a_time_and_reports_its_latency() {
     assert!(field("p50_us") > 0.0 && field("p50_us") <= field("p99_us"));
     println!(
         "decision latency: count {} p50 {:.1} us p90 {:.1} us p99 {:.1} us max {:.1} us; \
-         {} work requests per decision",
+         {} work requests per decision, {} doorbells per decision",
         values,
         field("p50_us"),
         field("p90_us"),
         field("p99_us"),
         field("max_us"),
-        latency["requests_per_decision"]
-            .as_f64()
-            .map_or("?".into(), |r| format!("{r:.1}"))
+        per_decision("requests_per_decision"),
+        per_decision("doorbells_per_decision"),
     );
 }

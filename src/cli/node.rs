@@ -133,10 +133,15 @@ pub fn run_cli(a: NodeArgs) -> ExitCode {
             ExitCode::SUCCESS
         }
         Ok(report) => {
-            let [posted, signaled, flushes] = report.work_requests;
+            let velos_rdma::WorkRequests {
+                posted,
+                signaled,
+                flushes,
+                doorbells,
+            } = report.work_requests;
             eprintln!(
                 "velos node {}: {} entries applied; {posted} work requests posted, \
-                 {signaled} signaled ({flushes} flushes)",
+                 {signaled} signaled ({flushes} flushes), in {doorbells} doorbells",
                 a.id, report.applied
             );
             if let Some(l) = report.latency {

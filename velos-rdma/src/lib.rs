@@ -11,6 +11,9 @@
 //! * the rdmawait layer: [`Op::Wait`], [`Op::Rfence`], [`Op::GlobalFence`], and rdmatso's
 //!   [`Op::Poll`].
 //!
+//! Real backends count the work requests and doorbells they hand to the NIC by one rule
+//! ([`doorbell`], [`WorkRequests`]).
+//!
 //! Backends: the emulator in `velos-sim` (exhaustive and simulated), the in-process
 //! [`mem`] backend (real threads), and real verbs behind the `verbs` feature.
 //!
@@ -42,6 +45,7 @@
 //! ```
 #![deny(unsafe_code)]
 
+pub mod doorbell;
 mod endpoint;
 mod error;
 pub mod idle;
@@ -58,6 +62,7 @@ pub mod sync;
 pub mod verbs;
 mod words;
 
+pub use doorbell::WorkRequests;
 pub use endpoint::{Endpoint, drive};
 pub use error::RdmaError;
 pub use ids::{Loc, NodeId, WorkId};

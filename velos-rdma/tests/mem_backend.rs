@@ -664,3 +664,51 @@ fn put_words_writes_every_word_or_fails_whole() {
         assert_eq!(fabric.read(w(1, 7)), Ok(0), "nothing written");
     }
 }
+
+/// The in-process endpoint counts work requests and doorbells by the doorbell rule: a run
+/// of posts touching k queue pairs rings k doorbells, `Rfence` keeps the run, any other
+/// operation ends it, a post failing at once counts nothing; the fabric adds up the
+/// endpoints that went.
+#[test]
+fn work_requests_and_doorbells_are_counted_by_the_doorbell_rule() {
+    use velos_rdma::WorkRequests;
+    for fabric in fabrics(3) {
+        let mut endpoint = fabric.endpoint(NodeId(0));
+        let ops = [
+            put_inline(w(1, 0), 1, D),
+            put_inline(w(2, 0), 2, D),
+            Op::Rfence { node: NodeId(1) },
+            get(w(0, 1), w(1, 0), D),
+            put_inline(w(7, 0), 3, D),
+        ];
+        for op in &ops[..4] {
+            assert_eq!(endpoint.execute(op), Reply::Done);
+        }
+        assert_eq!(
+            endpoint.execute(&ops[4]),
+            Reply::Failed(RdmaError::UnknownNode { node: NodeId(7) })
+        );
+        assert_eq!(endpoint.work_requests(), WorkRequests::default(), "kept");
+        assert_eq!(endpoint.execute(&Op::Wait { work_id: D }), Reply::Done);
+        let first = WorkRequests {
+            posted: 3,
+            doorbells: 2,
+            ..WorkRequests::default()
+        };
+        assert_eq!(endpoint.work_requests(), first);
+        // Seventeen puts to one node: a full list of 16, then one more at the drop.
+        for i in 0..17 {
+            assert_eq!(
+                endpoint.execute(&put_inline(w(1, i % 8), 4, E)),
+                Reply::Done
+            );
+        }
+        drop(endpoint);
+        let total = WorkRequests {
+            posted: 20,
+            doorbells: 4,
+            ..WorkRequests::default()
+        };
+        assert_eq!(fabric.work_requests(), total);
+    }
+}

@@ -160,6 +160,11 @@ if [ -x "$SHARE/cluster/node_latency" ]; then
     grep -E '^(test result:|decision latency)' "$log" | sed 's/^/    /'
     p50=$(sed -n 's/^decision latency: .* p50 \([0-9.]*\) us.*/\1/p' "$log")
     cas=$(sed -n 's/^ib_atomic_lat .* t_typical=\([0-9.]*\) us.*/\1/p' "$OUT/atomic_latency.txt" 2>/dev/null)
+    # What the leader posted per decision: work requests, and the doorbells that rang them.
+    rpd=$(sed -n 's/^decision latency: .*; \([0-9.]*\) work requests per decision.*/\1/p' "$log")
+    dpd=$(sed -n 's/^decision latency: .*, \([0-9.]*\) doorbells per decision.*/\1/p' "$log")
+    [ -z "$rpd" ] || echo "@@ METRIC latency_work_requests_per_decision=$rpd"
+    [ -z "$dpd" ] || echo "@@ METRIC latency_doorbells_per_decision=$dpd"
     if [ -n "$p50" ]; then
         echo "@@ METRIC latency_decision_p50_us=$p50"
         if [ -n "$cas" ]; then

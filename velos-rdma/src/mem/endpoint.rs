@@ -5,6 +5,7 @@ use super::fabric::MemFabric;
 use super::jitter::Jitter;
 use super::task::Task;
 use super::worker::Job;
+use crate::doorbell::{self, Doorbells, WorkRequests};
 use crate::endpoint::Endpoint;
 use crate::error::RdmaError;
 use crate::idle::Backoff;
@@ -36,6 +37,11 @@ use std::sync::atomic::{self, AtomicU64, Ordering};
 /// * `GlobalFence` towards its target, as the plain cause. A global fence towards a crashed
 ///   node or through a queue pair in error fails even when no operation failed.
 ///
+/// # Counting
+/// The endpoint hands each remote operation to its queue pair at once (it does not batch),
+/// but counts work requests and doorbells by the rule the verbs backend batches by
+/// ([`crate::doorbell`]): [`work_requests`](MemEndpoint::work_requests).
+///
 /// Dropping an endpoint waits until its posted operations have completed.
 #[derive(Debug)]
 pub struct MemEndpoint<'f> {
@@ -57,6 +63,8 @@ pub struct MemEndpoint<'f> {
     ops: u64,
     /// How `Pause`s pass: the idle back-off of [`crate::idle`].
     backoff: Backoff,
+    /// The work requests and doorbells the doorbell rule counts.
+    doorbells: Doorbells,
 }
 
 /// Where the endpoint's remote operations execute.
@@ -98,7 +106,22 @@ impl<'f> MemEndpoint<'f> {
             newest: HashMap::new(),
             ops: 0,
             backoff: Backoff::default(),
+            doorbells: Doorbells::new(nodes),
         }
+    }
+
+    /// The work requests this endpoint's remote operations would be on a NIC, and the
+    /// doorbells they would ring, by the rule of [`crate::doorbell`]: one work request per
+    /// remote operation posted (none for one that failed at once), nothing signaled, no
+    /// flush. Operations still kept by the rule are not counted yet.
+    pub fn work_requests(&self) -> WorkRequests {
+        let counts = WorkRequests {
+            posted: self.doorbells.requests(),
+            doorbells: self.doorbells.doorbells(),
+            ..WorkRequests::default()
+        };
+        assert!(counts.doorbells <= counts.posted);
+        counts
     }
 
     /// The word at `loc` for a CPU access by this thread.
@@ -130,6 +153,9 @@ impl<'f> MemEndpoint<'f> {
         };
         let nodes = self.posted.len();
         self.newest.entry(work_id).or_insert_with(|| vec![0; nodes])[target] = ticket.qp_seq;
+        if self.doorbells.keep(target) {
+            self.doorbells.ring(target);
+        }
         match &mut self.nic {
             Nic::Inline(completions) => {
                 completions.complete(ticket, task.execute(self.fabric.memory()));
@@ -313,6 +339,9 @@ impl Endpoint for MemEndpoint<'_> {
         if let Some(jitter) = &mut self.jitter {
             jitter.delay();
         }
+        if doorbell::rings(op) {
+            self.doorbells.ring_all();
+        }
         self.execute_op(op).unwrap_or_else(Reply::Failed)
     }
 }
@@ -321,6 +350,7 @@ impl Drop for MemEndpoint<'_> {
     fn drop(&mut self) {
         let posted = std::mem::take(&mut self.posted);
         self.settle(|completions| completions.covers(&posted), |_| ());
-        self.fabric.count_ops(self.ops);
+        self.doorbells.ring_all();
+        self.fabric.count_ops(self.ops, self.work_requests());
     }
 }

@@ -4,6 +4,7 @@ use super::endpoint::MemEndpoint;
 use super::jitter::Jitter;
 use super::memory::Memory;
 use super::worker::{Job, Worker};
+use crate::doorbell::WorkRequests;
 use crate::endpoint::drive;
 use crate::error::RdmaError;
 use crate::ids::{Loc, NodeId};
@@ -13,7 +14,7 @@ use crate::process::Process;
 use crossbeam_channel::Sender;
 use std::panic;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Barrier};
+use std::sync::{Arc, Barrier, Mutex, PoisonError};
 use std::thread;
 
 /// Where remote operations execute.
@@ -52,6 +53,8 @@ pub struct MemFabric {
     next_endpoint: AtomicU64,
     /// Operations executed by endpoints that have been dropped.
     ops: AtomicU64,
+    /// Work requests and doorbells counted by endpoints that have been dropped.
+    work_requests: Mutex<WorkRequests>,
     /// When the fabric was made: the zero of every node's clock (`Op::Now`).
     started: std::time::Instant,
 }
@@ -112,6 +115,7 @@ impl MemFabric {
             workers,
             next_endpoint: AtomicU64::new(0),
             ops: AtomicU64::new(0),
+            work_requests: Mutex::new(WorkRequests::default()),
             started: std::time::Instant::now(),
         }
     }
@@ -215,6 +219,18 @@ impl MemFabric {
         self.ops.load(Ordering::SeqCst)
     }
 
+    /// The work requests and doorbells the endpoints of this fabric that have been dropped
+    /// counted by the doorbell rule (so every request of a finished [`run`];
+    /// [`MemEndpoint::work_requests`] counts a live endpoint's).
+    ///
+    /// [`run`]: MemFabric::run
+    pub fn work_requests(&self) -> WorkRequests {
+        *self
+            .work_requests
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
     pub(super) fn memory(&self) -> &Memory {
         &self.memory
     }
@@ -229,8 +245,15 @@ impl MemFabric {
         u64::try_from(self.started.elapsed().as_nanos()).unwrap_or(u64::MAX)
     }
 
-    pub(super) fn count_ops(&self, ops: u64) {
+    /// An endpoint that is going executed `ops` operations and counted `work_requests`.
+    pub(super) fn count_ops(&self, ops: u64, work_requests: WorkRequests) {
         self.ops.fetch_add(ops, Ordering::SeqCst);
+        let mut total = self
+            .work_requests
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        *total += work_requests;
+        assert!(total.doorbells <= total.posted);
     }
 }
 

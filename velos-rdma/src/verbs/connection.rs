@@ -7,7 +7,8 @@
 use super::device::Device;
 use super::error::VerbsError;
 use super::memory::WordAddress;
-use super::request::{Request, Verb};
+use super::request::Verb;
+use super::staging::Staging;
 use crate::ids::NodeId;
 use crate::layout::Layout;
 use crate::op::Rmw;
@@ -20,8 +21,9 @@ use sideway::ibverbs::queue_pair::{
 };
 use std::sync::Arc;
 
-/// Bytes of inline data a requester queue pair accepts (one word is needed).
-const MAX_INLINE: u32 = 64;
+/// Bytes of inline data a requester queue pair accepts: one word for `PutInline`, and a
+/// `PutWords` of up to 8 words; a longer one goes through the lane's staging ring.
+pub(super) const MAX_INLINE: u32 = 64;
 /// The first packet sequence number of both directions.
 const FIRST_PSN: u32 = 0;
 
@@ -36,6 +38,8 @@ pub(super) struct Lane {
     pub(super) cq: Arc<ExtendedCompletionQueue>,
     /// The thread of the node the lane belongs to (0 in the single-process fabric).
     pub(super) thread: u16,
+    /// Where long `PutWords` payloads are copied at post.
+    pub(super) staging: Staging,
 }
 
 impl Lane {
@@ -56,6 +60,7 @@ impl Lane {
             connections,
             cq,
             thread,
+            staging: Staging::register(&device.pd)?,
         };
         assert_eq!(lane.connections.len(), usize::from(layout.nodes()));
         Ok(lane)
@@ -77,6 +82,7 @@ impl Lane {
             connections,
             cq,
             thread: 0,
+            staging: Staging::register(&device.pd)?,
         };
         assert_eq!(lane.connections.len(), usize::from(layout.nodes()));
         Ok(lane)
@@ -167,6 +173,56 @@ pub(super) struct Connection {
     /// Whether a request failed on the NIC: the requester is then in the error state and
     /// everything later on it fails (flushed).
     broken: bool,
+    /// The bytes of an inline payload as it is copied into its request.
+    scratch: Vec<u8>,
+}
+
+/// One work request of a doorbell, its addresses checked, as the NIC gets it.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct WorkRequest<'a> {
+    /// Names the request's queue pair and position ([`super::completions::Ticket`]).
+    pub(super) wr_id: u64,
+    /// The target node (the connection's).
+    pub(super) target: NodeId,
+    /// Whether it produces a work completion (see [`super::signaling`]).
+    pub(super) signaled: bool,
+    /// Whether it waits for every earlier READ and atomic of the queue pair (`Rfence`).
+    pub(super) fence: bool,
+    /// What the NIC does.
+    pub(super) verb: Verb,
+    /// The remote word (word 0 of a multi-word write), with the key to reach it.
+    pub(super) remote: WordAddress,
+    /// The local word a put reads, a get or atomic writes, with its local key.
+    pub(super) local: Option<WordAddress>,
+    /// The words of an inline `PutWords`, copied into the request.
+    pub(super) inline: Option<&'a [u64]>,
+}
+
+impl WorkRequest<'_> {
+    /// Whether the payload is copied into the request (`IBV_SEND_INLINE`).
+    fn is_inline(&self) -> bool {
+        match self.verb {
+            Verb::WriteInline { .. } => true,
+            Verb::WriteWords { staged, .. } => staged.is_none(),
+            _ => false,
+        }
+    }
+
+    /// The local buffer the NIC reads or writes, and its length in bytes: a word of the
+    /// node's region, or a staged payload.
+    fn local_buffer(&self) -> Option<(WordAddress, u32)> {
+        match self.verb {
+            Verb::WriteWords {
+                staged: Some(staged),
+                words,
+                ..
+            } => Some((staged, 8 * words)),
+            Verb::WriteWords { staged: None, .. } | Verb::WriteInline { .. } => None,
+            Verb::Write { .. } | Verb::Read { .. } | Verb::Atomic { .. } => {
+                Some((self.local.expect("a verb with a local operand"), 8))
+            }
+        }
+    }
 }
 
 impl Connection {
@@ -202,6 +258,7 @@ impl Connection {
             requester: create_qp(device, cq, send_queue_slots(depth), MAX_INLINE)?,
             responder: None,
             broken: false,
+            scratch: Vec::new(),
         };
         assert_eq!(connection.requester.state(), QueuePairState::Reset);
         Ok(connection)
@@ -246,70 +303,88 @@ impl Connection {
         Ok(())
     }
 
-    /// Posts `request` (its addresses checked) as work request `wr_id`, signaled if
-    /// `signaled` (see [`super::signaling`] for which are), fenced behind every earlier
-    /// read and atomic if `fence`. `Err` if the post is refused (the queue pair is then
-    /// treated as broken).
-    pub(super) fn post(
+    /// Whether a `PutWords` of `words` words goes inline: its payload fits the requester's
+    /// inline data.
+    pub(super) fn fits_inline(words: usize) -> bool {
+        words.saturating_mul(8) <= MAX_INLINE as usize
+    }
+
+    /// Hands `requests` to the NIC as one list, with one doorbell (`ibv_wr_start`, the
+    /// requests, `ibv_wr_complete`), each signaled or fenced as it says. `Ok` with how
+    /// many; `Err` if the post is refused: then none of them was posted, and the queue
+    /// pair is treated as broken.
+    pub(super) fn post_list<'a>(
         &mut self,
-        wr_id: u64,
-        signaled: bool,
-        fence: bool,
-        request: &Request,
-        remote: WordAddress,
-        local: Option<WordAddress>,
-    ) -> Result<(), String> {
-        assert_eq!(
-            request.target(),
-            self.target,
-            "request on the wrong queue pair"
-        );
+        requests: impl IntoIterator<Item = WorkRequest<'a>>,
+    ) -> Result<u64, String> {
         assert!(!self.broken, "posting on a broken queue pair");
-        let mut flags = if signaled {
-            WorkRequestFlags::Signaled
-        } else {
-            WorkRequestFlags::none()
-        };
-        if fence {
-            flags |= WorkRequestFlags::Fence;
-        }
-        if matches!(request.verb, Verb::WriteInline { .. }) {
-            // Some providers (soft-RoCE's) tell an inline request by this flag, not by
-            // `ibv_wr_set_inline_data` alone.
-            flags |= WorkRequestFlags::Inline;
-        }
-        assert_eq!(local.is_some(), request.local().is_some());
+        let mut count = 0;
         let mut guard = self.requester.start_post_send();
-        let wr = guard.construct_wr(wr_id, flags);
-        let sge = match request.verb {
-            Verb::Write { .. } => Some(wr.setup_write(remote.key, remote.addr)),
-            Verb::WriteInline { value } => {
-                // Copied into the work request now: later changes of `value`'s word do not
-                // matter (there is none: it is a constant of the operation).
-                wr.setup_write(remote.key, remote.addr)
-                    .setup_inline_data(&value.to_ne_bytes());
-                None
+        for request in requests {
+            assert_eq!(
+                request.target, self.target,
+                "request on the wrong queue pair"
+            );
+            let mut flags = if request.signaled {
+                WorkRequestFlags::Signaled
+            } else {
+                WorkRequestFlags::none()
+            };
+            if request.fence {
+                flags |= WorkRequestFlags::Fence;
             }
-            Verb::Read { .. } => Some(wr.setup_read(remote.key, remote.addr)),
-            Verb::Atomic {
-                rmw: Rmw::Cas { expected, new },
-                ..
-            } => Some(wr.setup_atomic_compare_swap(remote.key, remote.addr, expected, new)),
-            Verb::Atomic {
-                rmw: Rmw::Faa { add },
-                ..
-            } => Some(wr.setup_atomic_fetch_add(remote.key, remote.addr, add)),
-        };
-        if let Some(sge) = sge {
-            let local = local.expect("a verb with a local operand");
-            // SAFETY: the scatter/gather entry is one word of this process's registered
-            // region of the thread's node, checked against the layout and keyed with that
-            // region's lkey; the region outlives the endpoint (the endpoint borrows the
-            // fabric or node that owns it) and the endpoint waits for all its requests
-            // before it goes away.
-            unsafe { sge.setup_sge(local.key, local.addr, 8) };
+            if request.is_inline() {
+                // Some providers (soft-RoCE's) tell an inline request by this flag, not
+                // by `ibv_wr_set_inline_data` alone.
+                flags |= WorkRequestFlags::Inline;
+            }
+            let wr = guard.construct_wr(request.wr_id, flags);
+            let remote = request.remote;
+            let sge = match request.verb {
+                Verb::Write { .. } | Verb::WriteInline { .. } | Verb::WriteWords { .. } => {
+                    wr.setup_write(remote.key, remote.addr)
+                }
+                Verb::Read { .. } => wr.setup_read(remote.key, remote.addr),
+                Verb::Atomic {
+                    rmw: Rmw::Cas { expected, new },
+                    ..
+                } => wr.setup_atomic_compare_swap(remote.key, remote.addr, expected, new),
+                Verb::Atomic {
+                    rmw: Rmw::Faa { add },
+                    ..
+                } => wr.setup_atomic_fetch_add(remote.key, remote.addr, add),
+            };
+            // Inline data is copied into the request now (`ibv_wr_set_inline_data`
+            // copies it at the call): later changes of the process's words do not matter.
+            self.scratch.clear();
+            match request.verb {
+                Verb::WriteInline { value } => self.scratch.extend(value.to_ne_bytes()),
+                Verb::WriteWords {
+                    staged: None,
+                    words,
+                    ..
+                } => {
+                    let payload = request.inline.expect("an inline payload");
+                    assert_eq!(payload.len(), words as usize, "the payload posted");
+                    self.scratch
+                        .extend(payload.iter().flat_map(|word| word.to_ne_bytes()));
+                }
+                _ => {}
+            }
+            match request.local_buffer() {
+                // SAFETY: the scatter/gather entry is either one word of this process's
+                // registered region of the thread's node, checked against the layout, or
+                // a payload in the lane's registered staging ring, whose slots its request
+                // holds until its completion is seen; each keyed with its region's lkey.
+                // Both regions outlive the endpoint (it borrows the fabric or node that
+                // owns the words, and owns the lane), and the endpoint waits for all its
+                // requests before it goes away.
+                Some((local, length)) => unsafe { sge.setup_sge(local.key, local.addr, length) },
+                None => sge.setup_inline_data(&self.scratch),
+            }
+            count += 1;
         }
-        let posted = hand_over(guard);
+        let posted = hand_over(guard).map(|()| count);
         self.broken |= posted.is_err();
         posted
     }

@@ -3,6 +3,7 @@
 //! [`Endpoint`] implementation for both, against their [`Host`]. The operations that
 //! wait for completions are in `waits`.
 
+mod posting;
 mod waits;
 
 use super::completions::{Completions, Ticket};
@@ -10,12 +11,15 @@ use super::connection::{Connection, Lane};
 use super::error::VerbsError;
 use super::host::{Host, has_node};
 use super::request::Request;
-use super::signaling::{Signaling, WorkRequests, default_interval};
+use super::signaling::{Signaling, default_interval};
+use super::staging::Staging;
+use crate::doorbell::{self, Doorbells, WorkRequests};
 use crate::endpoint::Endpoint;
 use crate::error::RdmaError;
 use crate::idle::Backoff;
 use crate::ids::{Loc, NodeId, WorkId};
 use crate::op::{Op, Reply};
+use crate::words::Words;
 use sideway::ibverbs::completion::{ExtendedCompletionQueue, PollCompletionQueueError};
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
@@ -25,6 +29,11 @@ use std::time::{Duration, Instant};
 /// The most work completions one poll of the completion queue takes.
 const POLL_BATCH: usize = 16;
 
+/// The node of the queue pair with index `t`.
+fn node_of(t: usize) -> NodeId {
+    NodeId(u16::try_from(t).expect("node ids are u16"))
+}
+
 /// One thread's connection to the cluster; made by
 /// [`VerbsFabric::endpoint`](super::VerbsFabric::endpoint) (every node in this process) or
 /// [`VerbsNode::endpoint`](super::VerbsNode::endpoint) (one node per process).
@@ -33,9 +42,39 @@ const POLL_BATCH: usize = 16;
 /// thread's own node at once, as `SeqCst` atomics; they are the only words this process
 /// touches with the CPU. Remote operations are posted as work
 /// requests on the endpoint's queue pair towards their target node (RDMA WRITE, inline
-/// WRITE, READ, atomic CAS / FAA) and reply [`Reply::Done`] at once;
+/// WRITE, READ, atomic CAS / FAA; a `PutWords` is one RDMA WRITE of all its words) and
+/// reply [`Reply::Done`] at once;
 /// `Wait`, `Test`, `WaitAny`, `Poll` and `GlobalFence` poll the endpoint's completion
 /// queue. `Rfence` sets the fence flag on the next request towards its node.
+///
+/// # Doorbells
+/// Consecutive remote posts are kept per queue pair and handed to the NIC as one list of
+/// work requests with one doorbell (`ibv_wr_start` … `ibv_wr_complete`) when the thread
+/// issues any operation that is not a remote post or an `Rfence`, or when a list reaches
+/// [`DOORBELL_BOUND`](crate::doorbell::DOORBELL_BOUND) requests. This is the model's
+/// store buffer: a posted operation may sit there for any time before it enters its queue
+/// pair, and since every other operation rings the lists first, nothing can wait for,
+/// poll, fence or observe a request still kept (the argument in full:
+/// [`crate::doorbell`]). [`ring_doorbells`](VerbsEndpoint::ring_doorbells) rings them at
+/// once.
+///
+/// # Multi-word puts
+/// A `PutWords` is one RDMA WRITE work request. A payload that fits the queue pair's
+/// inline data (64 bytes, 8 words) is copied into the request (`IBV_SEND_INLINE`) as it
+/// goes to the NIC; a longer one is copied when it is posted into the lane's staging
+/// ring (16 slots of 4 KiB, registered once per lane), whose slots it holds until its
+/// completion is seen; when no run of free slots is long enough, the post rings the
+/// lists and reaps completions first. A payload longer than the ring (64 KiB) replies
+/// [`RdmaError::Unsupported`] at once. Addresses are checked as the in-process backend
+/// checks them: every word in bounds and aligned, the first that is not the failure,
+/// reported at the wait, nothing written. Write permission is the NIC's to check: a
+/// refused write fails with [`RdmaError::RemoteAccess`] at word 0, writes nothing and
+/// breaks the queue pair, as on the in-process backend. Two differences under a region
+/// plan, where this backend does not know which ranges are writable: a write that runs
+/// past the node's words fails with `OutOfBounds` even when an earlier word is not
+/// writable (the in-process backend names that word), and one that crosses from one
+/// grant into another cannot be reached with one key and fails whole, with
+/// `RemoteAccess` at the first word of the other grant, even when both grant writes.
 ///
 /// # Signaling
 /// Gets and atomics are posted signaled; puts mostly unsignaled: one in
@@ -47,7 +86,7 @@ const POLL_BATCH: usize = 16;
 /// it. None of this changes what operations reply: every work id completes, a get's or
 /// atomic's local word is written when its wait returns, and failures are reported as
 /// below, for the operation that failed. [`work_requests`](VerbsEndpoint::work_requests)
-/// counts the signaled requests and flushes.
+/// counts the signaled requests, flushes and doorbells.
 ///
 /// # Failures
 /// Exactly as [`MemEndpoint`](crate::mem::MemEndpoint) reports them: a remote operation
@@ -100,22 +139,33 @@ pub struct VerbsEndpoint<'f> {
     /// idle (as on the in-process backend, `crate::idle`), so that idle followers leave
     /// the CPU to the leader.
     backoff: Backoff,
-    /// Per target node: requests posted while its send queue was full, oldest first, to
-    /// be handed to the NIC as completions make room (a post never blocks: a target
-    /// that stopped answering must not stop this thread until the completion timeout).
+    /// Per target node: requests posted and not yet handed to the NIC, oldest first:
+    /// kept for the next doorbell, or, beyond the queue depth, waiting for completions to
+    /// make room (a post never blocks: a target that stopped answering must not stop
+    /// this thread until the completion timeout).
     waiting: Vec<VecDeque<Waiting>>,
+    /// The doorbell rule's state (how many requests each list keeps), and the work
+    /// requests and doorbells handed to the NIC so far.
+    doorbells: Doorbells,
+    /// The list being handed over (kept to reuse its room).
+    handing: Vec<Waiting>,
+    /// Where long `PutWords` payloads are copied at post (the lane's; `None` only once
+    /// the endpoint has given the lane back).
+    staging: Option<Staging>,
     /// Per target node: requests that waited went to the NIC since its queue pair was
     /// last covered (a wait that began before they did posted no flush for them).
     drained: Vec<bool>,
 }
 
-/// A request posted while its send queue was full.
+/// A request posted and not yet handed to the NIC.
 #[derive(Debug)]
 struct Waiting {
     ticket: Ticket,
     request: Request,
     /// It carries the fence flag.
     fence: bool,
+    /// The words of an inline `PutWords`, copied into the request as it goes to the NIC.
+    payload: Option<Words>,
 }
 
 impl<'f> VerbsEndpoint<'f> {
@@ -126,6 +176,9 @@ impl<'f> VerbsEndpoint<'f> {
         let nodes = usize::from(host.layout().nodes());
         assert!(has_node(host.layout(), node));
         assert_eq!(lane.connections.len(), nodes);
+        // The lane's previous endpoint saw every one of its requests complete.
+        let mut staging = lane.staging;
+        staging.reset();
         let endpoint = VerbsEndpoint {
             host,
             node,
@@ -142,16 +195,31 @@ impl<'f> VerbsEndpoint<'f> {
             ops: 0,
             backoff: Backoff::default(),
             waiting: (0..nodes).map(|_| VecDeque::new()).collect(),
+            doorbells: Doorbells::new(nodes),
+            handing: Vec::new(),
+            staging: Some(staging),
             drained: vec![false; nodes],
         };
         assert_eq!(endpoint.fence.len(), nodes);
         endpoint
     }
 
-    /// How many work requests this endpoint has posted so far, and how many of them were
-    /// signaled (flushes included).
+    /// How many work requests this endpoint has handed to the NIC so far, how many of
+    /// them were signaled (flushes included), and in how many doorbells. Requests still
+    /// kept for a doorbell are not counted yet.
     pub fn work_requests(&self) -> WorkRequests {
-        self.signaling.counts()
+        let counts = self.signaling.counts();
+        assert_eq!(counts.posted, self.doorbells.requests());
+        WorkRequests {
+            doorbells: self.doorbells.doorbells(),
+            ..counts
+        }
+    }
+
+    /// Hands every request kept for a doorbell to the NIC now (as any operation other
+    /// than a remote post or an `Rfence` does first; see [`crate::doorbell`]).
+    pub fn ring_doorbells(&mut self) {
+        self.ring_all();
     }
 
     /// At most this many puts in a row go unsignaled on a queue pair, less one; a quarter
@@ -170,6 +238,8 @@ impl<'f> VerbsEndpoint<'f> {
     /// # Panics
     /// If `every` is 0.
     pub fn set_signal_interval(&mut self, every: u32) {
+        // The requests kept so far were posted under the old interval.
+        self.ring_all();
         self.signaling.set_interval(every);
         assert_eq!(self.signaling.interval(), every);
     }
@@ -187,6 +257,7 @@ impl<'f> VerbsEndpoint<'f> {
         let target = self
             .queue_pair(node)
             .map_err(|_| VerbsError::UnknownNode { node })?;
+        self.ring_all();
         // The NIC reports nothing for an unsignaled request that succeeded before the
         // state change: make a signaled one follow every request first.
         self.cover(target, self.posted[target], true);
@@ -206,59 +277,16 @@ impl<'f> VerbsEndpoint<'f> {
         self.host.word(loc)
     }
 
-    /// Posts a remote operation: to the NIC if its send queue has room and no earlier
-    /// request waits for it, else into the target's waiting queue. Never blocks.
-    fn post(&mut self, op: &Op) -> Result<(), RdmaError> {
-        let work_id = op.work_id().expect("a remote operation has a work id");
-        let host = self.host;
-        let request = Request::of(op, self.node, host.layout())?;
-        let target = request.target();
-        let t = target.index();
-        self.seq += 1;
-        self.posted[t] += 1;
-        let ticket = Ticket {
-            seq: self.seq,
-            target,
-            qp_seq: self.posted[t],
-            work_id,
-        };
-        let nodes = self.posted.len();
-        self.newest.entry(work_id).or_insert_with(|| vec![0; nodes])[t] = ticket.qp_seq;
-        let fence = std::mem::take(&mut self.fence[t]);
-        let waiting = Waiting {
-            ticket,
-            request,
-            fence,
-        };
-        // Back-pressure: the send queue holds at most `queue_depth` requests (and a flush).
-        let depth = host.queue_depth() as usize;
-        if self.waiting[t].is_empty() && self.completions.outstanding(target) < depth {
-            self.submit(t, waiting);
-        } else {
-            self.waiting[t].push_back(waiting);
-            // A completion must come to make room: a signaled request after the oldest.
-            let oldest = self.completions.completed(target) + 1;
-            self.cover(t, oldest, false);
-        }
-        assert_eq!(self.posted[t], ticket.qp_seq);
-        Ok(())
-    }
-
-    /// Hands the waiting requests towards node index `t` to the NIC, oldest first, while
-    /// the send queue has room. Once none waits, the last of them is covered (a flush if
-    /// it is an unsignaled put): a wait that began before they reached the NIC posted no
-    /// flush for them. While some wait, the send queue is full and its signaled requests
-    /// keep completions coming.
+    /// After completions made room: hands the requests waiting towards node index `t` to
+    /// the NIC ([`VerbsEndpoint::hand_over`]). Once none waits, the last of them is
+    /// covered (a flush if it is an unsignaled put): a wait that began before they
+    /// reached the NIC posted no flush for them. While some wait, the send queue is full
+    /// and its signaled requests keep completions coming.
     fn submit_waiting(&mut self, t: usize) {
-        let depth = self.host.queue_depth() as usize;
-        let target = NodeId(u16::try_from(t).expect("node ids are u16"));
-        while self.completions.outstanding(target) < depth {
-            let Some(waiting) = self.waiting[t].pop_front() else {
-                break;
-            };
-            self.submit(t, waiting);
+        if self.hand_over(t) {
             self.drained[t] = true;
         }
+        let target = node_of(t);
         if self.drained[t] && self.waiting[t].is_empty() {
             // Without a flush on the NIC this covers them now; with one, its completion
             // brings this call back.
@@ -271,56 +299,18 @@ impl<'f> VerbsEndpoint<'f> {
                     .is_none();
             self.drained[t] = !covered;
         }
+        let depth = self.host.queue_depth() as usize;
         assert!(
-            self.waiting[t].is_empty() || self.completions.outstanding(target) >= depth,
+            self.waiting[t].is_empty()
+                || self.completions.outstanding(target) >= depth
+                || self.connections[t].broken(),
             "requests wait only for a full send queue"
         );
     }
 
-    /// Hands one request to the NIC (signaled as the signaling rule says), or refuses it:
-    /// a bad address, a broken queue pair.
-    fn submit(&mut self, t: usize, waiting: Waiting) {
-        let Waiting {
-            ticket,
-            request,
-            fence,
-        } = waiting;
-        let host = self.host;
-        let connection = &mut self.connections[t];
-        let refusal = if let Err(error) = request.check(host.layout()) {
-            Some(error)
-        } else if connection.broken() {
-            Some(RdmaError::QueuePairError {
-                node: ticket.target,
-            })
-        } else {
-            let remote = host.remote(request.remote);
-            let local = request.local().map(|local| host.local(local));
-            let completed = self.completions.completed(ticket.target);
-            let signaled = self.signaling.decide(t, &request.verb, completed);
-            let wr_id = ticket.wr_id();
-            match connection.post(wr_id, signaled, fence, &request, remote, local) {
-                Ok(()) => {
-                    self.signaling.posted(t, ticket.qp_seq, signaled, remote);
-                    self.completions.posted(ticket, request);
-                    None
-                }
-                // The send queue refused the request: the queue pair is unusable.
-                Err(_) => Some(RdmaError::QueuePairError {
-                    node: ticket.target,
-                }),
-            }
-        };
-        if let Some(error) = refusal {
-            self.completions.refused(ticket, error);
-            // A request that never reached the NIC passes its fence on to the next.
-            if fence {
-                match self.waiting[t].front_mut() {
-                    Some(next) => next.fence = true,
-                    None => self.fence[t] = true,
-                }
-            }
-        }
+    /// The lane's staging ring.
+    fn staging(&mut self) -> &mut Staging {
+        self.staging.as_mut().expect("until the endpoint goes")
     }
 
     /// Polls the completion queue, recording the work completions found (at most
@@ -449,13 +439,11 @@ impl<'f> VerbsEndpoint<'f> {
                 atomic::fence(Ordering::SeqCst);
                 Ok(Reply::Done)
             }
-            Op::Put { .. } | Op::PutInline { .. } | Op::Get { .. } | Op::Atomic { .. } => {
-                done(self.post(op))
-            }
-            Op::PutWords { .. } => Err(RdmaError::Unsupported {
-                operation: "PutWords",
-                backend: "the verbs backend (not yet)",
-            }),
+            Op::Put { .. }
+            | Op::PutInline { .. }
+            | Op::PutWords { .. }
+            | Op::Get { .. }
+            | Op::Atomic { .. } => done(self.post(op)),
             Op::Wait { work_id } => done(self.wait(work_id)),
             Op::WaitAny { base, mask } => self.wait_any(base, mask).map(Reply::Value),
             Op::Test { work_id } => self.test(work_id).map(|c| Reply::Value(u64::from(c))),
@@ -501,14 +489,18 @@ impl Endpoint for VerbsEndpoint<'_> {
     fn execute(&mut self, op: &Op) -> Reply {
         self.ops += 1;
         self.backoff.saw(op);
+        if doorbell::rings(op) {
+            self.ring_all();
+        }
         self.execute_op(op).unwrap_or_else(Reply::Failed)
     }
 }
 
 impl Drop for VerbsEndpoint<'_> {
     fn drop(&mut self) {
-        // The NIC may still read or write the fabric's words for posted requests: wait for
-        // them (and the flushes) before the queue pairs go.
+        self.ring_all();
+        // The NIC may still read or write the fabric's words (and the staging ring) for
+        // posted requests: wait for them (and the flushes) before the queue pairs go.
         let posted = std::mem::take(&mut self.posted);
         for (t, &upto) in posted.iter().enumerate() {
             self.cover(t, upto, true);
@@ -517,12 +509,14 @@ impl Drop for VerbsEndpoint<'_> {
             |completions| completions.covers(&posted) && completions.no_flush_in_flight(),
             |_| (),
         );
+        let counts = self.work_requests();
         let lane = Lane {
             connections: std::mem::take(&mut self.connections),
             cq: Arc::clone(&self.cq),
             thread: self.thread,
+            staging: self.staging.take().expect("given back once"),
         };
-        self.host.count_work_requests(self.signaling.counts());
+        self.host.count_work_requests(counts);
         self.host.release(lane, self.ops);
     }
 }

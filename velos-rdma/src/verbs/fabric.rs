@@ -6,7 +6,7 @@ use super::endpoint::VerbsEndpoint;
 use super::error::VerbsError;
 use super::host::Host;
 use super::memory::{Memory, WordAddress};
-use super::signaling::WorkRequests;
+use crate::doorbell::WorkRequests;
 use crate::endpoint::drive;
 use crate::error::RdmaError;
 use crate::ids::{Loc, NodeId};

@@ -10,7 +10,7 @@
 
 use super::connection::Lane;
 use super::memory::WordAddress;
-use super::signaling::WorkRequests;
+use crate::doorbell::WorkRequests;
 use crate::error::RdmaError;
 use crate::ids::{Loc, NodeId};
 use crate::layout::Layout;

@@ -67,7 +67,9 @@ mod node;
 mod plan;
 mod request;
 mod signaling;
+mod staging;
 
+pub use crate::doorbell::WorkRequests;
 pub use crate::plan::{Access, Grant};
 pub use device::VerbsOptions;
 pub use endpoint::VerbsEndpoint;
@@ -75,4 +77,3 @@ pub use error::VerbsError;
 pub use fabric::VerbsFabric;
 pub use info::{NodeInfo, PeerInfo, RemoteRange};
 pub use node::VerbsNode;
-pub use signaling::WorkRequests;

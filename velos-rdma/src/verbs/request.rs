@@ -2,6 +2,7 @@
 //! reads as an [`RdmaError`].
 
 use super::host::has_node;
+use super::memory::WordAddress;
 use crate::error::RdmaError;
 use crate::ids::{Loc, NodeId};
 use crate::layout::Layout;
@@ -20,6 +21,20 @@ pub(super) enum Verb {
     WriteInline {
         /// The value.
         value: u64,
+    },
+    /// RDMA WRITE of consecutive words captured at post (`Op::PutWords`), word i to the
+    /// remote word + 8·i: one work request, inline or from the endpoint's staging buffer.
+    WriteWords {
+        /// How many words.
+        words: u32,
+        /// Where the NIC reads the payload: `None` when it goes inline (copied into the
+        /// request as it is handed to the NIC), else the staging slots it was copied into
+        /// at post ([`super::staging`]).
+        staged: Option<WordAddress>,
+        /// The first word whose remote key is not word 0's, if any: one key cannot reach
+        /// it, so the NIC refuses the whole write, and the refusal names this word (see
+        /// [`Request::failure`]).
+        beyond: Option<u32>,
     },
     /// RDMA READ into the local word.
     Read {
@@ -54,6 +69,20 @@ impl Request {
         let (remote, verb) = match *op {
             Op::Put { remote, local, .. } => (remote, Verb::Write { local }),
             Op::PutInline { remote, value, .. } => (remote, Verb::WriteInline { value }),
+            Op::PutWords {
+                remote, ref words, ..
+            } => {
+                let words = u32::try_from(words.len()).map_err(|_| RdmaError::Unsupported {
+                    operation: "PutWords",
+                    backend: "the verbs backend, for 2^32 words or more",
+                })?;
+                let verb = Verb::WriteWords {
+                    words,
+                    staged: None,
+                    beyond: None,
+                };
+                (remote, verb)
+            }
             Op::Get { local, remote, .. } => (remote, Verb::Read { local }),
             Op::Atomic {
                 local, remote, rmw, ..
@@ -85,18 +114,46 @@ impl Request {
             Verb::Write { local } | Verb::Read { local } | Verb::Atomic { local, .. } => {
                 Some(local)
             }
-            Verb::WriteInline { .. } => None,
+            Verb::WriteInline { .. } | Verb::WriteWords { .. } => None,
         }
     }
 
-    /// Checks the addresses as the in-process backend does (local operand first, then the
-    /// remote word). A bad address is the request's failure, reported at its completion;
-    /// it is never handed to the NIC, whose error would also break the queue pair.
+    /// How many remote words the request writes or reads (0 for an empty `PutWords`).
+    pub(super) fn words(&self) -> u32 {
+        match self.verb {
+            Verb::WriteWords { words, .. } => words,
+            _ => 1,
+        }
+    }
+
+    /// The location of remote word `i` of the request, computed as the in-process backend
+    /// computes it (an offset past `u32::MAX` saturates, and is then misaligned).
+    pub(super) fn remote_word(&self, i: u32) -> Loc {
+        let step = u32::try_from(8 * u64::from(i)).unwrap_or(u32::MAX);
+        Loc {
+            offset: self.remote.offset.saturating_add(step),
+            ..self.remote
+        }
+    }
+
+    /// Checks the addresses as the in-process backend does: the local operand first, then
+    /// the remote words in address order (word 0 even for an empty `PutWords`); the first
+    /// bad one is the failure. A bad address is the request's failure, reported at its
+    /// completion; it is never handed to the NIC, whose error would also break the queue
+    /// pair.
     pub(super) fn check(&self, layout: &Layout) -> Result<(), RdmaError> {
         if let Some(local) = self.local() {
             layout.check(local)?;
         }
         layout.check(self.remote)?;
+        let words = self.words();
+        // A node's words are one range: with word 0 and the last in it, so is every
+        // word between them. Only a failure needs the scan for the first bad one.
+        if words > 1 && layout.check(self.remote_word(words - 1)).is_err() {
+            for i in 1..words {
+                layout.check(self.remote_word(i))?;
+            }
+        }
         Ok(())
     }
 
@@ -108,7 +165,15 @@ impl Request {
             "not a failure"
         );
         let node = self.target();
-        let remote_access = RdmaError::RemoteAccess { loc: self.remote };
+        // A multi-word write one key cannot cover is refused whole; the refusal names
+        // the first word out of word 0's key's reach.
+        let refused = match self.verb {
+            Verb::WriteWords {
+                beyond: Some(i), ..
+            } => self.remote_word(i),
+            _ => self.remote,
+        };
+        let remote_access = RdmaError::RemoteAccess { loc: refused };
         let error = if status == WorkCompletionStatus::RemoteAccessError as u32 {
             remote_access
         } else if status == WorkCompletionStatus::RemoteInvalidRequestError as u32 {

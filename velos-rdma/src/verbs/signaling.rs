@@ -61,30 +61,7 @@
 
 use super::memory::WordAddress;
 use super::request::Verb;
-use std::ops::AddAssign;
-
-/// How many work requests an endpoint handed to the NIC, and how many of them were
-/// signaled ([`VerbsEndpoint::work_requests`](super::VerbsEndpoint::work_requests),
-/// [`VerbsFabric::work_requests`](super::VerbsFabric::work_requests)).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub struct WorkRequests {
-    /// Work requests posted: one per remote operation that reached the NIC (not those
-    /// refused before it: bad addresses, a queue pair in error), plus the flushes.
-    pub posted: u64,
-    /// Of those, the signaled ones, flushes included: each produces a work completion.
-    pub signaled: u64,
-    /// Of those, the flushes: signaled zero-length RDMA WRITEs posted only so that the
-    /// requests before them would be reported complete.
-    pub flushes: u64,
-}
-
-impl AddAssign for WorkRequests {
-    fn add_assign(&mut self, other: WorkRequests) {
-        self.posted += other.posted;
-        self.signaled += other.signaled;
-        self.flushes += other.flushes;
-    }
-}
+use crate::doorbell::WorkRequests;
 
 /// The signal interval for a send queue of `depth` slots: a quarter of it, at least 1
 /// (why: see the module documentation).
@@ -93,7 +70,7 @@ pub(super) fn default_interval(depth: u32) -> u32 {
 }
 
 /// The signaling state of one queue pair.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 struct QueuePairSignals {
     /// The newest position a signaled work request covers: its completion reports every
     /// request up to it (a signaled request covers its own position, a flush the newest
@@ -106,6 +83,15 @@ struct QueuePairSignals {
     /// The remote word of the newest request when it went unsignaled (a put): what a
     /// flush targets.
     put_target: Option<WordAddress>,
+}
+
+/// The signaling state of one queue pair and the counts, saved before a list of requests
+/// goes to the NIC ([`Signaling::checkpoint`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Checkpoint {
+    t: usize,
+    queue_pair: QueuePairSignals,
+    counts: WorkRequests,
 }
 
 /// Which requests of an endpoint are signaled, per target node (queue pair).
@@ -148,7 +134,10 @@ impl Signaling {
     /// its verb and that the first `completed` requests there have completed.
     pub(super) fn decide(&self, t: usize, verb: &Verb, completed: u64) -> bool {
         let qp = &self.queue_pairs[t];
-        let put = matches!(verb, Verb::Write { .. } | Verb::WriteInline { .. });
+        let put = matches!(
+            verb,
+            Verb::Write { .. } | Verb::WriteInline { .. } | Verb::WriteWords { .. }
+        );
         let idle = qp.covered <= completed;
         !put || idle || qp.run + 1 >= self.interval
     }
@@ -170,6 +159,23 @@ impl Signaling {
         }
         self.counts.posted += 1;
         assert!(signaled || qp.run < self.interval);
+    }
+
+    /// The state of the queue pair towards `t` and the counts, before a list of requests
+    /// is recorded: what [`Signaling::restore`] goes back to if the NIC refuses the list.
+    pub(super) fn checkpoint(&self, t: usize) -> Checkpoint {
+        Checkpoint {
+            t,
+            queue_pair: self.queue_pairs[t],
+            counts: self.counts,
+        }
+    }
+
+    /// Forgets every request recorded since `checkpoint` (none of them was posted).
+    pub(super) fn restore(&mut self, checkpoint: Checkpoint) {
+        self.queue_pairs[checkpoint.t] = checkpoint.queue_pair;
+        self.counts = checkpoint.counts;
+        assert_eq!(self.checkpoint(checkpoint.t), checkpoint);
     }
 
     /// The remote word a flush on the queue pair towards `t` targets, if requests up to
@@ -210,7 +216,8 @@ impl Signaling {
 
 #[cfg(test)]
 mod tests {
-    use super::{Signaling, WorkRequests, default_interval};
+    use super::{Signaling, default_interval};
+    use crate::doorbell::WorkRequests;
     use crate::ids::{Loc, NodeId};
     use crate::op::Rmw;
     use crate::verbs::memory::WordAddress;
@@ -244,7 +251,8 @@ mod tests {
             WorkRequests {
                 posted: 12,
                 signaled: 3,
-                flushes: 0
+                flushes: 0,
+                doorbells: 0
             }
         );
         // 10..12 are covered by nothing: a wait for 11 needs a flush, at the newest put.
@@ -286,6 +294,20 @@ mod tests {
         // outstanding, so 3 is signaled and covers 2 as well.
         assert!(put(&mut s, 3, 1));
         assert_eq!(s.flush_target(0, 3, 1), None);
+    }
+
+    #[test]
+    fn a_refused_list_is_forgotten() {
+        let mut s = Signaling::new(1, 4);
+        assert!(put(&mut s, 1, 0));
+        let before = s.checkpoint(0);
+        assert!(!put(&mut s, 2, 0));
+        assert!(!put(&mut s, 3, 0));
+        s.restore(before);
+        assert_eq!(s.counts().posted, 1);
+        // Position 2 again, as if 2 and 3 had never been recorded.
+        assert!(!put(&mut s, 2, 0));
+        assert_eq!(s.flush_target(0, 2, 0), Some(WORD));
     }
 
     #[test]

@@ -2,15 +2,10 @@
 //! `Wait`, `Poll`, `GlobalFence`), and the flushes that make sure the completions they
 //! wait for will be reported (see [`crate::verbs::signaling`]).
 
-use super::VerbsEndpoint;
+use super::{VerbsEndpoint, node_of};
 use crate::error::RdmaError;
 use crate::ids::{NodeId, WorkId};
 use crate::verbs::completions::{Completions, Ticket};
-
-/// The node of the queue pair with index `t`.
-fn node_of(t: usize) -> NodeId {
-    NodeId(u16::try_from(t).expect("node ids are u16"))
-}
 
 impl VerbsEndpoint<'_> {
     /// Makes sure that a signaled work request follows every request up to position
@@ -43,6 +38,7 @@ impl VerbsEndpoint<'_> {
             let after = self.signaling.flush_position(t);
             let wr_id = Ticket::flush_wr_id(node, after);
             if self.connections[t].post_flush(wr_id, remote).is_ok() {
+                self.doorbells.count(1);
                 self.signaling.flushed(t);
                 self.completions.flushing(node, after);
                 assert!(self.signaling.flush_target(t, upto, completed).is_none());
