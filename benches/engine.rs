@@ -21,12 +21,14 @@ fn decision_path(c: &mut Criterion) {
         let ops = recording.ops;
         println!(
             "engine/{name}: per decision {:.2} steps, {:.2} work requests ({:.2} puts, {:.2} \
-             atomics, {:.2} gets), {:.2} tests, {:.2} loads, {:.2} clock readings",
+             atomics, {:.2} gets) in {:.2} doorbells, {:.2} tests, {:.2} loads, {:.2} clock \
+             readings",
             ops.steps,
             ops.work_requests,
             ops.puts,
             ops.atomics,
             ops.gets,
+            ops.doorbells,
             ops.tests,
             ops.loads,
             ops.clocks

@@ -39,6 +39,9 @@ pub struct OpsPerDecision {
     pub gets: f64,
     /// Work requests: puts, atomics and gets, each one on a NIC.
     pub work_requests: f64,
+    /// Doorbells those work requests ring, by the rule every backend counts them with
+    /// (`velos_rdma::doorbell`: consecutive posts share one per queue pair).
+    pub doorbells: f64,
     /// Completion tests (`Test`, `TestLoad`).
     pub tests: f64,
     /// CPU loads (local acceptor words, CAS results).
@@ -93,6 +96,7 @@ pub fn record(warmup: u64, decisions: u64, outstanding: u64) -> anyhow::Result<R
     let mut inputs = Vec::with_capacity(decisions as usize * 64);
     let mut counts = [0u64; 8];
     let mut steps = 0u64;
+    let mut rung = 0u64;
     while committed < total {
         steps += 1;
         ensure!(
@@ -137,6 +141,7 @@ pub fn record(warmup: u64, decisions: u64, outstanding: u64) -> anyhow::Result<R
             };
         }
         if window.is_none() && committed >= warmup {
+            rung = endpoints[0].work_requests().doorbells;
             window = Some((replicas[0].clone(), proposed, committed));
             inputs.clear();
         }
@@ -150,6 +155,7 @@ pub fn record(warmup: u64, decisions: u64, outstanding: u64) -> anyhow::Result<R
         atomics: per(counts[1]),
         gets: per(counts[2]),
         work_requests: per(counts[0] + counts[1] + counts[2]),
+        doorbells: per(endpoints[0].work_requests().doorbells - rung),
         tests: per(counts[3]),
         loads: per(counts[4]),
         clocks: per(counts[5]),
