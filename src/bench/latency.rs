@@ -7,9 +7,8 @@
 //! can be read against one CAS round trip.
 //!
 //! Protocols are a [`Protocol`]: Velos, and the Mu baseline on the same simulator,
-//! profile and sizes. The emulator's put moves one word, so Mu's fast path is one WRITE
-//! per entry word here (one WRITE per entry on a NIC); both protocols' value costs grow
-//! with the value's words.
+//! profile and sizes. Both write a value in one multi-word put per replica (Mu adds the
+//! header in a second one); a value's cost grows with its bytes only by the link's rate.
 //!
 //! Virtual time does not charge the engine's own computation between two operations; on
 //! a NIC the leader's CPU is on the decision's critical path. Every Velos point therefore

@@ -3,7 +3,7 @@
 
 use super::node::{CTRL, Decision, LOG, MuNode, Role, Then as NodeThen};
 use super::{Header, Word};
-use velos_rdma::{Op, RdmaError, Reply, WorkId};
+use velos_rdma::{Op, RdmaError, Reply, Words, WorkId};
 
 /// Where a takeover or a leadership stands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -220,13 +220,14 @@ impl MuNode {
             value: header.encode(),
         });
         let confirmed = self.lead().confirmed;
+        let words = Words::from(value.clone());
         for p in bits(confirmed) {
             if self.lead().backlog[usize::from(p)] >= cfg.max_backlog {
                 self.lead_mut().confirmed &= !(1 << p); // caught up again if it grants
                 continue;
             }
             self.lead_mut().backlog[usize::from(p)] += 1;
-            self.copy_slot(p, slot);
+            self.copy_slot(p, slot, &words);
         }
         let now = self.now;
         let lead = self.lead_mut();
@@ -242,17 +243,23 @@ impl MuNode {
         self.then = NodeThen::Tick;
     }
 
-    /// Puts the own log's `slot` (value, then header) into follower `p`'s.
-    pub(super) fn copy_slot(&mut self, p: u16, slot: u64) {
+    /// Puts `value` and then the own log's header of `slot` into follower `p`'s log: one
+    /// multi-word put of the value words, then the header from the own log, in order on
+    /// the queue pair (Mu writes one RDMA WRITE per entry with a canary byte at its end;
+    /// here the header, the entry's first word, must land last, so it is a second put).
+    pub(super) fn copy_slot(&mut self, p: u16, slot: u64, value: &Words) {
         let work_id = WorkId(LOG + u32::from(p));
-        for k in (1..=self.cfg.value_words).chain([0]) {
-            let (local, remote) = (self.cfg.slot(self.me, slot, k), self.cfg.slot(p, slot, k));
-            self.op(Op::Put {
-                remote,
-                local,
-                work_id,
-            });
-        }
+        self.op(Op::PutWords {
+            remote: self.cfg.slot(p, slot, 1),
+            words: value.clone(),
+            work_id,
+        });
+        let (local, remote) = (self.cfg.slot(self.me, slot, 0), self.cfg.slot(p, slot, 0));
+        self.op(Op::Put {
+            remote,
+            local,
+            work_id,
+        });
     }
 
     /// The followers' acknowledgements of the entry in flight.

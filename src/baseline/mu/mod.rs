@@ -32,9 +32,10 @@
 //! * One thread per node does everything (Mu runs replication, the heartbeat and
 //!   permission handling on separate threads); a permission change blocks the node's CPU
 //!   for its whole duration, so its heartbeat pauses too.
-//! * Puts are one word each (the programming model's unit): an entry of `value_words`
-//!   words is `value_words + 1` puts on one queue pair, which the NIC writes in order (Mu
-//!   writes one RDMA WRITE per entry with a canary byte).
+//! * An entry is two puts on one queue pair, which land in order: the value words in one
+//!   multi-word put, then the header (Mu writes one RDMA WRITE per entry with a canary
+//!   byte at its end; here the header is the entry's first word and must land last).
+//!   Catch-up copies still put one word at a time.
 //! * Permission requests are read with the heartbeat reads (within `fd_collect_ns` after
 //!   each read round), not polled by a dedicated thread.
 //! * The leader proposes one entry at a time (closed loop, no batching or pipelining), so

@@ -1,9 +1,9 @@
 //! The Mu baseline's decision latency on the same simulator, profile and sizes: a stable
 //! Mu leader ([`crate::baseline::mu`]) proposing one entry at a time, each decision timed
 //! from the leader starting to write the entry to a majority holding it
-//! ([`mu_cluster::decision_latencies_placed`]). The emulator's put moves one word, so Mu's
-//! fast path is one WRITE per entry word (value words, then the header) into each
-//! follower's log, not one WRITE per entry as on a NIC.
+//! ([`mu_cluster::decision_latencies_placed`]). Mu's fast path is two WRITEs into each
+//! follower's log: the value words in one multi-word put, then the header (on a NIC, Mu
+//! writes one WRITE per entry with a canary byte).
 
 use super::{LatencyConfig, Measured};
 use crate::harness::mu_cluster;

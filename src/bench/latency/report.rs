@@ -338,8 +338,8 @@ pub(super) fn notes(protocols: &[Protocol]) -> Vec<String> {
     if protocols.contains(&Protocol::Mu) {
         notes.push(
             "mu: timed from the leader's first write of the entry to a majority's \
-             acknowledgements; the emulator's put moves one word, so Mu's fast path is one \
-             WRITE per entry word (value words, then the header), not one WRITE per entry"
+             acknowledgements; Mu's fast path is two WRITEs per follower here (the value \
+             words in one multi-word put, then the header), one with a canary on a NIC"
                 .to_string(),
         );
     }
