@@ -76,6 +76,16 @@ const REGRESSIONS: &[(u64, bool, &str)] = &[
         false,
         "the replica Ω chose stayed behind with no snapshot to copy, and never led",
     ),
+    (
+        15431,
+        false,
+        "a queue pair put in error kept an atomic's write in rW: L[0] taken for good",
+    ),
+    (
+        1289,
+        false,
+        "a queue pair put in error kept an atomic's write in rW: L[0] taken for good",
+    ),
 ];
 
 #[test]

@@ -172,6 +172,69 @@ fn queue_pair_error_fails_the_wait_and_later_posts() {
     );
 }
 
+/// A queue pair put in error while an atomic's write waits in its `rW` (issued to the
+/// responder, not yet in memory) still commits it: the write lands and `L[n]` is freed, so
+/// a later atomic from another node towards the same node completes (before the fix it
+/// waited for the lock for ever: seeds 1289 and 15431 of the campaign).
+#[test]
+fn an_atomic_write_issued_before_a_queue_pair_error_frees_the_lock() {
+    let latency = LatencyModel {
+        remote_mem_write_ns: 1_000, // the atomic's write waits in rW for 1 µs
+        ..LatencyModel::uniform()
+    };
+    let mut config = SimConfig::new(1, latency);
+    config.faults.push(ScheduledFault {
+        at_ns: 500,
+        fault: Fault::QueuePairError {
+            from: NodeId(0),
+            to: NodeId(1),
+        },
+    });
+    let cas = vec![
+        Op::Atomic {
+            local: Loc::word(NodeId(0), 1),
+            remote: Loc::word(NodeId(1), 0),
+            rmw: Rmw::Cas {
+                expected: 0,
+                new: 7,
+            },
+            work_id: W,
+        },
+        Op::Wait { work_id: W },
+    ];
+    let mut machine = script(3, cas);
+    let later = vec![
+        Op::Pause { ns: 600 },
+        Op::Atomic {
+            local: Loc::word(NodeId(2), 1),
+            remote: Loc::word(NodeId(1), 1),
+            rmw: Rmw::Faa { add: 1 },
+            work_id: W,
+        },
+        Op::Wait { work_id: W },
+    ];
+    let code = later.into_iter().map(Compiled::op).collect();
+    machine.spawn(NodeId(2), LitmusThread::new(code, 0));
+    let mut sim = Simulator::new(machine, config);
+    assert_eq!(sim.run(100_000, 10_000), Stop::Complete);
+    let m = sim.machine();
+    assert_eq!(
+        m.threads[1].next,
+        Next::Finished,
+        "the later atomic completed"
+    );
+    assert_eq!(m.threads[1].process.error, None);
+    assert_eq!(
+        m.read(Loc::word(NodeId(1), 0)),
+        Some(7),
+        "the issued write landed"
+    );
+    assert_eq!(m.read(Loc::word(NodeId(1), 1)), Some(1));
+    // The requester's completion (its local write) came before the fault.
+    assert_eq!(m.threads[0].next, Next::Finished);
+    assert_eq!(m.threads[0].process.error, None);
+}
+
 #[test]
 fn delay_fault_adds_exactly_its_cost() {
     let base = {

@@ -704,7 +704,8 @@ impl<P: Process> Obligations<'_, P> {
 
     fn remote_writes(&self, q: usize, out: &mut Vec<Agent>) {
         let m = self.machine;
-        if !self.qp_live(q) {
+        // `rW` commits whenever the target is up, whatever the queue pair's status.
+        if !m.is_up(m.qp_ends(q).1) {
             return;
         }
         match m.qps[q].rw.front().map(|e| &e.item) {
@@ -835,10 +836,17 @@ impl<P: Process> Obligations<'_, P> {
                 }
             }
             let q = m.qp_index(t, node);
+            let qp = &m.qps[q];
+            // A queue pair in error or refused still commits its `rW` (target up).
+            let committing = qp.rw.iter().any(|e| match e.item {
+                RemoteWrite::Put { loc: l, .. } | RemoteWrite::Atomic { loc: l, .. } => l == loc,
+            });
             if !self.qp_live(q) {
+                if committing && m.is_up(node) {
+                    found.push(Agent::Rw(q));
+                }
                 continue;
             }
-            let qp = &m.qps[q];
             let reads_remote = |i: &PipeItem| match i {
                 PipeItem::GetRead { remote, .. } => !atomic_only && *remote == loc,
                 PipeItem::AtomicRead { remote, .. } => *remote == loc,

@@ -54,9 +54,11 @@ impl<P: Process> Machine<P> {
             return; // the common case in large clusters: nothing on this queue pair
         }
         let (_, target) = self.qp_ends(q);
-        // A queue pair refused by its target still commits the writes the target accepted
-        // before the refusal; one in error from a fault stops altogether.
-        if self.is_up(target) && qp.status != QpStatus::Error {
+        // A queue pair refused by its target, or put in error by a fault, still commits
+        // the writes already issued to the target (`rW`: they are the responder's now);
+        // an atomic's commit frees `L[n]`, which would else stay taken for good and stop
+        // every later remote atomic towards the node. Only a ready one moves its pipe.
+        if self.is_up(target) {
             if qp.status == QpStatus::Ready {
                 self.pipe_enabled(q, target, out);
             }
