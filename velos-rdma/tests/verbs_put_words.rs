@@ -8,11 +8,8 @@
 //! and GID index.
 #![cfg(feature = "verbs")]
 
-use std::collections::BTreeMap;
-use velos_rdma::verbs::{
-    Access, Grant, PeerInfo, VerbsError, VerbsFabric, VerbsNode, VerbsOptions, WorkRequests,
-};
-use velos_rdma::{Endpoint, Layout, Loc, NodeId, Op, RdmaError, Reply, Words, WorkId};
+use velos_rdma::verbs::{VerbsFabric, WorkRequests};
+use velos_rdma::{Endpoint, Loc, NodeId, Op, RdmaError, Reply, Words, WorkId};
 
 mod common;
 use common::Script;
@@ -20,36 +17,10 @@ use common::Script;
 const D: WorkId = WorkId(1);
 /// Words per node: room for 4 KiB payloads (512 words) and for one longer than the
 /// staging ring (64 KiB).
+mod verbs_common;
+use verbs_common::{fabric, planned_pair, w, wait, work_failed};
+
 const WORDS: u32 = 9000;
-
-/// Whether the environment demands a device (`VELOS_REQUIRE_RDMA=1`).
-fn rdma_required() -> bool {
-    std::env::var("VELOS_REQUIRE_RDMA").is_ok_and(|v| v == "1")
-}
-
-/// `opened`, or `None` after a skip message when this machine has no RDMA device.
-fn usable<T>(test: &str, opened: Result<T, VerbsError>) -> Option<T> {
-    match opened {
-        Ok(opened) => Some(opened),
-        Err(error) if error.is_no_device() && !rdma_required() => {
-            println!("skipped {test}: {error} (VELOS_REQUIRE_RDMA=1 makes this a failure)");
-            None
-        }
-        Err(error) => panic!("{test}: no usable RDMA device: {error}"),
-    }
-}
-
-fn fabric(test: &str, nodes: u16) -> Option<VerbsFabric> {
-    let layout = Layout::uniform(nodes, WORDS);
-    usable(
-        test,
-        VerbsFabric::with_options(layout, VerbsOptions::from_env()),
-    )
-}
-
-fn w(node: u16, word: u32) -> Loc {
-    Loc::word(NodeId(node), word)
-}
 
 fn put_words(remote: Loc, words: Vec<u64>, work_id: WorkId) -> Op {
     Op::PutWords {
@@ -57,17 +28,6 @@ fn put_words(remote: Loc, words: Vec<u64>, work_id: WorkId) -> Op {
         words: words.into(),
         work_id,
     }
-}
-
-fn wait(work_id: WorkId) -> Op {
-    Op::Wait { work_id }
-}
-
-fn work_failed(work_id: WorkId, cause: RdmaError) -> Reply {
-    Reply::Failed(RdmaError::WorkFailed {
-        work_id,
-        cause: Box::new(cause),
-    })
 }
 
 /// Runs `ops` on a thread of `node` and returns the replies.
@@ -96,7 +56,7 @@ fn values(seed: u64, n: u32) -> Vec<u64> {
 #[test]
 fn put_words_writes_every_word_or_fails_whole() {
     let test = "put_words_writes_every_word_or_fails_whole";
-    let Some(fabric) = fabric(test, 2) else {
+    let Some(fabric) = fabric(test, 2, WORDS) else {
         return;
     };
     for (at, n) in [(2, 3), (10, 8), (100, 512), (WORDS - 512, 512)] {
@@ -161,7 +121,7 @@ fn put_words_writes_every_word_or_fails_whole() {
 #[test]
 fn the_words_are_captured_at_post() {
     let test = "the_words_are_captured_at_post";
-    let Some(fabric) = fabric(test, 2) else {
+    let Some(fabric) = fabric(test, 2, WORDS) else {
         return;
     };
     let mut endpoint = fabric.endpoint(NodeId(0)).expect("endpoint");
@@ -185,7 +145,7 @@ fn the_words_are_captured_at_post() {
 #[test]
 fn the_staging_ring_is_reused_once_completions_are_seen() {
     let test = "the_staging_ring_is_reused_once_completions_are_seen";
-    let Some(fabric) = fabric(test, 3) else {
+    let Some(fabric) = fabric(test, 3, WORDS) else {
         return;
     };
     let mut endpoint = fabric.endpoint(NodeId(0)).expect("endpoint");
@@ -214,7 +174,7 @@ fn the_staging_ring_is_reused_once_completions_are_seen() {
 #[test]
 fn a_run_of_posts_rings_one_doorbell_per_queue_pair() {
     let test = "a_run_of_posts_rings_one_doorbell_per_queue_pair";
-    let Some(fabric) = fabric(test, 3) else {
+    let Some(fabric) = fabric(test, 3, WORDS) else {
         return;
     };
     let mut endpoint = fabric.endpoint(NodeId(0)).expect("endpoint");
@@ -248,40 +208,13 @@ fn a_run_of_posts_rings_one_doorbell_per_queue_pair() {
     assert_eq!(fabric.work_requests(), counts);
 }
 
-/// Nodes 0 and 1, connected; node 0's words 0..8 writable, 8..16 read-only (a plan).
-fn planned_pair(test: &str) -> Option<Vec<VerbsNode>> {
-    let layout = Layout::uniform(2, 16);
-    let plan = [
-        Grant::new(0..8, Access::Write),
-        Grant::new(8..16, Access::Read),
-    ];
-    let options = VerbsOptions::from_env();
-    let node0 = VerbsNode::with_plan(layout.clone(), NodeId(0), 1, &plan, options.clone());
-    let mut nodes = vec![
-        usable(test, node0)?,
-        VerbsNode::with_options(layout, NodeId(1), 1, options).expect("node 1"),
-    ];
-    let infos: Vec<PeerInfo> = [(0, 1), (1, 0)]
-        .into_iter()
-        .map(|(from, to)| {
-            let bytes = nodes[from].local_info_for(NodeId(to)).to_bytes();
-            PeerInfo::from_bytes(&bytes).expect("our own bytes")
-        })
-        .collect();
-    for (node, info) in nodes.iter_mut().zip(infos.iter().rev()) {
-        let peers = BTreeMap::from([(info.info.node.0, info.clone())]);
-        node.connect_peers(&peers).expect("connect");
-    }
-    Some(nodes)
-}
-
 /// Under a region plan: words in a writable grant are written; a write running into a
 /// read-only grant is refused whole by the NIC, named by its first read-only word (as the
 /// in-process backend names it), and breaks the queue pair.
 #[test]
 fn a_put_words_into_a_read_only_grant_is_refused_whole() {
     let test = "a_put_words_into_a_read_only_grant_is_refused_whole";
-    let Some(nodes) = planned_pair(test) else {
+    let Some(nodes) = planned_pair(test, 1) else {
         return;
     };
     let mut endpoint = nodes[1].endpoint(0).expect("endpoint");

@@ -10,42 +10,13 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};
-use velos_rdma::verbs::{
-    Access, Grant, PeerInfo, VerbsEndpoint, VerbsError, VerbsFabric, VerbsNode, VerbsOptions,
-    WorkRequests,
-};
-use velos_rdma::{Endpoint, Layout, Loc, NodeId, Op, RdmaError, Reply, WorkId};
+use velos_rdma::verbs::{VerbsEndpoint, WorkRequests};
+use velos_rdma::{Endpoint, Loc, NodeId, Op, RdmaError, Reply, WorkId};
+
+mod verbs_common;
+use verbs_common::{fabric, planned_pair, w, wait, work_failed};
 
 const WORDS: u32 = 64;
-
-/// Whether the environment demands a device (`VELOS_REQUIRE_RDMA=1`).
-fn rdma_required() -> bool {
-    std::env::var("VELOS_REQUIRE_RDMA").is_ok_and(|v| v == "1")
-}
-
-/// `opened`, or `None` after a skip message when this machine has no RDMA device.
-fn usable<T>(test: &str, opened: Result<T, VerbsError>) -> Option<T> {
-    match opened {
-        Ok(opened) => Some(opened),
-        Err(error) if error.is_no_device() && !rdma_required() => {
-            println!("skipped {test}: {error} (VELOS_REQUIRE_RDMA=1 makes this a failure)");
-            None
-        }
-        Err(error) => panic!("{test}: no usable RDMA device: {error}"),
-    }
-}
-
-fn fabric(test: &str, nodes: u16) -> Option<VerbsFabric> {
-    let layout = Layout::uniform(nodes, WORDS);
-    usable(
-        test,
-        VerbsFabric::with_options(layout, VerbsOptions::from_env()),
-    )
-}
-
-fn w(node: u16, word: u32) -> Loc {
-    Loc::word(NodeId(node), word)
-}
 
 fn put_inline(remote: Loc, value: u64, work_id: WorkId) -> Op {
     Op::PutInline {
@@ -53,17 +24,6 @@ fn put_inline(remote: Loc, value: u64, work_id: WorkId) -> Op {
         value,
         work_id,
     }
-}
-
-fn wait(work_id: WorkId) -> Op {
-    Op::Wait { work_id }
-}
-
-fn work_failed(work_id: WorkId, cause: RdmaError) -> Reply {
-    Reply::Failed(RdmaError::WorkFailed {
-        work_id,
-        cause: Box::new(cause),
-    })
 }
 
 /// Posts `count` puts from `endpoint` (on node 0) to nodes 1 and 2 in turn, over their
@@ -95,7 +55,7 @@ fn stream(endpoint: &mut VerbsEndpoint<'_>, count: u64, first: u64) -> HashMap<L
 #[test]
 fn a_stream_of_puts_is_mostly_unsignaled_and_every_work_id_completes() {
     let test = "a_stream_of_puts_is_mostly_unsignaled_and_every_work_id_completes";
-    let Some(fabric) = fabric(test, 3) else {
+    let Some(fabric) = fabric(test, 3, WORDS) else {
         return;
     };
     for k in 0..8 {
@@ -195,7 +155,7 @@ fn a_stream_of_puts_is_mostly_unsignaled_and_every_work_id_completes() {
 #[test]
 fn forcing_a_queue_pair_into_error_after_unsignaled_puts_reports_each_put() {
     let test = "forcing_a_queue_pair_into_error_after_unsignaled_puts_reports_each_put";
-    let Some(fabric) = fabric(test, 2) else {
+    let Some(fabric) = fabric(test, 2, WORDS) else {
         return;
     };
     let mut endpoint = fabric.endpoint(NodeId(0)).expect("endpoint");
@@ -230,37 +190,10 @@ fn forcing_a_queue_pair_into_error_after_unsignaled_puts_reports_each_put() {
     assert!(started.elapsed() < fabric.options().completion_timeout);
 }
 
-/// Nodes 0 and 1, connected; node 0's words 0..8 writable, 8..16 read-only (a plan).
-fn planned_pair(test: &str) -> Option<Vec<VerbsNode>> {
-    let layout = Layout::uniform(2, 16);
-    let plan = [
-        Grant::new(0..8, Access::Write),
-        Grant::new(8..16, Access::Read),
-    ];
-    let options = VerbsOptions::from_env();
-    let node0 = VerbsNode::with_plan(layout.clone(), NodeId(0), 2, &plan, options.clone());
-    let mut nodes = vec![
-        usable(test, node0)?,
-        VerbsNode::with_options(layout, NodeId(1), 2, options).expect("node 1"),
-    ];
-    let infos: Vec<PeerInfo> = [(0, 1), (1, 0)]
-        .into_iter()
-        .map(|(from, to)| {
-            let bytes = nodes[from].local_info_for(NodeId(to)).to_bytes();
-            PeerInfo::from_bytes(&bytes).expect("our own bytes")
-        })
-        .collect();
-    for (node, info) in nodes.iter_mut().zip(infos.iter().rev()) {
-        let peers = BTreeMap::from([(info.info.node.0, info.clone())]);
-        node.connect_peers(&peers).expect("connect");
-    }
-    Some(nodes)
-}
-
 #[test]
 fn a_failing_unsignaled_put_is_reported_for_its_work_id() {
     let test = "a_failing_unsignaled_put_is_reported_for_its_work_id";
-    let Some(nodes) = planned_pair(test) else {
+    let Some(nodes) = planned_pair(test, 2) else {
         return;
     };
     let refused = RdmaError::RemoteAccess { loc: w(0, 9) };
@@ -365,7 +298,7 @@ fn spread(mut times: Vec<Duration>) -> [f64; 3] {
 #[test]
 fn signaled_all_against_periodic_signaling() {
     let test = "signaled_all_against_periodic_signaling";
-    let Some(fabric) = fabric(test, 2) else {
+    let Some(fabric) = fabric(test, 2, WORDS) else {
         return;
     };
     const PUTS: u64 = 256;
