@@ -278,6 +278,8 @@ pub struct SlotProposer {
     hold: bool,
     /// The promises of the last prepare, kept for the next (no allocation per attempt).
     spare: Spare<Vec<Option<AcceptorState>>>,
+    /// Among equally good promises, adopt from my own acceptor (rule (local adoption)).
+    local: bool,
 }
 
 impl SlotProposer {
@@ -303,6 +305,7 @@ impl SlotProposer {
             phase: Phase::Idle,
             hold: false,
             spare: Spare::default(),
+            local: false,
         };
         proposer.renew(config, predicted);
         proposer
@@ -321,7 +324,7 @@ impl SlotProposer {
         self.in_flight.iter_mut().for_each(VecDeque::clear);
         self.in_flight.resize_with(n, VecDeque::new);
         (self.proposal, self.attempt, self.next_id) = (0, 0, 0);
-        self.hold = false;
+        (self.hold, self.local) = (false, false);
         assert!(
             self.in_flight() == 0 && self.phase == Phase::Idle,
             "a renewed proposer is a new one"
@@ -345,6 +348,18 @@ impl SlotProposer {
     /// Makes this proposer [`SlotProposer::holding`].
     pub fn hold(&mut self) {
         self.hold = true;
+    }
+
+    /// The same slot proposer, but one that adopts from my own acceptor among those whose
+    /// promises bear the highest accepted proposal (rule (local adoption)).
+    pub fn reading_locally(mut self) -> SlotProposer {
+        self.read_locally();
+        self
+    }
+
+    /// Makes this proposer [`SlotProposer::reading_locally`].
+    pub fn read_locally(&mut self) {
+        self.local = true;
     }
 
     /// Whether a majority promised and the slot waits for a value ([`SlotProposer::supply`]).
@@ -638,16 +653,37 @@ impl SlotProposer {
 
     /// A majority promised: adopt the value with the highest accepted proposal among the
     /// confirmed states, or propose my own.
+    ///
+    /// Rule (local adoption): among the acceptors whose confirmed state bears that highest
+    /// proposal b', my own is read from when it is one of them. A proposal number is one
+    /// proposer's (the numbering splits them), and a proposer writes one value per
+    /// proposal, so every such acceptor names the same ⟨b', p⟩ and p's buffer at any of
+    /// them serves the adoption alike (the stamps are checked the same way, lemma
+    /// (adoption from a newer stamp)); mine is read with CPU loads instead of three round
+    /// trips (end stamp, content, begin stamp). A new leader usually accepted the old
+    /// leader's last values itself, and its adoptions of them are what stands between the
+    /// takeover and its first decision.
     fn prepared(&mut self, previous: &[u8], out: &mut Vec<SlotCommand>) {
         let Phase::Preparing { promised } = &self.phase else {
             unreachable!("prepared from preparing")
         };
+        let me = usize::from(self.config.me.0);
+        let local = self.local;
         let adopt = promised
             .iter()
             .enumerate()
             .filter_map(|(a, s)| s.map(|s| (a, s)))
             .filter(|(_, s)| s.has_accepted())
-            .max_by_key(|(_, s)| s.accepted_proposal);
+            .max_by_key(|&(a, s)| (s.accepted_proposal, local && a == me));
+        assert!(
+            adopt.is_none_or(|(_, chosen)| promised.iter().flatten().all(|s| {
+                !s.has_accepted()
+                    || s.accepted_proposal < chosen.accepted_proposal
+                    || (s.accepted_proposal == chosen.accepted_proposal
+                        && s.accepted_value == chosen.accepted_value)
+            })),
+            "rule (local adoption): the highest accepted proposal, one proposer's value"
+        );
         #[cfg(feature = "mutations")]
         let adopt = adopt.filter(|_| self.config.mutation != Mutation::SkipAdoption);
         match adopt {
@@ -955,6 +991,33 @@ mod tests {
         slot.on_value_read(true, &[], &mut out);
         assert_eq!(out[0], write(0, Content::Adopted, 5));
         assert_eq!(out[1], cas(7, 0, word(5, 2, 2), word(5, 5, 1)));
+    }
+
+    #[test]
+    fn adoption_reads_my_own_acceptor_among_those_with_the_highest_accepted_proposal() {
+        let mut slot = SlotProposer::fresh(config(0)).reading_locally();
+        let mut out = Vec::new();
+        slot.prepare(&mut out);
+        out.clear();
+        // Acceptors 0 (mine) and 1 both accepted ⟨2, p1⟩: nacks of attempt 1.
+        slot.on_cas(0, 1, word(4, 2, 2), &[], &mut out);
+        slot.on_cas(1, 2, word(4, 2, 2), &[], &mut out);
+        slot.on_cas(2, 3, word(0, 0, 0), &[], &mut out);
+        out.clear();
+        slot.prepare(&mut out);
+        out.clear();
+        slot.on_cas(0, 4, word(4, 2, 2), &[], &mut out);
+        assert!(out.is_empty());
+        slot.on_cas(1, 5, word(4, 2, 2), &[], &mut out);
+        assert_eq!(
+            out,
+            vec![SlotCommand::ReadValue {
+                acceptor: 0,
+                proposer: ProposerId(1),
+                proposal: 2
+            }],
+            "rule (local adoption): my own acceptor's copy, not acceptor 1's"
+        );
     }
 
     #[test]

@@ -278,7 +278,12 @@ impl Leader {
     /// (see [`Leader::repair`]), else `fallback` (a leader's local word) or ⊥.
     fn proposer_at(&self, cfg: SlotConfig, epoch: u32, fallback: Option<u64>) -> SlotProposer {
         let predicted = self.predictions(cfg, epoch, fallback).collect();
-        SlotProposer::new(cfg, predicted).holding()
+        let mut proposer = SlotProposer::new(cfg, predicted).holding();
+        // Rule (local adoption) for a leader's slots; a repair reads as before.
+        if !self.repair {
+            proposer.read_locally();
+        }
+        proposer
     }
 
     /// The first predictions of a slot proposer for `cfg`'s slot in `epoch` (see
@@ -443,6 +448,9 @@ impl Leader {
                     run.proposer
                         .renew(cfg, self.predictions(cfg, 0, seed(slot)));
                     run.proposer.hold();
+                    if !self.repair {
+                        run.proposer.read_locally(); // rule (local adoption)
+                    }
                     run
                 }
                 None => Box::new(Run::new(self.proposer_at(cfg, 0, seed(slot)))),
