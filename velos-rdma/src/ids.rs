@@ -46,6 +46,16 @@ impl Loc {
         }
     }
 
+    /// The location `i` words (8·i bytes) after this one, as a multi-word operation's word
+    /// `i`: an offset past `u32::MAX` saturates, which no layout holds, so checking it fails.
+    pub fn word_after(self, i: usize) -> Loc {
+        let step = u32::try_from(8 * i as u64).unwrap_or(u32::MAX);
+        Loc {
+            offset: self.offset.saturating_add(step),
+            ..self
+        }
+    }
+
     /// The word index, if the offset is 8-byte aligned.
     pub fn word_index(self) -> Option<usize> {
         (self.offset % 8 == 0).then_some((self.offset / 8) as usize)

@@ -161,17 +161,24 @@ struct ValueRead {
 /// What a replica wrote into its value buffers of one slot (see [`super::value`]).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 struct Written {
-    /// The content words and length field of my last full write.
-    content: Vec<u64>,
+    /// The length field of my last full write.
     len: usize,
-    /// The acceptors whose buffer holds `content` by a full write posted whole (bit a):
-    /// writing it there again is a restamp.
+    /// The acceptors whose buffer holds that write's content by a full write posted whole
+    /// (bit a): writing it there again is a restamp.
     holds: u64,
-    /// The words of that full write as one put (begin stamp, content, and, when the
-    /// buffer's rest is short, its padding and the end stamp), shared by the puts to
-    /// every acceptor; and the stamp it carries (0: none made yet).
+    /// The words of my last full write as one put (begin stamp, content from word 1 on,
+    /// and, when the buffer's rest is short, its padding and the end stamp), shared by the
+    /// puts to every acceptor; and the stamp it carries (0: none made yet).
     payload: velos_rdma::Words,
     payload_stamp: u64,
+}
+
+impl Written {
+    /// Whether my last full write carried `words` (the origin, then the bytes) of length
+    /// field `len`.
+    fn holds_content(&self, len: usize, words: &[u64]) -> bool {
+        self.len == len && self.payload.as_slice().get(1..1 + words.len()) == Some(words)
+    }
 }
 
 /// A follower's read of one slot's words (every epoch) at every replica.
@@ -601,12 +608,11 @@ impl Replica {
         self.next_apply += 1;
         // A leader writes only slots it has not applied.
         if let Some(mut w) = self.written.remove(&slot) {
-            w.content.clear();
             w.payload.refill([]);
             (w.len, w.holds, w.payload_stamp) = (0, 0, 0);
             // Field by field: a `Written::default()` to compare with would allocate.
             assert!(
-                w.content.is_empty() && w.payload.is_empty() && (w.len, w.holds) == (0, 0),
+                w.payload.is_empty() && (w.len, w.holds) == (0, 0),
                 "a spare record is a new one"
             );
             self.spare_written.keep(w);

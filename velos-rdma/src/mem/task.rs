@@ -150,12 +150,7 @@ impl Access {
             // Every word written must be in bounds and writable; the first that is not is
             // the failure, as a put to it would fail.
             for i in 1..words.len() {
-                let loc = Loc {
-                    offset: remote
-                        .offset
-                        .saturating_add((8 * i).try_into().unwrap_or(u32::MAX)),
-                    ..remote
-                };
+                let loc = remote.word_after(i);
                 index(loc)?;
                 memory.permit(source, loc, kind)?;
             }

@@ -126,14 +126,10 @@ impl Request {
         }
     }
 
-    /// The location of remote word `i` of the request, computed as the in-process backend
-    /// computes it (an offset past `u32::MAX` saturates, and is then misaligned).
+    /// The location of remote word `i` of the request, as the in-process backend computes
+    /// it ([`Loc::word_after`]).
     pub(super) fn remote_word(&self, i: u32) -> Loc {
-        let step = u32::try_from(8 * u64::from(i)).unwrap_or(u32::MAX);
-        Loc {
-            offset: self.remote.offset.saturating_add(step),
-            ..self.remote
-        }
+        self.remote.word_after(i as usize)
     }
 
     /// Checks the addresses as the in-process backend does: the local operand first, then

@@ -6,6 +6,16 @@ use super::items::{LocalWriteEntry, PipeItem, SbEntry, Timed};
 use super::state::{Machine, Next, NodeStatus};
 use velos_rdma::{Loc, NodeId, Op, Process, RdmaError, Reply, Step, WorkId};
 
+/// What a post does at once ([`Machine::post_check`]).
+enum PostCheck {
+    /// The post fails: its reply.
+    Reply(RdmaError),
+    /// The operation fails at its `wait`: the failure recorded.
+    Record(RdmaError),
+    /// It enters the store buffer.
+    Enter,
+}
+
 impl<P: Process> Machine<P> {
     /// Thread t executes its pending operation at `now` and is resumed with the reply.
     pub(crate) fn cpu_step(&mut self, t: usize, now: u64, clock: &mut dyn Clock) {
@@ -112,21 +122,18 @@ impl<P: Process> Machine<P> {
                 remote,
                 ref words,
                 work_id,
-            } => {
-                let bad = self.bad_later_word(remote, words.len());
-                let item = PipeItem::PutWords {
+            } => self.post(
+                t,
+                remote,
+                None,
+                PipeItem::PutWords {
                     remote,
                     words: words.clone(),
                     work_id,
-                };
-                match bad {
-                    Some(e) if self.check_node(remote.node).is_ok() => {
-                        self.fail_item(t, &item, e);
-                        Reply::Done
-                    }
-                    _ => self.post(t, remote, None, item, now, clock),
-                }
-            }
+                },
+                now,
+                clock,
+            ),
             Op::Get {
                 local,
                 remote,
@@ -249,44 +256,46 @@ impl<P: Process> Machine<P> {
         now: u64,
         clock: &mut dyn Clock,
     ) -> Reply {
+        let words = match &item {
+            PipeItem::PutWords { words, .. } => words.len(),
+            _ => 1,
+        };
+        match self.post_check(t, remote, local, words) {
+            PostCheck::Reply(e) => Reply::Failed(e),
+            PostCheck::Record(e) => {
+                self.fail_item(t, &item, e);
+                Reply::Done
+            }
+            PostCheck::Enter => {
+                self.push_remote(t, remote.node, item, now, clock);
+                Reply::Done
+            }
+        }
+    }
+
+    /// What posting a remote operation on `remote` (and `words` words after it, each
+    /// checked as if it were a put's) and `local` does at once: a bad local operand or an
+    /// unknown node fails the post (no queue pair can carry it); a bad remote word is
+    /// recorded as the operation's failure, reported at its `wait` as a NIC reports it.
+    fn post_check(&self, t: usize, remote: Loc, local: Option<Loc>, words: usize) -> PostCheck {
         let node = self.threads[t].node;
         if let Some(local) = local
             && let Err(e) = self.check_local(node, local)
         {
-            return Reply::Failed(e);
+            return PostCheck::Reply(e);
         }
         if let Err(e) = self.check_node(remote.node) {
-            return Reply::Failed(e); // no queue pair towards it: the post itself fails
+            return PostCheck::Reply(e);
         }
-        if let Err(e) = self.check_word(remote) {
-            self.fail_item(t, &item, e);
-            return Reply::Done;
-        }
-        self.push_remote(t, remote.node, item, now, clock);
-        Reply::Done
+        let bad = (0..words.max(1)).find_map(|i| self.check_word(remote.word_after(i)).err());
+        bad.map_or(PostCheck::Enter, PostCheck::Record)
     }
 
-    /// The failure of the first word after the first of a multi-word put of `len` words
-    /// at `remote` that is not a word of the target (each must be, as if each were a put).
-    fn bad_later_word(&self, remote: Loc, len: usize) -> Option<RdmaError> {
-        (1..len).find_map(|i| {
-            let offset = u32::try_from(8 * i)
-                .ok()
-                .and_then(|d| remote.offset.checked_add(d));
-            let Some(offset) = offset else {
-                return Some(RdmaError::OutOfBounds { loc: remote });
-            };
-            self.check_word(Loc { offset, ..remote }).err()
-        })
-    }
-
-    /// Whether thread t posting `op` records a failure at once (a bad remote address on a
-    /// node that exists), as [`Machine::post`] does: that step appends to the thread's
-    /// failures, which other steps of its queue pairs append to too, so it is not
-    /// invisible to the explorer's reductions.
+    /// Whether thread t posting `op` records a failure at once ([`Machine::post_check`]):
+    /// that step appends to the thread's failures, which other steps of its queue pairs
+    /// append to too, so it is not invisible to the explorer's reductions.
     pub(crate) fn fails_at_post(&self, t: usize, op: &Op) -> bool {
-        let node = self.threads[t].node;
-        let (remote, local, len) = match op {
+        let (remote, local, words) = match op {
             Op::Put { remote, local, .. }
             | Op::Get { local, remote, .. }
             | Op::Atomic { local, remote, .. } => (*remote, Some(*local), 1),
@@ -294,9 +303,10 @@ impl<P: Process> Machine<P> {
             Op::PutWords { remote, words, .. } => (*remote, None, words.len()),
             _ => return false,
         };
-        let replied = local.is_some_and(|l| self.check_local(node, l).is_err())
-            || self.check_node(remote.node).is_err();
-        !replied && (self.check_word(remote).is_err() || self.bad_later_word(remote, len).is_some())
+        matches!(
+            self.post_check(t, remote, local, words),
+            PostCheck::Record(_)
+        )
     }
 
     fn push_remote(

@@ -192,10 +192,7 @@ impl<P: Process> Machine<P> {
             PipeItem::PutWords { words, .. } => rw.extend(words.as_slice().iter().enumerate().map(
                 |(k, &value)| Timed {
                     item: RemoteWrite::Put {
-                        loc: Loc {
-                            offset: remote.offset + 8 * k as u32,
-                            ..remote
-                        },
+                        loc: remote.word_after(k),
                         value,
                     },
                     ready,

@@ -867,10 +867,7 @@ impl<P: Process> Obligations<'_, P> {
                 }
                 _ => false,
             };
-            let commits = qp.rw.iter().any(|e| match e.item {
-                RemoteWrite::Put { loc: l, .. } | RemoteWrite::Atomic { loc: l, .. } => l == loc,
-            });
-            if commits || qp.pipe.iter().any(|e| writes_remote(&e.item)) {
+            if committing || qp.pipe.iter().any(|e| writes_remote(&e.item)) {
                 found.push(Agent::Rw(q));
             }
             if alive || self.posted_towards(t, node).any(writes_remote) {

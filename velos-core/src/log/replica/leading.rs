@@ -83,7 +83,7 @@ impl Replica {
                         spare.take().unwrap_or_default() // kept cleared
                     });
                     let bit = 1 << acceptor;
-                    let same = w.len == len && w.content == *words;
+                    let same = w.holds_content(len, words);
                     let links = &mut self.links;
                     let put = |remote: Loc, value: u64| Op::PutInline {
                         remote,
@@ -98,8 +98,7 @@ impl Replica {
                         links.send(acceptor, put(begin, r), &mut ops);
                     } else {
                         if !same {
-                            w.content.clear();
-                            w.content.extend_from_slice(words);
+                            // A new content: the payload is made again below.
                             (w.len, w.holds, w.payload_stamp) = (len, 0, 0);
                         }
                         w.holds |= bit;
