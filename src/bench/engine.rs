@@ -10,21 +10,13 @@
 //! proposals taken, as many commands committed.
 
 use super::op_kind::OpKind;
+use super::trace::Trace;
 use anyhow::{Context, ensure};
 use velos_core::log::{ClientScript, Detector, LogConfig, Replica};
 use velos_rdma::mem::{MemFabric, MemOptions, Mode};
 use velos_rdma::{Endpoint, NodeId, Op, Process, Reply, Shared, Step};
 
 const REPLICAS: u16 = 3;
-
-/// One input of the leader's replica.
-#[derive(Clone, Debug)]
-enum Input {
-    /// The client proposed its next command: taken or refused.
-    Propose(bool),
-    /// The reply to the previous operation.
-    Resume(Reply),
-}
 
 /// The leader's operations per decision over the recorded window, by kind.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -54,7 +46,7 @@ pub struct OpsPerDecision {
 #[derive(Clone, Debug)]
 pub struct Recording {
     snapshot: Replica,
-    inputs: Vec<Input>,
+    trace: Trace,
     first_command: u64,
     /// Commands committed in the window.
     pub decisions: u64,
@@ -93,7 +85,7 @@ pub fn record(warmup: u64, decisions: u64, outstanding: u64) -> anyhow::Result<R
     let total = warmup + decisions;
     let (mut proposed, mut committed) = (0u64, 0u64);
     let mut window: Option<(Replica, u64, u64)> = None;
-    let mut inputs = Vec::with_capacity(decisions as usize * 64);
+    let mut trace = Trace::with_capacity(decisions as usize);
     let mut counts = [0u64; 8];
     let mut steps = 0u64;
     let mut rung = 0u64;
@@ -106,9 +98,9 @@ pub fn record(warmup: u64, decisions: u64, outstanding: u64) -> anyhow::Result<R
         let recording = window.is_some();
         let leader = &mut replicas[0];
         while proposed < total && proposed - committed < outstanding && leader.is_leader() {
-            let taken = leader.propose(proposed.to_le_bytes().to_vec()).is_ok();
+            let taken = leader.propose(command(proposed)).is_ok();
             if recording {
-                inputs.push(Input::Propose(taken));
+                trace.propose(taken);
             }
             if !taken {
                 break;
@@ -118,7 +110,7 @@ pub fn record(warmup: u64, decisions: u64, outstanding: u64) -> anyhow::Result<R
         for (r, replica) in replicas.iter_mut().enumerate() {
             let reply = std::mem::replace(&mut replies[r], Reply::Done);
             if r == 0 && recording {
-                inputs.push(Input::Resume(reply.clone()));
+                trace.resume(&reply);
             }
             let op = match replica.resume(reply) {
                 Step::Done => anyhow::bail!("replica {r} stopped"),
@@ -143,7 +135,7 @@ pub fn record(warmup: u64, decisions: u64, outstanding: u64) -> anyhow::Result<R
         if window.is_none() && committed >= warmup {
             rung = endpoints[0].work_requests().doorbells;
             window = Some((replicas[0].clone(), proposed, committed));
-            inputs.clear();
+            trace.clear();
         }
     }
     let (snapshot, first_command, committed_before) = window.context("the window started")?;
@@ -162,7 +154,7 @@ pub fn record(warmup: u64, decisions: u64, outstanding: u64) -> anyhow::Result<R
     };
     Ok(Recording {
         snapshot,
-        inputs,
+        trace,
         first_command,
         decisions,
         ops,
@@ -181,6 +173,11 @@ pub(crate) fn inline_fabric(log: &LogConfig) -> anyhow::Result<MemFabric> {
     MemFabric::with_plans(shape.layout(), options, shape.region_plans()).map_err(anyhow::Error::msg)
 }
 
+/// Command `n` of the recording's client: `n`'s 8 bytes.
+fn command(n: u64) -> Vec<u8> {
+    n.to_le_bytes().to_vec()
+}
+
 fn count(counts: &mut [u64; 8], op: &Op) {
     counts[OpKind::of(op) as usize] += 1;
 }
@@ -194,23 +191,9 @@ impl Recording {
     /// Replays the window's inputs into `replica` (a [`Recording::start`]): the commands
     /// committed. Fails if the replay does not retrace the run.
     pub fn replay(&self, mut replica: Replica) -> anyhow::Result<u64> {
-        let mut proposed = self.first_command;
-        let mut committed = 0u64;
-        for (i, input) in self.inputs.iter().enumerate() {
-            match input {
-                Input::Propose(taken) => {
-                    let took = replica.propose(proposed.to_le_bytes().to_vec()).is_ok();
-                    ensure!(took == *taken, "the replay diverged at proposal {proposed}");
-                    proposed += u64::from(took);
-                }
-                Input::Resume(reply) => {
-                    let step = replica.resume(reply.clone());
-                    ensure!(!matches!(step, Step::Done), "the replay stopped at {i}");
-                    committed += replica.drain_results().count() as u64;
-                    replica.drain_committed().for_each(drop);
-                }
-            }
-        }
+        let committed = self
+            .trace
+            .replay(&mut replica, self.first_command, command)?;
         ensure!(
             committed == self.decisions,
             "the replay committed {committed} commands, the run {}",

@@ -9,3 +9,4 @@ pub mod latency;
 pub mod locks;
 mod op_kind;
 pub mod sweep;
+mod trace;

@@ -12,6 +12,7 @@
 
 use super::{EmbedConfig, FollowerIdle, Marks, Window, Workload, command, latency_histogram};
 use crate::bench::op_kind::OpKind;
+use crate::bench::trace::Trace;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 use velos_core::log::{ClientScript, Detector, LogConfig, Replica};
@@ -40,55 +41,6 @@ fn log_config(config: &EmbedConfig, slots: u64) -> anyhow::Result<LogConfig> {
     c.pipeline = config.velos_pipeline;
     c.validate().map_err(anyhow::Error::msg)?;
     Ok(c)
-}
-
-/// The leader replica's inputs over the window, in order, packed so that recording
-/// them costs the leader little: one byte per input, plus the word of each `Value`
-/// reply and any other reply kept whole.
-#[derive(Debug, Default)]
-struct Trace {
-    kinds: Vec<u8>,
-    values: Vec<u64>,
-    others: Vec<Reply>,
-}
-
-impl Trace {
-    const REFUSED: u8 = 0;
-    const PROPOSED: u8 = 1;
-    const DONE: u8 = 2;
-    const VALUE: u8 = 3;
-    const OTHER: u8 = 4;
-
-    /// Room for `decisions` decisions (about 55 inputs and 40 words each, measured).
-    fn with_capacity(decisions: usize) -> Trace {
-        Trace {
-            kinds: Vec::with_capacity(decisions * 64),
-            values: Vec::with_capacity(decisions * 48),
-            others: Vec::new(),
-        }
-    }
-
-    fn propose(&mut self, taken: bool) {
-        self.kinds.push(if taken {
-            Trace::PROPOSED
-        } else {
-            Trace::REFUSED
-        });
-    }
-
-    fn resume(&mut self, reply: &Reply) {
-        match reply {
-            Reply::Done => self.kinds.push(Trace::DONE),
-            Reply::Value(v) => {
-                self.kinds.push(Trace::VALUE);
-                self.values.push(*v);
-            }
-            other => {
-                self.kinds.push(Trace::OTHER);
-                self.others.push(other.clone());
-            }
-        }
-    }
 }
 
 /// Operations of the leader by kind.
@@ -328,33 +280,10 @@ fn follow(
 /// that the replay takes the same proposals and decides as many commands.
 fn replay(run: &LeaderRun, first_command: u64) -> anyhow::Result<u64> {
     let mut replica = run.snapshot.clone();
-    let (mut values, mut others) = (run.trace.values.iter(), run.trace.others.iter());
-    let mut proposed = first_command;
-    let mut committed = 0u64;
     let cpu_start = cpu_time::ThreadTime::now();
-    for (i, &kind) in run.trace.kinds.iter().enumerate() {
-        let reply = match kind {
-            Trace::REFUSED | Trace::PROPOSED => {
-                let taken = replica.propose(command(proposed).to_vec()).is_ok();
-                anyhow::ensure!(
-                    taken == (kind == Trace::PROPOSED),
-                    "the replay diverged at proposal {proposed}"
-                );
-                proposed += u64::from(taken);
-                continue;
-            }
-            Trace::DONE => Reply::Done,
-            Trace::VALUE => Reply::Value(*values.next().expect("recorded")),
-            _ => others.next().expect("recorded").clone(),
-        };
-        let step = replica.resume(reply);
-        anyhow::ensure!(
-            !matches!(step, Step::Done),
-            "the replay stopped at input {i}"
-        );
-        committed += replica.drain_results().count() as u64;
-        replica.drain_committed().for_each(drop);
-    }
+    let committed = run
+        .trace
+        .replay(&mut replica, first_command, |n| command(n).to_vec())?;
     let cpu = cpu_start.elapsed();
     anyhow::ensure!(
         committed == run.commits,

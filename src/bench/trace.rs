@@ -1,0 +1,104 @@
+//! A stable leader's recorded inputs, and their replay: how `cargo bench --bench engine`
+//! and `velos bench embed` time the engine alone (its inputs replayed into a copy of its
+//! replica, without a backend).
+
+use anyhow::ensure;
+use velos_core::log::Replica;
+use velos_rdma::{Process, Reply, Step};
+
+/// The leader replica's inputs, in order, packed so that recording them costs the leader
+/// little: one byte per input, plus the word of each `Value` reply and any other reply
+/// kept whole. The client's commands are not kept: the replay makes command n again.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Trace {
+    kinds: Vec<u8>,
+    values: Vec<u64>,
+    others: Vec<Reply>,
+}
+
+impl Trace {
+    const REFUSED: u8 = 0;
+    const PROPOSED: u8 = 1;
+    const DONE: u8 = 2;
+    const VALUE: u8 = 3;
+    const OTHER: u8 = 4;
+
+    /// Room for `decisions` decisions (about 55 inputs and 40 words each, measured).
+    pub(crate) fn with_capacity(decisions: usize) -> Trace {
+        Trace {
+            kinds: Vec::with_capacity(decisions * 64),
+            values: Vec::with_capacity(decisions * 48),
+            others: Vec::new(),
+        }
+    }
+
+    /// Forgets every input (a window starts), keeping the room.
+    pub(crate) fn clear(&mut self) {
+        self.kinds.clear();
+        self.values.clear();
+        self.others.clear();
+    }
+
+    /// The client proposed its next command: taken or refused.
+    pub(crate) fn propose(&mut self, taken: bool) {
+        self.kinds.push(if taken {
+            Trace::PROPOSED
+        } else {
+            Trace::REFUSED
+        });
+    }
+
+    /// The reply the leader was resumed with.
+    pub(crate) fn resume(&mut self, reply: &Reply) {
+        match reply {
+            Reply::Done => self.kinds.push(Trace::DONE),
+            Reply::Value(v) => {
+                self.kinds.push(Trace::VALUE);
+                self.values.push(*v);
+            }
+            other => {
+                self.kinds.push(Trace::OTHER);
+                self.others.push(other.clone());
+            }
+        }
+    }
+
+    /// Replays the inputs into `replica` (a copy of the leader's as the trace started),
+    /// proposing `command(n)` for n from `first_command` on, as the run did: the commands
+    /// it committed. Fails if the replay does not retrace the run (a proposal taken or
+    /// refused otherwise, the replica stopping).
+    pub(crate) fn replay(
+        &self,
+        replica: &mut Replica,
+        first_command: u64,
+        command: impl Fn(u64) -> Vec<u8>,
+    ) -> anyhow::Result<u64> {
+        let (mut values, mut others) = (self.values.iter(), self.others.iter());
+        let mut proposed = first_command;
+        let mut committed = 0u64;
+        for (i, &kind) in self.kinds.iter().enumerate() {
+            let reply = match kind {
+                Trace::REFUSED | Trace::PROPOSED => {
+                    let taken = replica.propose(command(proposed)).is_ok();
+                    ensure!(
+                        taken == (kind == Trace::PROPOSED),
+                        "the replay diverged at proposal {proposed}"
+                    );
+                    proposed += u64::from(taken);
+                    continue;
+                }
+                Trace::DONE => Reply::Done,
+                Trace::VALUE => Reply::Value(*values.next().expect("recorded")),
+                _ => others.next().expect("recorded").clone(),
+            };
+            let step = replica.resume(reply);
+            ensure!(
+                !matches!(step, Step::Done),
+                "the replay stopped at input {i}"
+            );
+            committed += replica.drain_results().count() as u64;
+            replica.drain_committed().for_each(drop);
+        }
+        Ok(committed)
+    }
+}
