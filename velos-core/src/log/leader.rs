@@ -162,6 +162,9 @@ pub(super) struct Progress {
     pub committed: Vec<(u64, u64)>,
     /// Something changed.
     pub moved: bool,
+    /// A slot was retried after its second abort or later: another live proposer keeps
+    /// outbidding this one (see rule (duel) in `replica/leading.rs`).
+    pub dueling: bool,
 }
 
 /// The leader of one term.
@@ -376,6 +379,14 @@ impl Leader {
         self.window
             .values()
             .any(|r| matches!(&r.mine, Some(Some(p)) if p.value.config))
+    }
+
+    /// Whether the window holds a slot that nothing fills yet (no value of mine, nothing
+    /// adopted or being read): the next command has a slot, prepared or being prepared.
+    pub(super) fn has_prepared_room(&self) -> bool {
+        self.window
+            .values()
+            .any(|r| r.mine.is_none() && r.adopted.is_none() && !r.reading)
     }
 
     /// Values given to slots and not decided yet.
@@ -671,6 +682,9 @@ impl Leader {
                 }
                 Outcome::Aborted => {
                     let run = self.window.get_mut(&slot).expect("present");
+                    // A first abort is expected of a new term (a predecessor's promises);
+                    // each later one means a proposer outbid the ballot this one moved to.
+                    progress.dueling |= run.proposer.attempt() >= 2;
                     run.adopted = None;
                     run.adopted_mine = false;
                     let e = run.epoch as usize;

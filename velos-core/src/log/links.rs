@@ -37,6 +37,12 @@ struct Link {
     /// How many of the oldest CASes in flight were given up (reported lost while Ω
     /// suspected the acceptor): their completions, if any come, free the cells only.
     given_up: usize,
+    /// How many of the newest CASes in flight were posted in this turn: their operations
+    /// may still wait in the turn's queue, and their cells still hold an older CAS's
+    /// result and work id (a test now would see that CAS complete).
+    fresh: usize,
+    /// A completion towards this acceptor was chained in this turn ([`Links::chain`]).
+    chained: bool,
 }
 
 /// The links to every acceptor.
@@ -111,6 +117,7 @@ impl Links {
                 let cell = link.free.trailing_zeros();
                 link.free &= !(1 << cell);
                 link.in_flight.push_back((cell, tag));
+                link.fresh += 1;
                 out.push(Op::Atomic {
                     local: self.scratch.cas(a, cell),
                     remote,
@@ -154,6 +161,38 @@ impl Links {
         Some((self.scratch.cas_id(a, cell), self.scratch.cas(a, cell)))
     }
 
+    /// A turn starts: every CAS in flight was posted in an earlier one.
+    pub(super) fn new_turn(&mut self) {
+        for link in &mut self.links {
+            link.fresh = 0;
+            link.chained = false;
+        }
+    }
+
+    /// The CAS to test right after a completion towards `a`, in the same turn: the next
+    /// oldest if it was posted in an earlier turn ([`Links::oldest_posted`]), once per
+    /// acceptor and turn. The one chained test catches a prepare and an accept posted in
+    /// one turn, which complete together; an unbounded chain kept a busy leader in one
+    /// turn for as long as completions came, and its heartbeat stalled (Ω deposed it).
+    pub(super) fn chain(&mut self, a: u16) -> Option<(WorkId, Loc)> {
+        let next = self
+            .oldest_posted(a)
+            .filter(|_| !self.links[usize::from(a)].chained)?;
+        self.links[usize::from(a)].chained = true;
+        Some(next)
+    }
+
+    /// [`Links::oldest`], if it was posted in an earlier turn: its operation was executed,
+    /// so a test of its cell tests it (rule (test what was posted)).
+    pub(super) fn oldest_posted(&self, a: u16) -> Option<(WorkId, Loc)> {
+        let link = &self.links[usize::from(a)];
+        if link.in_flight.len() > link.fresh {
+            self.oldest(a)
+        } else {
+            None
+        }
+    }
+
     /// The oldest CAS towards `a` completed (or failed): its tag, or `None` if it was
     /// given up already ([`Links::give_up`]); its cell is free again.
     pub(super) fn complete(&mut self, a: u16) -> Option<CasTag> {
@@ -163,6 +202,10 @@ impl Links {
             .pop_front()
             .expect("a completion for a CAS in flight");
         assert!(link.free & (1 << cell) == 0, "the cell was taken");
+        assert!(
+            link.in_flight.len() >= link.fresh,
+            "rule (test what was posted): a CAS of this turn is never tested in it"
+        );
         link.free |= 1 << cell;
         if link.given_up > 0 {
             link.given_up -= 1;
@@ -195,5 +238,44 @@ impl Links {
             "rule (give up): nothing towards a suspected acceptor is left to report"
         );
         lost
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::log::config::LogConfig;
+
+    fn tag(slot: u64) -> CasTag {
+        CasTag {
+            term: 1,
+            slot,
+            id: slot,
+        }
+    }
+
+    #[test]
+    fn a_cas_posted_in_this_turn_is_not_tested_in_it() {
+        let config = LogConfig::new(3, 16, 8);
+        let mut links = Links::new(Scratch::new(&config, 0), 3, 2);
+        let mut out = Vec::new();
+        let remote = config.shape().epoch_word(1, 0, 0);
+        links.send_cas(1, remote, (0, 1), tag(0), &mut out);
+        assert_eq!(links.oldest_posted(1), None, "posted in this turn");
+        links.new_turn();
+        let first = links.oldest_posted(1).expect("posted in an earlier turn");
+        assert_eq!(links.complete(1), Some(tag(0)));
+        // The freed cell serves the next CAS at once: same work id, same result word.
+        links.send_cas(1, remote, (1, 2), tag(1), &mut out);
+        assert_eq!(links.oldest(1), Some(first), "the cell is reused");
+        assert_eq!(
+            links.oldest_posted(1),
+            None,
+            "rule (test what was posted): its test would see the completed CAS"
+        );
+        links.new_turn();
+        assert_eq!(links.oldest_posted(1), Some(first));
+        assert_eq!(links.chain(1), Some(first), "one chained test a turn");
+        assert_eq!(links.chain(1), None, "and no more");
     }
 }

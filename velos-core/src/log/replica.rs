@@ -282,6 +282,8 @@ pub struct Replica {
     /// until a wait or test of its id takes it, so the next heartbeat turn tests
     /// [`ids::PUT`] (else failures towards a crashed acceptor pile up for good).
     reap_puts: bool,
+    /// Rule (duel): no aborted slot is prepared again before this time (local clock, ns).
+    retry_at: u64,
     client: ClientScript,
     sent: u64,
     next_id: u64,
@@ -391,6 +393,7 @@ impl Replica {
             poisoned: vec![0; banks],
             moved: false,
             reap_puts: false,
+            retry_at: 0,
             client,
             sent: 0,
             next_id: 0,
@@ -479,7 +482,18 @@ impl Replica {
             },
             // The oldest CAS towards `a`: its old value as it completes (`TestLoad`).
             Then::CasTest(a) => match reply {
-                Reply::Value(actual) => self.cas_completed(a, actual),
+                Reply::Value(actual) => {
+                    self.cas_completed(a, actual);
+                    // The next CAS towards `a` may be complete too (a prepare and an accept
+                    // posted in one turn complete together): tested in this turn, not the
+                    // next, before the plan — once a turn, and only if it was posted before
+                    // this turn (rule (test what was posted): a CAS posted just now reuses
+                    // the freed cell, whose test would return the completed CAS's result;
+                    // seed 1857 of `--overflow` took that for an accept, agreement broke).
+                    if let Some((work_id, loc)) = self.links.chain(a) {
+                        self.op_first(Op::TestLoad { work_id, loc }, Then::CasTest(a));
+                    }
+                }
                 Reply::Failed(_) => {
                     self.reap_puts = true;
                     // A CAS given up already was reported lost then.

@@ -96,6 +96,17 @@ impl Ring {
         layout.lap(self.tag(instance), self.recycled(instance), word)
     }
 
+    /// Whether `tag` (a value stamp's) names a later lap than `instance`'s: less than half
+    /// the tag space above it, as for words ([`WordLayout::lap`]).
+    pub fn later_tag(self, instance: u64, tag: u16) -> bool {
+        if !self.recycles() {
+            return false;
+        }
+        let modulus = 1u64 << self.tag_bits;
+        let ahead = (u64::from(tag) + modulus - u64::from(self.tag(instance))) % modulus;
+        ahead != 0 && ahead < modulus / 2
+    }
+
     /// The state `word` stands for at `instance`: `None` if the instance was retired.
     pub fn state(self, layout: WordLayout, instance: u64, word: u64) -> Option<AcceptorState> {
         layout.state_at(self.tag(instance), self.recycled(instance), word)
@@ -170,6 +181,8 @@ mod tests {
             Lap::Current(L.decode(word(1, 7)))
         );
         assert_eq!(r.classify(L, 5, word(2, 7)), Lap::Later);
+        assert!(r.later_tag(5, 2) && !r.later_tag(5, 1) && !r.later_tag(5, 0));
+        assert!(r.later_tag(255 * 4, 0), "stamp tags wrap as word tags do");
         assert_eq!(
             r.classify(L, 1, word(255, 7)),
             Lap::Later,

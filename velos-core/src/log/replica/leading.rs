@@ -189,11 +189,27 @@ impl Replica {
             let room = self.room();
             let seed = |s| words.get(&s).copied();
             leader.open_slots(&self.config, room, seed, &mut cmds);
-            let may_retry = !self.links.any_congested();
+            let may_retry = !self.links.any_congested() && self.now >= self.retry_at;
             leader.step(&self.config, &mut cmds, &mut progress, may_retry);
             // The slots decided just now make room: prepare the next ones in this turn, not
-            // the next (one turn less per decision; the turn loaded their seeds).
-            leader.open_slots(&self.config, room, seed, &mut cmds);
+            // the next (one turn less per decision; the turn loaded their seeds) — unless a
+            // prepared slot already waits for the next command: then they go out with that
+            // command's accept, behind one doorbell per acceptor instead of two.
+            if !leader.has_prepared_room() {
+                leader.open_slots(&self.config, room, seed, &mut cmds);
+            }
+        }
+        if std::mem::take(&mut progress.dueling) {
+            // Rule (duel): two replicas that both believe they lead (a broken link hides
+            // one's heartbeat from the other) outbid each other's prepares for ever if both
+            // retry at once. The one Ω ranks lower (more members below it) waits a quarter
+            // failure timeout per rank before its next retry, so the lowest retries first
+            // and decides: Ω's own order, applied to proposers. A predecessor's promises
+            // abort a new leader's first attempt only (its ballot moves above them), so
+            // a failover never waits here.
+            let members = self.membership.at(self.next_apply);
+            let rank = (0..self.me).filter(|&a| members.contains(a)).count() as u64;
+            self.retry_at = self.now + rank * (self.config.failure_timeout_ns / 4);
         }
         self.role = Role::Leader(leader);
         self.moved |= progress.moved || !cmds.is_empty();

@@ -69,6 +69,16 @@ impl Replica {
         // A stamp of another lap is another instance's value (lemma (consistent read)).
         let lap = tag == self.ring.tag(read.slot);
         let ok = consistent && lap && k >= key(read.epoch, read.proposal) && fits;
+        // Rule (overtaken buffer): a learner's buffer stamped for a later lap was reused by
+        // its proposer, who opens a position's next instance only once the previous one is
+        // retired (lemma (overtaken)): a majority's snapshots hold the slot, so copy one.
+        // Learning it again from the same words would read the same buffer for ever: my
+        // acceptor's word can still show the slot decided while the later lap's CAS missed
+        // it (seed 8199).
+        let later = |w: u64| self.ring.later_tag(read.slot, unstamp(w).0);
+        if read.purpose == Purpose::Learn && (later(begin) || later(end)) {
+            self.behind = true;
+        }
         let value = ok.then(|| {
             let origin = words[1];
             let bytes = from_words(&words[2..words.len() - 1], len);

@@ -17,6 +17,7 @@ impl Replica {
         assert!(now >= self.now, "the clock never goes back");
         self.now = now;
         self.moved = false;
+        self.links.new_turn();
         if std::mem::take(&mut self.own_switch_pending) {
             // The fenced store of my word naming me landed before this clock reading.
             self.lease.own_switch(now);
