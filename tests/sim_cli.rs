@@ -77,9 +77,30 @@ fn bad_input_is_a_usage_error() {
         &["sim", "--reconfigure", "100us=0"],
         &["sim", "--reconfigure", "0,1,2"],
         &["sim", "--reconfigure", "1ms=0,1,2,3"],
+        &["sim", "--crash-leader-at", "5ms"],
+        &["sim", "--crash-leader-at", "1.9ms"],
+        &["sim", "--crash", "1@2ms"],
+        &["sim", "--pause", "1@3ms+10us"],
+        &["sim", "--interval", "0"],
+        &["sim", "--interval", "1ns"],
+        &["sim", "--duration", "0"],
+        &["sim", "--duration", "99999999999999999999s"],
     ] {
         let (code, _, stderr) = velos(args);
         assert_eq!(code, 2, "{args:?}: {stderr}");
         assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
     }
+}
+
+#[test]
+fn a_stopped_log_fails_the_liveness_check() {
+    // Two of three replicas crashed: no majority is left, the log stops.
+    let (code, stdout, stderr) = velos(&["sim", "--crash", "0@1ms", "--crash", "1@1ms"]);
+    assert_eq!(code, 1, "{stdout}\n{stderr}");
+    assert!(stdout.contains("liveness: FAIL"), "{stdout}");
+    assert!(stderr.contains("a log needs a majority"), "{stderr}");
+    // One crashed: the log goes on, and the check says so.
+    let (code, stdout, stderr) = velos(&["sim", "--crash", "2@1ms"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.contains("liveness: pass"), "{stdout}");
 }

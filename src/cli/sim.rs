@@ -5,7 +5,7 @@ use clap::Args;
 use std::process::ExitCode;
 use velos::core::log::membership::Members;
 use velos::core::log::{ClientScript, LogConfig};
-use velos::harness::cluster::{ClusterSpec, run};
+use velos::harness::cluster::{ClusterReport, ClusterSpec, run};
 use velos::sim::latency::LatencyModel;
 
 /// Arguments of `velos sim`.
@@ -82,7 +82,15 @@ pub struct SimArgs {
     json: bool,
 }
 
-/// Parses `500us`, `2ms`, `1s`, `300ns` or a plain number of nanoseconds.
+/// The longest virtual time a flag may name: an hour (a run that long takes days of wall
+/// time; a larger figure is a typo, not a request).
+pub const MAX_DURATION_NS: u64 = 3_600_000_000_000;
+
+/// The most lines the timeline prints (`--duration` / `--interval`).
+const MAX_TIMELINE_LINES: u64 = 10_000;
+
+/// Parses `500us`, `2ms`, `1s`, `300ns` or a plain number of nanoseconds (at most
+/// [`MAX_DURATION_NS`]).
 pub fn parse_duration(s: &str) -> Result<u64, String> {
     let s = s.trim();
     let (digits, unit) = s.split_at(
@@ -102,7 +110,14 @@ pub fn parse_duration(s: &str) -> Result<u64, String> {
     if !n.is_finite() || n < 0.0 {
         return Err(format!("{s:?} is not a duration"));
     }
-    Ok((n * scale).round() as u64)
+    let ns = (n * scale).round();
+    if ns > MAX_DURATION_NS as f64 {
+        return Err(format!(
+            "{s:?} is longer than the longest run, {} s of virtual time",
+            MAX_DURATION_NS / 1_000_000_000
+        ));
+    }
+    Ok(ns as u64)
 }
 
 fn parse_crash(s: &str) -> Result<(u16, u64), String> {
@@ -210,6 +225,10 @@ pub fn run_cli(a: SimArgs) -> ExitCode {
         eprintln!("velos sim: --value-size must be at least 10 bytes");
         return ExitCode::from(2);
     }
+    if let Err(e) = check_times(&a, log.failure_timeout_ns) {
+        eprintln!("velos sim: {e}");
+        return ExitCode::from(2);
+    }
     let spec = ClusterSpec {
         log,
         seed: a.seed,
@@ -230,14 +249,19 @@ pub fn run_cli(a: SimArgs) -> ExitCode {
         reconfigure: a.reconfigure.clone(),
         lease_reads: a.lease.is_some(),
     };
-    let report = run(&spec);
+    let mut report = run(&spec);
+    let live = liveness(&report, &spec);
+    report.checks.insert("liveness".into(), live.is_ok());
+    if let Err(e) = live {
+        report.failures.push(e);
+    }
     if a.json {
         println!(
             "{}",
             serde_json::to_string(&report).expect("a report serialises")
         );
     } else {
-        print_report(&report, a.interval.max(1));
+        print_report(&report, a.interval);
     }
     if report.ok() {
         ExitCode::SUCCESS
@@ -288,7 +312,104 @@ pub fn run_cli(a: SimArgs) -> ExitCode {
     }
 }
 
-fn print_report(report: &velos::harness::cluster::ClusterReport, interval: u64) {
+/// Failure timeouts a run keeps after its last crash: time for a new leader and for the
+/// liveness check to see the log move again.
+const RECOVERY_TIMEOUTS: u64 = 10;
+
+/// Refuses times no run can honour: an empty timeline interval or one that would print
+/// more than [`MAX_TIMELINE_LINES`] lines, faults at or after the end of the run, and a
+/// crash that leaves less than [`RECOVERY_TIMEOUTS`] failure timeouts before the end.
+fn check_times(a: &SimArgs, failure_timeout_ns: u64) -> Result<(), String> {
+    if a.duration == 0 {
+        return Err("--duration must be more than 0".into());
+    }
+    if a.interval == 0 {
+        return Err("--interval must be more than 0".into());
+    }
+    if !a.json && a.duration.div_ceil(a.interval) > MAX_TIMELINE_LINES {
+        return Err(format!(
+            "--interval {} ns over --duration {} ns would print {} timeline lines; at most {MAX_TIMELINE_LINES}",
+            a.interval,
+            a.duration,
+            a.duration.div_ceil(a.interval)
+        ));
+    }
+    let late = |what: &str, t: u64| {
+        Err(format!(
+            "{what} at {t} ns is not before the end of the run (--duration {} ns)",
+            a.duration
+        ))
+    };
+    if let Some(t) = a.crash_leader_at.filter(|&t| t >= a.duration) {
+        return late("--crash-leader-at", t);
+    }
+    if let Some(&(n, t)) = a.crash.iter().find(|&&(_, t)| t >= a.duration) {
+        return late(&format!("--crash {n}@…"), t);
+    }
+    if let Some(&(n, t, _)) = a.pause.iter().find(|&&(_, t, _)| t >= a.duration) {
+        return late(&format!("--pause {n}@…"), t);
+    }
+    if let Some(&(t, _)) = a.reconfigure.iter().find(|&&(t, _)| t >= a.duration) {
+        return late("--reconfigure", t);
+    }
+    let recovery = RECOVERY_TIMEOUTS * failure_timeout_ns;
+    let last_crash = a
+        .crash
+        .iter()
+        .map(|&(_, t)| t)
+        .chain(a.crash_leader_at)
+        .max();
+    if let Some(t) = last_crash.filter(|&t| t + recovery > a.duration) {
+        return Err(format!(
+            "a crash at {t} ns leaves less than {RECOVERY_TIMEOUTS} failure timeouts \
+             ({recovery} ns) before the end of the run (--duration {} ns): nothing could \
+             show the log recovered",
+            a.duration
+        ));
+    }
+    Ok(())
+}
+
+/// Liveness, measured: two failure timeouts after the last crash (decisions in flight at
+/// the crash are learned before that), some live replica applied an entry, or every value
+/// proposed is applied at every live replica (the clients had no more). A log whose
+/// majority crashed stops, and fails here.
+fn liveness(report: &ClusterReport, spec: &ClusterSpec) -> Result<(), String> {
+    let settled = 2 * spec.log.failure_timeout_ns;
+    let last_crash = spec
+        .crashes
+        .iter()
+        .map(|&(_, t)| t)
+        .chain(spec.crash_leader_at)
+        .max()
+        .unwrap_or(0);
+    let live: Vec<_> = report.replicas.iter().filter(|r| !r.crashed).collect();
+    if live.is_empty() {
+        return Err("liveness: every replica crashed".into());
+    }
+    let moved = live
+        .iter()
+        .any(|r| r.applied_at.iter().any(|&t| t > last_crash + settled));
+    let done = live.iter().all(|r| {
+        report
+            .proposed
+            .iter()
+            .all(|v| r.applied.iter().any(|(_, a)| a == v))
+    });
+    if moved || done {
+        Ok(())
+    } else {
+        Err(format!(
+            "liveness: no live replica applied an entry from {} ns after the last crash at \
+             {last_crash} ns on ({} of {} replicas live: a log needs a majority)",
+            settled,
+            live.len(),
+            report.replicas.len()
+        ))
+    }
+}
+
+fn print_report(report: &ClusterReport, interval: u64) {
     println!(
         "seed {}, {} replicas, {} µs of virtual time, {} emulator steps",
         report.seed,
