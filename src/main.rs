@@ -29,7 +29,26 @@ enum Command {
     Vopr(cli::vopr::VoprArgs),
 }
 
+/// The exit status of a run whose standard output or error was closed early (`velos … |
+/// head -1`): what a shell reports for a process ended by SIGPIPE.
+const BROKEN_PIPE_EXIT: i32 = 141;
+
+/// A closed standard output ends the run quietly: the standard library ignores SIGPIPE, so
+/// printing to a closed pipe panics with "failed printing to stdout: Broken pipe"; that
+/// panic, and only it, exits at once with [`BROKEN_PIPE_EXIT`] instead of a backtrace.
+fn end_quietly_on_broken_pipe() {
+    let report = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let message = info.payload_as_str().unwrap_or("");
+        if message.starts_with("failed printing to std") && message.contains("Broken pipe") {
+            std::process::exit(BROKEN_PIPE_EXIT);
+        }
+        report(info);
+    }));
+}
+
 fn main() -> ExitCode {
+    end_quietly_on_broken_pipe();
     let args = Args::parse();
     match args.command {
         Command::Litmus(a) => cli::litmus::run(a),

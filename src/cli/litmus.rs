@@ -22,11 +22,11 @@ pub struct LitmusArgs {
     /// against the model.
     #[arg(long, value_enum, default_value_t = BackendArg::Sim)]
     backend: BackendArg,
-    /// The explorer's state budget per test.
-    #[arg(long, default_value_t = 5_000_000)]
+    /// The explorer's state budget per test (at least 1).
+    #[arg(long, default_value_t = 5_000_000, value_parser = at_least_one)]
     max_states: usize,
-    /// Real executions per test (`mem`, `verbs`).
-    #[arg(long, default_value_t = 200)]
+    /// Real executions per test (`mem`, `verbs`; at least 1).
+    #[arg(long, default_value_t = 200, value_parser = at_least_one_run)]
     runs: u64,
     /// Seed of the real backends' jitter (random delays between a thread's operations).
     #[arg(long, default_value_t = 1)]
@@ -34,6 +34,19 @@ pub struct LitmusArgs {
     /// One JSON object per test, then one with the totals, instead of text.
     #[arg(long)]
     json: bool,
+}
+
+/// A count of at least 1 (a budget of 0 states explores nothing).
+fn at_least_one(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(0) => Err("must be at least 1".into()),
+        Ok(n) => Ok(n),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+fn at_least_one_run(s: &str) -> Result<u64, String> {
+    at_least_one(s).map(|n| n as u64)
 }
 
 #[derive(Clone, Copy, ValueEnum)]

@@ -1,0 +1,63 @@
+//! The command line's edges: `velos … | head -1` (a reader that closes the pipe early)
+//! ends the run quietly with the shell's SIGPIPE status (141), and an empty budget is a
+//! usage error (2) — never a panic.
+
+use std::io::{BufRead, BufReader, Read};
+use std::process::{Command, Stdio};
+
+/// Runs `velos ARGS`, reads one line of its output, closes the pipe; its exit status and
+/// standard error.
+fn first_line_then_close(args: &[&str]) -> (Option<i32>, String, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_velos"))
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("velos runs");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().expect("piped"))
+        .read_line(&mut line)
+        .expect("a line"); // the reader, and the pipe with it, is dropped here
+    let mut stderr = String::new();
+    child
+        .stderr
+        .take()
+        .expect("piped")
+        .read_to_string(&mut stderr)
+        .expect("utf-8");
+    let status = child.wait().expect("velos ends");
+    (status.code(), line, stderr)
+}
+
+#[test]
+fn a_closed_pipe_ends_the_run_quietly() {
+    let suite = concat!(env!("CARGO_MANIFEST_DIR"), "/velos-sim/litmus");
+    for args in [
+        // 10,000 timeline lines, far more than a pipe holds.
+        &["sim", "--interval", "1us", "--duration", "10ms"][..],
+        &["litmus", suite],
+        &["litmus", "--json", suite],
+    ] {
+        let (code, line, stderr) = first_line_then_close(args);
+        assert!(!line.is_empty(), "{args:?}: a first line");
+        assert_eq!(code, Some(141), "{args:?}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+    }
+}
+
+#[test]
+fn an_empty_budget_is_a_usage_error() {
+    let suite = concat!(env!("CARGO_MANIFEST_DIR"), "/velos-sim/litmus");
+    for args in [
+        &["litmus", "--max-states", "0", suite][..],
+        &["litmus", "--backend", "mem", "--runs", "0", suite],
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_velos"))
+            .args(args)
+            .output()
+            .expect("velos runs");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+    }
+}
