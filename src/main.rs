@@ -39,7 +39,12 @@ const BROKEN_PIPE_EXIT: i32 = 141;
 fn end_quietly_on_broken_pipe() {
     let report = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
-        let message = info.payload_as_str().unwrap_or("");
+        let payload = info.payload();
+        let message = payload
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| payload.downcast_ref::<&str>().copied())
+            .unwrap_or("");
         if message.starts_with("failed printing to std") && message.contains("Broken pipe") {
             std::process::exit(BROKEN_PIPE_EXIT);
         }
