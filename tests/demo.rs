@@ -36,6 +36,7 @@ fn the_leader_changes_once_and_the_survivors_hold_every_acknowledged_write() {
         "one write per client"
     );
     assert_eq!(report.timeline.len(), 16);
+    assert!(report.checks.failed_over, "{report}");
     assert!(report.ok());
 }
 
@@ -99,4 +100,44 @@ fn velos_demo_rejects_bad_input_with_status_2() {
         assert_eq!(out.status.code(), Some(2), "{args:?}");
         assert!(!out.stderr.is_empty(), "{args:?}: an error message");
     }
+}
+
+#[test]
+fn a_run_without_a_failover_fails_its_check() {
+    let mut report = run(&short()).expect("a valid configuration");
+    assert!(report.ok(), "{report}");
+    // The same report as a run whose survivors never committed under a new leader.
+    if let Some(change) = report.leader_change.as_mut() {
+        change.new_leader = None;
+        change.elected_after_ms = None;
+        change.first_commit_after_ms = None;
+    }
+    report.checks.failed_over = false;
+    assert!(!report.ok());
+    let text = report.to_string();
+    assert!(
+        text.contains("no failover") && text.ends_with("FAILED"),
+        "{text}"
+    );
+}
+
+#[test]
+fn an_output_path_that_cannot_be_written_is_refused_before_the_run() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let file = dir.path().join("a-file");
+    std::fs::write(&file, "not a directory").expect("write");
+    let out = Command::new(env!("CARGO_BIN_EXE_velos"))
+        .args(["demo", "--out"])
+        .arg(&file)
+        .output()
+        .expect("velos runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("--out"), "{stderr}");
+    // Refused before the run: no timeline was printed.
+    assert!(
+        out.stdout.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
 }

@@ -44,6 +44,12 @@ pub fn run_cli(a: DemoArgs) -> ExitCode {
         eprintln!("velos demo: {e}");
         return ExitCode::from(2);
     }
+    if let Some(dir) = &a.out
+        && let Err(e) = writable_dir(dir)
+    {
+        eprintln!("velos demo: --out {}: {e}", dir.display());
+        return ExitCode::from(2);
+    }
     let report = match run(&config) {
         Ok(r) => r,
         Err(e) => {
@@ -77,4 +83,13 @@ pub fn run_cli(a: DemoArgs) -> ExitCode {
     } else {
         ExitCode::from(1)
     }
+}
+
+/// Checks, before the run, that the report can be written into `dir`: it is (or is made)
+/// a directory, and a file can be created in it.
+fn writable_dir(dir: &std::path::Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    let probe = dir.join(".velos-demo-probe");
+    std::fs::write(&probe, b"")?;
+    std::fs::remove_file(&probe)
 }

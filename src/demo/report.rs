@@ -52,6 +52,8 @@ pub struct Batching {
 /// The checks on the survivors' maps.
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct Checks {
+    /// The leader crashed, a survivor took over, and a write was acknowledged under it.
+    pub failed_over: bool,
     /// The replicas that did not crash.
     pub survivors: Vec<u16>,
     /// Every survivor's map is the same.
@@ -98,9 +100,11 @@ pub struct DemoReport {
 }
 
 impl DemoReport {
-    /// Whether the survivors agree and hold every acknowledged write.
+    /// Whether the run failed over, and the survivors agree and hold every acknowledged
+    /// write.
     pub fn ok(&self) -> bool {
-        self.checks.survivors_agree
+        self.checks.failed_over
+            && self.checks.survivors_agree
             && self.checks.match_acknowledged
             && self.checks.missing_writes.is_empty()
             && self.checks.rejected_entries == 0
@@ -193,6 +197,12 @@ impl fmt::Display for DemoReport {
             },
             self.leader_changes
         )?;
+        if !c.failed_over {
+            writeln!(
+                f,
+                "no failover: no write was acknowledged under a new leader after the crash"
+            )?;
+        }
         write!(f, "{}", if self.ok() { "OK" } else { "FAILED" })
     }
 }

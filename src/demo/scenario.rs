@@ -274,7 +274,13 @@ fn report(config: &DemoConfig, o: Outcome) -> DemoReport {
             missing.push(format!("replica {r}: {k} was never written"));
         }
     }
+    // Rule (a demo of failover shows one): the leader crashed, a survivor took over and a
+    // write was acknowledged under it; a run that shows none fails.
+    let failed_over = change
+        .as_ref()
+        .is_some_and(|c| c.first_commit_after_ms.is_some());
     let checks = Checks {
+        failed_over,
         survivors: o.maps.iter().map(|(r, _)| *r).collect(),
         survivors_agree: o.maps.windows(2).all(|w| w[0].1 == w[1].1),
         match_acknowledged: missing.is_empty(),
