@@ -61,3 +61,35 @@ fn an_empty_budget_is_a_usage_error() {
         assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
     }
 }
+
+#[test]
+fn bench_emulator_finds_its_suite_from_any_directory_and_names_a_missing_one() {
+    let elsewhere = tempfile::tempdir().expect("a temporary directory");
+    let run = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_velos"))
+            .args(args)
+            .current_dir(elsewhere.path())
+            .output()
+            .expect("velos runs")
+    };
+    let out = run(&[
+        "bench",
+        "emulator",
+        "--repeats",
+        "1",
+        "--ops",
+        "1000",
+        "--json",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
+    assert!(json["suite_files"].as_u64().unwrap() > 0, "{json}");
+    let out = run(&["bench", "emulator", "--suite", "no-such-suite"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("no-such-suite") && !stderr.contains("panicked"),
+        "{stderr}"
+    );
+}

@@ -17,12 +17,16 @@ pub struct BenchArgs {
     what: Bench,
 }
 
+/// The litmus suite of the checkout this binary was built from.
+const DEFAULT_SUITE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/velos-sim/litmus");
+
 #[derive(Subcommand)]
 enum Bench {
     /// The emulator: explorer states/s over a litmus suite, simulated operations/s.
     Emulator {
-        /// The litmus suite to explore.
-        #[arg(long, default_value = "velos-sim/litmus")]
+        /// The litmus suite to explore (default: the repository's suite, by the path this
+        /// binary was built from, so it runs from any directory).
+        #[arg(long, default_value = DEFAULT_SUITE)]
         suite: PathBuf,
         /// Repetitions; medians are reported.
         #[arg(long, default_value_t = 5)]
@@ -521,6 +525,14 @@ impl<C, R: serde::Serialize> Job<'_, C, R> {
 /// Runs the subcommand.
 pub fn run(args: BenchArgs) -> ExitCode {
     match args.what {
+        Bench::Emulator { suite, .. } if !suite.exists() => {
+            eprintln!(
+                "bench emulator: --suite {}: no such file or directory (the litmus suite is \
+                 velos-sim/litmus in the repository)",
+                suite.display()
+            );
+            ExitCode::from(2)
+        }
         Bench::Emulator {
             suite,
             repeats,
