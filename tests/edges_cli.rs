@@ -93,3 +93,25 @@ fn bench_emulator_finds_its_suite_from_any_directory_and_names_a_missing_one() {
         "{stderr}"
     );
 }
+
+#[test]
+fn an_interrupted_campaign_prints_the_summary_of_what_ran() {
+    let child = Command::new(env!("CARGO_BIN_EXE_velos"))
+        .args(["vopr", "--seeds", "0..1000000", "--jobs", "1", "--json"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("velos runs");
+    // Ctrl-C as a terminal sends it; the handler is in place long before a second is up.
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).expect("SIGINT sent");
+    let out = child.wait_with_output().expect("velos ends");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{stderr}");
+    let summary: serde_json::Value = serde_json::from_slice(&out.stdout).expect("the summary");
+    assert_eq!(summary["interrupted"], true, "{summary}");
+    let ran = summary["seeds"].as_u64().expect("seeds");
+    assert!(ran > 0 && ran < 1_000_000, "{summary}");
+    assert!(summary["operations"].as_u64().unwrap() > 0, "{summary}");
+}

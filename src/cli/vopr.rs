@@ -7,8 +7,9 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::Instant;
 use velos::check::linearizability::to_json_lines;
 use velos::vopr::{Mutation, RunReport, replay_command, replay_mutant_command, run_mutant};
@@ -55,6 +56,9 @@ fn parse_seeds(s: &str) -> Result<(u64, u64), String> {
 }
 
 /// The campaign's summary (`--json`).
+/// The exit status of a run stopped by Ctrl-C (a shell's for SIGINT) without a violation.
+const INTERRUPTED_EXIT: i32 = 130;
+
 #[derive(serde::Serialize)]
 struct Summary {
     seeds: u64,
@@ -64,6 +68,8 @@ struct Summary {
     operations_completed: u64,
     elapsed_s: f64,
     seeds_per_s: f64,
+    /// Ctrl-C stopped the run before the range's end (`seeds` counts those that ran).
+    interrupted: bool,
 }
 
 #[derive(serde::Serialize)]
@@ -129,6 +135,18 @@ pub fn run_cli(a: VoprArgs) -> ExitCode {
         .expect("a valid template")
         .progress_chars("=> "),
     );
+    // Ctrl-C stops handing out seeds; the seeds under way finish and the summary covers
+    // what ran. A second Ctrl-C ends the process at once.
+    let interrupted = Arc::new(AtomicBool::new(false));
+    let flag = Arc::clone(&interrupted);
+    let handler = ctrlc::set_handler(move || {
+        if flag.swap(true, Ordering::SeqCst) {
+            std::process::exit(INTERRUPTED_EXIT);
+        }
+    });
+    if let Err(e) = handler {
+        eprintln!("velos vopr: Ctrl-C will not print a summary: {e}");
+    }
     let started = Instant::now();
     let next = AtomicU64::new(first);
     let violating = AtomicUsize::new(0);
@@ -137,6 +155,9 @@ pub fn run_cli(a: VoprArgs) -> ExitCode {
         for _ in 0..jobs.min(total as usize) {
             s.spawn(|| {
                 loop {
+                    if interrupted.load(Ordering::SeqCst) {
+                        break;
+                    }
                     let seed = next.fetch_add(1, Ordering::Relaxed);
                     if seed >= end {
                         break;
@@ -161,6 +182,21 @@ pub fn run_cli(a: VoprArgs) -> ExitCode {
     let elapsed = started.elapsed().as_secs_f64();
     let mut reports = reports.into_inner().expect("no worker panicked");
     reports.sort_by_key(|r| r.seed);
+    // Seeds are handed out in order and each one taken runs to its end: what ran is a
+    // prefix of the range.
+    let interrupted = interrupted.load(Ordering::SeqCst) && (reports.len() as u64) < total;
+    let (total, end) = (reports.len() as u64, first + reports.len() as u64);
+    assert!(
+        reports
+            .iter()
+            .enumerate()
+            .all(|(i, r)| r.seed == first + i as u64),
+        "the seeds that ran are a prefix of the range"
+    );
+    if total == 0 {
+        eprintln!("velos vopr: interrupted before any seed ran");
+        return ExitCode::from(INTERRUPTED_EXIT as u8);
+    }
     if let Some(path) = &a.history_out {
         let text = to_json_lines(&reports[0].history);
         if let Err(e) = std::fs::write(path, text) {
@@ -187,6 +223,7 @@ pub fn run_cli(a: VoprArgs) -> ExitCode {
         operations_completed: reports.iter().map(|r| r.operations[1] as u64).sum(),
         elapsed_s: elapsed,
         seeds_per_s: total as f64 / elapsed.max(1e-9),
+        interrupted,
     };
     if total == 1 && !a.json {
         let mut scenario = velos::vopr::Scenario::with_overflow(first, a.overflow);
@@ -223,9 +260,16 @@ pub fn run_cli(a: VoprArgs) -> ExitCode {
             summary.seeds_per_s
         );
     }
-    if bad.is_empty() {
-        ExitCode::SUCCESS
-    } else {
+    if interrupted {
+        eprintln!(
+            "velos vopr: interrupted; the summary covers seeds {first}..{end}, the ones that ran"
+        );
+    }
+    if !bad.is_empty() {
         ExitCode::from(1)
+    } else if interrupted {
+        ExitCode::from(INTERRUPTED_EXIT as u8)
+    } else {
+        ExitCode::SUCCESS
     }
 }
