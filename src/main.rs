@@ -17,7 +17,8 @@ struct Args {
 enum Command {
     /// Run `.litmus` tests on the emulator (exhaustively) or on the in-process backend.
     Litmus(cli::litmus::LitmusArgs),
-    /// Measure the emulator: explorer states/s, suite time, simulated operations/s.
+    /// Benchmarks: the emulator, distributed locks, decision latency and failover (beside
+    /// the Mu baseline), and the embedded engine beside OmniPaxos.
     Bench(cli::bench::BenchArgs),
     /// Run a Velos cluster on the simulation driver, with crashes; check the logs.
     Sim(cli::sim::SimArgs),
@@ -62,5 +63,67 @@ fn main() -> ExitCode {
         Command::Node(a) => cli::node::run_cli(a),
         Command::Demo(a) => cli::demo::run_cli(a),
         Command::Vopr(a) => cli::vopr::run_cli(a),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Args;
+    use clap::Parser;
+
+    /// The arguments of each `cargo run [--release] [--features F] -- ARGS` in `text` (up to
+    /// a comment or the end of an inline code span), and of each code line that starts
+    /// with `velos `; synopses (`[--flag X]`, `…`) are left out.
+    fn commands(text: &str) -> Vec<Vec<String>> {
+        let mut found = Vec::new();
+        for line in text.lines() {
+            let code_line = line.starts_with("    ") || !line.starts_with(char::is_alphabetic);
+            let mut spans: Vec<&str> = line
+                .match_indices("cargo run")
+                .filter_map(|(at, _)| {
+                    let rest = &line[at..];
+                    let args = rest.find(" -- ").map(|i| &rest[i + 4..])?;
+                    Some(args.split(['`', '#']).next().unwrap_or(""))
+                })
+                .collect();
+            let trimmed = line.trim_start();
+            if code_line && line.starts_with("    ") && trimmed.starts_with("velos ") {
+                spans.push(trimmed["velos ".len()..].split('#').next().unwrap_or(""));
+            }
+            for span in spans {
+                if span.contains(['[', '…', '|', '<']) || span.trim().is_empty() {
+                    continue;
+                }
+                found.push(span.split_whitespace().map(String::from).collect());
+            }
+        }
+        found
+    }
+
+    #[test]
+    fn every_command_the_readme_gives_parses() {
+        let readme = include_str!("../README.md");
+        let commands = commands(readme);
+        assert!(commands.len() >= 20, "the README's commands: {commands:?}");
+        let refused: Vec<String> = commands
+            .iter()
+            .filter_map(|args| {
+                let argv = std::iter::once("velos").chain(args.iter().map(String::as_str));
+                match Args::try_parse_from(argv) {
+                    Ok(_) => None,
+                    Err(e) if e.kind() == clap::error::ErrorKind::DisplayHelp => None,
+                    Err(e) => Some(format!("velos {}: {e}", args.join(" "))),
+                }
+            })
+            .collect();
+        assert!(refused.is_empty(), "{}", refused.join("\n"));
+    }
+
+    #[test]
+    fn a_stale_flag_in_a_command_is_caught() {
+        let text = "    cargo run --release -- sim --no-such-flag 3\n";
+        let args = &commands(text)[0];
+        let argv = std::iter::once("velos").chain(args.iter().map(String::as_str));
+        assert!(Args::try_parse_from(argv).is_err());
     }
 }

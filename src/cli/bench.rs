@@ -164,17 +164,13 @@ struct FailoverArgs {
     /// Bytes per value, 10 to 4096 (default 10).
     #[arg(long)]
     value_bytes: Option<u32>,
-    /// When Velos's leader crashes, in µs, a multiple of 100 (default 300).
-    #[arg(long)]
+    #[arg(long, help = format!("When Velos's leader crashes, in µs, a multiple of 100 (default {}; {} with --quick)", FailoverConfig::full().velos_crash_ns / 1_000, FailoverConfig::quick().velos_crash_ns / 1_000))]
     velos_crash_us: Option<u64>,
-    /// How long Velos runs after the crash, in µs (default 400).
-    #[arg(long)]
+    #[arg(long, help = format!("How long Velos runs after the crash, in µs (default {}; {} with --quick)", FailoverConfig::full().velos_after_ns / 1_000, FailoverConfig::quick().velos_after_ns / 1_000))]
     velos_after_us: Option<u64>,
-    /// When Mu's leader crashes, in µs, a multiple of 100 (default 400).
-    #[arg(long)]
+    #[arg(long, help = format!("When Mu's leader crashes, in µs, a multiple of 100 (default {}; {} with --quick)", FailoverConfig::full().mu_crash_ns / 1_000, FailoverConfig::quick().mu_crash_ns / 1_000))]
     mu_crash_us: Option<u64>,
-    /// How long Mu runs after the crash, in µs (default 1600).
-    #[arg(long)]
+    #[arg(long, help = format!("How long Mu runs after the crash, in µs (default {}; {} with --quick)", FailoverConfig::full().mu_after_ns / 1_000, FailoverConfig::quick().mu_after_ns / 1_000))]
     mu_after_us: Option<u64>,
     /// Latency profile: paper-cx6, cluster, generic or uniform (default paper-cx6).
     #[arg(long)]
