@@ -91,7 +91,11 @@ mod tests {
                 spans.push(trimmed["velos ".len()..].split('#').next().unwrap_or(""));
             }
             for span in spans {
-                if span.contains(['[', '…', '|', '<']) || span.trim().is_empty() {
+                let placeholder = span
+                    .split_whitespace()
+                    .next()
+                    .is_none_or(|w| w.chars().all(|c| c.is_ascii_uppercase()));
+                if span.contains(['[', '…', '|', '<']) || placeholder {
                     continue;
                 }
                 found.push(span.split_whitespace().map(String::from).collect());
