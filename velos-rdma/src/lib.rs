@@ -15,9 +15,14 @@
 //! ([`doorbell`], [`WorkRequests`]).
 //!
 //! Backends: the emulator in `velos-sim` (exhaustive and simulated), the in-process
-//! [`mem`] backend (real threads), and real verbs behind the `verbs` feature.
+//! `mem` backend (real threads, the `mem` feature), and real verbs behind the `verbs`
+//! feature. The synchronisation library — shared variables, weak, strong and node locks,
+//! the SC library, D-MCS and RMA-RW — is the `sync` feature. Both `mem` and `sync` are on
+//! by default; a crate that only writes [`Process`]es (the consensus engine) turns them
+//! off and builds the programming model alone.
 //!
 //! ```
+//! # #[cfg(feature = "mem")] {
 //! use velos_rdma::{drive, Layout, Loc, NodeId, Op, Process, Reply, Step, WorkId};
 //! use velos_rdma::mem::{MemFabric, Mode};
 //!
@@ -42,6 +47,7 @@
 //! let mut writer = Writer { pc: 0 };
 //! drive(&mut writer, &mut fabric.endpoint(NodeId(0)));
 //! assert_eq!(fabric.read(Loc::word(NodeId(1), 0)), Ok(7));
+//! # }
 //! ```
 #![deny(unsafe_code)]
 
@@ -52,11 +58,13 @@ pub mod idle;
 mod ids;
 mod layout;
 mod layout_builder;
+#[cfg(feature = "mem")]
 pub mod mem;
 mod op;
 pub mod plan;
 mod process;
 mod shared;
+#[cfg(feature = "sync")]
 pub mod sync;
 #[cfg(feature = "verbs")]
 pub mod verbs;

@@ -7,7 +7,7 @@
 //! word ([`check_plan`]). Plans are backend-neutral: the verbs backend registers one
 //! memory region per grant with exactly its access (the NIC refuses the rest), and the
 //! in-process backend can enforce them in software
-//! ([`MemFabric::with_plans`](crate::mem::MemFabric::with_plans)).
+//! (`mem::MemFabric::with_plans`).
 
 use crate::ids::NodeId;
 use crate::layout::Layout;

@@ -218,7 +218,7 @@ impl Routine for Release {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "mem"))]
 mod tests {
     use super::*;
     use crate::endpoint::Endpoint;

@@ -249,7 +249,7 @@ impl Routine for ReadWord {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "mem"))]
 mod tests {
     use super::*;
     use crate::ids::NodeId;

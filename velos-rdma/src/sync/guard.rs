@@ -189,7 +189,7 @@ pub fn read<'a, E: Endpoint>(
     })
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "mem"))]
 mod tests {
     use super::*;
     use crate::ids::NodeId;

@@ -89,7 +89,7 @@ fn node_of(t: usize) -> NodeId {
 /// counts the signaled requests, flushes and doorbells.
 ///
 /// # Failures
-/// Exactly as [`MemEndpoint`](crate::mem::MemEndpoint) reports them: a remote operation
+/// Exactly as `mem::MemEndpoint` reports them: a remote operation
 /// replies `Failed` at post only when its target is not a node of the layout or its local
 /// operand is on another node. Any other failure is its completion status, reported once,
 /// by the first `Wait` for its work id (as [`RdmaError::WorkFailed`]), `Poll` acknowledging
@@ -247,7 +247,7 @@ impl<'f> VerbsEndpoint<'f> {
     /// Puts this endpoint's queue pair towards `node` into the error state, on the NIC:
     /// its outstanding operations fail, and so do later ones, with
     /// [`RdmaError::QueuePairError`] (like
-    /// [`MemFabric::set_queue_pair_error`](crate::mem::MemFabric::set_queue_pair_error),
+    /// `mem::MemFabric::set_queue_pair_error`,
     /// but for one endpoint's queue pair).
     ///
     /// # Errors

@@ -26,9 +26,9 @@
 //!
 //! # Relation to the rdma-rmw model and to the in-process backend
 //!
-//! The structure and the failure reporting follow [`crate::mem`]; the execution is the
+//! The structure and the failure reporting follow the `mem` backend; the execution is the
 //! NIC's. Remote operations really run asynchronously to the posting CPU and, unlike in
-//! [`crate::mem`], several may be in flight on one queue pair at once: RC delivers and
+//! the `mem` backend, several may be in flight on one queue pair at once: RC delivers and
 //! executes them in posting order, but a later WRITE may overtake the data of an earlier
 //! READ or atomic unless an `Rfence` (the fence flag) separates them, as the model allows.
 //! A `Put` reads its local word when the NIC executes it, not at post. CPU operations are
