@@ -46,6 +46,28 @@ fn crates_are_layered() {
         !core.contains("velos-sim") && !core.contains("velos"),
         "velos-core: {core:?}"
     );
+    // ... and builds the programming model alone: not velos-rdma's default features (the
+    // in-process backend, the lock library) nor any other.
+    let packages = metadata["packages"].as_array().expect("packages");
+    let core_package = packages
+        .iter()
+        .find(|p| p["name"] == "velos-core")
+        .expect("velos-core");
+    let rdma_dep = core_package["dependencies"]
+        .as_array()
+        .expect("dependencies")
+        .iter()
+        .find(|d| d["name"] == "velos-rdma" && d["kind"].is_null())
+        .expect("velos-core depends on velos-rdma");
+    assert_eq!(
+        rdma_dep["uses_default_features"], false,
+        "velos-core builds no backend: {rdma_dep}"
+    );
+    assert_eq!(
+        rdma_dep["features"].as_array().map(Vec::len),
+        Some(0),
+        "velos-core asks for no velos-rdma feature: {rdma_dep}"
+    );
     // velos-rdma is the bottom layer.
     assert!(
         rdma.iter().all(|d| !d.starts_with("velos")),
