@@ -11,8 +11,6 @@ pub mod demo;
 pub mod embed;
 pub mod harness;
 pub mod node;
-pub mod node_client;
-pub mod node_embed;
 pub mod rendezvous;
 #[cfg(feature = "verbs")]
 pub mod verbs_litmus;

@@ -33,7 +33,7 @@ const NEW_COMMANDS_WITHIN: Duration = Duration::from_secs(150);
 
 /// The hex of node `id`'s `n`-th generated 16-byte value.
 fn value_hex(id: u16, n: u64) -> String {
-    velos::node_client::generated_value(id, n, 16)
+    velos::node::client::generated_value(id, n, 16)
         .iter()
         .map(|b| format!("{b:02x}"))
         .collect()

@@ -113,7 +113,7 @@ pub fn run_cli(a: NodeArgs) -> ExitCode {
             eprintln!("velos node: --embed runs the script client only");
             return ExitCode::from(2);
         }
-        velos::node_embed::run(&spec, print)
+        velos::node::embed::run(&spec, print)
     } else {
         run(&spec, print)
     };

@@ -9,7 +9,7 @@
 //!   [`Config::verbs`] (the cluster file's addresses for the connection set-up, as
 //!   `velos node` does: [`crate::node`]); a [`Node`] proposes, reads and reports for its
 //!   own replica, and a follower refuses with [`Error::NotLeader`] naming the leader, to
-//!   which the service forwards. `velos node --embed` runs one ([`crate::node_embed`]).
+//!   which the service forwards. `velos node --embed` runs one ([`crate::node::embed`]).
 //! * **Propose**: [`Cluster::submit`] (the leader found, retried while leadership moves,
 //!   bounded by [`Config::wait_timeout`]), [`Cluster::propose`] (blocking, once),
 //!   [`Cluster::propose_async`] (a [`Receipt`], which is a [`Future`]

@@ -9,7 +9,7 @@
 //!   each outcome is reported (`{"proposal": id, "slot": s}` or `{"proposal": id,
 //!   "error": "..."}`), as are lines that are not hex.
 
-use crate::node::Event;
+use super::event::{Event, LatencySummary};
 use crossbeam_channel::{Receiver, unbounded};
 use hdrhistogram::Histogram;
 use std::collections::HashMap;
@@ -42,29 +42,6 @@ impl Default for Latencies {
                 .expect("valid histogram bounds"),
         }
     }
-}
-
-/// A latency summary, in microseconds.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
-pub struct LatencySummary {
-    /// Decisions measured.
-    pub count: u64,
-    /// Median.
-    pub p50_us: f64,
-    /// 90th percentile.
-    pub p90_us: f64,
-    /// 99th percentile.
-    pub p99_us: f64,
-    /// Largest.
-    pub max_us: f64,
-    /// RDMA work requests the node posted per decision, from the first proposal to the
-    /// last decision (heartbeats and reads included), if the node counts them.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub requests_per_decision: Option<f64>,
-    /// Doorbells (hand-overs of a list of work requests to a queue pair) the node rang
-    /// per decision, over the same span, if it counts them.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub doorbells_per_decision: Option<f64>,
 }
 
 impl Latencies {

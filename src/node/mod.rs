@@ -7,8 +7,13 @@
 //! The verbs backend is velos-rdma's `verbs` feature; a build without it refuses to run a
 //! node with [`NodeError::NoVerbs`] (the simulator and the in-process backend need no RDMA).
 
+pub mod client;
+pub mod embed;
+mod event;
+
 use crate::cluster_file::ClusterFile;
-pub use crate::node_client::{Client, LatencySummary};
+pub use client::Client;
+pub use event::{Event, LatencySummary, NodeStatus};
 use std::time::Duration;
 use velos_core::log::LogConfig;
 
@@ -81,80 +86,6 @@ impl NodeSpec {
     }
 }
 
-/// What a node reports as it runs.
-#[derive(Clone, Debug, PartialEq, serde::Serialize)]
-#[serde(untagged)]
-pub enum Event {
-    /// An entry applied (in slot order, without gaps).
-    Committed {
-        /// The slot.
-        slot: u64,
-        /// The entry, as hex (empty: a no-op).
-        value: String,
-    },
-    /// What became of a proposal of the standard-input client (`id` counts the input's
-    /// lines from 0).
-    Outcome {
-        /// The proposal's line number.
-        proposal: u64,
-        /// The slot that decided it.
-        #[serde(skip_serializing_if = "Option::is_none")]
-        slot: Option<u64>,
-        /// Why it was refused or lost.
-        #[serde(skip_serializing_if = "Option::is_none")]
-        error: Option<String>,
-    },
-    /// A command applied by a node run through the embedding handle (`--embed`), in
-    /// order: `command` counts them from 0.
-    Applied {
-        /// The command's number.
-        command: u64,
-        /// The slot that decided its batch.
-        slot: u64,
-        /// Its place in the batch.
-        index: u32,
-        /// The command, as hex.
-        value: String,
-    },
-    /// A peer's snapshot restored (`--embed`): the commands below `command` are in it and
-    /// are not reported one by one.
-    Restored {
-        /// The number of the next command applied.
-        command: u64,
-    },
-    /// Once a second (`--embed`): what the node's handle reports.
-    Status {
-        /// The handle's view.
-        status: NodeStatus,
-    },
-    /// The closed-loop client proposed all its values.
-    Latency {
-        /// Its decision latencies.
-        latency: LatencySummary,
-    },
-}
-
-/// A node's state as its embedding handle reports it (`--embed`).
-#[derive(Clone, Debug, PartialEq, serde::Serialize)]
-pub struct NodeStatus {
-    /// Seconds since the node started.
-    pub at_s: f64,
-    /// The leader it trusts.
-    pub leader: u16,
-    /// Whether it leads.
-    pub leading: bool,
-    /// Commands applied.
-    pub applied: u64,
-    /// Commands committed at its proposal.
-    pub committed: u64,
-    /// Commands refused unproposed.
-    pub refused: u64,
-    /// Times it became the leader.
-    pub leader_changes: u64,
-    /// The client's proposals waiting for an outcome.
-    pub outstanding: usize,
-}
-
 /// What a node did, once it stops.
 #[derive(Clone, Debug, Default)]
 pub struct NodeReport {
@@ -184,7 +115,7 @@ fn run_verbs(_spec: &NodeSpec, _on_event: impl FnMut(Event)) -> Result<NodeRepor
 #[cfg(feature = "verbs")]
 fn run_verbs(spec: &NodeSpec, mut on_event: impl FnMut(Event)) -> Result<NodeReport, NodeError> {
     use crate::embed::serve::ClockFrom;
-    use crate::node_client::Driver;
+    use client::Driver;
     use std::time::Instant;
     use velos_core::log::{ClientScript, Replica};
     use velos_rdma::{Endpoint, Process, Reply, Shared, Step};

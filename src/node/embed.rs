@@ -4,9 +4,9 @@
 //! proposes `values` generated commands through the handle while this replica leads, up
 //! to the batch pipeline's worth at once, proposing again those refused unproposed.
 
+use super::client::{generated_value, outcome};
+use super::{Event, NodeError, NodeReport, NodeSpec, NodeStatus};
 use crate::embed::{self, Config, Position, Receipt, RestoreError, StateMachine};
-use crate::node::{Event, NodeError, NodeReport, NodeSpec, NodeStatus};
-use crate::node_client::{generated_value, outcome};
 use crossbeam_channel::{Receiver, Sender, unbounded};
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
