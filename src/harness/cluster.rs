@@ -2,158 +2,18 @@
 //! and the checks every run ends with (agreement, validity, integrity, no holes).
 
 use crate::check::AppliedLog;
-use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
 use velos_core::AcceptorState;
 use velos_core::freeze::Freezer;
-use velos_core::log::membership::Members;
-use velos_core::log::{ClientScript, LogConfig, Replica};
+use velos_core::log::Replica;
 use velos_rdma::{NodeId, Shared};
-use velos_sim::latency::LatencyModel;
 use velos_sim::machine::{CrashMode, Machine};
 use velos_sim::simulate::{Fault, ScheduledFault, SimConfig, Simulator};
 
+pub use super::report::{ClusterReport, LeaderChange, ReplicaReport};
 pub use super::service::Services;
 use super::service::digest_of;
-
-/// One simulated run.
-#[derive(Clone, Debug)]
-pub struct ClusterSpec {
-    /// The log.
-    pub log: LogConfig,
-    /// The seed: it fixes the whole run.
-    pub seed: u64,
-    /// Virtual time to run (ns).
-    pub duration_ns: u64,
-    /// Crash whichever replica leads at this time.
-    pub crash_leader_at: Option<u64>,
-    /// Crash these replicas at these times.
-    pub crashes: Vec<(u16, u64)>,
-    /// Slow these replicas down for the whole run: every step of an operation towards
-    /// one costs this much more (ns).
-    pub slow: Vec<(u16, u64)>,
-    /// Values each replica proposes while it leads.
-    pub client: ClientScript,
-    /// Step costs.
-    pub latency: LatencyModel,
-    /// Start every slot's words (epoch 0) promised to a proposal number this far below the
-    /// overflow threshold, and the last replica's at the threshold itself (as if promised
-    /// to a proposer that then vanished): the run drives slots over it, into the overflow
-    /// fallback, some of them after a value was chosen in epoch 0.
-    pub near_overflow: Option<u64>,
-    /// Place every replica's acceptor words and value buffers in NIC device memory (the
-    /// paper's option: the responder skips PCIe on them; see
-    /// [`LatencyModel::device_mem_access_ns`]).
-    pub device_memory: bool,
-    /// Pause these replicas' CPUs: `(replica, at_ns, duration_ns)` ([`Fault::Pause`]).
-    pub pauses: Vec<(u16, u64, u64)>,
-    /// Run a service on every replica (a digest of the entries applied) that snapshots
-    /// every this many entries, so that the log's ring recycles and a replica that falls
-    /// off it copies a snapshot (`log.max_snapshot_bytes` must hold `snapshot_bytes`).
-    pub snapshot_every: Option<u64>,
-    /// The size of the service's snapshots: its 8-byte digest, padded with filler derived
-    /// from it (checked when a copy is restored), so that copies of many words are tried.
-    pub snapshot_bytes: usize,
-    /// Ask every replica for a lease read every 2 µs and check every read served against
-    /// the entries applied anywhere before it was asked (`log.lease_ns` sets the leases).
-    pub lease_reads: bool,
-    /// Membership changes: `(at_ns, members)`, in time order. From `at_ns` on, whichever
-    /// replica leads is asked (every 2 µs until it takes it) to propose the change
-    /// ([`Replica::propose_members`]); `log.members` are the first members.
-    pub reconfigure: Vec<(u64, Members)>,
-}
-
-impl ClusterSpec {
-    /// A fault-free run of `log` for `duration_ns` with `client`'s values, on the
-    /// `cluster` latency profile, without services; set the other fields with struct
-    /// update syntax.
-    pub fn new(log: LogConfig, seed: u64, duration_ns: u64, client: ClientScript) -> ClusterSpec {
-        ClusterSpec {
-            log,
-            seed,
-            duration_ns,
-            crash_leader_at: None,
-            crashes: Vec::new(),
-            slow: Vec::new(),
-            client,
-            latency: LatencyModel::cluster(),
-            near_overflow: None,
-            device_memory: false,
-            pauses: Vec::new(),
-            snapshot_every: None,
-            snapshot_bytes: 8,
-            lease_reads: false,
-            reconfigure: Vec::new(),
-        }
-    }
-}
-
-/// What a replica applied.
-#[derive(Clone, Debug, Serialize)]
-pub struct ReplicaReport {
-    /// The replica.
-    pub id: u16,
-    /// Whether it was crashed at the end.
-    pub crashed: bool,
-    /// Every entry applied, in order: `[slot, value as hex]`.
-    pub applied: Vec<(u64, String)>,
-    /// When each entry was applied (ns).
-    #[serde(skip)]
-    pub applied_at: Vec<u64>,
-    /// Snapshots it copied from others: `(point, digest)` (the service's state below it).
-    pub installs: Vec<(u64, u64)>,
-    /// Its service's next entry and digest at the end (`(0, 0)` without a service).
-    pub digest: (u64, u64),
-    /// `(slot, ns)`: its proposals decided while it led, when their clients could first
-    /// have been told.
-    #[serde(skip)]
-    pub acknowledged: Vec<(u64, u64)>,
-    /// The configuration entries it applied: `(slot, member mask)`.
-    pub memberships: Vec<(u64, u64)>,
-    /// The members of its next slot at the end, as it knows them (mask).
-    pub members: u64,
-}
-
-/// A leader change: `leader` started leading at `at_ns`.
-#[derive(Clone, Debug, Serialize)]
-pub struct LeaderChange {
-    /// When (ns).
-    pub at_ns: u64,
-    /// Who.
-    pub leader: u16,
-}
-
-/// The result of a run.
-#[derive(Clone, Debug, Serialize)]
-pub struct ClusterReport {
-    /// The seed.
-    pub seed: u64,
-    /// Virtual time run (ns).
-    pub duration_ns: u64,
-    /// Per replica.
-    pub replicas: Vec<ReplicaReport>,
-    /// Every value proposed, as hex.
-    pub proposed: Vec<String>,
-    /// Leader changes in time order.
-    pub leader_changes: Vec<LeaderChange>,
-    /// The checks: name → pass.
-    pub checks: BTreeMap<String, bool>,
-    /// Lease reads served and refused (with `lease_reads`).
-    pub lease_reads: (u64, u64),
-    /// What failed, in words.
-    pub failures: Vec<String>,
-    /// Emulator steps taken.
-    pub steps: u64,
-    /// Slots whose epoch-0 word ended frozen at some replica (the overflow fallback ran).
-    pub frozen_slots: u64,
-}
-
-impl ClusterReport {
-    /// Whether every check passed.
-    pub fn ok(&self) -> bool {
-        self.checks.values().all(|&ok| ok)
-    }
-}
+pub use super::spec::ClusterSpec;
 
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()

@@ -6,4 +6,6 @@ pub mod consensus_checks;
 pub mod mu_cluster;
 mod mutation_checks;
 pub mod protocol_model;
+pub mod report;
 pub mod service;
+pub mod spec;

@@ -5,7 +5,8 @@
 //! snapshots to the replica, which lets the log's ring recycle. With lease reads on, it
 //! also asks every replica for a read at every visit and keeps what was served.
 
-use super::cluster::{ClusterSpec, ReplicaReport};
+use super::report::ReplicaReport;
+use super::spec::ClusterSpec;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use velos_core::log::membership::Members;
 use velos_core::log::{ProposeError, Replica};
