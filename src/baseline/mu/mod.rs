@@ -47,6 +47,7 @@
 //! [`Op::SetWriteAccess`]: velos_rdma::Op::SetWriteAccess
 
 mod follower;
+mod lead;
 mod leader;
 mod node;
 mod slow_path;

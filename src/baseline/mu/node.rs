@@ -1,7 +1,7 @@
 //! One Mu node as a [`Process`]: the turn loop (heartbeat, failure detector, then the
 //! role's step), the batches of operations it issues and their continuations.
 
-use super::leader::Lead;
+use super::lead::Lead;
 use super::{MuConfig, Word};
 use std::collections::VecDeque;
 use velos_rdma::{Op, Process, Reply, Shared, Step, WorkId};
@@ -29,7 +29,7 @@ pub(super) enum Then {
     /// A follower's loads of the value of this slot, which it applies.
     Apply(u64),
     /// A continuation of the leader (`leader.rs`, `takeover.rs`).
-    Lead(super::leader::Then),
+    Lead(super::lead::Then),
 }
 
 /// A peer as the failure detector sees it.

@@ -1,7 +1,7 @@
 //! The end of Mu's slow path: from the followers' FUOs and minimum proposals to the
 //! re-proposal of the first undecided slot.
 
-use super::leader::{Phase, bits};
+use super::lead::{Phase, bits};
 use super::node::{CTRL, MuNode, Then as NodeThen};
 use super::{Header, Word};
 use velos_rdma::{Op, Reply, WorkId};

@@ -2,7 +2,7 @@
 //! minimum proposals, catching up, `min_proposal` at a majority, re-proposal of the first
 //! undecided slot — and the switch to the fast path.
 
-use super::leader::{Lead, Phase, Then, bits};
+use super::lead::{Lead, Phase, Then, bits};
 use super::node::{CTRL, MuNode, Role, Then as NodeThen};
 use super::{Word, proposal};
 use velos_rdma::{Op, Reply, WorkId};
