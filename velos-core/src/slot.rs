@@ -338,14 +338,8 @@ impl SlotProposer {
         }
     }
 
-    /// The same slot proposer, but one that, once a majority promised with nothing to
-    /// adopt, waits for [`SlotProposer::supply`] (a slot pre-prepared ahead of its value).
-    pub fn holding(mut self) -> SlotProposer {
-        self.hold();
-        self
-    }
-
-    /// Makes this proposer [`SlotProposer::holding`].
+    /// Makes this proposer, once a majority promised with nothing to adopt, wait for
+    /// [`SlotProposer::supply`] (a slot pre-prepared ahead of its value).
     pub fn hold(&mut self) {
         self.hold = true;
     }

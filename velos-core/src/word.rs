@@ -113,11 +113,10 @@ impl WordLayout {
     /// the tag space above): the instance was retired.
     pub fn lap(self, tag: u16, recycled: bool, word: u64) -> Lap {
         let state = self.decode(word);
-        let modulus = 1u64 << self.tag_bits;
-        let ahead = (u64::from(state.tag) + modulus - u64::from(tag)) % modulus;
+        let ahead = laps_ahead(self.tag_bits, tag, state.tag);
         if ahead == 0 {
             Lap::Current(state)
-        } else if recycled && self.tag_bits >= 2 && ahead >= modulus / 2 {
+        } else if recycled && self.tag_bits >= 2 && ahead >= (1u64 << self.tag_bits) / 2 {
             Lap::Previous
         } else {
             Lap::Later
@@ -265,6 +264,15 @@ impl fmt::Display for AcceptorState {
             self.previous_decision
         )
     }
+}
+
+/// How many laps tag `tag` lies above `instance_tag` among tags of `tag_bits` bits,
+/// wrapping (0: the same lap). Less than half the tag space above is a later lap; the rest,
+/// wrapped, an earlier one — for acceptor words ([`WordLayout::lap`]) and value stamps
+/// alike.
+pub fn laps_ahead(tag_bits: u8, instance_tag: u16, tag: u16) -> u64 {
+    let modulus = 1u64 << tag_bits;
+    (u64::from(tag) + modulus - u64::from(instance_tag)) % modulus
 }
 
 #[cfg(test)]

@@ -281,12 +281,19 @@ impl Leader {
     /// (see [`Leader::repair`]), else `fallback` (a leader's local word) or ⊥.
     fn proposer_at(&self, cfg: SlotConfig, epoch: u32, fallback: Option<u64>) -> SlotProposer {
         let predicted = self.predictions(cfg, epoch, fallback).collect();
-        let mut proposer = SlotProposer::new(cfg, predicted).holding();
-        // Rule (local adoption) for a leader's slots; a repair reads as before.
+        let mut proposer = SlotProposer::new(cfg, predicted);
+        self.set_up(&mut proposer);
+        proposer
+    }
+
+    /// What every slot proposer of this window does, new or renewed: it holds its value
+    /// back until supplied, and a leader's (not a repair's) adopts from its own acceptor
+    /// among equally good promises (rule (local adoption)).
+    fn set_up(&self, proposer: &mut SlotProposer) {
+        proposer.hold();
         if !self.repair {
             proposer.read_locally();
         }
-        proposer
     }
 
     /// The first predictions of a slot proposer for `cfg`'s slot in `epoch` (see
@@ -458,10 +465,7 @@ impl Leader {
                 Some(mut run) => {
                     run.proposer
                         .renew(cfg, self.predictions(cfg, 0, seed(slot)));
-                    run.proposer.hold();
-                    if !self.repair {
-                        run.proposer.read_locally(); // rule (local adoption)
-                    }
+                    self.set_up(&mut run.proposer);
                     run
                 }
                 None => Box::new(Run::new(self.proposer_at(cfg, 0, seed(slot)))),

@@ -33,7 +33,7 @@
 //! word as ⊥; crash-stop replicas never answer again, and a replica paused that long finds
 //! itself behind by its heartbeat readings long before its words are consulted.
 
-use crate::word::{AcceptorState, Lap, WordLayout};
+use crate::word::{AcceptorState, Lap, WordLayout, laps_ahead};
 
 /// Where log instances live: positions and tags.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -102,9 +102,8 @@ impl Ring {
         if !self.recycles() {
             return false;
         }
-        let modulus = 1u64 << self.tag_bits;
-        let ahead = (u64::from(tag) + modulus - u64::from(self.tag(instance))) % modulus;
-        ahead != 0 && ahead < modulus / 2
+        let ahead = laps_ahead(self.tag_bits, self.tag(instance), tag);
+        ahead != 0 && ahead < (1u64 << self.tag_bits) / 2
     }
 
     /// The state `word` stands for at `instance`: `None` if the instance was retired.
