@@ -3,13 +3,18 @@
 
 use std::collections::BTreeSet;
 
-fn dependencies(metadata: &serde_json::Value, package: &str) -> BTreeSet<String> {
-    let packages = metadata["packages"].as_array().expect("packages");
-    let p = packages
+/// Package `name`'s entry in `cargo metadata`.
+fn package<'a>(metadata: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
+    metadata["packages"]
+        .as_array()
+        .expect("packages")
         .iter()
-        .find(|p| p["name"] == package)
-        .unwrap_or_else(|| panic!("package {package} in the workspace"));
-    p["dependencies"]
+        .find(|p| p["name"] == name)
+        .unwrap_or_else(|| panic!("package {name} in the workspace"))
+}
+
+fn dependencies(metadata: &serde_json::Value, name: &str) -> BTreeSet<String> {
+    package(metadata, name)["dependencies"]
         .as_array()
         .expect("dependencies")
         .iter()
@@ -48,12 +53,7 @@ fn crates_are_layered() {
     );
     // ... and builds the programming model alone: not velos-rdma's default features (the
     // in-process backend, the lock library) nor any other.
-    let packages = metadata["packages"].as_array().expect("packages");
-    let core_package = packages
-        .iter()
-        .find(|p| p["name"] == "velos-core")
-        .expect("velos-core");
-    let rdma_dep = core_package["dependencies"]
+    let rdma_dep = package(&metadata, "velos-core")["dependencies"]
         .as_array()
         .expect("dependencies")
         .iter()

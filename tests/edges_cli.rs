@@ -2,6 +2,9 @@
 //! ends the run quietly with the shell's SIGPIPE status (141), and an empty budget is a
 //! usage error (2) — never a panic.
 
+mod cli_run;
+
+use cli_run::velos;
 use std::io::{BufRead, BufReader, Read};
 use std::process::{Command, Stdio};
 
@@ -52,12 +55,8 @@ fn an_empty_budget_is_a_usage_error() {
         &["litmus", "--max-states", "0", suite][..],
         &["litmus", "--backend", "mem", "--runs", "0", suite],
     ] {
-        let out = Command::new(env!("CARGO_BIN_EXE_velos"))
-            .args(args)
-            .output()
-            .expect("velos runs");
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        let (code, _, stderr) = velos(args);
+        assert_eq!(code, 2, "{args:?}: {stderr}");
         assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
     }
 }

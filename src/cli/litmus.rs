@@ -3,6 +3,7 @@
 //! execution fails, 2 for a file that does not parse, a usage error, an exceeded state
 //! budget, or no RDMA device.
 
+use clap::builder::RangedU64ValueParser;
 use clap::{Args, ValueEnum};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -23,10 +24,10 @@ pub struct LitmusArgs {
     #[arg(long, value_enum, default_value_t = BackendArg::Sim)]
     backend: BackendArg,
     /// The explorer's state budget per test (at least 1).
-    #[arg(long, default_value_t = 5_000_000, value_parser = at_least_one)]
+    #[arg(long, default_value_t = 5_000_000, value_parser = RangedU64ValueParser::<usize>::new().range(1..))]
     max_states: usize,
     /// Real executions per test (`mem`, `verbs`; at least 1).
-    #[arg(long, default_value_t = 200, value_parser = at_least_one_run)]
+    #[arg(long, default_value_t = 200, value_parser = clap::value_parser!(u64).range(1..))]
     runs: u64,
     /// Seed of the real backends' jitter (random delays between a thread's operations).
     #[arg(long, default_value_t = 1)]
@@ -34,19 +35,6 @@ pub struct LitmusArgs {
     /// One JSON object per test, then one with the totals, instead of text.
     #[arg(long)]
     json: bool,
-}
-
-/// A count of at least 1 (a budget of 0 states explores nothing).
-fn at_least_one(s: &str) -> Result<usize, String> {
-    match s.parse::<usize>() {
-        Ok(0) => Err("must be at least 1".into()),
-        Ok(n) => Ok(n),
-        Err(e) => Err(e.to_string()),
-    }
-}
-
-fn at_least_one_run(s: &str) -> Result<u64, String> {
-    at_least_one(s).map(|n| n as u64)
 }
 
 #[derive(Clone, Copy, ValueEnum)]

@@ -225,10 +225,6 @@ pub fn run_cli(a: SimArgs) -> ExitCode {
         eprintln!("velos sim: --value-size must be at least 10 bytes");
         return ExitCode::from(2);
     }
-    if let Err(e) = check_times(&a, log.failure_timeout_ns) {
-        eprintln!("velos sim: {e}");
-        return ExitCode::from(2);
-    }
     let spec = ClusterSpec {
         log,
         seed: a.seed,
@@ -249,6 +245,10 @@ pub fn run_cli(a: SimArgs) -> ExitCode {
         reconfigure: a.reconfigure.clone(),
         lease_reads: a.lease.is_some(),
     };
+    if let Err(e) = check_times(&a, &spec) {
+        eprintln!("velos sim: {e}");
+        return ExitCode::from(2);
+    }
     let mut report = run(&spec);
     let live = liveness(&report, &spec);
     report.checks.insert("liveness".into(), live.is_ok());
@@ -319,7 +319,7 @@ const RECOVERY_TIMEOUTS: u64 = 10;
 /// Refuses times no run can honour: an empty timeline interval or one that would print
 /// more than [`MAX_TIMELINE_LINES`] lines, faults at or after the end of the run, and a
 /// crash that leaves less than [`RECOVERY_TIMEOUTS`] failure timeouts before the end.
-fn check_times(a: &SimArgs, failure_timeout_ns: u64) -> Result<(), String> {
+fn check_times(a: &SimArgs, spec: &ClusterSpec) -> Result<(), String> {
     if a.duration == 0 {
         return Err("--duration must be more than 0".into());
     }
@@ -352,14 +352,8 @@ fn check_times(a: &SimArgs, failure_timeout_ns: u64) -> Result<(), String> {
     if let Some(&(t, _)) = a.reconfigure.iter().find(|&&(t, _)| t >= a.duration) {
         return late("--reconfigure", t);
     }
-    let recovery = RECOVERY_TIMEOUTS * failure_timeout_ns;
-    let last_crash = a
-        .crash
-        .iter()
-        .map(|&(_, t)| t)
-        .chain(a.crash_leader_at)
-        .max();
-    if let Some(t) = last_crash.filter(|&t| t + recovery > a.duration) {
+    let recovery = RECOVERY_TIMEOUTS * spec.log.failure_timeout_ns;
+    if let Some(t) = spec.last_crash().filter(|&t| t + recovery > a.duration) {
         return Err(format!(
             "a crash at {t} ns leaves less than {RECOVERY_TIMEOUTS} failure timeouts \
              ({recovery} ns) before the end of the run (--duration {} ns): nothing could \
@@ -376,13 +370,7 @@ fn check_times(a: &SimArgs, failure_timeout_ns: u64) -> Result<(), String> {
 /// majority crashed stops, and fails here.
 fn liveness(report: &ClusterReport, spec: &ClusterSpec) -> Result<(), String> {
     let settled = 2 * spec.log.failure_timeout_ns;
-    let last_crash = spec
-        .crashes
-        .iter()
-        .map(|&(_, t)| t)
-        .chain(spec.crash_leader_at)
-        .max()
-        .unwrap_or(0);
+    let last_crash = spec.last_crash().unwrap_or(0);
     let live: Vec<_> = report.replicas.iter().filter(|r| !r.crashed).collect();
     if live.is_empty() {
         return Err("liveness: every replica crashed".into());

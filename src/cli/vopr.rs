@@ -55,10 +55,10 @@ fn parse_seeds(s: &str) -> Result<(u64, u64), String> {
     Ok((a, b))
 }
 
-/// The campaign's summary (`--json`).
 /// The exit status of a run stopped by Ctrl-C (a shell's for SIGINT) without a violation.
 const INTERRUPTED_EXIT: i32 = 130;
 
+/// The campaign's summary (`--json`).
 #[derive(serde::Serialize)]
 struct Summary {
     seeds: u64,

@@ -53,6 +53,15 @@ pub struct ClusterSpec {
 }
 
 impl ClusterSpec {
+    /// The time of the run's last crash (`crashes` and `crash_leader_at`), if any.
+    pub fn last_crash(&self) -> Option<u64> {
+        self.crashes
+            .iter()
+            .map(|&(_, t)| t)
+            .chain(self.crash_leader_at)
+            .max()
+    }
+
     /// A fault-free run of `log` for `duration_ns` with `client`'s values, on the
     /// `cluster` latency profile, without services; set the other fields with struct
     /// update syntax.
