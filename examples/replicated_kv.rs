@@ -4,26 +4,45 @@
 //! leader packs into batches), crashes the leader, keeps writing under the next one, and
 //! checks that the survivors' maps are identical and hold every write.
 //!
-//! `cargo run --release --example replicated_kv`; `cargo run --release -- demo` runs the
-//! same service with concurrent clients and prints a timeline.
+//! `cargo run --release --example replicated_kv`; `cargo run --release -- demo` runs a
+//! service like it with concurrent clients and prints a timeline.
 
 use anyhow::{Context, ensure};
+use std::collections::BTreeMap;
 use std::time::Duration;
-use velos::demo::codec::KvCommand;
-use velos::demo::kv::KvStore;
-use velos::embed::{Cluster, Config, Receipt, Role};
+use velos::embed::{Cluster, Config, Position, Receipt, RestoreError, Role, StateMachine};
+
+/// The service's state: what each replica applies the log to.
+#[derive(Default)]
+struct KvStore(BTreeMap<String, String>);
+
+impl StateMachine for KvStore {
+    /// A command is `key`, a zero byte, `value` (the only command: put).
+    fn apply(&mut self, _: Position, command: &[u8]) {
+        let text = String::from_utf8_lossy(command);
+        if let Some((key, value)) = text.split_once('\0') {
+            self.0.insert(key.into(), value.into());
+        }
+    }
+
+    fn snapshot(&self) -> Vec<u8> {
+        serde_json::to_vec(&self.0).expect("a map of strings serializes")
+    }
+
+    fn restore(&mut self, bytes: &[u8]) -> Result<(), RestoreError> {
+        self.0 = serde_json::from_slice(bytes).map_err(|e| RestoreError(e.to_string()))?;
+        Ok(())
+    }
+}
 
 fn put(key: &str, value: &str) -> anyhow::Result<Vec<u8>> {
-    let command = KvCommand::Put {
-        key: key.into(),
-        value: value.into(),
-    };
-    Ok(command.encode()?)
+    ensure!(!key.contains('\0'), "a key holds no zero byte");
+    Ok(format!("{key}\0{value}").into_bytes())
 }
 
 fn main() -> anyhow::Result<()> {
-    let stores: Vec<KvStore> = (0..3).map(|_| KvStore::default()).collect();
-    let cluster = Cluster::start(Config::new(3), stores.clone())?;
+    let stores = (0..3).map(|_| KvStore::default());
+    let cluster = Cluster::start(Config::new(3), stores)?;
 
     // One write at a time: each returns once committed and applied at the leader.
     for i in 0..100 {
@@ -54,7 +73,7 @@ fn main() -> anyhow::Result<()> {
 
     cluster.catch_up(Duration::from_secs(10))?; // the follower applies the last writes
     let machines = cluster.shutdown();
-    let maps: Vec<_> = machines.iter().flatten().map(|s| s.map().clone()).collect();
+    let maps: Vec<_> = machines.into_iter().flatten().map(|s| s.0).collect();
     ensure!(maps.len() == 2, "two survivors");
     ensure!(maps[0] == maps[1], "the survivors' maps differ: {maps:?}");
     for k in 0..10 {

@@ -1,30 +1,26 @@
 //! # Velos: one-sided Paxos state-machine replication for RDMA
 //!
-//! The facade: re-exports the member crates.
+//! A Rust service embeds a replicated log: every replica applies the same commands in the
+//! same order to its own copy of the service's state machine, and a new leader takes over
+//! within microseconds when the old one fails. Velos decides each log slot with one remote
+//! compare-and-swap per acceptor on a 64-bit word (one-sided Paxos): a stable leader
+//! decides in a single round trip, and no follower's CPU takes part.
+//!
+//! **Start with [`embed`]**: [`embed::Cluster`] runs the replicas of one log in this
+//! process (threads over the in-process RDMA backend, or the emulator in virtual time for
+//! tests); [`embed::Node`] runs this process's one replica over real RDMA (the `verbs`
+//! feature), set up from a [`cluster_file`] by [`rendezvous`] and [`connect`].
+//!
+//! The layers underneath are re-exported: [`core`] (the protocol, sans-IO), [`rdma`] (the
+//! RDMA programming model the engine is written against), [`sim`] (the emulator of the
+//! rdma-rmw semantics).
 #![deny(unsafe_code)]
 
-pub mod baseline;
-pub mod bench;
-pub mod check;
 pub mod cluster_file;
-pub mod demo;
+pub mod connect;
 pub mod embed;
-pub mod harness;
-pub mod node;
 pub mod rendezvous;
-#[cfg(feature = "verbs")]
-pub mod verbs_litmus;
-pub mod vopr;
 
 pub use velos_core as core;
 pub use velos_rdma as rdma;
 pub use velos_sim as sim;
-
-#[cfg(test)]
-mod layering;
-
-/// The exhaustive checks of [`harness`] clone and drop millions of small machine states;
-/// the system allocator fragments under that load and runs them several times slower.
-#[cfg(test)]
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;

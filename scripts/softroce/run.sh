@@ -104,9 +104,9 @@ done < "$CACHE/logs/executables.txt"
 # The cluster step: tests/node_cluster.rs (three `velos node` processes) and the velos
 # binary it starts, which the guest finds through VELOS_BIN (cargo's compile-time path
 # does not exist there). Not in tests/: run as its own step, "cluster".
-log "cargo test -p velos --features verbs --release --test node_cluster --test node_embed --test node_latency --no-run; cargo build -p velos --features verbs --release --bin velos"
-(cd "$REPO" && "$CARGO" test -p velos --features verbs --release --test node_cluster --test node_embed --test node_latency --no-run --message-format=json \
-    && "$CARGO" build -p velos --features verbs --release --bin velos --message-format=json) \
+log "cargo test -p velos-cli --features verbs --release --test node_cluster --test node_embed --test node_latency --no-run; cargo build -p velos-cli --features verbs --release --bin velos"
+(cd "$REPO" && "$CARGO" test -p velos-cli --features verbs --release --test node_cluster --test node_embed --test node_latency --no-run --message-format=json \
+    && "$CARGO" build -p velos-cli --features verbs --release --bin velos --message-format=json) \
     > "$CACHE/logs/cargo-cluster.json" 2> "$CACHE/logs/cargo-cluster.log" \
     || { tail -30 "$CACHE/logs/cargo-cluster.log"; die "cargo build of the cluster test failed (log: $CACHE/logs/cargo-cluster.log)"; }
 cargo_test_exe() {   # the test executable of integration test $1

@@ -7,9 +7,8 @@
 use super::batch::{self, Packing, Queue};
 use super::config::Config;
 use super::error::Error;
-use super::handle::CommitInfo;
 use super::metrics::Metrics;
-use super::receipt::Completer;
+use super::receipt::{CommitInfo, Completer};
 use super::state_machine::{Position, StateMachine};
 use std::any::Any;
 use std::collections::{BTreeMap, HashMap};

@@ -1,19 +1,18 @@
 //! The emulator backend: every replica on the rdma-rmw emulator, advanced by one thread
 //! in quanta of virtual time; between quanta the thread takes the commands that arrived
 //! and hands out outcomes (see [`EmulatorConfig`] for what is deterministic). A crash is
-//! the harness's: the node hangs (operations towards it never complete).
+//! the emulator's hang: operations towards the node never complete.
 
 use super::config::EmulatorConfig;
 use super::driver::{Command, Driver};
 use super::error::{Error, StartError};
 use super::state_machine::StateMachine;
-use crate::harness::cluster::{ClusterSpec, machine, sim_config};
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, unbounded};
 use std::thread;
-use velos_core::log::{ClientScript, LogConfig};
-use velos_rdma::NodeId;
-use velos_sim::machine::CrashMode;
-use velos_sim::simulate::{Fault, Simulator};
+use velos_core::log::{ClientScript, LogConfig, Replica};
+use velos_rdma::{NodeId, Shared};
+use velos_sim::machine::{CrashMode, Machine};
+use velos_sim::simulate::{Fault, SimConfig, Simulator};
 
 /// The runner thread and its command channel (`(replica, command)`).
 pub(crate) struct Started<S> {
@@ -33,23 +32,37 @@ pub(crate) fn start<S: StateMachine>(
         "one driver per replica"
     );
     assert!(emulator.quantum_ns > 0, "validated: time moves");
-    let client = ClientScript { count: 0, size: 10 };
-    let spec = ClusterSpec {
-        latency: emulator.latency.clone(),
-        ..ClusterSpec::new(log, emulator.seed, u64::MAX, client)
-    };
+    let machine = machine(&log);
+    let sim_config = SimConfig::new(emulator.seed, emulator.latency.clone());
     let (inbox, commands) = unbounded();
     let runner = thread::Builder::new()
         .name("velos-emulator".into())
         .spawn(move || {
-            let sim = Simulator::new(machine(&spec), sim_config(&spec));
+            let sim = Simulator::new(machine, sim_config);
             run(sim, &emulator, drivers, &commands)
         })
         .map_err(|e| StartError::Backend(format!("spawning the emulator: {e}")))?;
     Ok(Started { inbox, runner })
 }
 
-type Sim = Simulator<velos_core::log::Replica>;
+/// The emulated machine of `log`: replica r on node r (thread r), no client of its own.
+fn machine(log: &LogConfig) -> Machine<Replica> {
+    let config = Shared::new(log.clone());
+    let mut machine = Machine::new(&log.shape().layout());
+    for r in 0..log.replicas {
+        let no_client = ClientScript { count: 0, size: 10 };
+        let replica = Replica::new(config.clone(), r, no_client).expect("validated");
+        machine.spawn(NodeId(r), replica);
+    }
+    assert_eq!(
+        machine.threads.len(),
+        usize::from(log.replicas),
+        "one thread per replica"
+    );
+    machine
+}
+
+type Sim = Simulator<Replica>;
 
 /// The simulator loop: commands, a quantum of virtual time, outcomes; until a shutdown
 /// (or the handle is gone).

@@ -5,7 +5,7 @@ use super::driver::{CRASHED, Command, Driver, ReadJob, STOPPED, Shown, UP};
 use super::error::{Error, StartError};
 use super::metrics::{Metrics, MetricsSnapshot};
 use super::receipt::{Outcome, Receipt, pair};
-use super::state_machine::{Position, StateMachine};
+use super::state_machine::StateMachine;
 use super::{emulator_backend, mem_backend};
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, bounded};
 use std::sync::Arc;
@@ -15,21 +15,6 @@ use std::time::{Duration, Instant};
 use velos_core::log::membership::Members;
 use velos_rdma::NodeId;
 use velos_rdma::mem::MemFabric;
-
-/// What a committed command's receipt says.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct CommitInfo {
-    /// Where the command is in the log.
-    pub position: Position,
-    /// Commands in its batch.
-    pub batch_commands: u32,
-    /// The replica that proposed and committed it (the leader then); the command was
-    /// applied to that replica's state machine before the receipt resolved.
-    pub leader: u16,
-    /// From when the leader took the command until it was committed and applied there
-    /// (the backend's clock: virtual time on the emulator).
-    pub latency: Duration,
-}
 
 /// What a replica is doing, as the handle last saw it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

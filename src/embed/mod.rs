@@ -7,9 +7,9 @@
 //!   rdma-rmw emulator in virtual time for tests ([`Config::emulator`]).
 //! * **One replica per process** over real RDMA: [`Node::start`] with
 //!   [`Config::verbs`] (the cluster file's addresses for the connection set-up, as
-//!   `velos node` does: [`crate::node`]); a [`Node`] proposes, reads and reports for its
+//!   `velos node` does: [`crate::connect`]); a [`Node`] proposes, reads and reports for its
 //!   own replica, and a follower refuses with [`Error::NotLeader`] naming the leader, to
-//!   which the service forwards. `velos node --embed` runs one ([`crate::node::embed`]).
+//!   which the service forwards. `velos node --embed` runs one.
 //! * **Propose**: [`Cluster::submit`] (the leader found, retried while leadership moves,
 //!   bounded by [`Config::wait_timeout`]), [`Cluster::propose`] (blocking, once),
 //!   [`Cluster::propose_async`] (a [`Receipt`], which is a [`Future`]
@@ -73,8 +73,8 @@ mod verbs_backend;
 
 pub use config::{Backend, BatchConfig, Config, EmulatorConfig, VerbsConfig};
 pub use error::{Error, StartError};
-pub use handle::{Cluster, CommitInfo, Role};
+pub use handle::{Cluster, Role};
 pub use metrics::MetricsSnapshot;
 pub use node::Node;
-pub use receipt::{Outcome, Receipt};
+pub use receipt::{CommitInfo, Outcome, Receipt};
 pub use state_machine::{Position, RestoreError, StateMachine};

@@ -3,12 +3,27 @@
 //! executor (no runtime: a mutex, a condition variable and the last waker).
 
 use super::error::Error;
-use super::handle::CommitInfo;
+use super::state_machine::Position;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
+
+/// What a committed command's receipt says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CommitInfo {
+    /// Where the command is in the log.
+    pub position: Position,
+    /// Commands in its batch.
+    pub batch_commands: u32,
+    /// The replica that proposed and committed it (the leader then); the command was
+    /// applied to that replica's state machine before the receipt resolved.
+    pub leader: u16,
+    /// From when the leader took the command until it was committed and applied there
+    /// (the backend's clock: virtual time on the emulator).
+    pub latency: Duration,
+}
 
 /// What a receipt resolves to.
 pub type Outcome = Result<CommitInfo, Error>;

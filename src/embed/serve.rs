@@ -53,39 +53,6 @@ fn park(inbox: &Receiver<Command>, d: Duration) {
     let _ = select.ready_timeout(d);
 }
 
-/// An endpoint whose clock (`Op::Now`) counts from `origin` of the inner one: a replica's
-/// Ω counts every peer as seen at time 0, so the clock must start when the replica does
-/// (a verbs endpoint's counts from the device's opening, seconds earlier under emulation).
-#[cfg_attr(not(feature = "verbs"), allow(dead_code))]
-pub(crate) struct ClockFrom<E> {
-    pub(crate) inner: E,
-    pub(crate) origin: u64,
-}
-
-#[cfg_attr(not(feature = "verbs"), allow(dead_code))]
-impl<E: Endpoint> ClockFrom<E> {
-    /// `inner` with its clock restarted now; the reply of its clock if it has none.
-    pub(crate) fn now(mut inner: E) -> Result<ClockFrom<E>, Reply> {
-        match inner.execute(&Op::Now) {
-            Reply::Value(origin) => Ok(ClockFrom { inner, origin }),
-            other => Err(other),
-        }
-    }
-}
-
-impl<E: Endpoint> Endpoint for ClockFrom<E> {
-    fn node(&self) -> velos_rdma::NodeId {
-        self.inner.node()
-    }
-
-    fn execute(&mut self, op: &Op) -> Reply {
-        match (op, self.inner.execute(op)) {
-            (Op::Now, Reply::Value(t)) => Reply::Value(t.saturating_sub(self.origin)),
-            (_, reply) => reply,
-        }
-    }
-}
-
 /// Runs `replica` with `driver` on `endpoint` until a shutdown (or a crash) and returns
 /// its state machine, `None` if it crashed. `crash` makes this node's memory go at once
 /// ([`Command::Crash`]). Idle pauses sleep at most `sleep_max_ns` ([`sleep_max_ns`]).

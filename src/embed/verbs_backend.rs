@@ -1,5 +1,5 @@
 //! The verbs backend: this process's replica over real RDMA (velos-rdma's `verbs`
-//! feature), on a thread of its own. The set-up is `velos node`'s ([`crate::node`]):
+//! feature), on a thread of its own. The set-up is [`crate::connect`]'s:
 //! the memory registered as the region plan says, the rendezvous, the queue pairs; then
 //! the replica loop ([`super::serve`]) on the node's endpoint, its clock restarted.
 
@@ -20,7 +20,8 @@ pub(crate) fn start<S: StateMachine>(
     driver: Driver<S>,
     inbox: Receiver<Command>,
 ) -> Result<JoinHandle<Option<S>>, StartError> {
-    use super::serve::{ClockFrom, serve, sleep_max_ns};
+    use super::serve::{serve, sleep_max_ns};
+    use crate::connect::{ClockFrom, connect};
     use velos_core::log::{ClientScript, Replica};
     use velos_rdma::Shared;
 
@@ -30,14 +31,13 @@ pub(crate) fn start<S: StateMachine>(
     let runner = std::thread::Builder::new()
         .name(format!("velos-replica-{id}"))
         .spawn(move || {
-            let node =
-                match crate::node::connect(&log, &verbs.cluster, id, verbs.rendezvous_timeout) {
-                    Ok(node) => node,
-                    Err(e) => {
-                        let _ = ready.send(Err(StartError::Backend(e.to_string())));
-                        return None;
-                    }
-                };
+            let node = match connect(&log, &verbs.cluster, id, verbs.rendezvous_timeout) {
+                Ok(node) => node,
+                Err(e) => {
+                    let _ = ready.send(Err(StartError::Backend(e.to_string())));
+                    return None;
+                }
+            };
             let endpoint = node
                 .endpoint(0)
                 .map_err(|e| StartError::Backend(format!("rdma: {e}")))

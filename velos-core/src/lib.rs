@@ -7,7 +7,6 @@ pub mod cluster;
 pub mod freeze;
 pub mod log;
 pub mod proposal;
-pub mod single_decree;
 pub mod slot;
 mod spare;
 pub mod word;

@@ -31,6 +31,11 @@ impl Layout {
         self.words.len() as u16
     }
 
+    /// Whether `node` is a node of this layout.
+    pub fn has_node(&self, node: NodeId) -> bool {
+        node.index() < usize::from(self.nodes())
+    }
+
     /// Every node id.
     pub fn node_ids(&self) -> impl Iterator<Item = NodeId> + '_ {
         (0..self.nodes()).map(NodeId)

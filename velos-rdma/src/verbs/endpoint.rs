@@ -9,7 +9,7 @@ mod waits;
 use super::completions::{Completions, Ticket};
 use super::connection::{Connection, Lane};
 use super::error::VerbsError;
-use super::host::{Host, has_node};
+use super::host::Host;
 use super::request::Request;
 use super::signaling::{Signaling, default_interval};
 use super::staging::Staging;
@@ -174,7 +174,7 @@ impl<'f> VerbsEndpoint<'f> {
     /// host when the endpoint is dropped.
     pub(super) fn new(host: &'f dyn Host, node: NodeId, lane: Lane) -> VerbsEndpoint<'f> {
         let nodes = usize::from(host.layout().nodes());
-        assert!(has_node(host.layout(), node));
+        assert!(host.layout().has_node(node));
         assert_eq!(lane.connections.len(), nodes);
         // The lane's previous endpoint saw every one of its requests complete.
         let mut staging = lane.staging;
@@ -415,7 +415,7 @@ impl<'f> VerbsEndpoint<'f> {
 
     /// The index of the queue pair towards `node`, if `node` exists.
     fn queue_pair(&self, node: NodeId) -> Result<usize, RdmaError> {
-        if has_node(self.host.layout(), node) {
+        if self.host.layout().has_node(node) {
             Ok(node.index())
         } else {
             Err(RdmaError::UnknownNode { node })

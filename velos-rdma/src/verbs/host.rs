@@ -12,7 +12,7 @@ use super::connection::Lane;
 use super::memory::WordAddress;
 use crate::doorbell::WorkRequests;
 use crate::error::RdmaError;
-use crate::ids::{Loc, NodeId};
+use crate::ids::Loc;
 use crate::layout::Layout;
 use std::fmt::Debug;
 use std::sync::atomic::AtomicU64;
@@ -54,9 +54,4 @@ pub(super) trait Host: Debug + Sync {
     fn count_work_requests(&self, counts: WorkRequests) {
         let _ = counts;
     }
-}
-
-/// Whether `node` is a node of `layout`.
-pub(super) fn has_node(layout: &Layout, node: NodeId) -> bool {
-    node.index() < usize::from(layout.nodes())
 }

@@ -12,7 +12,7 @@ use super::connection::{Lane, RemoteQp, bring_up, create_responder};
 use super::device::{Device, VerbsOptions};
 use super::endpoint::VerbsEndpoint;
 use super::error::VerbsError;
-use super::host::{Host, has_node};
+use super::host::Host;
 use super::info::{NodeInfo, PeerInfo};
 use super::memory::{Memory, WordAddress};
 use super::plan::check_plan;
@@ -105,7 +105,7 @@ impl VerbsNode {
         plan: &[Grant],
         options: VerbsOptions,
     ) -> Result<VerbsNode, VerbsError> {
-        if !has_node(&layout, id) {
+        if !layout.has_node(id) {
             return Err(VerbsError::UnknownNode { node: id });
         }
         check_plan(&layout, id, plan)?;
@@ -138,7 +138,7 @@ impl VerbsNode {
         plan: Option<&[Grant]>,
         options: VerbsOptions,
     ) -> Result<VerbsNode, VerbsError> {
-        if !has_node(&layout, id) {
+        if !layout.has_node(id) {
             return Err(VerbsError::UnknownNode { node: id });
         }
         if threads == 0 {
@@ -340,7 +340,7 @@ impl VerbsNode {
         let own = self.local_info_for(self.id);
         for (&key, peer) in peers {
             let info = &peer.info;
-            if !has_node(self.layout(), NodeId(key)) {
+            if !self.layout().has_node(NodeId(key)) {
                 return Err(VerbsError::UnknownNode { node: NodeId(key) });
             }
             if info.node != NodeId(key) || (info.node == self.id && *info != own.info) {

@@ -1,7 +1,6 @@
 //! A remote operation as a work request: what the NIC does, and how its completion status
 //! reads as an [`RdmaError`].
 
-use super::host::has_node;
 use super::memory::WordAddress;
 use crate::error::RdmaError;
 use crate::ids::{Loc, NodeId};
@@ -89,7 +88,7 @@ impl Request {
             } => (remote, Verb::Atomic { local, rmw }),
             _ => panic!("not a remote operation: {op:?}"),
         };
-        if !has_node(layout, remote.node) {
+        if !layout.has_node(remote.node) {
             return Err(RdmaError::UnknownNode { node: remote.node });
         }
         let request = Request { remote, verb };

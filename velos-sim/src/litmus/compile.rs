@@ -516,3 +516,13 @@ pub fn project(
         })
         .collect()
 }
+
+/// An outcome as a map from the condition's names to values.
+pub(crate) fn named(program: &Program, outcome: &Outcome) -> BTreeMap<String, u64> {
+    program
+        .observed
+        .iter()
+        .map(|o| o.key.clone())
+        .zip(outcome.iter().copied())
+        .collect()
+}

@@ -7,10 +7,9 @@
 //! in the root package, which alone builds velos-rdma's `verbs` feature.
 
 use super::ast::{Cond, LitmusTest};
-use super::compile::{Outcome, Program, holds, project};
+use super::compile::{Outcome, Program, holds, named, project};
 use super::program::LitmusThread;
 use super::real_report::{RealReport, Seen};
-use super::run::named;
 use std::collections::{BTreeMap, BTreeSet};
 use velos_rdma::{Layout, Loc, NodeId};
 

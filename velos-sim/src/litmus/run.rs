@@ -2,7 +2,7 @@
 //! [`RealBackend`] checked against the emulator's outcomes.
 
 use super::ast::{Expect, LitmusTest};
-use super::compile::{Outcome, Program, compile, holds, project};
+use super::compile::{Program, compile, holds, named, project};
 use super::mem_runs::MemBackend;
 use super::parse::parse_file;
 use super::program::LitmusThread;
@@ -199,16 +199,6 @@ pub fn run_test_on<B: RealBackend>(
         states: exploration.states,
         real,
     })
-}
-
-/// An outcome as a map from the condition's names to values.
-pub(crate) fn named(program: &Program, outcome: &Outcome) -> BTreeMap<String, u64> {
-    program
-        .observed
-        .iter()
-        .map(|o| o.key.clone())
-        .zip(outcome.iter().copied())
-        .collect()
 }
 
 /// The `.litmus` files under `path` (the file itself, or every one below a directory,

@@ -1,0 +1,77 @@
+#![allow(missing_docs)] // criterion's macros generate undocumented functions
+
+//! `cargo bench --bench engine`: the engine's CPU per decision — a stable leader's recorded
+//! inputs replayed into a copy of its replica, no backend, one thread
+//! (`velos_bench::engine`). Criterion's time per element is the engine's time per
+//! decision; a regression of the hot path shows up as a change here. Reports; asserts
+//! nothing about speed.
+
+use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
+use velos_bench::engine::record;
+
+/// dhat's allocator: it forwards to the system's and, while a profiler runs, counts
+/// (the hot path should allocate nothing).
+#[global_allocator]
+static GLOBAL: dhat::Alloc = dhat::Alloc;
+
+fn decision_path(c: &mut Criterion) {
+    let mut group = c.benchmark_group("engine");
+    for (name, outstanding) in [("1client", 1), ("64outstanding", 64)] {
+        let recording = record(2_000, 4_000, outstanding).expect("the recording runs");
+        let ops = recording.ops;
+        println!(
+            "engine/{name}: per decision {:.2} steps, {:.2} work requests ({:.2} puts, {:.2} \
+             atomics, {:.2} gets) in {:.2} doorbells, {:.2} tests, {:.2} loads, {:.2} clock \
+             readings",
+            ops.steps,
+            ops.work_requests,
+            ops.puts,
+            ops.atomics,
+            ops.gets,
+            ops.doorbells,
+            ops.tests,
+            ops.loads,
+            ops.clocks
+        );
+        // The best of a few replays in thread CPU time: steadier than wall time on a
+        // shared machine, and the figure `velos bench embed` calls the engine's.
+        let best = (0..30)
+            .map(|_| {
+                let replica = recording.start();
+                let start = cpu_time::ThreadTime::now();
+                recording
+                    .replay(replica)
+                    .expect("the replay retraces the run");
+                start.elapsed().as_nanos() as f64 / recording.decisions as f64
+            })
+            .fold(f64::INFINITY, f64::min);
+        let replica = recording.start();
+        let profiler = dhat::Profiler::builder().testing().build();
+        recording
+            .replay(replica)
+            .expect("the replay retraces the run");
+        let allocations = dhat::HeapStats::get().total_blocks;
+        drop(profiler);
+        println!(
+            "engine/{name}: {best:.0} ns of thread CPU per decision (best of 30 replays), \
+             {:.2} allocations per decision",
+            allocations as f64 / recording.decisions as f64
+        );
+        group.throughput(Throughput::Elements(recording.decisions));
+        group.bench_function(name, |b| {
+            b.iter_batched(
+                || recording.start(),
+                |replica| {
+                    recording
+                        .replay(replica)
+                        .expect("the replay retraces the run")
+                },
+                BatchSize::LargeInput,
+            )
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, decision_path);
+criterion_main!(benches);

@@ -1,9 +1,0 @@
-//! `cargo bench --bench emulator`: the emulator's speed (the same measurement as
-//! `velos bench emulator`). Reports medians; asserts nothing about speed.
-
-fn main() -> anyhow::Result<()> {
-    let suite = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("velos-sim/litmus");
-    let report = velos::bench::emulator::measure(&suite, 5, 250_000)?;
-    println!("{}", serde_json::to_string_pretty(&report)?);
-    Ok(())
-}

@@ -1,0 +1,570 @@
+//! `velos bench`: measurements. Benchmarks report; they never assert speed.
+
+use clap::{Args, Subcommand};
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use velos::sim::latency::LatencyModel;
+use velos_bench::embed::{EmbedConfig, FollowerIdle};
+use velos_bench::failover::FailoverConfig;
+use velos_bench::latency::{LatencyConfig, Protocol};
+use velos_bench::locks::{LockKind, LocksConfig};
+
+/// Arguments of `velos bench`.
+#[derive(Args)]
+pub struct BenchArgs {
+    #[command(subcommand)]
+    what: Bench,
+}
+
+/// The litmus suite of the checkout this binary was built from.
+const DEFAULT_SUITE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../velos-sim/litmus");
+
+#[derive(Subcommand)]
+enum Bench {
+    /// The emulator: explorer states/s over a litmus suite, simulated operations/s.
+    Emulator {
+        /// The litmus suite to explore (default: the repository's suite, by the path this
+        /// binary was built from, so it runs from any directory).
+        #[arg(long, default_value = DEFAULT_SUITE)]
+        suite: PathBuf,
+        /// Repetitions; medians are reported.
+        #[arg(long, default_value_t = 5)]
+        repeats: usize,
+        /// Operations per thread (4 threads) in the simulation run.
+        #[arg(long, default_value_t = 250_000)]
+        ops: usize,
+        /// Print one JSON object instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Distributed locks in virtual time: throughput and acquire latency against the
+    /// number of processes and the writer fraction (RMA-locks paper, Fig. 5).
+    Locks(Box<LocksArgs>),
+    /// Decision latency against the value size in virtual time, with and without NIC
+    /// device memory, next to one CAS round to a majority (Velos paper, Fig. 1).
+    Latency(Box<LatencyArgs>),
+    /// Leader failover in virtual time: a steady stream of proposals, the leader crashes,
+    /// many seeds; detection, the next decision and the timeline around the crash, Velos
+    /// beside the Mu baseline (Velos paper, Fig. 2).
+    Failover(Box<FailoverArgs>),
+    /// Three replicas in this process: Velos on the in-process backend beside OmniPaxos
+    /// (in-memory storage, messages moved in-process), commits per second with one client
+    /// and with many, and CPU time per decision; medians over repeats run side by side.
+    Embed(Box<EmbedArgs>),
+}
+
+/// Arguments of `velos bench embed`. Unset options take the full run's values (or, with
+/// `--quick`, the small run's).
+#[derive(Args)]
+struct EmbedArgs {
+    /// A small run (one repeat, a few thousand commits), for tests and a first look.
+    #[arg(long)]
+    quick: bool,
+    /// Repeats of the four measurements (default 5); medians are reported.
+    #[arg(long)]
+    repeats: Option<usize>,
+    /// Commits measured per one-client run (default 200000).
+    #[arg(long)]
+    commits_1client: Option<u64>,
+    /// Commits measured per many-client run (default 500000).
+    #[arg(long)]
+    commits_many: Option<u64>,
+    /// Commits before each measured window (default 5000).
+    #[arg(long)]
+    warmup_commits: Option<u64>,
+    /// Commands outstanding in the many-client runs (default 64).
+    #[arg(long)]
+    outstanding: Option<u64>,
+    /// Velos: slots the leader keeps prepared or accepting at once, 1 to 15 (default 4).
+    #[arg(long)]
+    velos_pipeline: Option<u32>,
+    /// Velos: how followers idle, spin (the backend's idle back-off: spin, yield, then
+    /// sleep; default) or sleep.
+    #[arg(long, value_parser = ["spin", "sleep"])]
+    velos_follower_idle: Option<String>,
+    /// OmniPaxos: wall time between ticks, in µs (default 1000).
+    #[arg(long)]
+    omnipaxos_tick_us: Option<u64>,
+    /// OmniPaxos: ticks before an election timeout (default 10).
+    #[arg(long)]
+    omnipaxos_election_ticks: Option<u64>,
+    /// Write embed.json into this directory.
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Print one JSON object instead of the table.
+    #[arg(long)]
+    json: bool,
+}
+
+impl EmbedArgs {
+    fn config(&self) -> Result<EmbedConfig, String> {
+        let mut c = if self.quick {
+            EmbedConfig::quick()
+        } else {
+            EmbedConfig::full()
+        };
+        c.repeats = self.repeats.unwrap_or(c.repeats);
+        c.commits_1client = self.commits_1client.unwrap_or(c.commits_1client);
+        c.commits_many = self.commits_many.unwrap_or(c.commits_many);
+        c.warmup_commits = self.warmup_commits.unwrap_or(c.warmup_commits);
+        c.outstanding = self.outstanding.unwrap_or(c.outstanding);
+        c.velos_pipeline = self.velos_pipeline.unwrap_or(c.velos_pipeline);
+        if let Some(name) = &self.velos_follower_idle {
+            c.velos_follower_idle = FollowerIdle::by_name(name)
+                .ok_or_else(|| format!("unknown follower idle mode {name:?}"))?;
+        }
+        if let Some(us) = self.omnipaxos_tick_us {
+            c.omnipaxos_tick_ns = us
+                .checked_mul(1_000)
+                .ok_or_else(|| format!("{us} µs is too long"))?;
+        }
+        c.omnipaxos_election_ticks = self
+            .omnipaxos_election_ticks
+            .unwrap_or(c.omnipaxos_election_ticks);
+        c.check().map_err(|e| format!("{e:#}"))?;
+        Ok(c)
+    }
+}
+
+fn run_embed(args: &EmbedArgs) -> ExitCode {
+    use velos_bench::embed;
+    let job = Job {
+        name: "embed",
+        run: embed::run,
+        write: embed::write_outputs,
+        text: &|r: &embed::EmbedReport| {
+            format!(
+                "{}{} repeats, {:.1} s wall\n",
+                embed::table(r),
+                r.config.repeats,
+                r.wall_seconds
+            )
+        },
+    };
+    job.main(args.config(), args.out.as_deref(), args.json)
+}
+
+/// Arguments of `velos bench failover`. Unset options take the full sweep's values (or,
+/// with `--quick`, the small sweep's).
+#[derive(Args)]
+struct FailoverArgs {
+    /// A small sweep (3 seeds, short runs), for tests and a first look.
+    #[arg(long)]
+    quick: bool,
+    /// Protocols, comma-separated (default: all).
+    #[arg(long, value_delimiter = ',', value_parser = parse_protocol)]
+    protocols: Option<Vec<Protocol>>,
+    /// Seeds per protocol (default 50).
+    #[arg(long)]
+    seeds: Option<u64>,
+    /// The first seed (default 1).
+    #[arg(long)]
+    first_seed: Option<u64>,
+    /// Bytes per value, 10 to 4096 (default 10).
+    #[arg(long)]
+    value_bytes: Option<u32>,
+    #[arg(long, help = format!("When Velos's leader crashes, in µs, a multiple of 100 (default {}; {} with --quick)", FailoverConfig::full().velos_crash_ns / 1_000, FailoverConfig::quick().velos_crash_ns / 1_000))]
+    velos_crash_us: Option<u64>,
+    #[arg(long, help = format!("How long Velos runs after the crash, in µs (default {}; {} with --quick)", FailoverConfig::full().velos_after_ns / 1_000, FailoverConfig::quick().velos_after_ns / 1_000))]
+    velos_after_us: Option<u64>,
+    #[arg(long, help = format!("When Mu's leader crashes, in µs, a multiple of 100 (default {}; {} with --quick)", FailoverConfig::full().mu_crash_ns / 1_000, FailoverConfig::quick().mu_crash_ns / 1_000))]
+    mu_crash_us: Option<u64>,
+    #[arg(long, help = format!("How long Mu runs after the crash, in µs (default {}; {} with --quick)", FailoverConfig::full().mu_after_ns / 1_000, FailoverConfig::quick().mu_after_ns / 1_000))]
+    mu_after_us: Option<u64>,
+    /// Latency profile: paper-cx6, cluster, generic or uniform (default paper-cx6).
+    #[arg(long)]
+    latency: Option<String>,
+    /// Runs simulated at once (default: the number of cores).
+    #[arg(long)]
+    jobs: Option<usize>,
+    /// Write failover.json and SVG plots (timeline, failover distribution) into this
+    /// directory.
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Print one JSON object instead of the table.
+    #[arg(long)]
+    json: bool,
+}
+
+impl FailoverArgs {
+    fn config(&self) -> Result<FailoverConfig, String> {
+        let mut c = if self.quick {
+            FailoverConfig::quick()
+        } else {
+            FailoverConfig::full()
+        };
+        if let Some(v) = &self.protocols {
+            c.protocols.clone_from(v);
+        }
+        c.seeds = self.seeds.unwrap_or(c.seeds);
+        c.first_seed = self.first_seed.unwrap_or(c.first_seed);
+        c.value_bytes = self.value_bytes.unwrap_or(c.value_bytes);
+        let ns = |us: Option<u64>, default: u64| -> Result<u64, String> {
+            us.map_or(Ok(default), |us| {
+                us.checked_mul(1_000)
+                    .ok_or_else(|| format!("{us} µs is too long"))
+            })
+        };
+        c.velos_crash_ns = ns(self.velos_crash_us, c.velos_crash_ns)?;
+        c.velos_after_ns = ns(self.velos_after_us, c.velos_after_ns)?;
+        c.mu_crash_ns = ns(self.mu_crash_us, c.mu_crash_ns)?;
+        c.mu_after_ns = ns(self.mu_after_us, c.mu_after_ns)?;
+        c.jobs = self.jobs.unwrap_or(c.jobs);
+        if let Some(name) = &self.latency {
+            c.latency = LatencyModel::by_name(name)
+                .ok_or_else(|| format!("unknown latency profile {name:?}"))?;
+        }
+        c.check().map_err(|e| format!("{e:#}"))?;
+        Ok(c)
+    }
+}
+
+fn run_failover(args: &FailoverArgs) -> ExitCode {
+    use velos_bench::failover;
+    let job = Job {
+        name: "failover",
+        run: failover::run,
+        write: failover::write_outputs,
+        text: &|r: &failover::FailoverReport| {
+            format!(
+                "{}{} seeds per protocol, latency model {:?}, {:.1} s wall\n",
+                failover::table(r),
+                r.config.seeds,
+                r.config.latency.name,
+                r.wall_seconds
+            )
+        },
+    };
+    job.main(args.config(), args.out.as_deref(), args.json)
+}
+
+/// Arguments of `velos bench latency`. Unset options take the full sweep's values (or,
+/// with `--quick`, the tiny sweep's).
+#[derive(Args)]
+struct LatencyArgs {
+    /// A tiny sweep (3 sizes, a few decisions), for tests and a first look.
+    #[arg(long)]
+    quick: bool,
+    /// Protocols, comma-separated (default: all).
+    #[arg(long, value_delimiter = ',', value_parser = parse_protocol)]
+    protocols: Option<Vec<Protocol>>,
+    /// Value sizes in bytes, comma-separated (default 1,2,4,...,4096).
+    #[arg(long, value_delimiter = ',')]
+    sizes: Option<Vec<usize>>,
+    /// Placement: host, device or both (default both).
+    #[arg(long, value_parser = ["host", "device", "both"])]
+    memory: Option<String>,
+    /// Decisions measured per point (default 200).
+    #[arg(long)]
+    proposals: Option<usize>,
+    /// Decisions before those, not measured (default 20).
+    #[arg(long)]
+    warmup_proposals: Option<usize>,
+    /// Think time between a decision and the next proposal, in ns (default 5000).
+    #[arg(long)]
+    gap_ns: Option<u64>,
+    /// The leader's pause when idle, in ns (default 200, the engine's).
+    #[arg(long)]
+    idle_pause_ns: Option<u64>,
+    /// The replicas' failure timeout, in ns (default 1000000: a stable leader).
+    #[arg(long)]
+    failure_timeout_ns: Option<u64>,
+    /// Replays of the leader's recorded inputs timed for the CPU-charged latency; each
+    /// decision keeps its fastest (default 15, 3 with --quick).
+    #[arg(long)]
+    cpu_replays: Option<usize>,
+    /// The seed (default 1).
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Latency profile: paper-cx6, cluster, generic or uniform (default paper-cx6).
+    #[arg(long)]
+    latency: Option<String>,
+    /// Points simulated at once (default: the number of cores).
+    #[arg(long)]
+    jobs: Option<usize>,
+    /// Write latency.json and latency.svg into this directory.
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Print one JSON object instead of the table.
+    #[arg(long)]
+    json: bool,
+}
+
+fn parse_protocol(s: &str) -> Result<Protocol, String> {
+    Protocol::by_name(s).ok_or_else(|| {
+        let names: Vec<&str> = Protocol::ALL.iter().map(|p| p.name()).collect();
+        format!("unknown protocol {s:?} (known: {})", names.join(", "))
+    })
+}
+
+impl LatencyArgs {
+    fn config(&self) -> Result<LatencyConfig, String> {
+        let mut c = if self.quick {
+            LatencyConfig::quick()
+        } else {
+            LatencyConfig::full()
+        };
+        if let Some(v) = &self.protocols {
+            c.protocols.clone_from(v);
+        }
+        if let Some(v) = &self.sizes {
+            c.sizes.clone_from(v);
+        }
+        match self.memory.as_deref() {
+            Some("host") => c.device_memory = vec![false],
+            Some("device") => c.device_memory = vec![true],
+            _ => {}
+        }
+        c.proposals = self.proposals.unwrap_or(c.proposals);
+        c.warmup_proposals = self.warmup_proposals.unwrap_or(c.warmup_proposals);
+        c.gap_ns = self.gap_ns.unwrap_or(c.gap_ns);
+        c.idle_pause_ns = self.idle_pause_ns.unwrap_or(c.idle_pause_ns);
+        c.failure_timeout_ns = self.failure_timeout_ns.unwrap_or(c.failure_timeout_ns);
+        c.cpu_replays = self.cpu_replays.unwrap_or(c.cpu_replays);
+        c.seed = self.seed.unwrap_or(c.seed);
+        c.jobs = self.jobs.unwrap_or(c.jobs);
+        if let Some(name) = &self.latency {
+            c.latency = LatencyModel::by_name(name)
+                .ok_or_else(|| format!("unknown latency profile {name:?}"))?;
+        }
+        c.check().map_err(|e| format!("{e:#}"))?;
+        Ok(c)
+    }
+}
+
+fn run_latency(args: &LatencyArgs) -> ExitCode {
+    use velos_bench::latency;
+    let job = Job {
+        name: "latency",
+        run: latency::run,
+        write: latency::write_outputs,
+        text: &|r: &latency::LatencyReport| {
+            format!(
+                "{}{} points, latency model {:?}, {:.1} s wall\n",
+                latency::table(r),
+                r.points.len(),
+                r.config.latency.name,
+                r.wall_seconds
+            )
+        },
+    };
+    job.main(args.config(), args.out.as_deref(), args.json)
+}
+
+/// Arguments of `velos bench locks`. Unset options take the full sweep's values (or,
+/// with `--quick`, the tiny sweep's).
+#[derive(Args)]
+struct LocksArgs {
+    /// A tiny sweep (P = 4, 8; short windows), for tests and a first look.
+    #[arg(long)]
+    quick: bool,
+    /// Locks, comma-separated (default: all).
+    #[arg(long, value_delimiter = ',', value_parser = parse_lock)]
+    locks: Option<Vec<LockKind>>,
+    /// Numbers of processes P, comma-separated (default 4,8,16,32,64).
+    #[arg(long, short = 'p', value_delimiter = ',')]
+    processes: Option<Vec<usize>>,
+    /// Writer fractions F_W in percent, comma-separated (default 0.2,2,5,25,100).
+    #[arg(long, value_delimiter = ',')]
+    writer_percent: Option<Vec<f64>>,
+    /// Processes per node (default 4).
+    #[arg(long)]
+    per_node: Option<usize>,
+    /// RMA-RW T_DC: processes per physical reader counter (default: processes per node).
+    #[arg(long)]
+    t_dc: Option<usize>,
+    /// RMA-RW T_L at the node level (default 16).
+    #[arg(long)]
+    t_l_node: Option<u64>,
+    /// RMA-RW T_L at the root level (default 64).
+    #[arg(long)]
+    t_l_root: Option<u64>,
+    /// RMA-RW T_R: readers in a row before a waiting writer (default 256).
+    #[arg(long)]
+    t_r: Option<u64>,
+    /// Local operations in the critical section: one store, then loads (default 1).
+    #[arg(long)]
+    cs_ops: Option<u32>,
+    /// Local loads between a release and the next acquire (default 0).
+    #[arg(long)]
+    think_ops: Option<u32>,
+    /// Virtual warm-up before measuring, in µs (default 50).
+    #[arg(long)]
+    warmup_us: Option<u64>,
+    /// The measured window of virtual time, in µs (default 1000).
+    #[arg(long)]
+    measure_us: Option<u64>,
+    /// The seed (default 1).
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Latency profile: cluster, paper-cx6, generic or uniform (default cluster).
+    #[arg(long)]
+    latency: Option<String>,
+    /// Points simulated at once (default: the number of cores).
+    #[arg(long)]
+    jobs: Option<usize>,
+    /// Write locks.json and SVG plots (throughput vs P per F_W) into this directory.
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Print one JSON object instead of the table.
+    #[arg(long)]
+    json: bool,
+}
+
+fn parse_lock(s: &str) -> Result<LockKind, String> {
+    LockKind::by_name(s).ok_or_else(|| {
+        let names: Vec<&str> = LockKind::ALL.iter().map(|k| k.name()).collect();
+        format!("unknown lock {s:?} (known: {})", names.join(", "))
+    })
+}
+
+impl LocksArgs {
+    fn config(&self) -> Result<LocksConfig, String> {
+        let mut c = if self.quick {
+            LocksConfig::quick()
+        } else {
+            LocksConfig::full()
+        };
+        if let Some(v) = &self.locks {
+            c.locks.clone_from(v);
+        }
+        if let Some(v) = &self.processes {
+            c.processes.clone_from(v);
+        }
+        if let Some(v) = &self.writer_percent {
+            c.writer_percents.clone_from(v);
+        }
+        c.per_node = self.per_node.unwrap_or(c.per_node);
+        c.t_dc = self.t_dc.or(c.t_dc);
+        c.t_l_node = self.t_l_node.unwrap_or(c.t_l_node);
+        c.t_l_root = self.t_l_root.unwrap_or(c.t_l_root);
+        c.t_r = self.t_r.unwrap_or(c.t_r);
+        c.cs_ops = self.cs_ops.unwrap_or(c.cs_ops);
+        c.think_ops = self.think_ops.unwrap_or(c.think_ops);
+        c.warmup_ns = self.warmup_us.map_or(c.warmup_ns, |us| us * 1_000);
+        c.measure_ns = self.measure_us.map_or(c.measure_ns, |us| us * 1_000);
+        c.seed = self.seed.unwrap_or(c.seed);
+        c.jobs = self.jobs.unwrap_or(c.jobs);
+        if let Some(name) = &self.latency {
+            c.latency = LatencyModel::by_name(name)
+                .ok_or_else(|| format!("unknown latency profile {name:?}"))?;
+        }
+        c.check().map_err(|e| format!("{e:#}"))?;
+        Ok(c)
+    }
+}
+
+fn run_locks(args: &LocksArgs) -> ExitCode {
+    use velos_bench::locks;
+    let job = Job {
+        name: "locks",
+        run: locks::run,
+        write: locks::write_outputs,
+        text: &|r: &locks::LocksReport| {
+            format!(
+                "{}{} points, latency model {:?}, {:.1} s wall\n",
+                locks::table(r),
+                r.points.len(),
+                r.config.latency.name,
+                r.wall_seconds
+            )
+        },
+    };
+    job.main(args.config(), args.out.as_deref(), args.json)
+}
+
+/// One benchmark as the command line runs it: its name, how it runs, writes its files
+/// and prints its table.
+struct Job<'a, C, R> {
+    name: &'static str,
+    run: fn(&C, bool) -> anyhow::Result<R>,
+    write: fn(&R, &Path) -> anyhow::Result<()>,
+    text: &'a dyn Fn(&R) -> String,
+}
+
+impl<C, R: serde::Serialize> Job<'_, C, R> {
+    /// Runs with `config` (an error in it is a usage error: exit 2), writes the files
+    /// into `out`, prints JSON or the table.
+    fn main(&self, config: Result<C, String>, out: Option<&Path>, json: bool) -> ExitCode {
+        let name = self.name;
+        let config = match config {
+            Ok(c) => c,
+            Err(e) => {
+                eprintln!("bench {name}: {e}");
+                return ExitCode::from(2);
+            }
+        };
+        let report = match (self.run)(&config, std::io::stderr().is_terminal()) {
+            Ok(r) => r,
+            Err(e) => {
+                eprintln!("bench {name}: {e:#}");
+                return ExitCode::FAILURE;
+            }
+        };
+        if let Some(dir) = out
+            && let Err(e) = (self.write)(&report, dir)
+        {
+            eprintln!("bench {name}: {e:#}");
+            return ExitCode::FAILURE;
+        }
+        if json {
+            let line = serde_json::to_string(&report).expect("report serialises");
+            println!("{line}");
+        } else {
+            print!("{}", (self.text)(&report));
+        }
+        ExitCode::SUCCESS
+    }
+}
+
+/// Runs the subcommand.
+pub fn run(args: BenchArgs) -> ExitCode {
+    match args.what {
+        Bench::Emulator { suite, .. } if !suite.exists() => {
+            eprintln!(
+                "bench emulator: --suite {}: no such file or directory (the litmus suite is \
+                 velos-sim/litmus in the repository)",
+                suite.display()
+            );
+            ExitCode::from(2)
+        }
+        Bench::Emulator {
+            suite,
+            repeats,
+            ops,
+            json,
+        } => match velos_bench::emulator::measure(&suite, repeats, ops) {
+            Ok(r) => {
+                if json {
+                    println!("{}", serde_json::to_string(&r).expect("report serialises"));
+                } else {
+                    println!(
+                        "explorer: {} files, {} states, median {:.3} s, {:.0} states/s",
+                        r.suite_files,
+                        r.suite_states,
+                        r.suite_seconds_median,
+                        r.explorer_states_per_s
+                    );
+                    println!(
+                        "simulator: {} ops ({} steps), median {:.3} s, {:.0} ops/s, {:.0} steps/s (one core)",
+                        r.sim_ops,
+                        r.sim_steps,
+                        r.sim_seconds_median,
+                        r.sim_ops_per_s,
+                        r.sim_steps_per_s
+                    );
+                }
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("bench emulator: {e:#}");
+                ExitCode::from(2)
+            }
+        },
+        Bench::Locks(args) => run_locks(&args),
+        Bench::Latency(args) => run_latency(&args),
+        Bench::Failover(args) => run_failover(&args),
+        Bench::Embed(args) => run_embed(&args),
+    }
+}

@@ -1,0 +1,165 @@
+//! `velos node`: one replica of a Velos log as a process over real RDMA; the other
+//! processes of the cluster file are its peers. Prints every committed entry as a JSON line
+//! (`{"slot": N, "value": "hex"}`) as it is applied; with `--client stdin`, also each
+//! proposal's outcome (`{"proposal": N, "slot": S}` or `{"proposal": N, "error": "..."}`);
+//! with `--client closed-loop`, the decision latencies once every value is decided
+//! (`{"latency": {"count": N, "p50_us": …, …}}`).
+
+use super::sim::parse_duration;
+use clap::{Args, ValueEnum};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+use velos::cluster_file::ClusterFile;
+use velos::core::log::LogConfig;
+use velos_cli::node::{Client, NodeError, NodeSpec, run};
+
+/// Arguments of `velos node`.
+#[derive(Args)]
+pub struct NodeArgs {
+    /// The cluster file (TOML: `cluster_id`, `[[node]]` entries with `id` and `address`).
+    #[arg(long)]
+    config: PathBuf,
+    /// This node's id in the file.
+    #[arg(long)]
+    id: u16,
+    /// What this node proposes while it leads: `script` pipelines `--values` generated
+    /// values; `closed-loop` proposes them one at a time and reports decision latencies;
+    /// `stdin` proposes each line of standard input (hex) and reports its outcome.
+    #[arg(long, value_enum, default_value_t = ClientArg::Script)]
+    client: ClientArg,
+    /// Values the `script` and `closed-loop` clients propose.
+    #[arg(long, default_value_t = 1000)]
+    values: u64,
+    /// Bytes per value (at least 10).
+    #[arg(long, default_value_t = 16)]
+    value_size: usize,
+    /// Log slots (the same on every node).
+    #[arg(long, default_value_t = 4096)]
+    slots: u32,
+    /// Stop after this long (`10s`, `500ms`, …).
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    run_for: u64,
+    /// How long to wait for the other processes at connection setup.
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    rendezvous_timeout: u64,
+    /// How often the replica bumps its heartbeat and reads the others' (the same on every
+    /// node). The default suits real RDMA; on a slow machine (soft-RoCE under emulation,
+    /// where one operation takes tens of µs) use milliseconds.
+    #[arg(long, default_value = "1us", value_parser = parse_duration)]
+    heartbeat_period: u64,
+    /// A replica whose heartbeat has not moved for this long is suspected (Ω); must exceed
+    /// two heartbeat periods. Under emulation, or with more busy processes than CPUs, a
+    /// live replica can stall for milliseconds: use a timeout well above that, or
+    /// leadership flaps.
+    #[arg(long, default_value = "20us", value_parser = parse_duration)]
+    failure_timeout: u64,
+    /// Run the replica through the embedding handle (`velos::embed::Node`), as a service
+    /// embedding Velos would: the `script` client proposes its values through it,
+    /// batched, and every command applied is printed (`{"command": N, "slot": S,
+    /// "index": I, "value": "hex"}`), with each proposal's outcome.
+    #[arg(long)]
+    embed: bool,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum ClientArg {
+    Script,
+    ClosedLoop,
+    Stdin,
+}
+
+/// Runs `velos node`: exit status 2 on bad input, 1 when the node fails.
+pub fn run_cli(a: NodeArgs) -> ExitCode {
+    let cluster = match ClusterFile::load(&a.config) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("velos node: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let replicas = cluster.len() as u16;
+    let mut log = LogConfig::new(replicas, a.slots, a.value_size.max(10) as u32);
+    log.heartbeat_period_ns = a.heartbeat_period.max(1);
+    log.failure_timeout_ns = a.failure_timeout;
+    // Real clocks and OS scheduling: the configured timeout as given.
+    log.detector = velos::core::log::Detector::Fixed;
+    let spec = NodeSpec {
+        log,
+        cluster,
+        id: a.id,
+        client: match a.client {
+            ClientArg::Script => Client::Script,
+            ClientArg::ClosedLoop => Client::ClosedLoop,
+            ClientArg::Stdin => Client::Stdin,
+        },
+        values: a.values,
+        value_size: a.value_size,
+        run_for: Duration::from_nanos(a.run_for),
+        rendezvous_timeout: Duration::from_nanos(a.rendezvous_timeout),
+    };
+    if let Err(e) = spec.check() {
+        eprintln!("velos node: {e}");
+        return ExitCode::from(2);
+    }
+    let print = |event: velos_cli::node::Event| {
+        println!(
+            "{}",
+            serde_json::to_string(&event).expect("an event serialises")
+        );
+    };
+    let result = if a.embed {
+        if !matches!(a.client, ClientArg::Script) {
+            eprintln!("velos node: --embed runs the script client only");
+            return ExitCode::from(2);
+        }
+        velos_cli::node::embed::run(&spec, print)
+    } else {
+        run(&spec, print)
+    };
+    match result {
+        Ok(report) if report.embedded.is_some() => {
+            let m = report.embedded.expect("just checked");
+            eprintln!(
+                "velos node {}: {} commands applied; {} committed here in {} batches, \
+                 {} refused, {} leader changes seen",
+                a.id,
+                report.applied,
+                m.committed,
+                m.batches,
+                m.refused,
+                m.leader_changes()
+            );
+            ExitCode::SUCCESS
+        }
+        Ok(report) => {
+            let velos_rdma::WorkRequests {
+                posted,
+                signaled,
+                flushes,
+                doorbells,
+            } = report.work_requests;
+            eprintln!(
+                "velos node {}: {} entries applied; {posted} work requests posted, \
+                 {signaled} signaled ({flushes} flushes), in {doorbells} doorbells",
+                a.id, report.applied
+            );
+            if let Some(l) = report.latency {
+                eprintln!(
+                    "velos node {}: decision latency over {} proposals: p50 {:.1} us, \
+                     p90 {:.1} us, p99 {:.1} us, max {:.1} us",
+                    a.id, l.count, l.p50_us, l.p90_us, l.p99_us, l.max_us
+                );
+            }
+            ExitCode::SUCCESS
+        }
+        Err(e @ NodeError::NoVerbs) => {
+            eprintln!("velos node: {e}");
+            ExitCode::from(2)
+        }
+        Err(e) => {
+            eprintln!("velos node {}: {e}", a.id);
+            ExitCode::from(1)
+        }
+    }
+}

@@ -1,0 +1,459 @@
+//! `velos sim`: a Velos cluster on the simulation driver, with crashes, a timeline and the
+//! checks; exit status 1 when a check fails.
+
+use clap::Args;
+use std::process::ExitCode;
+use velos::core::log::membership::Members;
+use velos::core::log::{ClientScript, LogConfig};
+use velos::sim::latency::LatencyModel;
+use velos_testkit::harness::cluster::{ClusterReport, ClusterSpec, run};
+
+/// Arguments of `velos sim`.
+#[derive(Args)]
+pub struct SimArgs {
+    /// Replicas (every one an acceptor; the lowest live id leads).
+    #[arg(long, default_value_t = 3)]
+    replicas: u16,
+    /// The seed: it fixes the whole run.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Virtual time to run: `500us`, `2ms`, `1s`, or nanoseconds.
+    #[arg(long, default_value = "2ms", value_parser = parse_duration)]
+    duration: u64,
+    /// Crash whichever replica leads at this time.
+    #[arg(long, value_parser = parse_duration)]
+    crash_leader_at: Option<u64>,
+    /// Crash replica NODE at time T (`NODE@T`, repeatable).
+    #[arg(long, value_parser = parse_crash)]
+    crash: Vec<(u16, u64)>,
+    /// Pause replica NODE's CPU at time T for D (`NODE@T+D`, repeatable): its NIC still
+    /// serves the others.
+    #[arg(long, value_parser = parse_pause)]
+    pause: Vec<(u16, u64, u64)>,
+    /// Run a service on every replica that snapshots every N entries: the log's ring
+    /// recycles its slots, and a replica that falls off it copies a snapshot.
+    #[arg(long)]
+    snapshot_every: Option<u64>,
+    /// The size of those snapshots in bytes (a digest padded with filler), so that
+    /// copies of many words are exercised.
+    #[arg(long, default_value_t = 8)]
+    snapshot_bytes: u32,
+    /// The replicas that vote at first (`0,1,2`; default: all): the others follow the log
+    /// and can be added with `--reconfigure`.
+    #[arg(long, value_parser = parse_members)]
+    members: Option<Members>,
+    /// At time T, the leader proposes that MEMBERS vote from then on (`T=LIST`, e.g.
+    /// `300us=0,1,2,3`; repeatable, one replica added or removed each time).
+    #[arg(long, value_parser = parse_reconfigure)]
+    reconfigure: Vec<(u64, Members)>,
+    /// Leader leases of this length (`--lease 10us`; at most the failure timeout, 20 µs):
+    /// every replica is asked for a lease read every 2 µs, and every read served is
+    /// checked against the entries applied anywhere before it was asked.
+    #[arg(long, value_parser = parse_duration)]
+    lease: Option<u64>,
+    /// Log slots.
+    #[arg(long, default_value_t = 4096)]
+    slots: u32,
+    /// Bytes per value (at least 10).
+    #[arg(long, default_value_t = 16)]
+    value_size: usize,
+    /// Values each replica proposes while it leads (default: enough to fill the log).
+    #[arg(long)]
+    values: Option<u64>,
+    /// Slots pre-prepared by the leader.
+    #[arg(long, default_value_t = 4)]
+    pipeline: u32,
+    /// Start every slot promised this many proposal numbers below the overflow threshold,
+    /// at the last replica at the threshold itself (exercises the overflow fallback: slots
+    /// freeze epoch 0 and move to epoch 1).
+    #[arg(long)]
+    near_overflow: Option<u64>,
+    /// Epochs of the overflow fallback (acceptor words per slot).
+    #[arg(long, default_value_t = 2)]
+    epochs: u32,
+    /// Latency profile of the emulator: `cluster`, `paper-cx6`, `generic` or `uniform`.
+    #[arg(long, default_value = "cluster")]
+    latency: String,
+    /// Timeline interval.
+    #[arg(long, default_value = "100us", value_parser = parse_duration)]
+    interval: u64,
+    /// Print one JSON object (the last line of standard output) instead of the report.
+    #[arg(long)]
+    json: bool,
+}
+
+/// The longest virtual time a flag may name: an hour (a run that long takes days of wall
+/// time; a larger figure is a typo, not a request).
+pub const MAX_DURATION_NS: u64 = 3_600_000_000_000;
+
+/// The most lines the timeline prints (`--duration` / `--interval`).
+const MAX_TIMELINE_LINES: u64 = 10_000;
+
+/// Parses `500us`, `2ms`, `1s`, `300ns` or a plain number of nanoseconds (at most
+/// [`MAX_DURATION_NS`]).
+pub fn parse_duration(s: &str) -> Result<u64, String> {
+    let s = s.trim();
+    let (digits, unit) = s.split_at(
+        s.find(|c: char| !c.is_ascii_digit() && c != '.')
+            .unwrap_or(s.len()),
+    );
+    let scale = match unit {
+        "" | "ns" => 1.0,
+        "us" | "µs" => 1e3,
+        "ms" => 1e6,
+        "s" => 1e9,
+        other => return Err(format!("unknown time unit {other:?} (ns, us, ms, s)")),
+    };
+    let n: f64 = digits
+        .parse()
+        .map_err(|_| format!("{s:?} is not a duration (e.g. 500us, 2ms)"))?;
+    if !n.is_finite() || n < 0.0 {
+        return Err(format!("{s:?} is not a duration"));
+    }
+    let ns = (n * scale).round();
+    if ns > MAX_DURATION_NS as f64 {
+        return Err(format!(
+            "{s:?} is longer than the longest run, {} s of virtual time",
+            MAX_DURATION_NS / 1_000_000_000
+        ));
+    }
+    Ok(ns as u64)
+}
+
+fn parse_crash(s: &str) -> Result<(u16, u64), String> {
+    let (node, at) = s
+        .split_once('@')
+        .ok_or_else(|| format!("{s:?}: expected NODE@TIME, e.g. 1@500us"))?;
+    let node = node
+        .parse()
+        .map_err(|_| format!("{node:?} is not a replica id"))?;
+    Ok((node, parse_duration(at)?))
+}
+
+fn parse_members(s: &str) -> Result<Members, String> {
+    let ids: Result<Vec<u16>, String> = s
+        .split(',')
+        .map(|r| {
+            r.trim()
+                .parse::<u16>()
+                .ok()
+                .filter(|&r| r < 64)
+                .ok_or_else(|| format!("{r:?} is not a replica id"))
+        })
+        .collect();
+    Ok(Members::of(&ids?))
+}
+
+fn parse_reconfigure(s: &str) -> Result<(u64, Members), String> {
+    let (at, members) = s
+        .split_once('=')
+        .ok_or_else(|| format!("{s:?}: expected TIME=LIST, e.g. 300us=0,1,2,3"))?;
+    Ok((parse_duration(at)?, parse_members(members)?))
+}
+
+fn list(m: Members) -> String {
+    m.iter()
+        .map(|r| r.to_string())
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+fn parse_pause(s: &str) -> Result<(u16, u64, u64), String> {
+    let (crash, duration) = s
+        .split_once('+')
+        .ok_or_else(|| format!("{s:?}: expected NODE@TIME+DURATION, e.g. 2@100us+300us"))?;
+    let (node, at) = parse_crash(crash)?;
+    Ok((node, at, parse_duration(duration)?))
+}
+
+/// Runs `velos sim`.
+pub fn run_cli(a: SimArgs) -> ExitCode {
+    let mut log = LogConfig::new(a.replicas, a.slots, a.value_size.max(10) as u32);
+    log.pipeline = a.pipeline;
+    log.epochs = a.epochs;
+    if a.snapshot_every == Some(0) {
+        eprintln!("velos sim: --snapshot-every must be at least 1");
+        return ExitCode::from(2);
+    }
+    if a.snapshot_every.is_some() {
+        log.max_snapshot_bytes = a.snapshot_bytes.max(8); // the service's snapshot
+    }
+    log.lease_ns = a.lease.unwrap_or(0);
+    if let Some(m) = a.members {
+        log.members = m;
+    }
+    if let Err(e) = log.validate() {
+        eprintln!("velos sim: {e}");
+        return ExitCode::from(2);
+    }
+    let mut members = log.members;
+    for &(t, next) in &a.reconfigure {
+        if next.0 & !Members::all(a.replicas).0 != 0 || !members.one_change_to(next) {
+            eprintln!(
+                "velos sim: --reconfigure {t}={}: one of the {} replicas added to or removed \
+                 from {} at a time, one left",
+                list(next),
+                a.replicas,
+                list(members)
+            );
+            return ExitCode::from(2);
+        }
+        members = next;
+    }
+    if let Some(&(node, _)) = a.crash.iter().find(|(n, _)| *n >= a.replicas) {
+        eprintln!(
+            "velos sim: --crash {node}@…: there are {} replicas",
+            a.replicas
+        );
+        return ExitCode::from(2);
+    }
+    if let Some(&(node, _, _)) = a.pause.iter().find(|(n, _, _)| *n >= a.replicas) {
+        eprintln!(
+            "velos sim: --pause {node}@…: there are {} replicas",
+            a.replicas
+        );
+        return ExitCode::from(2);
+    }
+    let Some(latency) = LatencyModel::by_name(&a.latency) else {
+        eprintln!(
+            "velos sim: --latency {}: profiles are cluster, paper-cx6, generic, uniform",
+            a.latency
+        );
+        return ExitCode::from(2);
+    };
+    if a.value_size < 10 {
+        eprintln!("velos sim: --value-size must be at least 10 bytes");
+        return ExitCode::from(2);
+    }
+    let spec = ClusterSpec {
+        log,
+        seed: a.seed,
+        duration_ns: a.duration,
+        crash_leader_at: a.crash_leader_at,
+        crashes: a.crash.clone(),
+        slow: Vec::new(),
+        client: ClientScript {
+            count: a.values.unwrap_or(u64::from(a.slots)),
+            size: a.value_size,
+        },
+        latency,
+        near_overflow: a.near_overflow,
+        device_memory: false,
+        pauses: a.pause.clone(),
+        snapshot_every: a.snapshot_every,
+        snapshot_bytes: a.snapshot_bytes as usize,
+        reconfigure: a.reconfigure.clone(),
+        lease_reads: a.lease.is_some(),
+    };
+    if let Err(e) = check_times(&a, &spec) {
+        eprintln!("velos sim: {e}");
+        return ExitCode::from(2);
+    }
+    let mut report = run(&spec);
+    let live = liveness(&report, &spec);
+    report.checks.insert("liveness".into(), live.is_ok());
+    if let Err(e) = live {
+        report.failures.push(e);
+    }
+    if a.json {
+        println!(
+            "{}",
+            serde_json::to_string(&report).expect("a report serialises")
+        );
+    } else {
+        print_report(&report, a.interval);
+    }
+    if report.ok() {
+        ExitCode::SUCCESS
+    } else {
+        let mut replay = format!(
+            "velos sim --replicas {} --seed {} --duration {} --slots {} --value-size {} \
+             --pipeline {} --latency {}",
+            a.replicas, a.seed, a.duration, a.slots, a.value_size, a.pipeline, a.latency
+        );
+        if let Some(v) = a.values {
+            replay += &format!(" --values {v}");
+        }
+        if let Some(t) = a.crash_leader_at {
+            replay += &format!(" --crash-leader-at {t}");
+        }
+        for (n, t) in &a.crash {
+            replay += &format!(" --crash {n}@{t}");
+        }
+        if let Some(k) = a.near_overflow {
+            replay += &format!(" --near-overflow {k} --epochs {}", a.epochs);
+        }
+        for (n, t, d) in &a.pause {
+            replay += &format!(" --pause {n}@{t}+{d}");
+        }
+        if let Some(k) = a.snapshot_every {
+            replay += &format!(
+                " --snapshot-every {k} --snapshot-bytes {}",
+                a.snapshot_bytes
+            );
+        }
+        if let Some(d) = a.lease {
+            replay += &format!(" --lease {d}");
+        }
+        if let Some(m) = a.members {
+            replay += &format!(" --members {}", list(m));
+        }
+        for &(t, m) in &a.reconfigure {
+            replay += &format!(" --reconfigure {t}={}", list(m));
+        }
+        eprintln!(
+            "velos sim: a check failed (seed {}); replay: {replay}",
+            a.seed
+        );
+        for f in report.failures.iter().take(20) {
+            eprintln!("  {f}");
+        }
+        ExitCode::FAILURE
+    }
+}
+
+/// Failure timeouts a run keeps after its last crash: time for a new leader and for the
+/// liveness check to see the log move again.
+const RECOVERY_TIMEOUTS: u64 = 10;
+
+/// Refuses times no run can honour: an empty timeline interval or one that would print
+/// more than [`MAX_TIMELINE_LINES`] lines, faults at or after the end of the run, and a
+/// crash that leaves less than [`RECOVERY_TIMEOUTS`] failure timeouts before the end.
+fn check_times(a: &SimArgs, spec: &ClusterSpec) -> Result<(), String> {
+    if a.duration == 0 {
+        return Err("--duration must be more than 0".into());
+    }
+    if a.interval == 0 {
+        return Err("--interval must be more than 0".into());
+    }
+    if !a.json && a.duration.div_ceil(a.interval) > MAX_TIMELINE_LINES {
+        return Err(format!(
+            "--interval {} ns over --duration {} ns would print {} timeline lines; at most {MAX_TIMELINE_LINES}",
+            a.interval,
+            a.duration,
+            a.duration.div_ceil(a.interval)
+        ));
+    }
+    let late = |what: &str, t: u64| {
+        Err(format!(
+            "{what} at {t} ns is not before the end of the run (--duration {} ns)",
+            a.duration
+        ))
+    };
+    if let Some(t) = a.crash_leader_at.filter(|&t| t >= a.duration) {
+        return late("--crash-leader-at", t);
+    }
+    if let Some(&(n, t)) = a.crash.iter().find(|&&(_, t)| t >= a.duration) {
+        return late(&format!("--crash {n}@…"), t);
+    }
+    if let Some(&(n, t, _)) = a.pause.iter().find(|&&(_, t, _)| t >= a.duration) {
+        return late(&format!("--pause {n}@…"), t);
+    }
+    if let Some(&(t, _)) = a.reconfigure.iter().find(|&&(t, _)| t >= a.duration) {
+        return late("--reconfigure", t);
+    }
+    let recovery = RECOVERY_TIMEOUTS * spec.log.failure_timeout_ns;
+    if let Some(t) = spec.last_crash().filter(|&t| t + recovery > a.duration) {
+        return Err(format!(
+            "a crash at {t} ns leaves less than {RECOVERY_TIMEOUTS} failure timeouts \
+             ({recovery} ns) before the end of the run (--duration {} ns): nothing could \
+             show the log recovered",
+            a.duration
+        ));
+    }
+    Ok(())
+}
+
+/// Liveness, measured: two failure timeouts after the last crash (decisions in flight at
+/// the crash are learned before that), some live replica applied an entry, or every value
+/// proposed is applied at every live replica (the clients had no more). A log whose
+/// majority crashed stops, and fails here.
+fn liveness(report: &ClusterReport, spec: &ClusterSpec) -> Result<(), String> {
+    let settled = 2 * spec.log.failure_timeout_ns;
+    let last_crash = spec.last_crash().unwrap_or(0);
+    let live: Vec<_> = report.replicas.iter().filter(|r| !r.crashed).collect();
+    if live.is_empty() {
+        return Err("liveness: every replica crashed".into());
+    }
+    let moved = live
+        .iter()
+        .any(|r| r.applied_at.iter().any(|&t| t > last_crash + settled));
+    let done = live.iter().all(|r| {
+        report
+            .proposed
+            .iter()
+            .all(|v| r.applied.iter().any(|(_, a)| a == v))
+    });
+    if moved || done {
+        Ok(())
+    } else {
+        Err(format!(
+            "liveness: no live replica applied an entry from {} ns after the last crash at \
+             {last_crash} ns on ({} of {} replicas live: a log needs a majority)",
+            settled,
+            live.len(),
+            report.replicas.len()
+        ))
+    }
+}
+
+fn print_report(report: &ClusterReport, interval: u64) {
+    println!(
+        "seed {}, {} replicas, {} µs of virtual time, {} emulator steps",
+        report.seed,
+        report.replicas.len(),
+        report.duration_ns / 1_000,
+        report.steps
+    );
+    // Decisions per interval, as the live replica that applied most saw them.
+    let best = report
+        .replicas
+        .iter()
+        .filter(|r| !r.crashed)
+        .max_by_key(|r| r.applied.len());
+    let buckets = report.duration_ns.div_ceil(interval) as usize;
+    let mut per = vec![0u64; buckets.max(1)];
+    if let Some(r) = best {
+        for &t in &r.applied_at {
+            let i = ((t / interval) as usize).min(per.len() - 1);
+            per[i] += 1;
+        }
+    }
+    println!(
+        "timeline (entries applied per {} µs):",
+        interval as f64 / 1e3
+    );
+    let mut changes = report.leader_changes.iter().peekable();
+    for (i, n) in per.iter().enumerate() {
+        let (from, to) = (i as u64 * interval, (i as u64 + 1) * interval);
+        let mut line = format!("  {:>8.1} µs  {n:>6}", from as f64 / 1e3);
+        while let Some(c) = changes.next_if(|c| c.at_ns < to) {
+            line += &format!("   leader → {} at {:.1} µs", c.leader, c.at_ns as f64 / 1e3);
+        }
+        println!("{line}");
+    }
+    if report.frozen_slots > 0 {
+        println!(
+            "overflow fallback: {} slots froze epoch 0 and moved on",
+            report.frozen_slots
+        );
+    }
+    for r in &report.replicas {
+        let copies: Vec<String> = r.installs.iter().map(|(p, _)| p.to_string()).collect();
+        println!(
+            "replica {}: {} entries applied{}{}",
+            r.id,
+            r.applied.len(),
+            if copies.is_empty() {
+                String::new()
+            } else {
+                format!(", snapshots copied at {}", copies.join(", "))
+            },
+            if r.crashed { " (crashed)" } else { "" }
+        );
+    }
+    println!("checks:");
+    for (name, ok) in &report.checks {
+        println!("  {name}: {}", if *ok { "pass" } else { "FAIL" });
+    }
+}

@@ -1,0 +1,275 @@
+//! `velos vopr`: the seeded fault-injection campaign ([`velos_testkit::vopr`]). Exit status 1
+//! when a seed violates a property (each is printed with the command that replays it),
+//! 2 on bad input.
+
+use clap::Args;
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::time::Instant;
+use velos_testkit::check::linearizability::to_json_lines;
+use velos_testkit::vopr::{Mutation, RunReport, replay_command, replay_mutant_command, run_mutant};
+
+/// Arguments of `velos vopr`.
+#[derive(Args)]
+pub struct VoprArgs {
+    /// The seeds to run, `A..B` (B excluded).
+    #[arg(long, default_value = "0..100", value_parser = parse_seeds)]
+    seeds: (u64, u64),
+    /// Print one JSON object (the summary) instead of text.
+    #[arg(long)]
+    json: bool,
+    /// Write the clients' history of the one seed run as JSON lines (`--seeds S..S+1`).
+    #[arg(long)]
+    history_out: Option<PathBuf>,
+    /// Worker threads (default: the machine's parallelism); each seed runs alone.
+    #[arg(long)]
+    jobs: Option<usize>,
+    /// Print the names of the deliberately wrong protocol variants, one a line (built
+    /// with `--features mutants`; none otherwise).
+    #[arg(long)]
+    list_mutants: bool,
+    /// Run the seeds with the protocol variant NAME (`--list-mutants`): the campaign
+    /// must find a violation. Needs `--features mutants`.
+    #[arg(long, value_name = "NAME")]
+    mutant: Option<String>,
+    /// Let one seed in four start every slot near the overflow threshold (the overflow
+    /// fallback runs; a known liveness bug shows there).
+    #[arg(long)]
+    overflow: bool,
+}
+
+fn parse_seeds(s: &str) -> Result<(u64, u64), String> {
+    let (a, b) = s
+        .split_once("..")
+        .ok_or_else(|| format!("{s:?}: seeds are A..B"))?;
+    let a: u64 = a.parse().map_err(|_| format!("{a:?} is not a seed"))?;
+    let b: u64 = b.parse().map_err(|_| format!("{b:?} is not a seed"))?;
+    if b <= a {
+        return Err(format!("{s:?}: an empty range (B must exceed A)"));
+    }
+    Ok((a, b))
+}
+
+/// The exit status of a run stopped by Ctrl-C (a shell's for SIGINT) without a violation.
+const INTERRUPTED_EXIT: i32 = 130;
+
+/// The campaign's summary (`--json`).
+#[derive(serde::Serialize)]
+struct Summary {
+    seeds: u64,
+    first_seed: u64,
+    violating_seeds: Vec<Violating>,
+    operations: u64,
+    operations_completed: u64,
+    elapsed_s: f64,
+    seeds_per_s: f64,
+    /// Ctrl-C stopped the run before the range's end (`seeds` counts those that ran).
+    interrupted: bool,
+}
+
+#[derive(serde::Serialize)]
+struct Violating {
+    seed: u64,
+    violations: Vec<String>,
+    replay: String,
+}
+
+/// Runs `velos vopr`.
+pub fn run_cli(a: VoprArgs) -> ExitCode {
+    if a.list_mutants {
+        for m in Mutation::ALL {
+            println!("{}", m.name());
+        }
+        return ExitCode::SUCCESS;
+    }
+    let mutation = match a.mutant.as_deref().map(|n| (n, Mutation::from_name(n))) {
+        None => Mutation::None,
+        Some((_, Some(m))) => m,
+        Some((name, None)) if Mutation::ALL.is_empty() => {
+            eprintln!(
+                "velos vopr: no mutant {name:?} in this build: rebuild with \
+                 `cargo run --release --features mutants -- vopr --mutant {name}`"
+            );
+            return ExitCode::from(2);
+        }
+        Some((name, None)) => {
+            let names: Vec<&str> = Mutation::ALL.iter().map(|m| m.name()).collect();
+            eprintln!(
+                "velos vopr: no mutant {name:?}; the mutants: {}",
+                names.join(", ")
+            );
+            return ExitCode::from(2);
+        }
+    };
+    let replay = |seed: u64| {
+        if mutation == Mutation::None {
+            replay_command(seed, a.overflow)
+        } else {
+            replay_mutant_command(seed, mutation.name(), a.overflow)
+        }
+    };
+    let (first, end) = a.seeds;
+    if a.history_out.is_some() && end - first != 1 {
+        eprintln!("velos vopr: --history-out writes one seed's history: use --seeds S..S+1");
+        return ExitCode::from(2);
+    }
+    let jobs = a
+        .jobs
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+        .max(1);
+    let total = end - first;
+    let bar = if std::io::stderr().is_terminal() && !a.json {
+        ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr())
+    } else {
+        ProgressBar::hidden()
+    };
+    bar.set_style(
+        ProgressStyle::with_template(
+            "{elapsed_precise} [{bar:30}] {pos}/{len} seeds, {per_sec}, {msg}",
+        )
+        .expect("a valid template")
+        .progress_chars("=> "),
+    );
+    // Ctrl-C stops handing out seeds; the seeds under way finish and the summary covers
+    // what ran. A second Ctrl-C ends the process at once.
+    let interrupted = Arc::new(AtomicBool::new(false));
+    let flag = Arc::clone(&interrupted);
+    let handler = ctrlc::set_handler(move || {
+        if flag.swap(true, Ordering::SeqCst) {
+            std::process::exit(INTERRUPTED_EXIT);
+        }
+    });
+    if let Err(e) = handler {
+        eprintln!("velos vopr: Ctrl-C will not print a summary: {e}");
+    }
+    let started = Instant::now();
+    let next = AtomicU64::new(first);
+    let violating = AtomicUsize::new(0);
+    let reports: Mutex<Vec<RunReport>> = Mutex::new(Vec::new());
+    std::thread::scope(|s| {
+        for _ in 0..jobs.min(total as usize) {
+            s.spawn(|| {
+                loop {
+                    if interrupted.load(Ordering::SeqCst) {
+                        break;
+                    }
+                    let seed = next.fetch_add(1, Ordering::Relaxed);
+                    if seed >= end {
+                        break;
+                    }
+                    let mut report = run_mutant(seed, mutation, a.overflow);
+                    if a.history_out.is_none() {
+                        // Kept only to be written: a long run would hold every history.
+                        report.history = Vec::new();
+                    }
+                    if !report.violations.is_empty() {
+                        let n = violating.fetch_add(1, Ordering::Relaxed) + 1;
+                        bar.println(format!("seed {seed}: {}", report.violations[0]));
+                        bar.set_message(format!("{n} violating"));
+                    }
+                    bar.inc(1);
+                    reports.lock().expect("no worker panicked").push(report);
+                }
+            });
+        }
+    });
+    bar.finish_and_clear();
+    let elapsed = started.elapsed().as_secs_f64();
+    let mut reports = reports.into_inner().expect("no worker panicked");
+    reports.sort_by_key(|r| r.seed);
+    // Seeds are handed out in order and each one taken runs to its end: what ran is a
+    // prefix of the range.
+    let interrupted = interrupted.load(Ordering::SeqCst) && (reports.len() as u64) < total;
+    let (total, end) = (reports.len() as u64, first + reports.len() as u64);
+    assert!(
+        reports
+            .iter()
+            .enumerate()
+            .all(|(i, r)| r.seed == first + i as u64),
+        "the seeds that ran are a prefix of the range"
+    );
+    if total == 0 {
+        eprintln!("velos vopr: interrupted before any seed ran");
+        return ExitCode::from(INTERRUPTED_EXIT as u8);
+    }
+    if let Some(path) = &a.history_out {
+        let text = to_json_lines(&reports[0].history);
+        if let Err(e) = std::fs::write(path, text) {
+            eprintln!("velos vopr: writing {}: {e}", path.display());
+            return ExitCode::from(2);
+        }
+    }
+    let bad: Vec<&RunReport> = reports
+        .iter()
+        .filter(|r| !r.violations.is_empty())
+        .collect();
+    let summary = Summary {
+        seeds: total,
+        first_seed: first,
+        violating_seeds: bad
+            .iter()
+            .map(|r| Violating {
+                seed: r.seed,
+                violations: r.violations.clone(),
+                replay: replay(r.seed),
+            })
+            .collect(),
+        operations: reports.iter().map(|r| r.operations[0] as u64).sum(),
+        operations_completed: reports.iter().map(|r| r.operations[1] as u64).sum(),
+        elapsed_s: elapsed,
+        seeds_per_s: total as f64 / elapsed.max(1e-9),
+        interrupted,
+    };
+    if total == 1 && !a.json {
+        let mut scenario = velos_testkit::vopr::Scenario::with_overflow(first, a.overflow);
+        scenario.log.mutation = mutation;
+        print!("{}", scenario.describe());
+        let r = &reports[0];
+        println!(
+            "  {} operations ({} completed), {} entries, ended at {} ns",
+            r.operations[0], r.operations[1], r.entries, r.end_ns
+        );
+    }
+    if a.json {
+        println!(
+            "{}",
+            serde_json::to_string(&summary).expect("the summary serialises")
+        );
+    } else {
+        for r in &bad {
+            println!("seed {} violates:", r.seed);
+            for v in &r.violations {
+                println!("  {v}");
+            }
+            println!("  replay: {}", replay(r.seed));
+        }
+        println!(
+            "{} seeds ({}..{end}), {} violating; {} client operations, {} completed; \
+             {:.1} s, {:.1} seeds/s",
+            total,
+            first,
+            bad.len(),
+            summary.operations,
+            summary.operations_completed,
+            elapsed,
+            summary.seeds_per_s
+        );
+    }
+    if interrupted {
+        eprintln!(
+            "velos vopr: interrupted; the summary covers seeds {first}..{end}, the ones that ran"
+        );
+    }
+    if !bad.is_empty() {
+        ExitCode::from(1)
+    } else if interrupted {
+        ExitCode::from(INTERRUPTED_EXIT as u8)
+    } else {
+        ExitCode::SUCCESS
+    }
+}

@@ -1,0 +1,323 @@
+//! The demo's run: the cluster, the client threads, the crash, the checks.
+
+use super::codec::KvCommand;
+use super::kv::{KvMap, KvStore};
+use super::report::{Batching, Checks, DemoReport, Interval, LeaderChange};
+use super::{DemoConfig, DemoError};
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread;
+use std::time::{Duration, Instant};
+use velos::embed::{Cluster, Config, Error, MetricsSnapshot, Role};
+
+const REPLICAS: usize = 3;
+/// How long a client keeps retrying one write, and the survivors may take to catch up.
+const PATIENCE: Duration = Duration::from_secs(20);
+
+/// The embedding's real-time defaults, with the demo's log size: entries of 128 bytes
+/// hold about nine of its commands.
+fn cluster_config(slots: u32) -> Config {
+    let mut c = Config::new(REPLICAS as u16);
+    c.log.slots = slots;
+    c.log.max_value_bytes = 128;
+    c.wait_timeout = PATIENCE;
+    c
+}
+
+/// What one client saw. Clients write disjoint keys, so each one's acknowledged writes
+/// decide its keys' final values.
+#[derive(Default)]
+struct ClientLog {
+    /// When each write was acknowledged (from the start).
+    acks: Vec<Duration>,
+    /// When each get answered.
+    gets_at: Vec<Duration>,
+    /// The map the acknowledged writes make.
+    model: KvMap,
+    puts: u64,
+    dels: u64,
+    stale_gets: u64,
+    retries: u64,
+    /// A write given up on, whose outcome is unknown, and why.
+    in_doubt: Option<(KvCommand, Error)>,
+}
+
+/// Runs the scenario: three replicas, the clients, the leader crashed at `crash_at`.
+pub fn run(config: &DemoConfig) -> Result<DemoReport, DemoError> {
+    config.validate()?;
+    let stores: Vec<KvStore> = (0..REPLICAS).map(|_| KvStore::default()).collect();
+    let cluster = Cluster::start(cluster_config(config.slots), stores.clone())
+        .map_err(|e| DemoError::Start(e.to_string()))?;
+    let stop = AtomicBool::new(false);
+    let start = Instant::now();
+    let (clients, samples, crash) = thread::scope(|s| {
+        let clients: Vec<_> = (0..config.clients)
+            .map(|c| {
+                let (cluster, stores, stop) = (&cluster, &stores, &stop);
+                s.spawn(move || client(c, cluster, stores, config, stop, start))
+            })
+            .collect();
+        let mut samples = Vec::new();
+        let mut crash = None;
+        while start.elapsed() < config.duration {
+            let t = start.elapsed();
+            let leader = cluster.leader().unwrap_or(0);
+            if crash.is_none() && t >= config.crash_at && cluster.crash(leader).is_ok() {
+                crash = Some((leader, t));
+            }
+            samples.push((t, cluster.leader().unwrap_or(0)));
+            thread::sleep(Duration::from_millis(1));
+        }
+        stop.store(true, Ordering::SeqCst);
+        let clients: Vec<ClientLog> = clients
+            .into_iter()
+            .map(|c| c.join().unwrap_or_default())
+            .collect();
+        (clients, samples, crash)
+    });
+    let survivors: Vec<u16> = (0..REPLICAS as u16)
+        .filter(|&r| cluster.role(r) != Role::Crashed)
+        .collect();
+    let caught_up = Instant::now();
+    let applied = || survivors.iter().map(|&r| cluster.applied_commands(r));
+    while applied().min() != applied().max() && caught_up.elapsed() < PATIENCE {
+        thread::sleep(Duration::from_millis(1));
+    }
+    let metrics = cluster.metrics();
+    let machines = cluster.shutdown();
+    let maps: Vec<(u16, KvMap)> = machines
+        .iter()
+        .enumerate()
+        .filter_map(|(r, m)| m.as_ref().map(|m| (r as u16, m.map().clone())))
+        .collect();
+    let rejected = stores.iter().map(|s| s.rejected().len()).sum();
+    let outcome = Outcome {
+        clients,
+        samples,
+        crash,
+        maps,
+        rejected,
+        metrics,
+    };
+    Ok(report(config, outcome))
+}
+
+/// Client `c`: puts (most operations), deletes and gets over its own `keys` keys until
+/// `stop`, one operation at a time.
+fn client(
+    c: u32,
+    cluster: &Cluster<KvStore>,
+    stores: &[KvStore],
+    config: &DemoConfig,
+    stop: &AtomicBool,
+    start: Instant,
+) -> ClientLog {
+    let mut log = ClientLog::default();
+    let mut i = 0u64;
+    while !stop.load(Ordering::SeqCst) {
+        let key = format!("c{c}k{}", i.wrapping_mul(7) % u64::from(config.keys));
+        if i % 4 == 3 {
+            // Reads the map of the leader as seen now, outside the log: may be stale.
+            let leader = usize::from(cluster.leader().unwrap_or(0));
+            let got = stores[leader].map().get(&key).cloned();
+            if got != log.model.get(&key).cloned() {
+                log.stale_gets += 1;
+            }
+            log.gets_at.push(start.elapsed());
+        } else {
+            let command = if i % 16 == 14 {
+                KvCommand::Del { key }
+            } else {
+                KvCommand::Put {
+                    key,
+                    value: format!("v{i}"),
+                }
+            };
+            match write(cluster, &command, &mut log.retries) {
+                Ok(()) => {
+                    log.acks.push(start.elapsed());
+                    match command {
+                        KvCommand::Put { key, value } => {
+                            log.puts += 1;
+                            log.model.insert(key, value);
+                        }
+                        KvCommand::Del { key } => {
+                            log.dels += 1;
+                            log.model.remove(&key);
+                        }
+                    }
+                }
+                Err(e) => {
+                    log.in_doubt = Some((command, e));
+                    break;
+                }
+            }
+        }
+        i += 1;
+    }
+    log
+}
+
+/// Submits `command` until it commits. `submit` itself follows the leader; an unknown
+/// outcome (the leader crashed holding it) is retried here: a put or delete applied twice
+/// in a row is the same as once, and nothing else of this client's is in flight. Other
+/// errors (the log full, a wait that timed out) end the client.
+fn write(cluster: &Cluster<KvStore>, command: &KvCommand, retries: &mut u64) -> Result<(), Error> {
+    let bytes = command.encode().map_err(|e| Error::CommandTooLarge {
+        len: e.0,
+        max: usize::from(u8::MAX),
+    })?;
+    let since = Instant::now();
+    loop {
+        match cluster.submit(bytes.clone()) {
+            Ok(_) => return Ok(()),
+            Err(e @ Error::OutcomeUnknown) => {
+                *retries += 1;
+                if since.elapsed() > PATIENCE {
+                    return Err(e);
+                }
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// What the run left.
+struct Outcome {
+    clients: Vec<ClientLog>,
+    samples: Vec<(Duration, u16)>,
+    crash: Option<(u16, Duration)>,
+    maps: Vec<(u16, KvMap)>,
+    rejected: usize,
+    metrics: MetricsSnapshot,
+}
+
+/// The values a key may hold at the end: the acknowledged writes' value, or the effect of
+/// its client's write in doubt (`None`: absent).
+fn allowed(clients: &[ClientLog]) -> BTreeMap<String, Vec<Option<String>>> {
+    let mut allowed: BTreeMap<String, Vec<Option<String>>> = BTreeMap::new();
+    for c in clients {
+        for (k, v) in &c.model {
+            allowed.entry(k.clone()).or_default().push(Some(v.clone()));
+        }
+        match &c.in_doubt {
+            Some((KvCommand::Put { key, value }, _)) => {
+                let a = allowed.entry(key.clone()).or_default();
+                if a.is_empty() {
+                    a.push(None);
+                }
+                a.push(Some(value.clone()));
+            }
+            Some((KvCommand::Del { key }, _)) => {
+                let a = allowed.entry(key.clone()).or_default();
+                if a.is_empty() {
+                    a.push(None);
+                }
+                a.push(None);
+            }
+            None => {}
+        }
+    }
+    allowed
+}
+
+/// The timeline and the checks.
+fn report(config: &DemoConfig, o: Outcome) -> DemoReport {
+    let intervals = (config.duration.as_nanos()).div_ceil(config.interval.as_nanos()) as u32;
+    let mut acks: Vec<Duration> = o.clients.iter().flat_map(|c| c.acks.clone()).collect();
+    acks.sort();
+    let gets_at: Vec<Duration> = o.clients.iter().flat_map(|c| c.gets_at.clone()).collect();
+    let count = |times: &[Duration], k: u32| {
+        let (lo, hi) = (config.interval * k, config.interval * (k + 1));
+        times.iter().filter(|&&t| t >= lo && t < hi).count() as u64
+    };
+    let timeline: Vec<Interval> = (0..intervals)
+        .map(|k| {
+            let end = config.interval * (k + 1);
+            Interval {
+                start_ms: (config.interval * k).as_secs_f64() * 1e3,
+                commits: count(&acks, k),
+                gets: count(&gets_at, k),
+                leader: o
+                    .samples
+                    .iter()
+                    .take_while(|(t, _)| *t < end)
+                    .last()
+                    .map(|&(_, l)| l),
+            }
+        })
+        .collect();
+    let leader_changes = o.samples.windows(2).filter(|w| w[0].1 != w[1].1).count() as u32;
+    let change = o.crash.map(|(crashed, at)| {
+        let new = o.samples.iter().find(|(t, l)| *t >= at && *l != crashed);
+        LeaderChange {
+            crashed,
+            crash_ms: at.as_secs_f64() * 1e3,
+            new_leader: new.map(|&(_, l)| l),
+            elected_after_ms: new.map(|&(t, _)| (t - at).as_secs_f64() * 1e3),
+            first_commit_after_ms: new.and_then(|&(seen, _)| {
+                acks.iter()
+                    .find(|&&t| t >= seen)
+                    .map(|&t| (t - at).as_secs_f64() * 1e3)
+            }),
+        }
+    });
+    let allowed = allowed(&o.clients);
+    let mut missing = Vec::new();
+    for (r, map) in &o.maps {
+        for (k, values) in &allowed {
+            if !values.contains(&map.get(k).cloned()) {
+                missing.push(format!("replica {r}: {k} is {:?}", map.get(k)));
+            }
+        }
+        for k in map.keys().filter(|k| !allowed.contains_key(*k)) {
+            missing.push(format!("replica {r}: {k} was never written"));
+        }
+    }
+    // Rule (a demo of failover shows one): the leader crashed, a survivor took over and a
+    // write was acknowledged under it; a run that shows none fails.
+    let failed_over = change
+        .as_ref()
+        .is_some_and(|c| c.first_commit_after_ms.is_some());
+    let checks = Checks {
+        failed_over,
+        survivors: o.maps.iter().map(|(r, _)| *r).collect(),
+        survivors_agree: o.maps.windows(2).all(|w| w[0].1 == w[1].1),
+        match_acknowledged: missing.is_empty(),
+        missing_writes: missing,
+        keys_at_end: o.maps.first().map_or(0, |(_, m)| m.len()),
+        rejected_entries: o.rejected,
+    };
+    let m = &o.metrics;
+    let batching = Batching {
+        batches: m.batches,
+        commands_per_batch: m.commands_per_batch(),
+        batch_commands_max: m.batch_commands_max,
+        latency_p50_ms: m.latency_at(0.5).as_secs_f64() * 1e3,
+        latency_p99_ms: m.latency_at(0.99).as_secs_f64() * 1e3,
+    };
+    let stopped: Vec<String> = o
+        .clients
+        .iter()
+        .enumerate()
+        .filter_map(|(c, l)| {
+            l.in_doubt
+                .as_ref()
+                .map(|(cmd, e)| format!("client {c}: {cmd:?} given up: {e}"))
+        })
+        .collect();
+    DemoReport {
+        config: config.clone(),
+        puts_acked: o.clients.iter().map(|c| c.puts).sum(),
+        dels_acked: o.clients.iter().map(|c| c.dels).sum(),
+        gets: gets_at.len() as u64,
+        stale_gets: o.clients.iter().map(|c| c.stale_gets).sum(),
+        retries: o.clients.iter().map(|c| c.retries).sum(),
+        client_stopped: (!stopped.is_empty()).then(|| stopped.join("; ")),
+        leader_changes,
+        leader_change: change,
+        batching,
+        timeline,
+        checks,
+    }
+}

@@ -1,0 +1,116 @@
+//! The command line's edges: `velos … | head -1` (a reader that closes the pipe early)
+//! ends the run quietly with the shell's SIGPIPE status (141), and an empty budget is a
+//! usage error (2) — never a panic.
+
+mod cli_run;
+
+use cli_run::velos;
+use std::io::{BufRead, BufReader, Read};
+use std::process::{Command, Stdio};
+
+/// Runs `velos ARGS`, reads one line of its output, closes the pipe; its exit status and
+/// standard error.
+fn first_line_then_close(args: &[&str]) -> (Option<i32>, String, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_velos"))
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("velos runs");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().expect("piped"))
+        .read_line(&mut line)
+        .expect("a line"); // the reader, and the pipe with it, is dropped here
+    let mut stderr = String::new();
+    child
+        .stderr
+        .take()
+        .expect("piped")
+        .read_to_string(&mut stderr)
+        .expect("utf-8");
+    let status = child.wait().expect("velos ends");
+    (status.code(), line, stderr)
+}
+
+#[test]
+fn a_closed_pipe_ends_the_run_quietly() {
+    let suite = concat!(env!("CARGO_MANIFEST_DIR"), "/../velos-sim/litmus");
+    for args in [
+        // 10,000 timeline lines, far more than a pipe holds.
+        &["sim", "--interval", "1us", "--duration", "10ms"][..],
+        &["litmus", suite],
+        &["litmus", "--json", suite],
+    ] {
+        let (code, line, stderr) = first_line_then_close(args);
+        assert!(!line.is_empty(), "{args:?}: a first line");
+        assert_eq!(code, Some(141), "{args:?}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+    }
+}
+
+#[test]
+fn an_empty_budget_is_a_usage_error() {
+    let suite = concat!(env!("CARGO_MANIFEST_DIR"), "/../velos-sim/litmus");
+    for args in [
+        &["litmus", "--max-states", "0", suite][..],
+        &["litmus", "--backend", "mem", "--runs", "0", suite],
+    ] {
+        let (code, _, stderr) = velos(args);
+        assert_eq!(code, 2, "{args:?}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+    }
+}
+
+#[test]
+fn bench_emulator_finds_its_suite_from_any_directory_and_names_a_missing_one() {
+    let elsewhere = tempfile::tempdir().expect("a temporary directory");
+    let run = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_velos"))
+            .args(args)
+            .current_dir(elsewhere.path())
+            .output()
+            .expect("velos runs")
+    };
+    let out = run(&[
+        "bench",
+        "emulator",
+        "--repeats",
+        "1",
+        "--ops",
+        "1000",
+        "--json",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
+    assert!(json["suite_files"].as_u64().unwrap() > 0, "{json}");
+    let out = run(&["bench", "emulator", "--suite", "no-such-suite"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("no-such-suite") && !stderr.contains("panicked"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn an_interrupted_campaign_prints_the_summary_of_what_ran() {
+    let child = Command::new(env!("CARGO_BIN_EXE_velos"))
+        .args(["vopr", "--seeds", "0..1000000", "--jobs", "1", "--json"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("velos runs");
+    // Ctrl-C as a terminal sends it; the handler is in place long before a second is up.
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).expect("SIGINT sent");
+    let out = child.wait_with_output().expect("velos ends");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{stderr}");
+    let summary: serde_json::Value = serde_json::from_slice(&out.stdout).expect("the summary");
+    assert_eq!(summary["interrupted"], true, "{summary}");
+    let ran = summary["seeds"].as_u64().expect("seeds");
+    assert!(ran > 0 && ran < 1_000_000, "{summary}");
+    assert!(summary["operations"].as_u64().unwrap() > 0, "{summary}");
+}
