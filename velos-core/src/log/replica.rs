@@ -21,10 +21,13 @@ mod api;
 mod follow;
 mod leading;
 mod reads;
+mod state;
 #[cfg(test)]
 mod tests;
 mod transfer;
 mod turn;
+
+use state::{Buffers, Heartbeats, Learning, Leasing, Proposals, Snapshots};
 
 pub use transfer::SnapshotError;
 
@@ -207,40 +210,6 @@ pub struct Replica {
     items: VecDeque<Item>,
     then: Then,
     now: u64,
-    next_heartbeat: u64,
-    heartbeat: u64,
-    heartbeat_asked: Vec<bool>,
-    /// Per replica: its snapshot point as last seen in its heartbeat word (mine: my own).
-    points: Vec<u64>,
-    /// Per replica: when the heartbeat read now out towards it was issued.
-    heartbeat_issued: Vec<u64>,
-    /// The lease state of my term ([`super::lease`]).
-    lease: Lease,
-    /// My heartbeat word was stored, fenced, with me as the leader I trust: the next turn
-    /// counts my own switch ([`Lease::own_switch`]).
-    own_switch_pending: bool,
-    /// The leader I trust as my heartbeat word last said, and its version.
-    published_trust: (Option<u16>, u8),
-    /// Since when I hold my lease without a break (leading, leases on).
-    lease_period: Option<u64>,
-    /// Reads asked by [`Replica::read`], answered at the next turn's clock.
-    read_requests: Vec<u64>,
-    read_results: Vec<(u64, Result<u64, ReadError>)>,
-    /// The bank of my snapshot region its header names (`None`: no snapshot yet).
-    snapshot_bank: Option<u32>,
-    /// My next instance was retired: I copy a snapshot before anything else (and do not
-    /// lead meanwhile).
-    behind: bool,
-    transfer: Option<Box<transfer::Transfer>>,
-    /// Per incoming bank: the source of an abandoned copy whose gets may still land there.
-    /// Rule (one bank per silent source): a source with such a bank is not copied from
-    /// again until its gets complete, so the f peers that may crash (gets towards a
-    /// crashed peer may never complete) hold at most f of the f + 1 banks. (A source
-    /// abandoned as suspected could look trusted again a moment later and be copied from
-    /// again: two copies from a crashed leader poisoned both banks for good.)
-    transfer_poisoned: Vec<Option<u16>>,
-    /// Snapshots copied and not yet taken by [`Replica::take_installed`].
-    installed: Vec<(u64, Vec<u8>)>,
     /// The point of every snapshot this replica installed, in order.
     pub installs: Vec<u64>,
     /// The members of the slots from my snapshot point on ([`super::membership`]).
@@ -254,28 +223,6 @@ pub struct Replica {
     term: u64,
     /// Per epoch: ballots of earlier terms, for the next term to start above.
     ballot_floor: Vec<u64>,
-    /// Per epoch: local acceptor words of the slots from `next_apply` on (refreshed every
-    /// turn).
-    words: Vec<BTreeMap<u64, u64>>,
-    /// `words` holds no slot below this.
-    words_from: u64,
-    last_progress: u64,
-    /// Since when catch-ups of the next slot find a value accepted but no majority.
-    stuck_since: Option<u64>,
-    /// The last slot applied was learned by a catch-up or a repair, not locally: the next
-    /// one likely needs the same, so its catch-up starts at once.
-    streak: bool,
-    /// A learner's repair of the next slot (see [`follow`]).
-    repair: Option<Box<Leader>>,
-    /// Per unapplied slot: what I wrote into my value buffers (see [`Written`]).
-    written: BTreeMap<u64, Written>,
-    /// Cleared `Written`s of applied slots, for the next slots written.
-    spare_written: crate::spare::Spare<Written>,
-    catch_up: Option<CatchUp>,
-    reads: VecDeque<ValueRead>,
-    /// Per read bank: the gets of an abandoned read that may still land (bit 0: the
-    /// content's, bit 1: the stamp's); 0 when the bank is free.
-    poisoned: Vec<u8>,
     moved: bool,
     /// A CAS failed, so the value-buffer puts ahead of it on its queue pair may have
     /// failed too: nobody awaits their work id, and a backend keeps an unreported failure
@@ -284,22 +231,9 @@ pub struct Replica {
     reap_puts: bool,
     /// Rule (duel): no aborted slot is prepared again before this time (local clock, ns).
     retry_at: u64,
-    client: ClientScript,
-    sent: u64,
-    next_id: u64,
-    shutting_down: bool,
-    /// Outcomes of proposals taken by [`Replica::propose`]: `(id, slot or error)`.
-    results: Vec<(u64, Result<u64, ProposeError>)>,
     next_apply: u64,
     /// Every entry applied, in order: `(slot, value)`; a no-op is empty.
     pub applied: Vec<(u64, Vec<u8>)>,
-    /// Buffers the hot path reuses (empty between steps, so they change no state): slot
-    /// commands on their way to [`Replica::issue`], operations on their way to the queue,
-    /// a value's words on their way to its puts.
-    cmd_buf: Vec<(leader::SlotAt, crate::slot::SlotCommand)>,
-    progress: leader::Progress,
-    op_buf: Vec<Op>,
-    value_buf: Vec<u64>,
     /// Every value this replica proposed (as leader).
     pub proposed: Vec<Vec<u8>>,
     /// When each entry of `applied` was applied (the local clock).
@@ -317,6 +251,12 @@ pub struct Replica {
     /// reset here for the next lap.
     #[cfg(feature = "mutations")]
     reset_below: u64,
+    beat: Heartbeats,
+    leasing: Leasing,
+    snap: Snapshots,
+    learn: Learning,
+    api: Proposals,
+    bufs: Buffers,
 }
 
 impl Replica {
@@ -342,21 +282,56 @@ impl Replica {
         let epochs = config.epochs as usize;
         let banks = config.read_banks() as usize;
         let mut replica = Replica {
+            beat: Heartbeats {
+                next_heartbeat: 0,
+                heartbeat: 0,
+                heartbeat_asked: vec![false; usize::from(config.replicas)],
+                points: vec![0; usize::from(config.replicas)],
+                heartbeat_issued: vec![0; usize::from(config.replicas)],
+                published_trust: (None, 0),
+            },
+            leasing: Leasing {
+                lease: Lease::new(me, config.replicas, config.lease_ns),
+                own_switch_pending: false,
+                lease_period: None,
+                read_requests: Vec::new(),
+                read_results: Vec::new(),
+            },
+            snap: Snapshots {
+                snapshot_bank: None,
+                behind: false,
+                transfer: None,
+                transfer_poisoned: vec![None; banks],
+                installed: Vec::new(),
+            },
+            learn: Learning {
+                words: vec![BTreeMap::new(); epochs],
+                words_from: 0,
+                last_progress: 0,
+                stuck_since: None,
+                streak: false,
+                repair: None,
+                written: BTreeMap::new(),
+                spare_written: Default::default(),
+                catch_up: None,
+                reads: VecDeque::new(),
+                poisoned: vec![0; banks],
+            },
+            api: Proposals {
+                client,
+                sent: 0,
+                next_id: 0,
+                shutting_down: false,
+                results: Vec::new(),
+            },
+            bufs: Buffers {
+                cmd_buf: Vec::new(),
+                progress: leader::Progress::default(),
+                op_buf: Vec::new(),
+                value_buf: Vec::new(),
+            },
             shape: config.shape(),
             ring: config.ring(),
-            points: vec![0; usize::from(config.replicas)],
-            heartbeat_issued: vec![0; usize::from(config.replicas)],
-            lease: Lease::new(me, config.replicas, config.lease_ns),
-            own_switch_pending: false,
-            published_trust: (None, 0),
-            lease_period: None,
-            read_requests: Vec::new(),
-            read_results: Vec::new(),
-            snapshot_bank: None,
-            behind: false,
-            transfer: None,
-            transfer_poisoned: vec![None; banks],
-            installed: Vec::new(),
             installs: Vec::new(),
             membership: Membership::new(config.members),
             memberships: Vec::new(),
@@ -369,40 +344,17 @@ impl Replica {
                 config.detector,
                 0,
             ),
-            heartbeat_asked: vec![false; usize::from(config.replicas)],
             config,
             me,
             items: VecDeque::new(),
             then: Then::Ignore,
             now: 0,
-            next_heartbeat: 0,
-            heartbeat: 0,
             role: Role::Follower,
             term: 0,
             ballot_floor: vec![0; epochs],
-            words: vec![BTreeMap::new(); epochs],
-            words_from: 0,
-            last_progress: 0,
-            stuck_since: None,
-            streak: false,
-            repair: None,
-            written: BTreeMap::new(),
-            spare_written: Default::default(),
-            catch_up: None,
-            reads: VecDeque::new(),
-            poisoned: vec![0; banks],
             moved: false,
             reap_puts: false,
             retry_at: 0,
-            client,
-            sent: 0,
-            next_id: 0,
-            shutting_down: false,
-            results: Vec::new(),
-            cmd_buf: Vec::new(),
-            progress: leader::Progress::default(),
-            op_buf: Vec::new(),
-            value_buf: Vec::new(),
             next_apply: 0,
             applied: Vec::new(),
             proposed: Vec::new(),
@@ -441,7 +393,7 @@ impl Replica {
         let mut points = [0u64; 64]; // on the stack: the leader asks at every turn
         let mut n = 0;
         for r in members.iter() {
-            points[n] = self.points[usize::from(r)];
+            points[n] = self.beat.points[usize::from(r)];
             n += 1;
         }
         self.ring.room(ring::retired(&points[..n]))
@@ -477,7 +429,7 @@ impl Replica {
             // The heartbeat read towards `a`: its word as it completes (`TestLoad`).
             Then::HeartbeatTest(a) => match reply {
                 Reply::Value(word) => self.heartbeat_read(a, word),
-                Reply::Failed(_) => self.heartbeat_asked[usize::from(a)] = false,
+                Reply::Failed(_) => self.beat.heartbeat_asked[usize::from(a)] = false,
                 _ => {}
             },
             // The oldest CAS towards `a`: its old value as it completes (`TestLoad`).
@@ -508,7 +460,7 @@ impl Replica {
             },
             Then::LocalWord(slot, e) => {
                 let word = value.unwrap_or_else(|| panic!("a load of a local word: {reply:?}"));
-                self.words[e as usize].insert(slot, word);
+                self.learn.words[e as usize].insert(slot, word);
             }
             Then::CatchUpTest(a) => match reply {
                 Reply::Value(1) => {
@@ -518,14 +470,14 @@ impl Replica {
                     }
                 }
                 Reply::Failed(_) => {
-                    if let Some(c) = &mut self.catch_up {
+                    if let Some(c) = &mut self.learn.catch_up {
                         c.asked[usize::from(a)] = false;
                     }
                 }
                 _ => {}
             },
             Then::CatchUpValue(a, e) => {
-                if let Some(c) = &mut self.catch_up {
+                if let Some(c) = &mut self.learn.catch_up {
                     c.replies[e as usize][usize::from(a)] = value;
                 }
             }
@@ -536,18 +488,18 @@ impl Replica {
             Then::TransferWord(i) => self.transfer_word(i, value.expect("a load")),
             Then::TransferBankTest(b) => {
                 if reply != Reply::Value(0) {
-                    self.transfer_poisoned[b as usize] = None;
+                    self.snap.transfer_poisoned[b as usize] = None;
                 }
             }
             // Complete (failures taken with it) or not yet: then at the next heartbeat.
             Then::PutsTest => self.reap_puts = reply == Reply::Value(0),
             Then::BankTest(b, bit) => {
                 if reply != Reply::Value(0) {
-                    self.poisoned[b as usize] &= !bit;
+                    self.learn.poisoned[b as usize] &= !bit;
                 }
             }
             Then::ReadWord(i) => {
-                let read = self.reads.front_mut().expect("a value read");
+                let read = self.learn.reads.front_mut().expect("a value read");
                 read.words[i as usize] = value;
                 if read.words.iter().all(Option::is_some) {
                     self.read_done();
@@ -559,17 +511,17 @@ impl Replica {
     /// The heartbeat read towards replica `a` completed: its word is `word`.
     fn heartbeat_read(&mut self, a: u16, word: u64) {
         assert!(
-            self.heartbeat_asked[usize::from(a)],
+            self.beat.heartbeat_asked[usize::from(a)],
             "Ω-fresh: a read was out"
         );
         self.omega.observe(a, word, self.now);
         let beat = Heartbeat::of(word);
-        let p = &mut self.points[usize::from(a)];
+        let p = &mut self.beat.points[usize::from(a)];
         *p = (*p).max(beat.point); // points only grow
         if self.is_leader() {
-            let issued = self.heartbeat_issued[usize::from(a)];
+            let issued = self.beat.heartbeat_issued[usize::from(a)];
             let trusts_me = (beat.trust == Some(self.me)).then_some(beat.version);
-            self.lease.observed(a, trusts_me, issued, self.now);
+            self.leasing.lease.observed(a, trusts_me, issued, self.now);
         }
         // Rule (Ω-fresh): the next read goes out at once (the scratch word was
         // just loaded), so a counter is sampled once per round trip, not every
@@ -579,7 +531,7 @@ impl Replica {
             remote: self.shape.heartbeat(a),
             work_id: ids::heartbeat(a),
         };
-        self.heartbeat_issued[usize::from(a)] = self.now;
+        self.beat.heartbeat_issued[usize::from(a)] = self.now;
         self.op_first(get, Then::Ignore);
     }
 
@@ -589,14 +541,17 @@ impl Replica {
         let Some(tag) = self.links.complete(a) else {
             return; // given up already: reported lost, counted neither way
         };
-        let mut cmds = std::mem::take(&mut self.cmd_buf);
+        let mut cmds = std::mem::take(&mut self.bufs.cmd_buf);
         let config = &self.config;
-        if let Some(l) = leading::proposer_in(&mut self.role, &mut self.repair, tag.term) {
+        if let Some(l) = leading::proposer_in(&mut self.role, &mut self.learn.repair, tag.term) {
             l.on_cas(config, (tag.slot, a, tag.id), actual, &mut cmds);
         }
         self.issue(tag.term, &mut cmds);
-        self.cmd_buf = cmds;
-        assert!(self.cmd_buf.is_empty(), "every slot command was issued");
+        self.bufs.cmd_buf = cmds;
+        assert!(
+            self.bufs.cmd_buf.is_empty(),
+            "every slot command was issued"
+        );
     }
 
     fn apply(&mut self, slot: u64, value: Value) {
@@ -621,7 +576,7 @@ impl Replica {
         self.applied_at.push(self.now);
         self.next_apply += 1;
         // A leader writes only slots it has not applied.
-        if let Some(mut w) = self.written.remove(&slot) {
+        if let Some(mut w) = self.learn.written.remove(&slot) {
             w.payload.refill([]);
             (w.len, w.holds, w.payload_stamp) = (0, 0, 0);
             // Field by field: a `Written::default()` to compare with would allocate.
@@ -629,12 +584,12 @@ impl Replica {
                 w.payload.is_empty() && (w.len, w.holds) == (0, 0),
                 "a spare record is a new one"
             );
-            self.spare_written.keep(w);
+            self.learn.spare_written.keep(w);
         }
         self.members_moved();
-        self.stuck_since = None;
-        self.repair = None;
-        self.last_progress = if self.streak {
+        self.learn.stuck_since = None;
+        self.learn.repair = None;
+        self.learn.last_progress = if self.learn.streak {
             self.now.saturating_sub(self.config.catch_up_after_ns + 1)
         } else {
             self.now
@@ -649,7 +604,7 @@ impl Process for Replica {
             let then = std::mem::replace(&mut self.then, Then::Ignore);
             self.absorb(then, reply);
         }
-        if self.shutting_down {
+        if self.api.shutting_down {
             return Step::Done;
         }
         loop {
@@ -678,7 +633,7 @@ impl Replica {
         let members = self.membership.at(self.next_apply);
         if members != self.omega.members() {
             self.omega.set_members(members);
-            self.lease.set_members(members);
+            self.leasing.lease.set_members(members);
         }
         assert_eq!(self.omega.members(), members, "Ω follows the membership");
     }

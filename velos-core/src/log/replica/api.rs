@@ -8,7 +8,7 @@ impl Replica {
     /// Proposes `value` (the leader only): its id, which [`Replica::take_results`] reports
     /// with the slot that decided it.
     pub fn propose(&mut self, value: Vec<u8>) -> Result<u64, ProposeError> {
-        if self.shutting_down {
+        if self.api.shutting_down {
             return Err(ProposeError::ShuttingDown);
         }
         let max = self.config.max_value_bytes as usize;
@@ -34,8 +34,8 @@ impl Replica {
         if self.next_apply + queued >= room {
             return Err(ProposeError::LogFull);
         }
-        let id = self.next_id;
-        self.next_id += 1;
+        let id = self.api.next_id;
+        self.api.next_id += 1;
         let value = Value {
             bytes: value,
             config: false,
@@ -51,7 +51,7 @@ impl Replica {
     /// unless it adds or removes exactly one replica of the log's, and while another
     /// change is proposed or decided and not yet in effect.
     pub fn propose_members(&mut self, members: Members) -> Result<u64, ProposeError> {
-        if self.shutting_down {
+        if self.api.shutting_down {
             return Err(ProposeError::ShuttingDown);
         }
         let all = Members::all(self.config.replicas);
@@ -88,8 +88,8 @@ impl Replica {
                 bytes.len()
             )));
         }
-        let id = self.next_id;
-        self.next_id += 1;
+        let id = self.api.next_id;
+        self.api.next_id += 1;
         let value = Value {
             bytes,
             config: true,
@@ -118,12 +118,12 @@ impl Replica {
 
     /// [`Replica::take_results`] as a draining iterator (no allocation).
     pub fn drain_results(&mut self) -> impl Iterator<Item = (u64, Result<u64, ProposeError>)> + '_ {
-        self.results.drain(..)
+        self.api.results.drain(..)
     }
 
     /// Outcomes of proposals since the last call: `(id, Ok(slot))` or why it was lost.
     pub fn take_results(&mut self) -> Vec<(u64, Result<u64, ProposeError>)> {
-        std::mem::take(&mut self.results)
+        std::mem::take(&mut self.api.results)
     }
 
     /// Asks for a linearizable read from the leader's lease ([`crate::log::lease`]): its
@@ -132,15 +132,15 @@ impl Replica {
     /// the read — or why it cannot be served locally (then read through the log: propose
     /// a marker entry and read once it is applied).
     pub fn read(&mut self) -> u64 {
-        let id = self.next_id;
-        self.next_id += 1;
-        self.read_requests.push(id);
+        let id = self.api.next_id;
+        self.api.next_id += 1;
+        self.leasing.read_requests.push(id);
         id
     }
 
     /// Answers to [`Replica::read`] since the last call: `(id, index or why not)`.
     pub fn take_reads(&mut self) -> Vec<(u64, Result<u64, ReadError>)> {
-        std::mem::take(&mut self.read_results)
+        std::mem::take(&mut self.leasing.read_results)
     }
 
     /// Keeps [`Replica::acknowledged`] from now on (a history for checkers; off by
@@ -151,6 +151,6 @@ impl Replica {
 
     /// Stops the replica: it finishes at its next step; proposals are refused.
     pub fn shutdown(&mut self) {
-        self.shutting_down = true;
+        self.api.shutting_down = true;
     }
 }

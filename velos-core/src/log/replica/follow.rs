@@ -27,53 +27,53 @@ impl Replica {
     pub(super) fn follow(&mut self) {
         let k = self.next_apply;
         let end = !self.ring.recycles() && k >= u64::from(self.config.slots);
-        if end || !self.reads.is_empty() {
+        if end || !self.learn.reads.is_empty() {
             return;
         }
-        if self.behind && self.transfer.is_none() && !self.snapshot_past(k) {
+        if self.snap.behind && self.snap.transfer.is_none() && !self.snapshot_past(k) {
             // Rule (behind only with a source): nobody trusted holds a snapshot past k, so
             // k is not retired (a majority's snapshots would include one live peer's):
             // leading from k is safe — a later lap's word still stops a proposer (lemma
             // (overtaken)). Staying behind with nothing to copy kept the replica Ω chose
             // from leading for good, and the log stopped.
-            self.behind = false;
+            self.snap.behind = false;
         }
         // Rule (behind copies): a replica behind the ring (overtaken while leading, and a
         // trusted peer holds a snapshot past k, checked above) copies before anything else.
         // Learning k locally instead can loop for ever: its own words may prove k decided
         // while the value buffer they name was rewritten for a later lap (seed 18960).
-        let copy = self.transfer.is_some() || self.behind;
+        let copy = self.snap.transfer.is_some() || self.snap.behind;
         if copy || self.retired_here(k) || self.stuck_behind_snapshot(k) {
             self.run_transfer(); // k was retired (or is out of reach): copy a snapshot
             return;
         }
-        if self.repair.is_some() {
+        if self.learn.repair.is_some() {
             self.run_repair();
-            if self.next_apply != k || !self.reads.is_empty() {
+            if self.next_apply != k || !self.learn.reads.is_empty() {
                 return;
             }
         }
         let layout = self.config.layout;
         let ring = self.ring;
         let local =
-            self.words.iter().enumerate().find_map(|(e, words)| {
+            self.learn.words.iter().enumerate().find_map(|(e, words)| {
                 local_decision((layout, ring), words, k).map(|s| (e as u32, s))
             });
         #[cfg(feature = "mutations")]
         let local = local.or_else(|| self.learn_from_one(k));
         if let Some((epoch, state)) = local {
-            self.streak = false;
+            self.learn.streak = false;
             self.learn(k, self.me, epoch, state);
             return;
         }
-        match &self.catch_up {
+        match &self.learn.catch_up {
             Some(c) if c.slot == k => {
                 let members = self.membership.at(k);
                 let chosen = c.replies.iter().enumerate().find_map(|(e, replies)| {
                     majority_decision((layout, ring), k, members, replies).map(|d| (e as u32, d))
                 });
                 if let Some((epoch, (holders, state))) = chosen {
-                    self.catch_up = None;
+                    self.learn.catch_up = None;
                     let from = holders
                         .iter()
                         .copied()
@@ -85,7 +85,7 @@ impl Replica {
                                 .find(|&a| !self.omega.suspects(a, self.now))
                         })
                         .unwrap_or(holders[0]);
-                    self.streak = true;
+                    self.learn.streak = true;
                     self.learn(k, from, epoch, state);
                 } else if (0..self.config.replicas).all(|a| {
                     c.answered(a) || !c.asked[usize::from(a)] || self.omega.suspects(a, self.now)
@@ -101,13 +101,13 @@ impl Replica {
                         .flatten()
                         .flatten()
                         .any(|&w| ring.state(layout, k, w).is_some_and(|s| s.has_accepted()));
-                    let seen = std::mem::take(&mut self.catch_up).map(|c| c.replies);
-                    self.last_progress = self.now;
-                    let since = *self.stuck_since.get_or_insert(self.now);
+                    let seen = std::mem::take(&mut self.learn.catch_up).map(|c| c.replies);
+                    self.learn.last_progress = self.now;
+                    let since = *self.learn.stuck_since.get_or_insert(self.now);
                     if !accepted {
-                        self.stuck_since = None;
+                        self.learn.stuck_since = None;
                     } else if self.now - since >= self.config.failure_timeout_ns
-                        && self.repair.is_none()
+                        && self.learn.repair.is_none()
                     {
                         self.term += 1;
                         let repair = Leader::repair(
@@ -117,13 +117,15 @@ impl Replica {
                             (self.ballot_floor.clone(), seen.expect("a catch-up ended")),
                             self.membership.clone(),
                         );
-                        self.repair = Some(Box::new(repair));
-                        self.streak = true;
+                        self.learn.repair = Some(Box::new(repair));
+                        self.learn.streak = true;
                         self.run_repair();
                     }
                 }
             }
-            _ if self.now.saturating_sub(self.last_progress) > self.config.catch_up_after_ns => {
+            _ if self.now.saturating_sub(self.learn.last_progress)
+                > self.config.catch_up_after_ns =>
+            {
                 self.start_catch_up(k);
             }
             _ => {}
@@ -138,7 +140,7 @@ impl Replica {
             return None;
         }
         let (layout, ring) = (self.config.layout, self.ring);
-        self.words.iter().enumerate().find_map(|(e, words)| {
+        self.learn.words.iter().enumerate().find_map(|(e, words)| {
             let state = ring.state(layout, k, *words.get(&k)?)?;
             state.has_accepted().then_some((e as u32, state))
         })
@@ -147,7 +149,9 @@ impl Replica {
     /// Whether a peer I trust holds a snapshot past `k`.
     fn snapshot_past(&self, k: u64) -> bool {
         (0..self.config.replicas).any(|a| {
-            a != self.me && !self.omega.suspects(a, self.now) && self.points[usize::from(a)] > k
+            a != self.me
+                && !self.omega.suspects(a, self.now)
+                && self.beat.points[usize::from(a)] > k
         })
     }
 
@@ -158,6 +162,7 @@ impl Replica {
     /// that applied it has it in its snapshot ([`crate::log::membership`]).
     fn stuck_behind_snapshot(&self, k: u64) -> bool {
         let stuck = self
+            .learn
             .stuck_since
             .is_some_and(|s| self.now - s >= self.config.failure_timeout_ns);
         stuck && self.snapshot_past(k)
@@ -171,7 +176,7 @@ impl Replica {
         state: crate::word::AcceptorState,
     ) {
         let proposer = ProposerId::from_value_tag(state.accepted_value).expect("accepted");
-        self.reads.push_back(ValueRead {
+        self.learn.reads.push_back(ValueRead {
             purpose: Purpose::Learn,
             slot,
             acceptor,
@@ -208,16 +213,16 @@ impl Replica {
                 self.op(get, Then::Ignore);
             }
         }
-        self.catch_up = Some(c);
+        self.learn.catch_up = Some(c);
     }
 
     /// One step of the repair of the next slot: open it, settle it, apply it if decided.
     fn run_repair(&mut self) {
-        let Some(mut repair) = self.repair.take() else {
+        let Some(mut repair) = self.learn.repair.take() else {
             return;
         };
-        let mut cmds = std::mem::take(&mut self.cmd_buf);
-        let words = &self.words[0];
+        let mut cmds = std::mem::take(&mut self.bufs.cmd_buf);
+        let words = &self.learn.words[0];
         let room = self.room();
         repair.open_slots(&self.config, room, |s| words.get(&s).copied(), &mut cmds);
         let mut progress = crate::log::leader::Progress::default();
@@ -232,13 +237,13 @@ impl Replica {
         let term = repair.term;
         if repair.gave_up {
             // Back to catch-ups; a repair may start again after another failure timeout.
-            self.stuck_since = Some(self.now);
+            self.learn.stuck_since = Some(self.now);
             return; // its operations in flight answer to nobody now
         }
-        self.repair = Some(repair);
+        self.learn.repair = Some(repair);
         self.moved |= progress.moved || !cmds.is_empty();
         self.issue(term, &mut cmds);
-        self.cmd_buf = cmds;
+        self.bufs.cmd_buf = cmds;
         for (slot, value) in progress.apply {
             if slot == self.next_apply {
                 self.apply(slot, value); // ends the repair

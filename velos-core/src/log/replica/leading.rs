@@ -32,7 +32,7 @@ pub(super) fn proposer_in<'a>(
 impl Replica {
     /// The leader of `term`: this replica's, or its repair of a slot (see [`follow`]).
     pub(super) fn proposer(&mut self, term: u64) -> Option<&mut Leader> {
-        proposer_in(&mut self.role, &mut self.repair, term)
+        proposer_in(&mut self.role, &mut self.learn.repair, term)
     }
 
     /// Turns the slot commands of the leader of `term` into operations on the links
@@ -41,9 +41,9 @@ impl Replica {
         if cmds.is_empty() {
             return;
         }
-        let leader = proposer_in(&mut self.role, &mut self.repair, term)
+        let leader = proposer_in(&mut self.role, &mut self.learn.repair, term)
             .unwrap_or_else(|| panic!("slot commands of term {term}, which nobody runs"));
-        let mut ops = std::mem::take(&mut self.op_buf);
+        let mut ops = std::mem::take(&mut self.bufs.op_buf);
         assert!(ops.is_empty(), "operations are queued where they are made");
         for (SlotAt { slot, epoch }, cmd) in cmds.drain(..) {
             match cmd {
@@ -72,14 +72,14 @@ impl Replica {
                     let len = value.bytes.len() | flag;
                     let tag = self.ring.tag(slot);
                     // The origin first, then the bytes (see `Value::origin`).
-                    let words = &mut self.value_buf;
+                    let words = &mut self.bufs.value_buf;
                     words.clear();
                     words.push(value.origin);
                     words.extend(word_iter(&value.bytes));
                     let begin = self.shape.value_stamp(acceptor, me, s);
                     let end = self.shape.value_end_stamp(acceptor, me, s);
-                    let spare = &mut self.spare_written;
-                    let w = self.written.entry(slot).or_insert_with(|| {
+                    let spare = &mut self.learn.spare_written;
+                    let w = self.learn.written.entry(slot).or_insert_with(|| {
                         spare.take().unwrap_or_default() // kept cleared
                     });
                     let bit = 1 << acceptor;
@@ -131,7 +131,7 @@ impl Replica {
                     acceptor,
                     proposer,
                     proposal,
-                } => self.reads.push_back(ValueRead {
+                } => self.learn.reads.push_back(ValueRead {
                     purpose: Purpose::Adopt { term },
                     slot,
                     acceptor,
@@ -146,7 +146,7 @@ impl Replica {
             }
         }
         self.queue(&mut ops);
-        self.op_buf = ops;
+        self.bufs.op_buf = ops;
         assert!(cmds.is_empty(), "every slot command was issued");
     }
 
@@ -164,16 +164,16 @@ impl Replica {
         let term = leader.term;
         let pipeline = self.config.pipeline as usize;
         while leader.pending.len() + leader.in_flight_values() < pipeline
-            && self.sent < self.client.count
+            && self.api.sent < self.api.client.count
         {
-            let mut v = Vec::with_capacity(self.client.size);
+            let mut v = Vec::with_capacity(self.api.client.size);
             v.extend_from_slice(&self.me.to_le_bytes());
-            v.extend_from_slice(&self.sent.to_le_bytes());
-            v.resize(self.client.size, 0);
-            self.sent += 1;
+            v.extend_from_slice(&self.api.sent.to_le_bytes());
+            v.resize(self.api.client.size, 0);
+            self.api.sent += 1;
             self.proposed.push(v.clone());
-            let id = self.next_id;
-            self.next_id += 1;
+            let id = self.api.next_id;
+            self.api.next_id += 1;
             let value = Value {
                 bytes: v,
                 config: false,
@@ -181,11 +181,11 @@ impl Replica {
             };
             leader.pending.push_back(Proposal { id, value });
         }
-        let mut cmds = std::mem::take(&mut self.cmd_buf);
-        let mut progress = std::mem::take(&mut self.progress);
-        let words = &self.words[0];
+        let mut cmds = std::mem::take(&mut self.bufs.cmd_buf);
+        let mut progress = std::mem::take(&mut self.bufs.progress);
+        let words = &self.learn.words[0];
         // Rule (decide-under-lease): without the lease, nothing is opened, filled or adopted.
-        if self.lease.may_decide(self.now) {
+        if self.leasing.lease.may_decide(self.now) {
             let room = self.room();
             let seed = |s| words.get(&s).copied();
             leader.open_slots(&self.config, room, seed, &mut cmds);
@@ -214,7 +214,7 @@ impl Replica {
         self.role = Role::Leader(leader);
         self.moved |= progress.moved || !cmds.is_empty();
         self.issue(term, &mut cmds);
-        self.cmd_buf = cmds;
+        self.bufs.cmd_buf = cmds;
         for (slot, value) in progress.apply.drain(..) {
             self.apply(slot, value);
         }
@@ -227,9 +227,9 @@ impl Replica {
             .committed
             .drain(..)
             .map(|(id, slot)| (id, Ok(slot)));
-        self.results.extend(committed);
+        self.api.results.extend(committed);
         progress.moved = false;
-        self.progress = progress;
+        self.bufs.progress = progress;
         if matches!(&self.role, Role::Leader(l) if l.overtaken) {
             self.step_down(); // the log moved on without me: copy a snapshot first
             return;
@@ -239,7 +239,7 @@ impl Replica {
         {
             // Nothing pending can be decided any more: say so rather than hold it.
             let refused = std::mem::take(&mut l.pending);
-            self.results.extend(
+            self.api.results.extend(
                 refused
                     .into_iter()
                     .map(|p| (p.id, Err(ProposeError::Exhausted { slot }))),
@@ -253,10 +253,10 @@ impl Replica {
             Role::Leader(_) => self.lead(),
             Role::Follower => self.follow(),
         }
-        let mut ops = std::mem::take(&mut self.op_buf);
+        let mut ops = std::mem::take(&mut self.bufs.op_buf);
         self.links.drain(&mut ops);
         self.queue(&mut ops);
-        self.op_buf = ops;
+        self.bufs.op_buf = ops;
         self.start_read();
         if !self.moved {
             self.op(

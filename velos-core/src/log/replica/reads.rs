@@ -11,7 +11,7 @@ use velos_rdma::{Op, Reply};
 impl Replica {
     pub(super) fn read_tested(&mut self, reply: Reply) {
         let words = self.config.value_words();
-        let read = self.reads.front_mut().expect("a value read");
+        let read = self.learn.reads.front_mut().expect("a value read");
         let (a, p, s) = (read.acceptor, read.proposer, self.ring.position(read.slot));
         match reply {
             Reply::Value(1) if read.stage == Stage::End => {
@@ -45,7 +45,7 @@ impl Replica {
                 }
             }
             Reply::Failed(_) => {
-                let read = self.reads.pop_front().expect("a value read");
+                let read = self.learn.reads.pop_front().expect("a value read");
                 self.read_finished(read, None);
             }
             _ => {}
@@ -56,7 +56,7 @@ impl Replica {
     /// and their key is at least the one read for (a newer write of the same proposer
     /// carries a value that is as good: see [`crate::slot::SlotProposer::on_value_read`]).
     pub(super) fn read_done(&mut self) {
-        let read = self.reads.pop_front().expect("a value read");
+        let read = self.learn.reads.pop_front().expect("a value read");
         let words: Vec<u64> = read.words.iter().map(|w| w.expect("loaded")).collect();
         let (begin, end) = (words[0], words[words.len() - 1]);
         let (tag, k, field) = unstamp(end);
@@ -77,7 +77,7 @@ impl Replica {
         // it (seed 8199).
         let later = |w: u64| self.ring.later_tag(read.slot, unstamp(w).0);
         if read.purpose == Purpose::Learn && (later(begin) || later(end)) {
-            self.behind = true;
+            self.snap.behind = true;
         }
         let value = ok.then(|| {
             let origin = words[1];
@@ -101,20 +101,21 @@ impl Replica {
             Purpose::Adopt { term } => {
                 // Rule (decide-under-lease): an adoption accepts; without the lease the
                 // attempt aborts instead (and is prepared again once the lease holds).
-                let leased = self.lease.may_decide(self.now) || self.repair.is_some();
+                let leased = self.leasing.lease.may_decide(self.now) || self.learn.repair.is_some();
                 let value = value.filter(|_| leased);
                 // A read of my own buffer: its key may name a write of my value.
                 let own = read.proposer.0 == self.me;
                 let own_key = value.as_ref().and_then(|&(_, k)| own.then_some(k));
                 let value = value.map(|(v, _)| v);
-                let mut cmds = std::mem::take(&mut self.cmd_buf);
+                let mut cmds = std::mem::take(&mut self.bufs.cmd_buf);
                 let config = &self.config;
-                if let Some(l) = super::leading::proposer_in(&mut self.role, &mut self.repair, term)
+                if let Some(l) =
+                    super::leading::proposer_in(&mut self.role, &mut self.learn.repair, term)
                 {
                     l.on_value_read(config, read.slot, value, own_key, &mut cmds);
                 }
                 self.issue(term, &mut cmds);
-                self.cmd_buf = cmds;
+                self.bufs.cmd_buf = cmds;
             }
             Purpose::Learn => {
                 if let (Role::Follower, Some((v, _))) = (&self.role, value)
@@ -129,20 +130,21 @@ impl Replica {
     /// A read stuck on an acceptor now suspected is given up (it would block every read
     /// behind it); its bank stays out of use until its gets complete.
     pub(super) fn abandon_stuck_read(&mut self) {
-        let stuck = self.reads.front().is_some_and(|r| {
+        let stuck = self.learn.reads.front().is_some_and(|r| {
             matches!(r.stage, Stage::End | Stage::Content | Stage::Begin)
                 && self.omega.suspects(r.acceptor, self.now)
                 && self.now - r.started > self.config.failure_timeout_ns
         });
         if stuck {
-            let read = self.reads.pop_front().expect("a read");
-            self.poisoned[read.bank as usize] = 3;
+            let read = self.learn.reads.pop_front().expect("a read");
+            self.learn.poisoned[read.bank as usize] = 3;
             self.read_finished(read, None);
         }
     }
 
     pub(super) fn start_read(&mut self) {
         if self
+            .learn
             .reads
             .front()
             .is_some_and(|r| r.stage == Stage::Queued && r.acceptor == self.me)
@@ -150,12 +152,13 @@ impl Replica {
             self.read_locally();
             return;
         }
-        let Some(bank) = (0..self.config.read_banks()).find(|&b| self.poisoned[b as usize] == 0)
+        let Some(bank) =
+            (0..self.config.read_banks()).find(|&b| self.learn.poisoned[b as usize] == 0)
         else {
             return;
         };
         let now = self.now;
-        let Some(read) = self.reads.front_mut() else {
+        let Some(read) = self.learn.reads.front_mut() else {
             return;
         };
         if read.stage != Stage::Queued {
@@ -164,11 +167,11 @@ impl Replica {
         if self.omega.suspects(read.acceptor, now) {
             // It may never answer and would hold a bank for good: the reader finds the
             // value elsewhere (another majority, another holder).
-            let read = self.reads.pop_front().expect("a value read");
+            let read = self.learn.reads.pop_front().expect("a value read");
             self.read_finished(read, None);
             return;
         }
-        let read = self.reads.front_mut().expect("a value read");
+        let read = self.learn.reads.front_mut().expect("a value read");
         read.stage = Stage::End;
         read.bank = bank;
         read.started = now;
@@ -189,7 +192,7 @@ impl Replica {
     /// the puts land in order and the loads execute in program order.
     fn read_locally(&mut self) {
         let words = self.config.value_words();
-        let read = self.reads.front_mut().expect("a value read");
+        let read = self.learn.reads.front_mut().expect("a value read");
         let (a, p, s) = (read.acceptor, read.proposer, self.ring.position(read.slot));
         read.stage = Stage::Loading;
         read.words = vec![None; words as usize + 2];

@@ -115,7 +115,7 @@ impl Replica {
         let Some(payload) = self.membership.wrap_snapshot(point, bytes) else {
             return Err(SnapshotError::TooOld { point });
         };
-        if point > self.points[usize::from(self.me)] {
+        if point > self.beat.points[usize::from(self.me)] {
             self.write_snapshot(point, &payload);
             self.membership.forget_before(point);
         }
@@ -126,8 +126,8 @@ impl Replica {
     /// publishes the point (the next heartbeat carries it).
     fn write_snapshot(&mut self, point: u64, bytes: &[u8]) {
         let me = usize::from(self.me);
-        assert!(point > self.points[me], "snapshot points grow");
-        let bank = self.snapshot_bank.map_or(0, |b| 1 - b);
+        assert!(point > self.beat.points[me], "snapshot points grow");
+        let bank = self.snap.snapshot_bank.map_or(0, |b| 1 - b);
         let words = bank_words(point, bytes, self.shape.snapshot_words);
         // The padding past the content is never read as content (the length bounds it).
         let (used, last) = (3 + words_for(bytes.len()), words.len() - 1);
@@ -144,10 +144,10 @@ impl Replica {
             },
             Then::Ignore,
         );
-        self.snapshot_bank = Some(bank);
-        self.points[me] = point;
+        self.snap.snapshot_bank = Some(bank);
+        self.beat.points[me] = point;
         assert!(
-            self.points[me] == point,
+            self.beat.points[me] == point,
             "the point is published after the bank"
         );
     }
@@ -156,7 +156,7 @@ impl Replica {
     /// state machine from each before applying what [`Replica::take_committed`] gives
     /// (entries below an installed point are left out there).
     pub fn take_installed(&mut self) -> Vec<(u64, Vec<u8>)> {
-        std::mem::take(&mut self.installed)
+        std::mem::take(&mut self.snap.installed)
     }
 
     /// Whether instance `k` is retired as this replica's words show: a word of a later lap
@@ -165,10 +165,11 @@ impl Replica {
         let (layout, ring) = (self.config.layout, self.ring);
         let later = |w: u64| ring.classify(layout, k, w) == Lap::Later;
         let local = self
+            .learn
             .words
             .iter()
             .any(|w| w.get(&k).is_some_and(|&w| later(w)));
-        let read = self.catch_up.as_ref().is_some_and(|c| {
+        let read = self.learn.catch_up.as_ref().is_some_and(|c| {
             c.slot == k && c.replies.iter().flatten().flatten().any(|&w| later(w))
         });
         local || read
@@ -180,20 +181,20 @@ impl Replica {
             matches!(self.role, Role::Follower),
             "only a follower copies"
         );
-        self.behind = true;
-        self.catch_up = None;
-        self.repair = None;
-        if self.transfer.is_some() {
+        self.snap.behind = true;
+        self.learn.catch_up = None;
+        self.learn.repair = None;
+        if self.snap.transfer.is_some() {
             return; // under way: the turn's tests move it
         }
         let k = self.next_apply;
         let source = (0..self.config.replicas)
             .filter(|&a| a != self.me && !self.omega.suspects(a, self.now))
-            .filter(|&a| self.points[usize::from(a)] > k)
-            .filter(|&a| !self.transfer_poisoned.contains(&Some(a)))
-            .max_by_key(|&a| self.points[usize::from(a)]);
-        let bank =
-            (0..self.config.read_banks()).find(|&b| self.transfer_poisoned[b as usize].is_none());
+            .filter(|&a| self.beat.points[usize::from(a)] > k)
+            .filter(|&a| !self.snap.transfer_poisoned.contains(&Some(a)))
+            .max_by_key(|&a| self.beat.points[usize::from(a)]);
+        let bank = (0..self.config.read_banks())
+            .find(|&b| self.snap.transfer_poisoned[b as usize].is_none());
         let (Some(source), Some(bank)) = (source, bank) else {
             return; // nobody to copy from yet: heartbeats will tell
         };
@@ -203,7 +204,7 @@ impl Replica {
             work_id: ids::transfer(bank),
         };
         self.op(get, Then::Ignore);
-        self.transfer = Some(Box::new(Transfer {
+        self.snap.transfer = Some(Box::new(Transfer {
             source,
             bank,
             remote_bank: 0,
@@ -219,12 +220,12 @@ impl Replica {
     /// for longer than a failure timeout, and free banks whose abandoned gets completed.
     pub(super) fn test_transfer(&mut self) {
         for b in 0..self.config.read_banks() {
-            if self.transfer_poisoned[b as usize].is_some() {
+            if self.snap.transfer_poisoned[b as usize].is_some() {
                 let work_id = ids::transfer(b);
                 self.op(Op::Test { work_id }, Then::TransferBankTest(b));
             }
         }
-        let Some(t) = &self.transfer else {
+        let Some(t) = &self.snap.transfer else {
             return;
         };
         if matches!(t.stage, Copying::Loading | Copying::LengthLoad) {
@@ -234,11 +235,11 @@ impl Replica {
             && self.now - t.progressed > self.config.failure_timeout_ns;
         if stuck {
             assert!(
-                !self.transfer_poisoned.contains(&Some(t.source)),
+                !self.snap.transfer_poisoned.contains(&Some(t.source)),
                 "rule (one bank per silent source)"
             );
-            self.transfer_poisoned[t.bank as usize] = Some(t.source);
-            self.transfer = None;
+            self.snap.transfer_poisoned[t.bank as usize] = Some(t.source);
+            self.snap.transfer = None;
             return;
         }
         let work_id = ids::transfer(t.bank);
@@ -247,13 +248,13 @@ impl Replica {
 
     /// The gets of the copy's stage completed (`Value(1)`), failed, or not yet.
     pub(super) fn transfer_tested(&mut self, reply: Reply) {
-        let Some(t) = &mut self.transfer else {
+        let Some(t) = &mut self.snap.transfer else {
             return;
         };
         match reply {
             Reply::Value(1) => {}
             Reply::Failed(_) => {
-                self.transfer = None; // complete, if failed: the bank is free
+                self.snap.transfer = None; // complete, if failed: the bank is free
                 return;
             }
             _ => return,
@@ -317,14 +318,14 @@ impl Replica {
     /// The copied length was loaded: get the content words it covers (a length past the
     /// bank is a torn copy: start again).
     pub(super) fn transfer_length(&mut self, len: u64) {
-        let Some(t) = &mut self.transfer else {
+        let Some(t) = &mut self.snap.transfer else {
             return;
         };
         assert_eq!(t.stage, Copying::LengthLoad, "a length while loading one");
         let room = u64::from(self.shape.snapshot_bank_words() - 4);
         let words = usize::try_from(len).map_or(u64::MAX, |l| words_for(l) as u64);
         if words > room {
-            self.transfer = None;
+            self.snap.transfer = None;
             return;
         }
         t.used = 3 + words as u32;
@@ -341,12 +342,12 @@ impl Replica {
 
     /// The source's header was loaded: copy the bank it names (none yet: start again).
     pub(super) fn transfer_header(&mut self, header: u64) {
-        let Some(t) = &mut self.transfer else {
+        let Some(t) = &mut self.snap.transfer else {
             return;
         };
         assert_eq!(t.stage, Copying::Header, "a header while reading one");
         if header == 0 || header > 2 {
-            self.transfer = None; // no snapshot there (yet): choose again
+            self.snap.transfer = None; // no snapshot there (yet): choose again
             return;
         }
         t.remote_bank = (header - 1) as u32;
@@ -362,12 +363,12 @@ impl Replica {
 
     /// Word `i` of the copied bank was loaded; with the last, install or start again.
     pub(super) fn transfer_word(&mut self, i: u32, value: u64) {
-        let t = self.transfer.as_mut().expect("a copy loading");
+        let t = self.snap.transfer.as_mut().expect("a copy loading");
         t.words[i as usize] = Some(value);
         if t.words.iter().any(Option::is_none) {
             return;
         }
-        let t = *self.transfer.take().expect("a copy loading");
+        let t = *self.snap.transfer.take().expect("a copy loading");
         let words: Vec<u64> = t.words.into_iter().map(|w| w.expect("loaded")).collect();
         match read_bank(&words) {
             Some((point, bytes)) if point > self.next_apply => self.install(point, bytes),
@@ -382,7 +383,7 @@ impl Replica {
             "a snapshot moves a replica forward"
         );
         assert!(
-            self.reads.is_empty(),
+            self.learn.reads.is_empty(),
             "no value read under way at a transfer"
         );
         // The stamps made the copy consistent: a bank that is no snapshot the log wrapped
@@ -393,20 +394,20 @@ impl Replica {
         self.next_apply = point;
         self.members_moved();
         self.installs.push(point);
-        self.installed.push((point, service.to_vec()));
-        if point > self.points[usize::from(self.me)] {
+        self.snap.installed.push((point, service.to_vec()));
+        if point > self.beat.points[usize::from(self.me)] {
             self.write_snapshot(point, &bytes); // so that I can serve it in turn
         }
-        self.behind = false;
-        self.catch_up = None;
-        self.repair = None;
-        self.stuck_since = None;
-        self.streak = false;
-        self.written.retain(|&s, _| s >= point);
-        for words in &mut self.words {
+        self.snap.behind = false;
+        self.learn.catch_up = None;
+        self.learn.repair = None;
+        self.learn.stuck_since = None;
+        self.learn.streak = false;
+        self.learn.written.retain(|&s, _| s >= point);
+        for words in &mut self.learn.words {
             words.retain(|&s, _| s >= point);
         }
-        self.last_progress = self.now;
+        self.learn.last_progress = self.now;
         self.moved = true;
         assert_eq!(self.next_apply, point, "resumed at the snapshot's point");
     }

@@ -18,25 +18,25 @@ impl Replica {
         self.now = now;
         self.moved = false;
         self.links.new_turn();
-        if std::mem::take(&mut self.own_switch_pending) {
+        if std::mem::take(&mut self.leasing.own_switch_pending) {
             // The fenced store of my word naming me landed before this clock reading.
-            self.lease.own_switch(now);
+            self.leasing.lease.own_switch(now);
         }
-        if now >= self.next_heartbeat {
-            self.next_heartbeat = now + self.config.heartbeat_period_ns;
-            self.heartbeat += 1;
+        if now >= self.beat.next_heartbeat {
+            self.beat.next_heartbeat = now + self.config.heartbeat_period_ns;
+            self.beat.heartbeat += 1;
             let value = self.heartbeat_word();
             let own = self.shape.heartbeat(self.me);
             self.op(Op::Store { loc: own, value }, Then::Ignore);
             let me = self.me;
             for a in (0..self.config.replicas).filter(|&a| a != me) {
-                if self.heartbeat_asked[usize::from(a)] {
+                if self.beat.heartbeat_asked[usize::from(a)] {
                     let work_id = ids::heartbeat(a);
                     let loc = self.scratch.heartbeat(a);
                     self.op(Op::TestLoad { work_id, loc }, Then::HeartbeatTest(a));
                 } else {
-                    self.heartbeat_asked[usize::from(a)] = true;
-                    self.heartbeat_issued[usize::from(a)] = now;
+                    self.beat.heartbeat_asked[usize::from(a)] = true;
+                    self.beat.heartbeat_issued[usize::from(a)] = now;
                     let get = Op::Get {
                         local: self.scratch.heartbeat(a),
                         remote: self.shape.heartbeat(a),
@@ -63,7 +63,7 @@ impl Replica {
                 self.op(Op::TestLoad { work_id, loc }, Then::CasTest(a));
             }
         }
-        if let Some(c) = &self.catch_up {
+        if let Some(c) = &self.learn.catch_up {
             let waiting: Vec<u16> = (0..self.config.replicas)
                 .filter(|&a| c.asked[usize::from(a)] && !c.answered(a))
                 .collect();
@@ -78,7 +78,7 @@ impl Replica {
         }
         self.abandon_stuck_read();
         self.test_transfer();
-        match self.reads.front().map(|r| (r.stage, r.bank)) {
+        match self.learn.reads.front().map(|r| (r.stage, r.bank)) {
             Some((Stage::Content, b)) => self.op(
                 Op::Test {
                     work_id: ids::read_content(b),
@@ -95,7 +95,7 @@ impl Replica {
         }
         for b in 0..self.config.read_banks() {
             // A bank is free again once the gets of its abandoned read are complete.
-            let pending = self.poisoned[b as usize];
+            let pending = self.learn.poisoned[b as usize];
             if pending & 1 != 0 {
                 let work_id = ids::read_content(b);
                 self.op(Op::Test { work_id }, Then::BankTest(b, 1));
@@ -110,12 +110,12 @@ impl Replica {
             end = end.min(u64::from(self.config.slots));
         }
         let next = self.next_apply;
-        if self.words_from != next {
+        if self.learn.words_from != next {
             // Words of applied slots are of no use any more.
-            for words in &mut self.words {
+            for words in &mut self.learn.words {
                 words.retain(|&s, _| s >= next);
             }
-            self.words_from = next;
+            self.learn.words_from = next;
         }
         let layout = self.config.layout;
         if let Role::Leader(l) = &self.role {
@@ -135,7 +135,9 @@ impl Replica {
             for slot in self.next_apply..end {
                 // A later epoch's word matters once the one below is frozen here (seen in
                 // an earlier turn): a slot moves up only through a frozen majority.
-                let below = e.checked_sub(1).map(|b| self.words[b as usize].get(&slot));
+                let below = e
+                    .checked_sub(1)
+                    .map(|b| self.learn.words[b as usize].get(&slot));
                 let frozen = |w: u64| {
                     let here = self.ring.classify(layout, slot, w);
                     matches!(here, Lap::Current(_)) && Freezer::is_frozen(layout, w)
@@ -162,7 +164,7 @@ impl Replica {
                 continue;
             }
             // Writes waiting in the backlog are dropped: the next write there is a full one.
-            for w in self.written.values_mut() {
+            for w in self.learn.written.values_mut() {
                 w.holds &= !(1 << a);
             }
             for tag in self.links.give_up(a) {
@@ -184,7 +186,7 @@ impl Replica {
         if self.config.mutation != crate::slot::Mutation::ResetWithStore || !self.ring.recycles() {
             return;
         }
-        let mine = self.points[usize::from(self.me)];
+        let mine = self.beat.points[usize::from(self.me)];
         let layout = self.config.layout;
         while self.reset_below < mine {
             let next = self.reset_below + u64::from(self.config.slots);
@@ -200,15 +202,15 @@ impl Replica {
     /// counter.
     pub(super) fn heartbeat_word(&mut self) -> u64 {
         let trust = Some(self.omega.leader(self.now));
-        let (published, version) = self.published_trust;
+        let (published, version) = self.beat.published_trust;
         if trust != published {
-            self.published_trust = (trust, version.wrapping_add(1));
+            self.beat.published_trust = (trust, version.wrapping_add(1));
         }
         Heartbeat {
-            point: self.points[usize::from(self.me)],
+            point: self.beat.points[usize::from(self.me)],
             trust,
-            version: self.published_trust.1,
-            beat: self.heartbeat,
+            version: self.beat.published_trust.1,
+            beat: self.beat.heartbeat,
         }
         .word()
     }
@@ -216,13 +218,13 @@ impl Replica {
     /// Rule (lease-barrier): a new unbroken period of holding the lease starts a barrier
     /// in the leader's window; a break ends the period.
     fn follow_lease(&mut self) {
-        let holds = self.lease.holds(self.now);
-        match (&mut self.role, holds, self.lease_period) {
+        let holds = self.leasing.lease.holds(self.now);
+        match (&mut self.role, holds, self.leasing.lease_period) {
             (Role::Leader(l), true, None) => {
-                self.lease_period = Some(self.now);
+                self.leasing.lease_period = Some(self.now);
                 l.start_barrier();
             }
-            (_, false, _) | (Role::Follower, _, _) => self.lease_period = None,
+            (_, false, _) | (Role::Follower, _, _) => self.leasing.lease_period = None,
             _ => {}
         }
     }
@@ -230,7 +232,7 @@ impl Replica {
     /// Answers the reads asked since the last turn, on this turn's clock.
     pub(super) fn answer_reads(&mut self) {
         let leader = self.leader();
-        let holds = self.lease.holds(self.now);
+        let holds = self.leasing.lease.holds(self.now);
         #[cfg(feature = "mutations")]
         let holds = holds || self.config.mutation == crate::slot::Mutation::ReadWithoutLease;
         let index = match &self.role {
@@ -241,9 +243,9 @@ impl Replica {
             }
             _ => None,
         };
-        for id in std::mem::take(&mut self.read_requests) {
+        for id in std::mem::take(&mut self.leasing.read_requests) {
             let result = index.ok_or(ReadError::NoLease { leader });
-            self.read_results.push((id, result));
+            self.leasing.read_results.push((id, result));
         }
     }
 
@@ -258,12 +260,14 @@ impl Replica {
             *floor = (*floor).max(b);
         }
         assert_eq!(l.prefix, self.next_apply, "the leader applied its prefix");
-        self.behind |= l.overtaken;
-        self.results
+        self.snap.behind |= l.overtaken;
+        self.api
+            .results
             .extend(l.undecided().map(|p| (p.id, Err(ProposeError::Deposed))));
-        self.reads
+        self.learn
+            .reads
             .retain(|r| !matches!(r.purpose, Purpose::Adopt { .. }) || r.stage != Stage::Queued);
-        self.last_progress = self.now;
+        self.learn.last_progress = self.now;
         assert!(matches!(self.role, Role::Follower), "stepped down");
     }
 
@@ -275,13 +279,14 @@ impl Replica {
         }
         match (&self.role, leader == self.me) {
             // A replica behind the ring copies a snapshot before it may lead.
-            (Role::Follower, true) if !self.behind => {
-                self.repair = None;
+            (Role::Follower, true) if !self.snap.behind => {
+                self.learn.repair = None;
                 self.term += 1;
                 self.terms_started.push(self.now);
-                self.lease.start_term();
-                self.catch_up = None;
-                self.reads
+                self.leasing.lease.start_term();
+                self.learn.catch_up = None;
+                self.learn
+                    .reads
                     .retain(|r| r.stage != Stage::Queued || r.purpose != Purpose::Learn);
                 let leader = Leader::new(
                     self.me,
@@ -291,14 +296,14 @@ impl Replica {
                     self.membership.clone(),
                 );
                 self.role = Role::Leader(Box::new(leader));
-                if self.lease.enabled() {
+                if self.leasing.lease.enabled() {
                     // Rule (lease-wait): my own switch counts once my word says so in
                     // memory: store it now, fenced; the next clock reading is after it.
                     let value = self.heartbeat_word();
                     let own = self.shape.heartbeat(self.me);
                     self.op(Op::Store { loc: own, value }, Then::Ignore);
                     self.op(Op::Mfence, Then::Ignore);
-                    self.own_switch_pending = true;
+                    self.leasing.own_switch_pending = true;
                 }
             }
             (Role::Leader(_), false) => self.step_down(),

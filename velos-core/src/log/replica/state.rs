@@ -1,0 +1,104 @@
+//! The replica's state, grouped by concern (the fields of [`Replica`] that are not its
+//! identity, its protocol core or its public record).
+
+use super::*;
+
+/// Ω's inputs and my heartbeat word: when it is next due, its counter, the reads of every
+/// replica's word out and when each was issued, their snapshot points, the trust I last
+/// published.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(super) struct Heartbeats {
+    pub(super) next_heartbeat: u64,
+    pub(super) heartbeat: u64,
+    pub(super) heartbeat_asked: Vec<bool>,
+    /// Per replica: its snapshot point as last seen in its heartbeat word (mine: my own).
+    pub(super) points: Vec<u64>,
+    /// Per replica: when the heartbeat read now out towards it was issued.
+    pub(super) heartbeat_issued: Vec<u64>,
+    /// The leader I trust as my heartbeat word last said, and its version.
+    pub(super) published_trust: (Option<u16>, u8),
+}
+
+/// Leader leases and lease reads ([`crate::log::lease`]).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(super) struct Leasing {
+    /// The lease state of my term ([`crate::log::lease`]).
+    pub(super) lease: Lease,
+    /// My heartbeat word was stored, fenced, with me as the leader I trust: the next turn
+    /// counts my own switch ([`Lease::own_switch`]).
+    pub(super) own_switch_pending: bool,
+    /// Since when I hold my lease without a break (leading, leases on).
+    pub(super) lease_period: Option<u64>,
+    /// Reads asked by [`Replica::read`], answered at the next turn's clock.
+    pub(super) read_requests: Vec<u64>,
+    pub(super) read_results: Vec<(u64, Result<u64, ReadError>)>,
+}
+
+/// Snapshots in registered memory and state transfer ([`crate::log::snapshot`], [`transfer`]).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(super) struct Snapshots {
+    /// The bank of my snapshot region its header names (`None`: no snapshot yet).
+    pub(super) snapshot_bank: Option<u32>,
+    /// My next instance was retired: I copy a snapshot before anything else (and do not
+    /// lead meanwhile).
+    pub(super) behind: bool,
+    pub(super) transfer: Option<Box<transfer::Transfer>>,
+    /// Per incoming bank: the source of an abandoned copy whose gets may still land there.
+    /// Rule (one bank per silent source): a source with such a bank is not copied from
+    /// again until its gets complete, so the f peers that may crash (gets towards a
+    /// crashed peer may never complete) hold at most f of the f + 1 banks. (A source
+    /// abandoned as suspected could look trusted again a moment later and be copied from
+    /// again: two copies from a crashed leader poisoned both banks for good.)
+    pub(super) transfer_poisoned: Vec<Option<u16>>,
+    /// Snapshots copied and not yet taken by [`Replica::take_installed`].
+    pub(super) installed: Vec<(u64, Vec<u8>)>,
+}
+
+/// The learner: my acceptor's words, catch-up reads, value reads, repair, what I wrote.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(super) struct Learning {
+    /// Per epoch: local acceptor words of the slots from `next_apply` on (refreshed every
+    /// turn).
+    pub(super) words: Vec<BTreeMap<u64, u64>>,
+    /// `words` holds no slot below this.
+    pub(super) words_from: u64,
+    pub(super) last_progress: u64,
+    /// Since when catch-ups of the next slot find a value accepted but no majority.
+    pub(super) stuck_since: Option<u64>,
+    /// The last slot applied was learned by a catch-up or a repair, not locally: the next
+    /// one likely needs the same, so its catch-up starts at once.
+    pub(super) streak: bool,
+    /// A learner's repair of the next slot (see [`follow`]).
+    pub(super) repair: Option<Box<Leader>>,
+    /// Per unapplied slot: what I wrote into my value buffers (see [`Written`]).
+    pub(super) written: BTreeMap<u64, Written>,
+    /// Cleared `Written`s of applied slots, for the next slots written.
+    pub(super) spare_written: crate::spare::Spare<Written>,
+    pub(super) catch_up: Option<CatchUp>,
+    pub(super) reads: VecDeque<ValueRead>,
+    /// Per read bank: the gets of an abandoned read that may still land (bit 0: the
+    /// content's, bit 1: the stamp's); 0 when the bank is free.
+    pub(super) poisoned: Vec<u8>,
+}
+
+/// The embedding side: the built-in client, proposal ids, outcomes, shutdown.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(super) struct Proposals {
+    pub(super) client: ClientScript,
+    pub(super) sent: u64,
+    pub(super) next_id: u64,
+    pub(super) shutting_down: bool,
+    /// Outcomes of proposals taken by [`Replica::propose`]: `(id, slot or error)`.
+    pub(super) results: Vec<(u64, Result<u64, ProposeError>)>,
+}
+
+/// Buffers the hot path reuses (empty between steps, so they change no state): slot
+/// commands on their way to [`Replica::issue`], operations on their way to the queue,
+/// a value's words on their way to its puts.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(super) struct Buffers {
+    pub(super) cmd_buf: Vec<(leader::SlotAt, crate::slot::SlotCommand)>,
+    pub(super) progress: leader::Progress,
+    pub(super) op_buf: Vec<Op>,
+    pub(super) value_buf: Vec<u64>,
+}
