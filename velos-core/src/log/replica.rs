@@ -210,6 +210,12 @@ pub struct Replica {
     items: VecDeque<Item>,
     then: Then,
     now: u64,
+    /// Heartbeats: mine, and what I read of everyone's (Ω's inputs).
+    beat: Heartbeats,
+    /// Leader leases and lease reads.
+    leasing: Leasing,
+    /// Snapshots and state transfer.
+    snap: Snapshots,
     /// The point of every snapshot this replica installed, in order.
     pub installs: Vec<u64>,
     /// The members of the slots from my snapshot point on ([`super::membership`]).
@@ -223,6 +229,8 @@ pub struct Replica {
     term: u64,
     /// Per epoch: ballots of earlier terms, for the next term to start above.
     ballot_floor: Vec<u64>,
+    /// The learner's state.
+    learn: Learning,
     moved: bool,
     /// A CAS failed, so the value-buffer puts ahead of it on its queue pair may have
     /// failed too: nobody awaits their work id, and a backend keeps an unreported failure
@@ -231,9 +239,13 @@ pub struct Replica {
     reap_puts: bool,
     /// Rule (duel): no aborted slot is prepared again before this time (local clock, ns).
     retry_at: u64,
+    /// The embedding side: proposals in, outcomes out.
+    api: Proposals,
     next_apply: u64,
     /// Every entry applied, in order: `(slot, value)`; a no-op is empty.
     pub applied: Vec<(u64, Vec<u8>)>,
+    /// Buffers the hot path reuses.
+    bufs: Buffers,
     /// Every value this replica proposed (as leader).
     pub proposed: Vec<Vec<u8>>,
     /// When each entry of `applied` was applied (the local clock).
@@ -251,12 +263,6 @@ pub struct Replica {
     /// reset here for the next lap.
     #[cfg(feature = "mutations")]
     reset_below: u64,
-    beat: Heartbeats,
-    leasing: Leasing,
-    snap: Snapshots,
-    learn: Learning,
-    api: Proposals,
-    bufs: Buffers,
 }
 
 impl Replica {
