@@ -4,7 +4,10 @@
 //! `src/mem/task.rs`). Unit-test files (`tests.rs`) and module roots (`mod.rs`) count
 //! through their folder.
 
-use std::path::{Path, PathBuf};
+mod source_files;
+
+use source_files::rust_files;
+use std::path::Path;
 
 /// Each crate's folder and the heading of its section.
 const SECTIONS: &[(&str, &str)] = &[
@@ -16,21 +19,6 @@ const SECTIONS: &[(&str, &str)] = &[
     ("benches", "### `benches/`"),
     ("velos-cli", "### `velos-cli/`"),
 ];
-
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    let mut paths: Vec<PathBuf> = entries.map(|e| e.expect("an entry").path()).collect();
-    paths.sort();
-    for path in paths {
-        if path.is_dir() {
-            rust_files(&path, out);
-        } else if path.extension().is_some_and(|e| e == "rs") {
-            out.push(path);
-        }
-    }
-}
 
 /// The text of the section under `heading`, up to the next `###` or `##` heading.
 fn section<'a>(map: &'a str, heading: &str) -> &'a str {

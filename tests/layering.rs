@@ -3,6 +3,7 @@
 //! import each other in a circle (read from their `crate::` and `super::` paths).
 
 mod circles;
+mod source_files;
 
 use std::collections::BTreeSet;
 use std::process::Command;

@@ -6,7 +6,7 @@
 //! a string literal is counted.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// Circles kept on purpose: `(folder, files, why no shared types module removes it)`.
 pub const ALLOWED: &[(&str, &[&str], &str)] = &[(
@@ -27,7 +27,7 @@ pub struct Circle {
 /// Every circle in the crate whose sources are under `src`.
 pub fn circles(src: &Path) -> Vec<Circle> {
     let mut files = Vec::new();
-    walk(src, &mut files);
+    crate::source_files::rust_files(src, &mut files);
     let modules: BTreeSet<Vec<String>> = files.iter().map(|f| module_path(src, f)).collect();
     // Per folder (a parent module path), the edges between its child modules.
     let mut edges: BTreeMap<Vec<String>, BTreeSet<(String, String)>> = BTreeMap::new();
@@ -85,21 +85,6 @@ fn unit_tests(code: &str) -> usize {
         at += line.len();
     }
     code.len()
-}
-
-fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
-    let mut entries: Vec<_> = std::fs::read_dir(dir)
-        .expect("a readable folder")
-        .map(|e| e.expect("an entry").path())
-        .collect();
-    entries.sort();
-    for path in entries {
-        if path.is_dir() {
-            walk(&path, out);
-        } else if path.extension().is_some_and(|e| e == "rs") {
-            out.push(path);
-        }
-    }
 }
 
 /// The module a file defines: `a/b.rs` and `a/b/mod.rs` are `[a, b]`; `lib.rs`, `main.rs`
