@@ -1,8 +1,9 @@
 //! A replicated key-value service embedded in one process, through `velos::embed`: three
 //! Velos replicas on threads, each applying the log to a `BTreeMap<String, String>`. The
 //! program writes through the leader (one write at a time, then a pipelined burst that the
-//! leader packs into batches), crashes the leader, keeps writing under the next one, and
-//! checks that the survivors' maps are identical and hold every write.
+//! leader packs into batches), crashes the leader, keeps writing under the next one, reads
+//! a key through the log (the state machine's response answers it), and checks that the
+//! survivors' maps are identical and hold every write.
 //!
 //! `cargo run --release --example replicated_kv`; `cargo run --release -- demo` runs a
 //! service like it with concurrent clients and prints a timeline.
@@ -17,11 +18,16 @@ use velos::embed::{Cluster, Config, Position, Receipt, RestoreError, Role, State
 struct KvStore(BTreeMap<String, String>);
 
 impl StateMachine for KvStore {
-    /// A command is `key`, a zero byte, `value` (the only command: put).
-    fn apply(&mut self, _: Position, command: &[u8]) {
+    /// A put answers the value it replaced, a get the value it found.
+    type Response = Option<String>;
+
+    /// A command is `key`, a zero byte, `value` (a put) or `key` alone (a get: through
+    /// the log, so it sees every write committed before it).
+    fn apply(&mut self, _: Position, command: &[u8]) -> Option<String> {
         let text = String::from_utf8_lossy(command);
-        if let Some((key, value)) = text.split_once('\0') {
-            self.0.insert(key.into(), value.into());
+        match text.split_once('\0') {
+            Some((key, value)) => self.0.insert(key.into(), value.into()),
+            None => self.0.get(text.as_ref()).cloned(),
         }
     }
 
@@ -48,9 +54,16 @@ fn main() -> anyhow::Result<()> {
     for i in 0..100 {
         let info = cluster.submit(put(&format!("k{}", i % 10), &format!("a{i}"))?)?;
         ensure!(info.leader == 0, "replica 0 leads first");
+        // The response: the value this put replaced.
+        let replaced = (i >= 10).then(|| format!("a{}", i - 10));
+        ensure!(
+            info.response == replaced,
+            "put {i} replaced {:?}",
+            info.response
+        );
     }
     // A pipelined burst: many receipts in flight, packed into batches by the leader.
-    let receipts: Vec<Receipt> = (0..1000)
+    let receipts: Vec<Receipt<Option<String>>> = (0..1000)
         .map(|i| Ok(cluster.propose_async(put(&format!("k{}", i % 10), &format!("b{i}"))?)))
         .collect::<anyhow::Result<_>>()?;
     for r in receipts {
@@ -64,6 +77,12 @@ fn main() -> anyhow::Result<()> {
         // `submit` follows the leadership change (a failure timeout of 50 ms).
         cluster.submit(put(&format!("k{}", i % 10), &format!("c{i}"))?)?;
     }
+    let read = cluster.submit(b"k3".to_vec())?; // a get, answered through the log
+    ensure!(
+        read.response.as_deref() == Some("c93"),
+        "k3 reads {:?}",
+        read.response
+    );
     let next = cluster.leader().context("a new leader")?;
     ensure!(next != leader && cluster.role(leader) == Role::Crashed);
     println!(

@@ -21,8 +21,13 @@ struct Recorder {
 }
 
 impl StateMachine for Recorder {
-    fn apply(&mut self, position: Position, command: &[u8]) {
+    /// The position and the command applied there: a receipt's response names its own
+    /// command, so a response handed to the wrong receipt shows.
+    type Response = (Position, Vec<u8>);
+
+    fn apply(&mut self, position: Position, command: &[u8]) -> Self::Response {
         self.applied.push((position, command.to_vec()));
+        (position, command.to_vec())
     }
 
     fn snapshot(&self) -> Vec<u8> {
@@ -53,6 +58,9 @@ impl StateMachine for Recorder {
         Ok(())
     }
 }
+
+/// A receipt of a [`Recorder`] cluster.
+type RecorderReceipt = Receipt<<Recorder as StateMachine>::Response>;
 
 fn recorders(n: usize) -> impl Iterator<Item = Recorder> {
     (0..n).map(|_| Recorder::default())
@@ -163,7 +171,7 @@ fn block_on<F: Future>(future: F) -> F::Output {
 fn receipts_are_futures_for_any_executor() {
     let cluster = Cluster::start(Config::new(3), recorders(3)).expect("valid");
     cluster.submit(b"warm-up".to_vec()).expect("a leader");
-    let receipts: Vec<Receipt> = (0..20)
+    let receipts: Vec<RecorderReceipt> = (0..20)
         .map(|i| cluster.propose_async(command("a", i)))
         .collect();
     let infos = block_on(async move {
@@ -191,7 +199,7 @@ fn pipelined_commands_are_batched_and_each_gets_its_result(config: Config) {
     cluster.submit(b"warm-up".to_vec()).expect("a leader");
     let leader = cluster.leader().expect("a leader");
     let n = 2_000u32;
-    let receipts: Vec<Receipt> = (0..n)
+    let receipts: Vec<RecorderReceipt> = (0..n)
         .map(|i| cluster.propose_at(leader, command("b", i)))
         .collect();
     let infos: Vec<_> = receipts
@@ -204,6 +212,12 @@ fn pipelined_commands_are_batched_and_each_gets_its_result(config: Config) {
     positions.dedup();
     assert_eq!(positions.len(), n as usize, "one position per command");
     assert!(infos.iter().all(|i| i.position.index < i.batch_commands));
+    // Each receipt carries the state machine's answer to its own command, computed at
+    // its position: through batching, nothing shifts or swaps.
+    for (i, info) in infos.iter().enumerate() {
+        let expected = (info.position, command("b", i as u32));
+        assert_eq!(info.response, expected, "command {i}");
+    }
     let m = cluster.metrics();
     assert!(
         m.batch_commands_max > 1,
@@ -271,7 +285,7 @@ fn a_batch_delay_holds_commands_for_company_within_both_bounds() {
     assert!(info.latency >= Duration::from_micros(100), "{info:?}");
     assert_eq!(info.batch_commands, 1);
     // A burst: batches of 8 go out at once (full), never more.
-    let receipts: Vec<Receipt> = (0..64)
+    let receipts: Vec<RecorderReceipt> = (0..64)
         .map(|i| cluster.propose_async(command("d", i)))
         .collect();
     for r in receipts {

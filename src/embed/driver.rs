@@ -23,9 +23,10 @@ use velos_core::log::{ProposeError, Replica};
 pub(crate) type ReadJob = Box<dyn FnOnce(Result<&dyn Any, Error>) + Send>;
 
 /// What a replica's runner receives.
-pub(crate) enum Command {
-    /// A command to propose, and where its outcome goes.
-    Propose(Vec<u8>, Completer),
+pub(crate) enum Command<R> {
+    /// A command to propose, and where its outcome (with the state machine's response)
+    /// goes.
+    Propose(Vec<u8>, Completer<R>),
     /// A linearizable read of the state machine.
     Read(ReadJob),
     /// A membership change to propose, and where its outcome goes.
@@ -52,20 +53,23 @@ pub(crate) struct Shown {
 }
 
 /// A proposed batch: each command's arrival time and completer, in batch order.
-type InFlight = Vec<(u64, Completer)>;
+type InFlight<R> = Vec<(u64, Completer<R>)>;
 
 /// One replica's embedding state.
-pub(crate) struct Driver<S> {
+pub(crate) struct Driver<S: StateMachine> {
     me: u16,
     machine: S,
     packing: Packing,
     max_in_flight: usize,
-    queue: Queue<Completer>,
+    queue: Queue<Completer<S::Response>>,
     /// Batches given to the engine, by proposal id.
-    in_flight: HashMap<u64, InFlight>,
+    in_flight: HashMap<u64, InFlight<S::Response>>,
     /// Batches decided in `slot` but not applied here yet (a slot can be decided before a
     /// gap below it is): their receipts wait until it is.
-    decided: BTreeMap<u64, InFlight>,
+    decided: BTreeMap<u64, InFlight<S::Response>>,
+    /// The state machine's responses to the commands of slots applied here while this
+    /// replica had batches of its own under way, by slot, until their receipts resolve.
+    responses: BTreeMap<u64, Vec<S::Response>>,
     leading: bool,
     metrics: Arc<Metrics>,
     shown: Arc<Shown>,
@@ -113,6 +117,7 @@ impl<S: StateMachine> Driver<S> {
             queue: Queue::default(),
             in_flight: HashMap::new(),
             decided: BTreeMap::new(),
+            responses: BTreeMap::new(),
             leading: false,
             metrics,
             shown,
@@ -221,7 +226,7 @@ impl<S: StateMachine> Driver<S> {
         &mut self,
         replica: &Replica,
         command: Vec<u8>,
-        completer: Completer,
+        completer: Completer<S::Response>,
         now_ns: u64,
     ) {
         if replica.leader() != self.me {
@@ -245,7 +250,7 @@ impl<S: StateMachine> Driver<S> {
     }
 
     /// A command that reached a stopped (or crashed) replica: it was not proposed.
-    pub(crate) fn refuse_stopped(&self, completer: Completer, crashed: bool) {
+    pub(crate) fn refuse_stopped<R>(&self, completer: Completer<R>, crashed: bool) {
         self.metrics.refused(1);
         completer.complete(Err(if crashed {
             Error::Unavailable { replica: self.me }
@@ -367,6 +372,8 @@ impl<S: StateMachine> Driver<S> {
             if entry.is_empty() {
                 continue; // a no-op filling a gap
             }
+            // Only a replica with batches under way can be waiting for this slot's answers.
+            let mine = !self.in_flight.is_empty() || self.decided.contains_key(&slot);
             match batch::decode(&entry) {
                 Ok(commands) => {
                     for (index, command) in commands.into_iter().enumerate() {
@@ -374,8 +381,11 @@ impl<S: StateMachine> Driver<S> {
                             slot,
                             index: index as u32,
                         };
-                        self.machine.apply(position, command);
+                        let response = self.machine.apply(position, command);
                         self.commands_applied += 1;
+                        if mine {
+                            self.responses.entry(slot).or_default().push(response);
+                        }
                     }
                 }
                 // Every replica decodes the same bytes, so every one skips it alike.
@@ -453,6 +463,9 @@ impl<S: StateMachine> Driver<S> {
             self.decided.keys().all(|&s| s >= self.slots_applied),
             "a receipt whose slot is applied here has resolved"
         );
+        if self.in_flight.is_empty() && self.decided.is_empty() {
+            self.responses.clear(); // nobody here waits for an answer
+        }
         // A change resolves once it is in effect here (its slot applied, and the slots
         // before it takes effect): a removed leader has handed over by then.
         // (A later change is decided only once this one is in effect.)
@@ -469,6 +482,7 @@ impl<S: StateMachine> Driver<S> {
                 batch_commands: 1,
                 leader: self.me,
                 latency: Duration::from_nanos(now_ns.saturating_sub(at)),
+                response: (),
             }));
         }
         self.run_ready_reads();
@@ -483,15 +497,29 @@ impl<S: StateMachine> Driver<S> {
             .store(replica.is_leader(), Ordering::SeqCst);
     }
 
-    fn acknowledge(&self, slot: u64, commands: InFlight, now_ns: u64) {
+    /// Resolves the receipts of a batch decided in `slot`, each with its command's
+    /// response; without the responses (the slot was not applied here: a snapshot passed
+    /// it, or the replica stops first) with [`Error::ResponseLost`].
+    fn acknowledge(&mut self, slot: u64, commands: InFlight<S::Response>, now_ns: u64) {
         assert!(!commands.is_empty(), "a batch holds a command");
         let n = commands.len() as u32;
+        let responses = self
+            .responses
+            .remove(&slot)
+            .filter(|r| r.len() == commands.len());
         let latencies: Vec<u64> = commands
             .iter()
             .map(|&(at, _)| now_ns.saturating_sub(at))
             .collect();
         self.metrics.committed(&latencies);
-        for (index, ((_, c), latency)) in commands.into_iter().zip(latencies).enumerate() {
+        let Some(responses) = responses else {
+            for (_, c) in commands {
+                c.complete(Err(Error::ResponseLost { slot }));
+            }
+            return;
+        };
+        let answered = commands.into_iter().zip(latencies).zip(responses);
+        for (index, (((_, c), latency), response)) in answered.enumerate() {
             c.complete(Ok(CommitInfo {
                 position: Position {
                     slot,
@@ -500,6 +528,7 @@ impl<S: StateMachine> Driver<S> {
                 batch_commands: n,
                 leader: self.me,
                 latency: Duration::from_nanos(latency),
+                response,
             }));
         }
     }
@@ -540,7 +569,7 @@ impl<S: StateMachine> Driver<S> {
             c.complete(Err(error.clone()));
         }
         let decided = std::mem::take(&mut self.decided);
-        let mut lost: Vec<InFlight> = self.in_flight.drain().map(|(_, c)| c).collect();
+        let mut lost: Vec<InFlight<S::Response>> = self.in_flight.drain().map(|(_, c)| c).collect();
         for (slot, commands) in decided {
             if crashed {
                 lost.push(commands); // a crashed replica tells nobody
@@ -597,6 +626,8 @@ mod tests {
     struct Nop;
 
     impl StateMachine for Nop {
+        type Response = ();
+
         fn apply(&mut self, _: Position, _: &[u8]) {}
         fn snapshot(&self) -> Vec<u8> {
             Vec::new()

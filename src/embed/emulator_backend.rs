@@ -15,8 +15,8 @@ use velos_sim::machine::{CrashMode, Machine};
 use velos_sim::simulate::{Fault, SimConfig, Simulator};
 
 /// The runner thread and its command channel (`(replica, command)`).
-pub(crate) struct Started<S> {
-    pub(crate) inbox: Sender<(u16, Command)>,
+pub(crate) struct Started<S: StateMachine> {
+    pub(crate) inbox: Sender<(u16, Command<S::Response>)>,
     pub(crate) runner: thread::JoinHandle<Vec<Option<S>>>,
 }
 
@@ -70,7 +70,7 @@ fn run<S: StateMachine>(
     mut sim: Sim,
     emulator: &EmulatorConfig,
     drivers: Vec<Driver<S>>,
-    commands: &Receiver<(u16, Command)>,
+    commands: &Receiver<(u16, Command<S::Response>)>,
 ) -> Vec<Option<S>> {
     let mut drivers: Vec<Option<Driver<S>>> = drivers.into_iter().map(Some).collect();
     loop {
@@ -134,9 +134,8 @@ fn run<S: StateMachine>(
     let now = sim.now();
     for (r, command) in commands.try_iter() {
         match (command, &drivers[usize::from(r)]) {
-            (Command::Propose(_, completer) | Command::Members(_, completer), Some(d)) => {
-                d.refuse_stopped(completer, false)
-            }
+            (Command::Propose(_, completer), Some(d)) => d.refuse_stopped(completer, false),
+            (Command::Members(_, completer), Some(d)) => d.refuse_stopped(completer, false),
             (Command::Read(job), _) => job(Err(Error::ShuttingDown)),
             _ => {}
         }

@@ -53,6 +53,14 @@ pub enum Error {
     /// decided: a later leader may still decide it (if an acceptor accepted it) or not.
     #[error("the leader lost its role before deciding the command: outcome unknown")]
     OutcomeUnknown,
+    /// The command was committed in `slot` (it took effect), but the replica that proposed
+    /// it did not apply that slot itself — it stopped first, or copied a snapshot past it
+    /// — so the state machine's response is not known.
+    #[error("committed in slot {slot}, but its replica did not apply it: the response is lost")]
+    ResponseLost {
+        /// The slot that holds the command.
+        slot: u64,
+    },
     /// Every slot of the log is used (slots are not recycled yet).
     #[error("the log is full")]
     LogFull,

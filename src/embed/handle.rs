@@ -62,9 +62,9 @@ pub(crate) fn role_of(shown: &Shown) -> Role {
     }
 }
 
-enum Inboxes {
-    PerReplica(Vec<Sender<Command>>, Arc<MemFabric>),
-    Shared(Sender<(u16, Command)>),
+enum Inboxes<S: StateMachine> {
+    PerReplica(Vec<Sender<Command<S::Response>>>, Arc<MemFabric>),
+    Shared(Sender<(u16, Command<S::Response>)>),
 }
 
 /// A running embedded cluster: `replicas` replicas of one log, each applying the
@@ -78,7 +78,7 @@ enum Inboxes {
 /// that proposed it*; the followers apply it soon after.
 pub struct Cluster<S: StateMachine> {
     config: Config,
-    inboxes: Inboxes,
+    inboxes: Inboxes<S>,
     shown: Arc<[Arc<Shown>]>,
     metrics: Arc<Metrics>,
     runner: Option<thread::JoinHandle<Vec<Option<S>>>>,
@@ -162,7 +162,7 @@ impl<S: StateMachine> Cluster<S> {
 
     /// Proposes `command` at `replica`. A follower refuses ([`Error::NotLeader`] names the
     /// leader it trusts); the leader queues it for the next batch.
-    pub fn propose_at(&self, replica: u16, command: Vec<u8>) -> Receipt {
+    pub fn propose_at(&self, replica: u16, command: Vec<u8>) -> Receipt<S::Response> {
         let Some(shown) = self.shown(replica) else {
             return self.refuse(Error::NoSuchReplica {
                 replica,
@@ -186,14 +186,14 @@ impl<S: StateMachine> Cluster<S> {
         receipt
     }
 
-    fn refuse(&self, error: Error) -> Receipt {
+    fn refuse(&self, error: Error) -> Receipt<S::Response> {
         self.metrics.refused(1);
         Receipt::ready(Err(error))
     }
 
     /// Proposes `command` at the leader as the handle sees it now, once: a receipt to
     /// block on or `.await`.
-    pub fn propose_async(&self, command: Vec<u8>) -> Receipt {
+    pub fn propose_async(&self, command: Vec<u8>) -> Receipt<S::Response> {
         match self.leader() {
             Some(leader) => self.propose_at(leader, command),
             None => self.refuse(Error::NoReplicaUp),
@@ -202,7 +202,7 @@ impl<S: StateMachine> Cluster<S> {
 
     /// Proposes `command` at the leader as seen now and waits (at most the wait timeout)
     /// until it is committed and applied there.
-    pub fn propose(&self, command: Vec<u8>) -> Outcome {
+    pub fn propose(&self, command: Vec<u8>) -> Outcome<S::Response> {
         self.propose_async(command).wait()
     }
 
@@ -210,7 +210,7 @@ impl<S: StateMachine> Cluster<S> {
     /// log is full (the refusals that say it was not proposed), until it commits or the wait timeout has
     /// passed. An [`Error::OutcomeUnknown`] is returned, not retried: proposing it again
     /// could apply it twice.
-    pub fn submit(&self, command: Vec<u8>) -> Outcome {
+    pub fn submit(&self, command: Vec<u8>) -> Outcome<S::Response> {
         self.retry(|left| self.propose_async(command.clone()).wait_timeout(left))
     }
 
@@ -365,7 +365,7 @@ impl<S: StateMachine> Cluster<S> {
         Ok(())
     }
 
-    fn send(&self, replica: u16, command: Command) {
+    fn send(&self, replica: u16, command: Command<S::Response>) {
         // The runner is gone only after a shutdown: nothing left to tell.
         let _ = match &self.inboxes {
             Inboxes::PerReplica(inboxes, _) => {

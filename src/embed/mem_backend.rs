@@ -14,8 +14,8 @@ use velos_rdma::mem::{MemFabric, MemOptions, Mode};
 use velos_rdma::{NodeId, Shared};
 
 /// What the replica threads share.
-pub(crate) struct Started<S> {
-    pub(crate) inboxes: Vec<Sender<Command>>,
+pub(crate) struct Started<S: StateMachine> {
+    pub(crate) inboxes: Vec<Sender<Command<S::Response>>>,
     /// The fabric, so that a crash takes effect before [`super::Cluster::crash`] returns.
     pub(crate) fabric: Arc<MemFabric>,
     pub(crate) runner: thread::JoinHandle<Vec<Option<S>>>,
@@ -82,7 +82,7 @@ pub(crate) fn run<S: StateMachine>(
     log: Shared<LogConfig>,
     me: u16,
     driver: Driver<S>,
-    inbox: &Receiver<Command>,
+    inbox: &Receiver<Command<S::Response>>,
 ) -> Option<S> {
     let no_client = ClientScript { count: 0, size: 10 };
     let sleep_max = sleep_max_ns(&log);

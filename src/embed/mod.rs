@@ -15,7 +15,8 @@
 //!   [`Cluster::propose_async`] (a [`Receipt`], which is a [`Future`]
 //!   usable from any executor, or blocks with a bound), [`Cluster::propose_at`] (one
 //!   replica; a follower refuses with [`Error::NotLeader`], it does not forward). A
-//!   receipt resolves once the command is committed and applied at the leader.
+//!   receipt resolves once the command is committed and applied at the leader, with
+//!   [`StateMachine::apply`]'s answer there ([`CommitInfo::response`]).
 //! * **Batching and pipelining**: the leader's replica packs waiting commands into one log
 //!   entry ([`batch`]: a tag byte and length-prefixed frames, never more than the log's
 //!   `max_value_bytes`), keeps up to [`BatchConfig::max_in_flight`] batches undecided, and
@@ -34,8 +35,10 @@
 //! struct Counter(u64);
 //!
 //! impl StateMachine for Counter {
-//!     fn apply(&mut self, _: Position, command: &[u8]) {
+//!     type Response = u64; // the count after the command
+//!     fn apply(&mut self, _: Position, command: &[u8]) -> u64 {
 //!         self.0 += u64::from(command.first().copied().unwrap_or(0));
+//!         self.0
 //!     }
 //!     fn snapshot(&self) -> Vec<u8> {
 //!         self.0.to_le_bytes().to_vec()
@@ -50,6 +53,7 @@
 //! let cluster = Cluster::start(Config::new(3), (0..3).map(|_| Counter::default()))?;
 //! let info = cluster.submit(vec![5])?;
 //! assert_eq!(info.position.slot, 0);
+//! assert_eq!(info.response, 5); // apply's answer, from the leader
 //! let machines = cluster.shutdown();
 //! assert_eq!(machines[info.leader as usize].as_ref().map(|c| c.0), Some(5));
 //! # Ok::<(), Box<dyn std::error::Error>>(())

@@ -35,8 +35,10 @@ use velos_core::log::membership::Members;
 /// struct Counter(u64);
 ///
 /// impl StateMachine for Counter {
-///     fn apply(&mut self, _: Position, command: &[u8]) {
+///     type Response = u64; // the count after the command
+///     fn apply(&mut self, _: Position, command: &[u8]) -> u64 {
 ///         self.0 += u64::from(command.first().copied().unwrap_or(0));
+///         self.0
 ///     }
 ///     fn snapshot(&self) -> Vec<u8> {
 ///         self.0.to_le_bytes().to_vec()
@@ -51,7 +53,7 @@ use velos_core::log::membership::Members;
 /// let cluster = ClusterFile::load("cluster.toml".as_ref())?;
 /// let node = Node::start(Config::verbs(cluster, 0), Counter::default())?;
 /// match node.propose(vec![5]) {
-///     Ok(info) => println!("committed in slot {}", info.position.slot),
+///     Ok(info) => println!("slot {}: the count is {}", info.position.slot, info.response),
 ///     Err(Error::NotLeader { leader, .. }) => println!("forward it to replica {leader}"),
 ///     Err(e) => println!("not committed: {e}"),
 /// }
@@ -61,7 +63,7 @@ use velos_core::log::membership::Members;
 pub struct Node<S: StateMachine> {
     config: Config,
     id: u16,
-    inbox: Sender<Command>,
+    inbox: Sender<Command<S::Response>>,
     shown: Arc<Shown>,
     metrics: Arc<Metrics>,
     runner: Option<JoinHandle<Option<S>>>,
@@ -70,8 +72,10 @@ pub struct Node<S: StateMachine> {
 
 /// Starts a node's runner: given its driver and inbox, the thread that runs it, once the
 /// replica is connected.
-pub(crate) type Launch<S> =
-    dyn FnOnce(Driver<S>, Receiver<Command>) -> Result<JoinHandle<Option<S>>, StartError>;
+pub(crate) type Launch<S> = dyn FnOnce(
+    Driver<S>,
+    Receiver<Command<<S as StateMachine>::Response>>,
+) -> Result<JoinHandle<Option<S>>, StartError>;
 
 impl<S: StateMachine> Node<S> {
     /// Starts this process's replica as `config` says ([`Config::verbs`]): registers its
@@ -151,7 +155,7 @@ impl<S: StateMachine> Node<S> {
 
     /// Proposes `command` here: a receipt to block on or `.await`. Refused with
     /// [`Error::NotLeader`] unless this replica leads.
-    pub fn propose_async(&self, command: Vec<u8>) -> Receipt {
+    pub fn propose_async(&self, command: Vec<u8>) -> Receipt<S::Response> {
         match admit(&self.shown, self.id, command.len(), self.max_command) {
             Err(e) => {
                 self.metrics.refused(1);
@@ -169,7 +173,7 @@ impl<S: StateMachine> Node<S> {
 
     /// Proposes `command` here and waits (at most the wait timeout) until it is
     /// committed and applied here.
-    pub fn propose(&self, command: Vec<u8>) -> Outcome {
+    pub fn propose(&self, command: Vec<u8>) -> Outcome<S::Response> {
         self.propose_async(command).wait()
     }
 

@@ -18,9 +18,13 @@ struct Sum {
 }
 
 impl StateMachine for Sum {
-    fn apply(&mut self, _: Position, command: &[u8]) {
+    /// The count of commands applied, this one included.
+    type Response = u64;
+
+    fn apply(&mut self, _: Position, command: &[u8]) -> u64 {
         self.count += 1;
         self.sum += command.iter().map(|&b| u64::from(b)).sum::<u64>();
+        self.count
     }
     fn snapshot(&self) -> Vec<u8> {
         [self.count.to_le_bytes(), self.sum.to_le_bytes()].concat()
@@ -95,6 +99,7 @@ fn a_node_commits_at_its_leader_refuses_at_a_follower_and_every_node_applies_the
             .expect("committed at the leader");
         assert_eq!(info.leader, 0);
         assert!(info.position.slot >= i, "one command per slot at least");
+        assert_eq!(info.response, i + 1, "the leader's state machine answered");
     }
     let commands = 3 * lag;
     assert_eq!(nodes[0].read(|s: &Sum| s.count), Ok(commands));

@@ -10,9 +10,11 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
-/// What a committed command's receipt says.
+/// What a committed command's receipt says: where it is in the log, and `response`, what
+/// [`StateMachine::apply`](super::StateMachine::apply) returned for it at the leader
+/// (`()` for a membership change).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct CommitInfo {
+pub struct CommitInfo<R = ()> {
     /// Where the command is in the log.
     pub position: Position,
     /// Commands in its batch.
@@ -23,25 +25,37 @@ pub struct CommitInfo {
     /// From when the leader took the command until it was committed and applied there
     /// (the backend's clock: virtual time on the emulator).
     pub latency: Duration,
+    /// The state machine's answer to the command, computed when the leader applied it.
+    pub response: R,
 }
 
 /// What a receipt resolves to.
-pub type Outcome = Result<CommitInfo, Error>;
+pub type Outcome<R = ()> = Result<CommitInfo<R>, Error>;
 
-#[derive(Debug, Default)]
-struct State {
-    outcome: Option<Outcome>,
+#[derive(Debug)]
+struct State<R> {
+    outcome: Option<Outcome<R>>,
     waker: Option<Waker>,
 }
 
-#[derive(Debug, Default)]
-struct Cell {
-    state: Mutex<State>,
+#[derive(Debug)]
+struct Cell<R> {
+    state: Mutex<State<R>>,
     ready: Condvar,
 }
 
-impl Cell {
-    fn lock(&self) -> MutexGuard<'_, State> {
+impl<R> Cell<R> {
+    fn new() -> Cell<R> {
+        Cell {
+            state: Mutex::new(State {
+                outcome: None,
+                waker: None,
+            }),
+            ready: Condvar::new(),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State<R>> {
         // Nobody panics holding it; a poisoned lock still holds a consistent state.
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -54,8 +68,8 @@ impl Cell {
 /// it in your runtime's timeout). Dropping a receipt does not withdraw the command.
 #[derive(Debug)]
 #[must_use = "a receipt says whether the command committed"]
-pub struct Receipt {
-    cell: Arc<Cell>,
+pub struct Receipt<R = ()> {
+    cell: Arc<Cell<R>>,
     timeout: Duration,
 }
 
@@ -63,16 +77,16 @@ pub struct Receipt {
 /// completes the receipt with [`Error::OutcomeUnknown`] if the command was proposed, else
 /// with [`Error::Unavailable`] — a receipt never waits for an outcome nobody will send.
 #[derive(Debug)]
-pub(crate) struct Completer {
-    cell: Option<Arc<Cell>>,
+pub(crate) struct Completer<R = ()> {
+    cell: Option<Arc<Cell<R>>>,
     replica: u16,
     /// The command was given to the engine: a lost completer means an unknown outcome.
     pub(crate) proposed: bool,
 }
 
 /// A receipt and its completer, for a command sent to `replica`.
-pub(crate) fn pair(replica: u16, timeout: Duration) -> (Receipt, Completer) {
-    let cell = Arc::new(Cell::default());
+pub(crate) fn pair<R>(replica: u16, timeout: Duration) -> (Receipt<R>, Completer<R>) {
+    let cell = Arc::new(Cell::new());
     (
         Receipt {
             cell: Arc::clone(&cell),
@@ -86,14 +100,14 @@ pub(crate) fn pair(replica: u16, timeout: Duration) -> (Receipt, Completer) {
     )
 }
 
-impl Completer {
+impl<R> Completer<R> {
     /// Delivers `outcome` to the receipt.
-    pub(crate) fn complete(mut self, outcome: Outcome) {
+    pub(crate) fn complete(mut self, outcome: Outcome<R>) {
         let cell = self.cell.take().expect("completed once");
         Self::deliver(&cell, outcome);
     }
 
-    fn deliver(cell: &Cell, outcome: Outcome) {
+    fn deliver(cell: &Cell<R>, outcome: Outcome<R>) {
         let waker = {
             let mut state = cell.lock();
             assert!(state.outcome.is_none(), "a receipt is completed once");
@@ -107,7 +121,7 @@ impl Completer {
     }
 }
 
-impl Drop for Completer {
+impl<R> Drop for Completer<R> {
     fn drop(&mut self) {
         if let Some(cell) = self.cell.take() {
             let lost = if self.proposed {
@@ -122,9 +136,9 @@ impl Drop for Completer {
     }
 }
 
-impl Receipt {
+impl<R> Receipt<R> {
     /// A receipt that is already resolved (a command refused before it reached a replica).
-    pub(crate) fn ready(outcome: Outcome) -> Receipt {
+    pub(crate) fn ready(outcome: Outcome<R>) -> Receipt<R> {
         let (receipt, completer) = pair(0, Duration::ZERO);
         completer.complete(outcome);
         receipt
@@ -132,13 +146,13 @@ impl Receipt {
 
     /// Blocks until the outcome is known, at most the cluster's wait timeout; then
     /// [`Error::TimedOut`] (the command may still commit).
-    pub fn wait(self) -> Outcome {
+    pub fn wait(self) -> Outcome<R> {
         let timeout = self.timeout;
         self.wait_timeout(timeout)
     }
 
     /// Blocks until the outcome is known, at most `timeout`.
-    pub fn wait_timeout(self, timeout: Duration) -> Outcome {
+    pub fn wait_timeout(self, timeout: Duration) -> Outcome<R> {
         let start = Instant::now();
         let mut state = self.cell.lock();
         loop {
@@ -166,10 +180,10 @@ impl Receipt {
     }
 }
 
-impl Future for Receipt {
-    type Output = Outcome;
+impl<R> Future for Receipt<R> {
+    type Output = Outcome<R>;
 
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Outcome> {
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Outcome<R>> {
         let mut state = self.cell.lock();
         match state.outcome.take() {
             Some(outcome) => Poll::Ready(outcome),
@@ -194,10 +208,10 @@ mod tests {
 
     #[test]
     fn a_lost_completer_resolves_the_receipt_instead_of_hanging() {
-        let (r, c) = pair(2, Duration::from_secs(5));
+        let (r, c) = pair::<()>(2, Duration::from_secs(5));
         drop(c);
         assert_eq!(r.wait(), Err(Error::Unavailable { replica: 2 }));
-        let (r, mut c) = pair(2, Duration::from_secs(5));
+        let (r, mut c) = pair::<()>(2, Duration::from_secs(5));
         c.proposed = true;
         drop(c);
         assert_eq!(r.wait(), Err(Error::OutcomeUnknown));
@@ -205,7 +219,7 @@ mod tests {
 
     #[test]
     fn a_wait_is_bounded() {
-        let (r, _c) = pair(0, Duration::from_millis(1));
+        let (r, _c) = pair::<()>(0, Duration::from_millis(1));
         assert_eq!(
             r.wait(),
             Err(Error::TimedOut {
@@ -216,7 +230,7 @@ mod tests {
 
     #[test]
     fn the_completer_may_run_on_another_thread() {
-        let (r, c) = pair(0, Duration::from_secs(60));
+        let (r, c) = pair::<()>(0, Duration::from_secs(60));
         let t = std::thread::spawn(move || c.complete(Err(Error::LogFull)));
         assert_eq!(r.wait(), Err(Error::LogFull));
         t.join().unwrap();

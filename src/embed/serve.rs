@@ -46,7 +46,7 @@ fn follower_policy(sleep_max_ns: u64) -> Policy {
 }
 
 /// Sleeps at most `d`, or until a command is in `inbox` (left there).
-fn park(inbox: &Receiver<Command>, d: Duration) {
+fn park<R>(inbox: &Receiver<Command<R>>, d: Duration) {
     let mut select = Select::new();
     select.recv(inbox);
     // Ready or timed out: either way the loop looks at the inbox next.
@@ -64,7 +64,7 @@ pub(crate) fn serve<S: StateMachine, E: Endpoint>(
     endpoint: &mut E,
     mut replica: Replica,
     mut driver: Driver<S>,
-    inbox: &Receiver<Command>,
+    inbox: &Receiver<Command<S::Response>>,
     sleep_max_ns: u64,
     crash: impl Fn(),
 ) -> Option<S> {
@@ -157,14 +157,13 @@ pub(crate) fn serve<S: StateMachine, E: Endpoint>(
 /// Commands still in the inbox of a replica that stops were never taken.
 pub(crate) fn refuse_rest<S: StateMachine>(
     driver: &Driver<S>,
-    inbox: &Receiver<Command>,
+    inbox: &Receiver<Command<S::Response>>,
     crashed: bool,
 ) {
     while let Ok(command) = inbox.try_recv() {
         match command {
-            Command::Propose(_, completer) | Command::Members(_, completer) => {
-                driver.refuse_stopped(completer, crashed)
-            }
+            Command::Propose(_, completer) => driver.refuse_stopped(completer, crashed),
+            Command::Members(_, completer) => driver.refuse_stopped(completer, crashed),
             Command::Read(job) => job(Err(driver.stopped_error(crashed))),
             Command::Crash | Command::Shutdown => {}
         }

@@ -19,9 +19,16 @@ pub struct RestoreError(pub String);
 /// order. Batches are unpacked first and a leader's no-ops skipped, so `apply` sees the
 /// commands proposed, one at a time.
 pub trait StateMachine: Send + 'static {
-    /// Applies the command at `position`; positions come in log order, without gaps in
-    /// the slots that carry commands.
-    fn apply(&mut self, position: Position, command: &[u8]);
+    /// What applying a command answers: the proposer's receipt carries the leader's
+    /// ([`CommitInfo::response`](super::CommitInfo::response)); `()` for a service whose
+    /// commands answer nothing.
+    type Response: Send + 'static;
+
+    /// Applies the command at `position` and answers it; positions come in log order,
+    /// without gaps in the slots that carry commands. Every replica computes the same
+    /// answer (it must depend on the state and the command only); the leader's goes back
+    /// to the proposer.
+    fn apply(&mut self, position: Position, command: &[u8]) -> Self::Response;
 
     /// The state as bytes, enough for [`StateMachine::restore`] to rebuild it (slot
     /// recycling will hand a snapshot to a replica that fell behind the log's ring).

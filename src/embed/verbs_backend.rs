@@ -18,7 +18,7 @@ pub(crate) fn start<S: StateMachine>(
     log: LogConfig,
     verbs: &VerbsConfig,
     driver: Driver<S>,
-    inbox: Receiver<Command>,
+    inbox: Receiver<Command<S::Response>>,
 ) -> Result<JoinHandle<Option<S>>, StartError> {
     use super::serve::{serve, sleep_max_ns};
     use crate::connect::{ClockFrom, connect};
@@ -81,7 +81,7 @@ pub(crate) fn start<S: StateMachine>(
     _log: LogConfig,
     _verbs: &VerbsConfig,
     _driver: Driver<S>,
-    _inbox: Receiver<Command>,
+    _inbox: Receiver<Command<S::Response>>,
 ) -> Result<JoinHandle<Option<S>>, StartError> {
     Err(StartError::Backend(
         "this build of velos has no RDMA backend: rebuild with `--features verbs`".into(),

@@ -26,6 +26,7 @@ fn the_leader_changes_once_and_the_survivors_hold_every_acknowledged_write() {
     assert!(report.checks.survivors_agree, "{report}");
     assert!(report.checks.match_acknowledged, "{report}");
     assert!(report.checks.missing_writes.is_empty(), "{report}");
+    assert_eq!(report.checks.wrong_responses, 0, "{report}");
     assert_eq!(report.checks.rejected_entries, 0);
     assert!(report.client_stopped.is_none(), "{report}");
     assert!(report.puts_acked > 0, "{report}");

@@ -30,6 +30,8 @@ pub struct SubmitRun {
 struct Count(u64);
 
 impl StateMachine for Count {
+    type Response = ();
+
     fn apply(&mut self, _: Position, _: &[u8]) {
         self.0 += 1;
     }

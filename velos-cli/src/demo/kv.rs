@@ -33,19 +33,21 @@ impl KvStore {
 }
 
 impl StateMachine for KvStore {
-    fn apply(&mut self, position: Position, command: &[u8]) {
+    /// The value a put or delete replaced (`None`: the key was absent, or the command did
+    /// not decode).
+    type Response = Option<String>;
+
+    fn apply(&mut self, position: Position, command: &[u8]) -> Option<String> {
         match KvCommand::decode(command) {
-            Ok(KvCommand::Put { key, value }) => {
-                self.map().insert(key, value);
+            Ok(KvCommand::Put { key, value }) => self.map().insert(key, value),
+            Ok(KvCommand::Del { key }) => self.map().remove(&key),
+            Err(e) => {
+                self.rejected
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .push((position, e));
+                None
             }
-            Ok(KvCommand::Del { key }) => {
-                self.map().remove(&key);
-            }
-            Err(e) => self
-                .rejected
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .push((position, e)),
         }
     }
 

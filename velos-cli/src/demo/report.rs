@@ -63,6 +63,9 @@ pub struct Checks {
     pub match_acknowledged: bool,
     /// Keys whose value in a survivor's map no acknowledged write explains.
     pub missing_writes: Vec<String>,
+    /// Writes whose response (the value they replaced) was not what their client's
+    /// earlier writes of the key had left (writes committed at the first attempt).
+    pub wrong_responses: u64,
     /// Keys in the first survivor's map at the end.
     pub keys_at_end: usize,
     /// Entries that did not decode as commands (over every replica).
@@ -107,6 +110,7 @@ impl DemoReport {
             && self.checks.survivors_agree
             && self.checks.match_acknowledged
             && self.checks.missing_writes.is_empty()
+            && self.checks.wrong_responses == 0
             && self.checks.rejected_entries == 0
     }
 
@@ -197,6 +201,9 @@ impl fmt::Display for DemoReport {
             },
             self.leader_changes
         )?;
+        if c.wrong_responses > 0 {
+            writeln!(f, "WRONG RESPONSES: {} writes", c.wrong_responses)?;
+        }
         if !c.failed_over {
             writeln!(
                 f,

@@ -38,6 +38,9 @@ struct ClientLog {
     dels: u64,
     stale_gets: u64,
     retries: u64,
+    /// Writes committed at the first attempt whose response (the value replaced) was
+    /// not the value this client's own writes had left there.
+    wrong_responses: u64,
     /// A write given up on, whose outcome is unknown, and why.
     in_doubt: Option<(KvCommand, Error)>,
 }
@@ -133,9 +136,19 @@ fn client(
                     value: format!("v{i}"),
                 }
             };
+            let retries = log.retries;
             match write(cluster, &command, &mut log.retries) {
-                Ok(()) => {
+                Ok(replaced) => {
                     log.acks.push(start.elapsed());
+                    // Keys are this client's alone: a write committed at its first
+                    // attempt replaced what the client's last write left. (A retried one
+                    // may have applied twice and replaced itself.)
+                    let key = match &command {
+                        KvCommand::Put { key, .. } | KvCommand::Del { key } => key,
+                    };
+                    if log.retries == retries && replaced != log.model.get(key).cloned() {
+                        log.wrong_responses += 1;
+                    }
                     match command {
                         KvCommand::Put { key, value } => {
                             log.puts += 1;
@@ -161,8 +174,13 @@ fn client(
 /// Submits `command` until it commits. `submit` itself follows the leader; an unknown
 /// outcome (the leader crashed holding it) is retried here: a put or delete applied twice
 /// in a row is the same as once, and nothing else of this client's is in flight. Other
-/// errors (the log full, a wait that timed out) end the client.
-fn write(cluster: &Cluster<KvStore>, command: &KvCommand, retries: &mut u64) -> Result<(), Error> {
+/// errors (the log full, a wait that timed out) end the client. The value the write
+/// replaced, as the state machine answered.
+fn write(
+    cluster: &Cluster<KvStore>,
+    command: &KvCommand,
+    retries: &mut u64,
+) -> Result<Option<String>, Error> {
     let bytes = command.encode().map_err(|e| Error::CommandTooLarge {
         len: e.0,
         max: usize::from(u8::MAX),
@@ -170,7 +188,7 @@ fn write(cluster: &Cluster<KvStore>, command: &KvCommand, retries: &mut u64) -> 
     let since = Instant::now();
     loop {
         match cluster.submit(bytes.clone()) {
-            Ok(_) => return Ok(()),
+            Ok(info) => return Ok(info.response),
             Err(e @ Error::OutcomeUnknown) => {
                 *retries += 1;
                 if since.elapsed() > PATIENCE {
@@ -285,6 +303,7 @@ fn report(config: &DemoConfig, o: Outcome) -> DemoReport {
         survivors_agree: o.maps.windows(2).all(|w| w[0].1 == w[1].1),
         match_acknowledged: missing.is_empty(),
         missing_writes: missing,
+        wrong_responses: o.clients.iter().map(|c| c.wrong_responses).sum(),
         keys_at_end: o.maps.first().map_or(0, |(_, m)| m.len()),
         rejected_entries: o.rejected,
     };

@@ -27,6 +27,8 @@ struct Recorder {
 }
 
 impl StateMachine for Recorder {
+    type Response = ();
+
     fn apply(&mut self, position: Position, command: &[u8]) {
         self.applied += 1;
         // The reader is gone only once the node stops.
@@ -178,7 +180,7 @@ impl ClientState {
 
     /// Collects the outcomes known and proposes while this replica leads and the window
     /// has room; whether anything happened.
-    fn step<S: StateMachine>(
+    fn step<S: StateMachine<Response = ()>>(
         &mut self,
         node: &embed::Node<S>,
         spec: &NodeSpec,
