@@ -11,6 +11,11 @@
 //! tests); [`embed::Node`] runs this process's one replica over real RDMA (the `verbs`
 //! feature), set up from a [`cluster_file`] by [`rendezvous`] and [`connect`].
 //!
+//! Nothing is written to disk: the log and the state live in the replicas' memory. With
+//! 2f + 1 replicas the log keeps deciding while at most f are down; a command whose leader
+//! crashed mid-decision has an unknown outcome ([`embed::Error::OutcomeUnknown`]). The
+//! README's first screen says more, with a tested snippet.
+//!
 //! The layers underneath are re-exported: [`core`] (the protocol, sans-IO), [`rdma`] (the
 //! RDMA programming model the engine is written against), [`sim`] (the emulator of the
 //! rdma-rmw semantics).
@@ -24,3 +29,9 @@ pub mod rendezvous;
 pub use velos_core as core;
 pub use velos_rdma as rdma;
 pub use velos_sim as sim;
+
+/// The README's Rust code (its embedding snippet), compiled and run with the doctests; its
+/// other code blocks are shell commands, marked as such.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

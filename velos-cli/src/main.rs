@@ -76,7 +76,15 @@ mod tests {
     /// with `velos `; synopses (`[--flag X]`, `…`) are left out.
     fn commands(text: &str) -> Vec<Vec<String>> {
         let mut found = Vec::new();
+        // Inside a ```sh block (and only there: a toml line may start with `velos`).
+        let mut shell = false;
+        let mut fenced = false;
         for line in text.lines() {
+            if let Some(language) = line.strip_prefix("```") {
+                fenced = !fenced;
+                shell = fenced && language == "sh";
+                continue;
+            }
             let mut spans: Vec<&str> = line
                 .match_indices("cargo run")
                 .filter_map(|(at, _)| {
@@ -86,7 +94,7 @@ mod tests {
                 })
                 .collect();
             let trimmed = line.trim_start();
-            if line.starts_with("    ") && trimmed.starts_with("velos ") {
+            if (shell || line.starts_with("    ")) && trimmed.starts_with("velos ") {
                 spans.push(trimmed["velos ".len()..].split('#').next().unwrap_or(""));
             }
             for span in spans {
@@ -128,5 +136,10 @@ mod tests {
     fn a_stale_flag_in_a_command_is_caught() {
         let text = "    cargo run --release -- sim --no-such-flag 3\n";
         assert!(parse(&commands(text)[0]).is_err());
+        let fenced = "```sh\nvelos sim --no-such-flag 3\n```\nvelos sim --no-such-flag 4\n\
+                      ```toml\nvelos = { path = \"x\" }\n```\n";
+        let found = commands(fenced);
+        assert_eq!(found.len(), 1, "code lines only: {found:?}");
+        assert!(parse(&found[0]).is_err());
     }
 }
