@@ -267,6 +267,10 @@ impl<S: StateMachine> Driver<S> {
         let leading = replica.leader() == self.me;
         if leading && !self.leading {
             self.metrics.leadership();
+            tracing::info!(replica = self.me, "leads: takes proposals");
+        } else if !leading && self.leading {
+            let leader = replica.leader();
+            tracing::info!(replica = self.me, leader, "no longer leads");
         }
         self.leading = leading;
         if !leading && !self.queue.is_empty() {
@@ -365,6 +369,12 @@ impl<S: StateMachine> Driver<S> {
             self.slots_applied = point;
             self.last_snapshot = point;
             self.metrics.installed();
+            tracing::info!(
+                replica = self.me,
+                point,
+                bytes = snapshot.len(),
+                "fell behind the ring: installed a peer's snapshot"
+            );
         }
         for (slot, entry) in replica.drain_committed() {
             assert_eq!(slot, self.slots_applied, "slots are applied in order");
@@ -389,16 +399,27 @@ impl<S: StateMachine> Driver<S> {
                     }
                 }
                 // Every replica decodes the same bytes, so every one skips it alike.
-                Err(_) => self.metrics.undecodable(),
+                Err(e) => {
+                    self.metrics.undecodable();
+                    tracing::warn!(replica = self.me, slot, error = %e, "skipped an entry");
+                }
             }
         }
         if self.snapshot_every > 0 && self.slots_applied >= self.last_snapshot + self.snapshot_every
         {
             let snapshot = self.machine.snapshot();
-            let taken = replica
-                .snapshot_taken(self.slots_applied, &snapshot)
-                .is_ok();
-            self.metrics.snapshot_handed(taken);
+            let taken = replica.snapshot_taken(self.slots_applied, &snapshot);
+            if let Err(e) = &taken {
+                // The ring cannot recycle slots this snapshot would have covered: without
+                // a later one that fits, the log fills.
+                tracing::warn!(
+                    replica = self.me,
+                    slot = self.slots_applied,
+                    error = %e,
+                    "snapshot refused: the log cannot recycle past it"
+                );
+            }
+            self.metrics.snapshot_handed(taken.is_ok());
             self.last_snapshot = self.slots_applied;
         }
         // Shown before any receipt resolves: whoever saw a commit sees it applied here.
@@ -446,6 +467,12 @@ impl<S: StateMachine> Driver<S> {
                     } else {
                         self.metrics.lost(commands.len() as u64);
                     }
+                    tracing::debug!(
+                        replica = self.me,
+                        commands = commands.len(),
+                        error = %error,
+                        "batch not committed"
+                    );
                     for (_, c) in commands {
                         c.complete(Err(error.clone()));
                     }
@@ -476,7 +503,13 @@ impl<S: StateMachine> Driver<S> {
             .into_iter()
             .partition(|&(slot, m, _, _)| slot < applied && (now_members == m || later > slot));
         self.changes_decided = waiting;
-        for (slot, _, at, completer) in done {
+        for (slot, members, at, completer) in done {
+            tracing::info!(
+                replica = self.me,
+                slot,
+                members = members.0,
+                "membership change in effect"
+            );
             completer.complete(Ok(CommitInfo {
                 position: Position { slot, index: 0 },
                 batch_commands: 1,
@@ -537,6 +570,11 @@ impl<S: StateMachine> Driver<S> {
     /// not proposed; proposed ones have an unknown outcome), a shutdown reports decided
     /// batches as committed. The state machine, if the replica did not crash.
     pub(crate) fn stop(mut self, crashed: bool, now_ns: u64) -> Option<S> {
+        if crashed {
+            tracing::warn!(replica = self.me, "crashed: its memory and state are gone");
+        } else {
+            tracing::debug!(replica = self.me, "stopped");
+        }
         let status = if crashed { CRASHED } else { STOPPED };
         self.shown.status.store(status, Ordering::SeqCst);
         self.shown.leading.store(false, Ordering::SeqCst);

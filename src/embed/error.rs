@@ -61,8 +61,14 @@ pub enum Error {
         /// The slot that holds the command.
         slot: u64,
     },
-    /// Every slot of the log is used (slots are not recycled yet).
-    #[error("the log is full")]
+    /// Every slot of the log's ring is in use: slots are recycled only behind a snapshot
+    /// that a majority holds (every [`Config::snapshot_every_slots`](super::Config)), so a
+    /// state machine whose snapshots are refused — larger than the log's
+    /// `max_snapshot_bytes`, which a `tracing` warning names — fills it.
+    #[error(
+        "the log is full: no snapshot a majority holds lets its slots be reused (a snapshot \
+         larger than the log's max_snapshot_bytes is refused)"
+    )]
     LogFull,
     /// A slot used up its proposal numbers in every epoch of the overflow fallback: the
     /// log cannot grow past it.
