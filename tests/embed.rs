@@ -442,6 +442,52 @@ fn after_the_leader_crashes_submit_continues(config: Config) {
     }
 }
 
+/// During a failover nobody is named leader (never the crashed one), a proposal is
+/// refused with `NoLeader` (not proposed), `wait_for_leader` returns the next leader, and
+/// `submit_async` — driven by a minimal executor — follows the leadership change without
+/// polling.
+#[test]
+fn a_failover_is_named_waited_for_and_followed_by_the_async_submit() {
+    let cluster = Cluster::start(Config::new(3), recorders(3)).expect("valid");
+    let first = block_on(cluster.submit_async(command("a", 0))).expect("committed");
+    assert_eq!(first.response, (first.position, command("a", 0)));
+    assert_eq!(block_on(cluster.leader_async()), Some(first.leader));
+    let crashed = first.leader;
+    cluster.crash(crashed).expect("up");
+    let since = Instant::now();
+    assert_ne!(
+        cluster.leader(),
+        Some(crashed),
+        "a crashed replica is not named"
+    );
+    let refused = cluster.propose(command("a", 1));
+    // The failure timeout is 50 ms: well within it, no replica leads yet.
+    if since.elapsed() < Duration::from_millis(20) {
+        assert_eq!(refused, Err(Error::NoLeader));
+        assert!(Error::NoLeader.not_proposed());
+    }
+    // The async submit waits for the next leader and commits there.
+    let info = block_on(cluster.submit_async(command("a", 2))).expect("committed");
+    assert_ne!(info.leader, crashed);
+    assert_eq!(info.response, (info.position, command("a", 2)));
+    let next = cluster
+        .wait_for_leader(Duration::from_secs(10))
+        .expect("a leader");
+    assert_eq!(next, info.leader);
+    assert_eq!(block_on(cluster.leader_async()), Some(next));
+    cluster.crash(next).expect("up");
+    let last = (0..3)
+        .find(|&r| r != crashed && r != next)
+        .expect("a third");
+    cluster.crash(last).expect("up");
+    assert_eq!(
+        cluster.wait_for_leader(Duration::from_secs(1)),
+        Err(Error::NoReplicaUp)
+    );
+    assert_eq!(block_on(cluster.leader_async()), None);
+    cluster.shutdown();
+}
+
 #[test]
 fn mem_after_the_leader_crashes_submit_continues() {
     after_the_leader_crashes_submit_continues(Config::new(3));

@@ -10,6 +10,7 @@ use super::error::Error;
 use super::metrics::Metrics;
 use super::receipt::{CommitInfo, Completer};
 use super::state_machine::{Position, StateMachine};
+use super::watch::LeaderWatch;
 use std::any::Any;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -50,6 +51,26 @@ pub(crate) struct Shown {
     pub(crate) status: AtomicU8,
     pub(crate) slots_applied: AtomicU64,
     pub(crate) commands_applied: AtomicU64,
+    /// Bumped when `leader`, `leading` or `status` changes (one watch per cluster).
+    pub(crate) watch: Arc<LeaderWatch>,
+}
+
+impl Shown {
+    /// Shows `leader` and `leading`; the watch moves if either changed.
+    fn show_leadership(&self, leader: u16, leading: bool) {
+        let old_leader = self.leader.swap(leader, Ordering::SeqCst);
+        let old_leading = self.leading.swap(leading, Ordering::SeqCst);
+        if old_leader != leader || old_leading != leading {
+            self.watch.bump();
+        }
+    }
+
+    /// Shows `status` (and no leadership); the watch moves.
+    pub(crate) fn show_status(&self, status: u8) {
+        self.status.store(status, Ordering::SeqCst);
+        self.leading.store(false, Ordering::SeqCst);
+        self.watch.bump();
+    }
 }
 
 /// A proposed batch: each command's arrival time and completer, in batch order.
@@ -524,10 +545,8 @@ impl<S: StateMachine> Driver<S> {
             replica.next_apply(),
             "every slot the engine applied was taken"
         );
-        self.shown.leader.store(replica.leader(), Ordering::SeqCst);
         self.shown
-            .leading
-            .store(replica.is_leader(), Ordering::SeqCst);
+            .show_leadership(replica.leader(), replica.is_leader());
     }
 
     /// Resolves the receipts of a batch decided in `slot`, each with its command's
@@ -576,8 +595,7 @@ impl<S: StateMachine> Driver<S> {
             tracing::debug!(replica = self.me, "stopped");
         }
         let status = if crashed { CRASHED } else { STOPPED };
-        self.shown.status.store(status, Ordering::SeqCst);
-        self.shown.leading.store(false, Ordering::SeqCst);
+        self.shown.show_status(status);
         let error = if crashed {
             Error::Unavailable { replica: self.me }
         } else {

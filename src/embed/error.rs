@@ -37,6 +37,11 @@ pub enum Error {
         /// The replica.
         replica: u16,
     },
+    /// No live replica is known to lead — a failover is under way (the old leader is
+    /// down, the next one not chosen yet): the command was not proposed. Retry once
+    /// [`Cluster::wait_for_leader`](super::Cluster::wait_for_leader) returns.
+    #[error("no replica leads now (a failover is under way): the command was not proposed")]
+    NoLeader,
     /// Every replica is down: nobody can take the command.
     #[error("every replica is down")]
     NoReplicaUp,
@@ -98,6 +103,7 @@ impl Error {
                 | Error::NoSuchReplica { .. }
                 | Error::Unavailable { .. }
                 | Error::NoReplicaUp
+                | Error::NoLeader
                 | Error::ShuttingDown
                 | Error::LogFull
                 | Error::BadMembership(_)

@@ -6,10 +6,14 @@ use super::error::{Error, StartError};
 use super::metrics::{Metrics, MetricsSnapshot};
 use super::receipt::{Outcome, Receipt, pair};
 use super::state_machine::StateMachine;
+use super::watch::LeaderWatch;
 use super::{emulator_backend, mem_backend};
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, bounded};
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::task::{Context, Poll};
 use std::thread;
 use std::time::{Duration, Instant};
 use velos_core::log::membership::Members;
@@ -102,9 +106,15 @@ impl<S: StateMachine> Cluster<S> {
         }
         config.validate().map_err(StartError::InvalidConfig)?;
         let metrics = Arc::new(Metrics::new());
+        let watch = Arc::new(LeaderWatch::default());
         let shown: Arc<[Arc<Shown>]> = machines
             .iter()
-            .map(|_| Arc::new(Shown::default()))
+            .map(|_| {
+                Arc::new(Shown {
+                    watch: Arc::clone(&watch),
+                    ..Shown::default()
+                })
+            })
             .collect();
         let drivers: Vec<Driver<S>> = machines
             .into_iter()
@@ -196,7 +206,8 @@ impl<S: StateMachine> Cluster<S> {
     pub fn propose_async(&self, command: Vec<u8>) -> Receipt<S::Response> {
         match self.leader() {
             Some(leader) => self.propose_at(leader, command),
-            None => self.refuse(Error::NoReplicaUp),
+            None if self.all_down() => self.refuse(Error::NoReplicaUp),
+            None => self.refuse(Error::NoLeader),
         }
     }
 
@@ -232,6 +243,7 @@ impl<S: StateMachine> Cluster<S> {
                 Err(
                     Error::NotLeader { .. }
                     | Error::Unavailable { .. }
+                    | Error::NoLeader
                     | Error::LogFull
                     | Error::ChangePending,
                 ) => {
@@ -259,7 +271,7 @@ impl<S: StateMachine> Cluster<S> {
         }
         let members = Members::of(members);
         self.retry(|left| {
-            let leader = self.leader().ok_or(Error::NoReplicaUp)?;
+            let leader = self.leader_or_why()?;
             let (receipt, completer) = pair(leader, left);
             self.send(leader, Command::Members(members, completer));
             receipt.wait_timeout(left)
@@ -278,7 +290,7 @@ impl<S: StateMachine> Cluster<S> {
     ) -> Result<R, Error> {
         let query = Arc::new(query);
         self.retry(|left| {
-            let leader = self.leader().ok_or(Error::NoReplicaUp)?;
+            let leader = self.leader_or_why()?;
             let (job, rx) = read_job(Arc::clone(&query));
             self.send(leader, Command::Read(job));
             match rx.recv_timeout(left) {
@@ -296,9 +308,91 @@ impl<S: StateMachine> Cluster<S> {
         (shown.status.load(Ordering::SeqCst) == UP).then(|| shown.leader.load(Ordering::SeqCst))
     }
 
-    /// The leader as the first live replica sees it; `None` if every replica is down.
+    /// The replica that leads: a live one that says it leads, else the one the first
+    /// live replica trusts if that one is live; `None` while no live replica is known to
+    /// lead (a failover under way, or every replica down). [`Cluster::wait_for_leader`]
+    /// and [`Cluster::leader_async`] wait for one.
     pub fn leader(&self) -> Option<u16> {
-        (0..self.replicas()).find_map(|r| self.leader_seen_by(r))
+        let live = |r: u16| {
+            self.shown(r)
+                .is_some_and(|s| s.status.load(Ordering::SeqCst) == UP)
+        };
+        let leading = (0..self.replicas())
+            .find(|&r| live(r) && self.shown[usize::from(r)].leading.load(Ordering::SeqCst));
+        leading.or_else(|| {
+            (0..self.replicas())
+                .find_map(|r| self.leader_seen_by(r))
+                .filter(|&l| live(l))
+        })
+    }
+
+    /// Blocks until a live replica leads (at most `timeout`, then
+    /// [`Error::TimedOut`]); that replica.
+    pub fn wait_for_leader(&self, timeout: Duration) -> Result<u16, Error> {
+        let start = Instant::now();
+        loop {
+            let seen = self.watch().version();
+            if let Some(leader) = self.leader() {
+                return Ok(leader);
+            }
+            if self.all_down() {
+                return Err(Error::NoReplicaUp);
+            }
+            let left = timeout.saturating_sub(start.elapsed());
+            if left.is_zero() || !self.watch().wait_past(seen, left) {
+                return Err(Error::TimedOut { after: timeout });
+            }
+        }
+    }
+
+    /// A future of the leader: ready once a live replica leads, woken by the replicas'
+    /// leadership changes (no polling, no runtime); `None` if every replica is down. It
+    /// has no bound of its own: wrap it in your runtime's timeout.
+    pub fn leader_async(&self) -> LeaderFuture<'_, S> {
+        LeaderFuture { cluster: self }
+    }
+
+    /// [`Cluster::submit`] as a future: the command goes to the leader, and again to the
+    /// next one while leadership moves (waiting for it without polling); resolves with
+    /// the commit and its response, or the error that ends the attempt ([`Error::LogFull`]
+    /// and [`Error::ChangePending`] are returned, not retried: retrying them needs a
+    /// timer, which this crate, tied to no runtime, does not have). An
+    /// [`Error::OutcomeUnknown`] is returned, not retried.
+    pub async fn submit_async(&self, command: Vec<u8>) -> Outcome<S::Response> {
+        loop {
+            let seen = self.watch().version();
+            let Some(leader) = self.leader_async().await else {
+                return Err(Error::NoReplicaUp);
+            };
+            match self.propose_at(leader, command.clone()).await {
+                Err(Error::NotLeader { .. } | Error::Unavailable { .. } | Error::NoLeader) => {
+                    // Leadership moved: wait until the replicas show it.
+                    WatchFuture {
+                        watch: self.watch(),
+                        seen,
+                    }
+                    .await;
+                }
+                other => return other,
+            }
+        }
+    }
+
+    fn watch(&self) -> &LeaderWatch {
+        &self.shown[0].watch
+    }
+
+    /// The leader, or why there is none: every replica down, or a failover under way.
+    fn leader_or_why(&self) -> Result<u16, Error> {
+        match self.leader() {
+            Some(leader) => Ok(leader),
+            None if self.all_down() => Err(Error::NoReplicaUp),
+            None => Err(Error::NoLeader),
+        }
+    }
+
+    fn all_down(&self) -> bool {
+        (0..self.replicas()).all(|r| self.role(r) == Role::Crashed || self.role(r) == Role::Stopped)
     }
 
     /// What `replica` is doing (a replica out of range is [`Role::Stopped`]).
@@ -354,7 +448,7 @@ impl<S: StateMachine> Cluster<S> {
             return Err(Error::Unavailable { replica });
         }
         // Seen at once by the handle (leader queries skip it), before the runner acts.
-        shown.status.store(CRASHED, Ordering::SeqCst);
+        shown.show_status(CRASHED);
         // In effect before this returns: on `mem` the node's memory goes now (its thread
         // stops when it reads the command); the emulator's runner takes commands in order,
         // so the crash comes before any later proposal.
@@ -407,6 +501,49 @@ impl<S: StateMachine> Drop for Cluster<S> {
             for r in 0..self.replicas() {
                 self.send(r, Command::Shutdown);
             }
+        }
+    }
+}
+
+/// [`Cluster::leader_async`]'s future.
+#[must_use = "a future does nothing unless awaited"]
+pub struct LeaderFuture<'a, S: StateMachine> {
+    cluster: &'a Cluster<S>,
+}
+
+impl<S: StateMachine> Future for LeaderFuture<'_, S> {
+    type Output = Option<u16>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<u16>> {
+        loop {
+            let seen = self.cluster.watch().version();
+            if let Some(leader) = self.cluster.leader() {
+                return Poll::Ready(Some(leader));
+            }
+            if self.cluster.all_down() {
+                return Poll::Ready(None);
+            }
+            if self.cluster.watch().register(seen, cx.waker()) {
+                return Poll::Pending;
+            }
+        }
+    }
+}
+
+/// Ready once the watch's version passed `seen`.
+struct WatchFuture<'a> {
+    watch: &'a LeaderWatch,
+    seen: u64,
+}
+
+impl Future for WatchFuture<'_> {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if self.watch.register(self.seen, cx.waker()) {
+            Poll::Pending
+        } else {
+            Poll::Ready(())
         }
     }
 }

@@ -74,10 +74,11 @@ mod receipt;
 pub(crate) mod serve;
 mod state_machine;
 mod verbs_backend;
+mod watch;
 
 pub use config::{Backend, BatchConfig, Config, EmulatorConfig, VerbsConfig};
 pub use error::{Error, StartError};
-pub use handle::{Cluster, Role};
+pub use handle::{Cluster, LeaderFuture, Role};
 pub use metrics::MetricsSnapshot;
 pub use node::Node;
 pub use receipt::{CommitInfo, Outcome, Receipt};
