@@ -444,8 +444,8 @@ fn after_the_leader_crashes_submit_continues(config: Config) {
 
 /// During a failover nobody is named leader (never the crashed one), a proposal is
 /// refused with `NoLeader` (not proposed), `wait_for_leader` returns the next leader, and
-/// `submit_async` — driven by a minimal executor — follows the leadership change without
-/// polling.
+/// `submit_async` and `read_async` — driven by a minimal executor — follow the
+/// leadership change without polling.
 #[test]
 fn a_failover_is_named_waited_for_and_followed_by_the_async_submit() {
     let cluster = Cluster::start(Config::new(3), recorders(3)).expect("valid");
@@ -474,6 +474,10 @@ fn a_failover_is_named_waited_for_and_followed_by_the_async_submit() {
         .wait_for_leader(Duration::from_secs(10))
         .expect("a leader");
     assert_eq!(next, info.leader);
+    // A read as a future: the leader's state holds both commits.
+    let read = block_on(cluster.read_async(|r: &Recorder| commands(r)));
+    let seen = read.expect("answered");
+    assert!(seen.contains(&command("a", 0)) && seen.contains(&command("a", 2)));
     assert_eq!(block_on(cluster.leader_async()), Some(next));
     cluster.crash(next).expect("up");
     let last = (0..3)
@@ -624,10 +628,15 @@ fn members_change_through_the_log(mut config: Config) {
         Err(Error::NoSuchReplica { replica: 9, .. })
     ));
     assert!(matches!(
+        block_on(cluster.change_members_async(&[0, 1, 2, 3, 9])),
+        Err(Error::NoSuchReplica { replica: 9, .. })
+    ));
+    assert!(matches!(
         cluster.change_members(&[0, 1, 2]),
         Err(Error::BadMembership(_))
     ));
-    cluster.change_members(&[0, 1, 2, 3]).expect("3 added");
+    // The future form, driven by a minimal executor: in effect once it resolves.
+    block_on(cluster.change_members_async(&[0, 1, 2, 3])).expect("3 added");
     assert!(matches!(
         cluster.change_members(&[1, 3]),
         Err(Error::BadMembership(_))

@@ -4,11 +4,11 @@ use super::config::{Backend, Config};
 use super::driver::{CRASHED, Command, Driver, ReadJob, STOPPED, Shown, UP};
 use super::error::{Error, StartError};
 use super::metrics::{Metrics, MetricsSnapshot};
-use super::receipt::{Outcome, Receipt, pair};
+use super::receipt::{Answer, Outcome, Receipt, answer, pair};
 use super::state_machine::StateMachine;
 use super::watch::LeaderWatch;
 use super::{emulator_backend, mem_backend};
-use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, bounded};
+use crossbeam_channel::Sender;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -44,16 +44,17 @@ pub(crate) fn admit(shown: &Shown, replica: u16, len: usize, max: usize) -> Resu
     Ok(())
 }
 
-/// A read job running `query` on the state machine, and where its answer arrives.
+/// A read job running `query` on `replica`'s state machine, and its answer (which says
+/// [`Error::Unavailable`] if the job is dropped unrun: the replica's runner is gone).
 pub(crate) fn read_job<S: StateMachine, R: Send + 'static>(
+    replica: u16,
     query: Arc<impl Fn(&S) -> R + Send + Sync + 'static>,
-) -> (ReadJob, Receiver<Result<R, Error>>) {
-    let (tx, rx) = bounded(1);
+) -> (ReadJob, Answer<R>) {
+    let (tx, answer) = answer(replica);
     let job = Box::new(move |state: Result<&dyn std::any::Any, Error>| {
-        let answer = state.map(|s| query(s.downcast_ref::<S>().expect("the state machine's type")));
-        let _ = tx.send(answer);
+        tx.send(state.map(|s| query(s.downcast_ref::<S>().expect("the state machine's type"))));
     });
-    (job, rx)
+    (job, answer)
 }
 
 /// A replica's role as `shown` says.
@@ -291,15 +292,25 @@ impl<S: StateMachine> Cluster<S> {
         let query = Arc::new(query);
         self.retry(|left| {
             let leader = self.leader_or_why()?;
-            let (job, rx) = read_job(Arc::clone(&query));
+            let (job, answer) = read_job(leader, Arc::clone(&query));
             self.send(leader, Command::Read(job));
-            match rx.recv_timeout(left) {
-                Ok(answer) => answer,
-                // The job was dropped unrun: the replica's runner is gone.
-                Err(RecvTimeoutError::Disconnected) => Err(Error::Unavailable { replica: leader }),
-                Err(RecvTimeoutError::Timeout) => Err(Error::TimedOut { after: left }),
-            }
+            answer.wait_timeout(left)
         })
+    }
+
+    /// [`Cluster::read`] as a future: asked of the leader, and again of the next one
+    /// while leadership moves (no polling, no runtime; no bound of its own).
+    pub async fn read_async<R: Send + 'static>(
+        &self,
+        query: impl Fn(&S) -> R + Send + Sync + 'static,
+    ) -> Result<R, Error> {
+        let query = Arc::new(query);
+        self.at_leader(|leader| {
+            let (job, answer) = read_job(leader, Arc::clone(&query));
+            self.send(leader, Command::Read(job));
+            answer
+        })
+        .await
     }
 
     /// The leader as `replica` sees it; `None` if it is down.
@@ -359,14 +370,43 @@ impl<S: StateMachine> Cluster<S> {
     /// timer, which this crate, tied to no runtime, does not have). An
     /// [`Error::OutcomeUnknown`] is returned, not retried.
     pub async fn submit_async(&self, command: Vec<u8>) -> Outcome<S::Response> {
+        self.at_leader(|leader| self.propose_at(leader, command.clone()))
+            .await
+    }
+
+    /// [`Cluster::change_members`] as a future: proposed at the leader, and again at the
+    /// next one while leadership moves; resolves once the change is in effect at the
+    /// leader, or with the error that ends it ([`Error::ChangePending`] is returned, not
+    /// waited out: see [`Cluster::submit_async`]).
+    pub async fn change_members_async(&self, members: &[u16]) -> Outcome {
+        if let Some(&replica) = members.iter().find(|&&r| r >= self.replicas()) {
+            return Err(Error::NoSuchReplica {
+                replica,
+                replicas: self.replicas(),
+            });
+        }
+        let members = Members::of(members);
+        self.at_leader(|leader| {
+            let (receipt, completer) = pair(leader, self.config.wait_timeout);
+            self.send(leader, Command::Members(members, completer));
+            receipt
+        })
+        .await
+    }
+
+    /// Runs `attempt` at the leader, and again at the next one each time it is refused
+    /// because leadership moved (waiting for the replicas to show the change, no polling).
+    async fn at_leader<T, F: Future<Output = Result<T, Error>>>(
+        &self,
+        mut attempt: impl FnMut(u16) -> F,
+    ) -> Result<T, Error> {
         loop {
             let seen = self.watch().version();
             let Some(leader) = self.leader_async().await else {
                 return Err(Error::NoReplicaUp);
             };
-            match self.propose_at(leader, command.clone()).await {
+            match attempt(leader).await {
                 Err(Error::NotLeader { .. } | Error::Unavailable { .. } | Error::NoLeader) => {
-                    // Leadership moved: wait until the replicas show it.
                     WatchFuture {
                         watch: self.watch(),
                         seen,

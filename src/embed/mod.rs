@@ -81,5 +81,5 @@ pub use error::{Error, StartError};
 pub use handle::{Cluster, LeaderFuture, Role};
 pub use metrics::MetricsSnapshot;
 pub use node::Node;
-pub use receipt::{CommitInfo, Outcome, Receipt};
+pub use receipt::{Answer, CommitInfo, Outcome, Receipt};
 pub use state_machine::{Position, RestoreError, StateMachine};

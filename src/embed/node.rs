@@ -9,7 +9,7 @@ use super::metrics::{Metrics, MetricsSnapshot};
 use super::receipt::{Outcome, Receipt, pair};
 use super::state_machine::StateMachine;
 use super::verbs_backend;
-use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, unbounded};
+use crossbeam_channel::{Receiver, Sender, unbounded};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::thread::{self, JoinHandle};
@@ -183,15 +183,11 @@ impl<S: StateMachine> Node<S> {
         &self,
         query: impl Fn(&S) -> R + Send + Sync + 'static,
     ) -> Result<R, Error> {
-        let (job, answer) = read_job(Arc::new(query));
+        let (job, answer) = read_job(self.id, Arc::new(query));
+        // A send fails only when the runner is gone: the job, dropped unrun, answers
+        // `Unavailable`.
         let _ = self.inbox.send(Command::Read(job));
-        match answer.recv_timeout(self.config.wait_timeout) {
-            Ok(answer) => answer,
-            Err(RecvTimeoutError::Disconnected) => Err(Error::Unavailable { replica: self.id }),
-            Err(RecvTimeoutError::Timeout) => Err(Error::TimedOut {
-                after: self.config.wait_timeout,
-            }),
-        }
+        answer.wait_timeout(self.config.wait_timeout)
     }
 
     /// Changes which replicas vote to `members` through the log, if this replica leads

@@ -33,19 +33,21 @@ pub struct CommitInfo<R = ()> {
 pub type Outcome<R = ()> = Result<CommitInfo<R>, Error>;
 
 #[derive(Debug)]
-struct State<R> {
-    outcome: Option<Outcome<R>>,
+struct State<T> {
+    outcome: Option<T>,
     waker: Option<Waker>,
 }
 
+/// A value delivered once, awaited by one future or blocked on with a bound: what a
+/// [`Receipt`] and an [`Answer`] share.
 #[derive(Debug)]
-struct Cell<R> {
-    state: Mutex<State<R>>,
+struct Cell<T> {
+    state: Mutex<State<T>>,
     ready: Condvar,
 }
 
-impl<R> Cell<R> {
-    fn new() -> Cell<R> {
+impl<T> Cell<T> {
+    fn new() -> Cell<T> {
         Cell {
             state: Mutex::new(State {
                 outcome: None,
@@ -55,9 +57,62 @@ impl<R> Cell<R> {
         }
     }
 
-    fn lock(&self) -> MutexGuard<'_, State<R>> {
+    fn lock(&self) -> MutexGuard<'_, State<T>> {
         // Nobody panics holding it; a poisoned lock still holds a consistent state.
         self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn deliver(&self, outcome: T) {
+        let waker = {
+            let mut state = self.lock();
+            assert!(
+                state.outcome.is_none(),
+                "a one-shot value is delivered once"
+            );
+            state.outcome = Some(outcome);
+            state.waker.take()
+        };
+        self.ready.notify_all();
+        if let Some(w) = waker {
+            w.wake();
+        }
+    }
+
+    /// The value, once delivered within `timeout`.
+    fn wait_timeout(&self, timeout: Duration) -> Option<T> {
+        let start = Instant::now();
+        let mut state = self.lock();
+        loop {
+            if let Some(outcome) = state.outcome.take() {
+                return Some(outcome);
+            }
+            let left = timeout
+                .checked_sub(start.elapsed())
+                .filter(|d| !d.is_zero())?;
+            state = self
+                .ready
+                .wait_timeout(state, left)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+    }
+
+    fn poll_take(&self, cx: &mut Context<'_>) -> Poll<T> {
+        let mut state = self.lock();
+        match state.outcome.take() {
+            Some(outcome) => Poll::Ready(outcome),
+            None => {
+                // Only the last poll's waker is kept, as the Future contract asks.
+                if !state
+                    .waker
+                    .as_ref()
+                    .is_some_and(|w| w.will_wake(cx.waker()))
+                {
+                    state.waker = Some(cx.waker().clone());
+                }
+                Poll::Pending
+            }
+        }
     }
 }
 
@@ -69,7 +124,7 @@ impl<R> Cell<R> {
 #[derive(Debug)]
 #[must_use = "a receipt says whether the command committed"]
 pub struct Receipt<R = ()> {
-    cell: Arc<Cell<R>>,
+    cell: Arc<Cell<Outcome<R>>>,
     timeout: Duration,
 }
 
@@ -78,7 +133,7 @@ pub struct Receipt<R = ()> {
 /// with [`Error::Unavailable`] — a receipt never waits for an outcome nobody will send.
 #[derive(Debug)]
 pub(crate) struct Completer<R = ()> {
-    cell: Option<Arc<Cell<R>>>,
+    cell: Option<Arc<Cell<Outcome<R>>>>,
     replica: u16,
     /// The command was given to the engine: a lost completer means an unknown outcome.
     pub(crate) proposed: bool,
@@ -104,20 +159,7 @@ impl<R> Completer<R> {
     /// Delivers `outcome` to the receipt.
     pub(crate) fn complete(mut self, outcome: Outcome<R>) {
         let cell = self.cell.take().expect("completed once");
-        Self::deliver(&cell, outcome);
-    }
-
-    fn deliver(cell: &Cell<R>, outcome: Outcome<R>) {
-        let waker = {
-            let mut state = cell.lock();
-            assert!(state.outcome.is_none(), "a receipt is completed once");
-            state.outcome = Some(outcome);
-            state.waker.take()
-        };
-        cell.ready.notify_all();
-        if let Some(w) = waker {
-            w.wake();
-        }
+        cell.deliver(outcome);
     }
 }
 
@@ -131,7 +173,7 @@ impl<R> Drop for Completer<R> {
                     replica: self.replica,
                 }
             };
-            Self::deliver(&cell, Err(lost));
+            cell.deliver(Err(lost));
         }
     }
 }
@@ -153,25 +195,9 @@ impl<R> Receipt<R> {
 
     /// Blocks until the outcome is known, at most `timeout`.
     pub fn wait_timeout(self, timeout: Duration) -> Outcome<R> {
-        let start = Instant::now();
-        let mut state = self.cell.lock();
-        loop {
-            if let Some(outcome) = state.outcome.take() {
-                return outcome;
-            }
-            let Some(left) = timeout
-                .checked_sub(start.elapsed())
-                .filter(|d| !d.is_zero())
-            else {
-                return Err(Error::TimedOut { after: timeout });
-            };
-            state = self
-                .cell
-                .ready
-                .wait_timeout(state, left)
-                .unwrap_or_else(|e| e.into_inner())
-                .0;
-        }
+        self.cell
+            .wait_timeout(timeout)
+            .unwrap_or(Err(Error::TimedOut { after: timeout }))
     }
 
     /// Whether the outcome is known (then `wait` returns at once).
@@ -184,21 +210,68 @@ impl<R> Future for Receipt<R> {
     type Output = Outcome<R>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Outcome<R>> {
-        let mut state = self.cell.lock();
-        match state.outcome.take() {
-            Some(outcome) => Poll::Ready(outcome),
-            None => {
-                // Only the last poll's waker is kept, as the Future contract asks.
-                if !state
-                    .waker
-                    .as_ref()
-                    .is_some_and(|w| w.will_wake(cx.waker()))
-                {
-                    state.waker = Some(cx.waker().clone());
-                }
-                Poll::Pending
-            }
+        self.cell.poll_take(cx)
+    }
+}
+
+/// The answer to a read ([`Cluster::read_async`](super::Cluster::read_async)), once
+/// known: a [`Future`], or blocked on with a bound like a [`Receipt`].
+#[derive(Debug)]
+#[must_use = "an answer is the read's result"]
+pub struct Answer<T> {
+    cell: Arc<Cell<Result<T, Error>>>,
+}
+
+/// The replica side of an [`Answer`]: dropped unsent (the replica's runner is gone), it
+/// answers [`Error::Unavailable`].
+pub(crate) struct AnswerTx<T> {
+    cell: Option<Arc<Cell<Result<T, Error>>>>,
+    replica: u16,
+}
+
+/// An answer and its sender, for a read sent to `replica`.
+pub(crate) fn answer<T>(replica: u16) -> (AnswerTx<T>, Answer<T>) {
+    let cell = Arc::new(Cell::new());
+    (
+        AnswerTx {
+            cell: Some(Arc::clone(&cell)),
+            replica,
+        },
+        Answer { cell },
+    )
+}
+
+impl<T> AnswerTx<T> {
+    /// Delivers the answer.
+    pub(crate) fn send(mut self, answer: Result<T, Error>) {
+        self.cell.take().expect("sent once").deliver(answer);
+    }
+}
+
+impl<T> Drop for AnswerTx<T> {
+    fn drop(&mut self) {
+        if let Some(cell) = self.cell.take() {
+            cell.deliver(Err(Error::Unavailable {
+                replica: self.replica,
+            }));
         }
+    }
+}
+
+impl<T> Answer<T> {
+    /// Blocks until the answer is known, at most `timeout`; then [`Error::TimedOut`].
+    pub fn wait_timeout(self, timeout: Duration) -> Result<T, Error> {
+        self.cell
+            .wait_timeout(timeout)
+            .unwrap_or(Err(Error::TimedOut { after: timeout }))
+    }
+}
+
+impl<T> Future for Answer<T> {
+    type Output = Result<T, Error>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<T, Error>> {
+        self.cell.poll_take(cx)
     }
 }
 
@@ -215,6 +288,22 @@ mod tests {
         c.proposed = true;
         drop(c);
         assert_eq!(r.wait(), Err(Error::OutcomeUnknown));
+    }
+
+    #[test]
+    fn an_answer_whose_job_was_dropped_says_the_replica_is_gone() {
+        let (tx, a) = answer::<u8>(1);
+        drop(tx);
+        assert_eq!(
+            a.wait_timeout(Duration::from_secs(5)),
+            Err(Error::Unavailable { replica: 1 })
+        );
+        let (tx, a) = answer(1);
+        tx.send(Ok(7u8));
+        assert_eq!(a.wait_timeout(Duration::from_secs(5)), Ok(7));
+        let (_tx, a) = answer::<u8>(1);
+        let bound = Duration::from_millis(1);
+        assert_eq!(a.wait_timeout(bound), Err(Error::TimedOut { after: bound }));
     }
 
     #[test]
