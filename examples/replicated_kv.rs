@@ -9,42 +9,11 @@
 //! service like it with concurrent clients and prints a timeline.
 
 use anyhow::{Context, ensure};
-use std::collections::BTreeMap;
 use std::time::Duration;
-use velos::embed::{Cluster, Config, Position, Receipt, RestoreError, Role, StateMachine};
+use velos::embed::{Cluster, Config, Receipt, Role};
 
-/// The service's state: what each replica applies the log to.
-#[derive(Default)]
-struct KvStore(BTreeMap<String, String>);
-
-impl StateMachine for KvStore {
-    /// A put answers the value it replaced, a get the value it found.
-    type Response = Option<String>;
-
-    /// A command is `key`, a zero byte, `value` (a put) or `key` alone (a get: through
-    /// the log, so it sees every write committed before it).
-    fn apply(&mut self, _: Position, command: &[u8]) -> Option<String> {
-        let text = String::from_utf8_lossy(command);
-        match text.split_once('\0') {
-            Some((key, value)) => self.0.insert(key.into(), value.into()),
-            None => self.0.get(text.as_ref()).cloned(),
-        }
-    }
-
-    fn snapshot(&self) -> Vec<u8> {
-        serde_json::to_vec(&self.0).expect("a map of strings serializes")
-    }
-
-    fn restore(&mut self, bytes: &[u8]) -> Result<(), RestoreError> {
-        self.0 = serde_json::from_slice(bytes).map_err(|e| RestoreError(e.to_string()))?;
-        Ok(())
-    }
-}
-
-fn put(key: &str, value: &str) -> anyhow::Result<Vec<u8>> {
-    ensure!(!key.contains('\0'), "a key holds no zero byte");
-    Ok(format!("{key}\0{value}").into_bytes())
-}
+mod kv_store;
+use kv_store::KvStore;
 
 fn main() -> anyhow::Result<()> {
     let stores = (0..3).map(|_| KvStore::default());
@@ -52,7 +21,7 @@ fn main() -> anyhow::Result<()> {
 
     // One write at a time: each returns once committed and applied at the leader.
     for i in 0..100 {
-        let info = cluster.submit(put(&format!("k{}", i % 10), &format!("a{i}"))?)?;
+        let info = cluster.submit(kv_store::put(&format!("k{}", i % 10), &format!("a{i}"))?)?;
         ensure!(info.leader == 0, "replica 0 leads first");
         // The response: the value this put replaced.
         let replaced = (i >= 10).then(|| format!("a{}", i - 10));
@@ -64,7 +33,9 @@ fn main() -> anyhow::Result<()> {
     }
     // A pipelined burst: many receipts in flight, packed into batches by the leader.
     let receipts: Vec<Receipt<Option<String>>> = (0..1000)
-        .map(|i| Ok(cluster.propose_async(put(&format!("k{}", i % 10), &format!("b{i}"))?)))
+        .map(|i| {
+            Ok(cluster.propose_async(kv_store::put(&format!("k{}", i % 10), &format!("b{i}"))?))
+        })
         .collect::<anyhow::Result<_>>()?;
     for r in receipts {
         r.wait().context("a pipelined write")?;
@@ -75,7 +46,7 @@ fn main() -> anyhow::Result<()> {
     cluster.crash(leader)?;
     for i in 0..100 {
         // `submit` follows the leadership change (a failure timeout of 50 ms).
-        cluster.submit(put(&format!("k{}", i % 10), &format!("c{i}"))?)?;
+        cluster.submit(kv_store::put(&format!("k{}", i % 10), &format!("c{i}"))?)?;
     }
     let read = cluster.submit(b"k3".to_vec())?; // a get, answered through the log
     ensure!(
