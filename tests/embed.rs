@@ -492,6 +492,99 @@ fn a_failover_is_named_waited_for_and_followed_by_the_async_submit() {
     cluster.shutdown();
 }
 
+/// A session's command, submitted again as a client does after an unknown outcome,
+/// reaches `apply` once and answers with the first application's response; another
+/// session's identical command is its own.
+fn a_session_command_applies_once_however_often_it_is_sent(config: Config) {
+    let cluster = Cluster::start(config, recorders(3)).expect("valid");
+    assert_eq!(
+        cluster.session().resubmit(),
+        Err(Error::NothingToResubmit),
+        "nothing sent yet"
+    );
+    let mut session = cluster.session();
+    let first = session.submit(command("s", 1)).expect("committed");
+    assert_eq!(first.response, (first.position, command("s", 1)));
+    for _ in 0..3 {
+        let again = session.resubmit().expect("committed");
+        assert_eq!(
+            again.response, first.response,
+            "the first application's answer"
+        );
+        assert!(
+            again.position > first.position,
+            "a later entry, skipped at apply"
+        );
+    }
+    session.submit(command("s", 2)).expect("committed");
+    let mut other = cluster.session();
+    assert_ne!(other.id(), session.id());
+    other
+        .submit(command("s", 1))
+        .expect("another session's command");
+    wait_until("the followers", || {
+        (0..3).all(|r| cluster.applied_commands(r) == 3)
+    });
+    let machines = cluster.shutdown();
+    for m in machines.iter().flatten() {
+        let seen = |c: Vec<u8>| commands(m).iter().filter(|x| **x == c).count();
+        assert_eq!(seen(command("s", 1)), 2, "once per session");
+        assert_eq!(seen(command("s", 2)), 1);
+    }
+}
+
+#[test]
+fn mem_a_session_command_applies_once_however_often_it_is_sent() {
+    a_session_command_applies_once_however_often_it_is_sent(Config::new(3));
+}
+
+#[test]
+fn emulator_a_session_command_applies_once_however_often_it_is_sent() {
+    a_session_command_applies_once_however_often_it_is_sent(emulator(5));
+}
+
+/// Four clients, each in its own session, write through a leader crash: every command
+/// is applied exactly once on every survivor (a retry after an unknown outcome is
+/// skipped if its first copy was decided), and a snapshot carries the sessions.
+#[test]
+fn sessions_write_through_a_leader_crash_and_apply_each_command_once() {
+    let mut config = Config::new(3);
+    config.snapshot_every_slots = 64;
+    let cluster = Cluster::start(config, recorders(3)).expect("valid");
+    let leader = cluster
+        .submit(b"warm-up".to_vec())
+        .expect("a leader")
+        .leader;
+    thread::scope(|s| {
+        for c in 0..4u32 {
+            let cluster = &cluster;
+            s.spawn(move || {
+                let mut session = cluster.session();
+                for i in 0..150 {
+                    session
+                        .submit(command(&format!("c{c}"), i))
+                        .unwrap_or_else(|e| panic!("client {c}, command {i}: {e}"));
+                }
+            });
+        }
+        thread::sleep(Duration::from_millis(10));
+        cluster.crash(leader).expect("up");
+    });
+    cluster
+        .catch_up(Duration::from_secs(60))
+        .expect("the survivors catch up");
+    let machines = cluster.shutdown();
+    for m in machines.iter().flatten() {
+        for c in 0..4u32 {
+            for i in 0..150 {
+                let wanted = command(&format!("c{c}"), i);
+                let n = commands(m).iter().filter(|x| **x == wanted).count();
+                assert_eq!(n, 1, "client {c}, command {i}: applied {n} times");
+            }
+        }
+    }
+}
+
 #[test]
 fn mem_after_the_leader_crashes_submit_continues() {
     after_the_leader_crashes_submit_continues(Config::new(3));

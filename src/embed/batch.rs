@@ -9,8 +9,12 @@
 
 use std::collections::VecDeque;
 
-/// The first byte of every batch entry (format version 1).
+/// The first byte of every batch entry of plain commands (format version 1).
 pub const BATCH_TAG: u8 = 0xB1;
+
+/// The first byte of a batch of session commands: each frame is a session envelope
+/// (the session's id and the command's sequence number, LEB128) and the command.
+pub const SESSION_BATCH_TAG: u8 = 0xB3;
 
 /// The largest LEB128 encoding of a `u32`.
 const LEN_BYTES_MAX: usize = 5;
@@ -22,8 +26,8 @@ pub enum BatchDecodeError {
     /// The entry is empty: a no-op a leader wrote to fill a gap, not a batch.
     #[error("an empty entry is a no-op, not a batch")]
     Empty,
-    /// The first byte is not [`BATCH_TAG`].
-    #[error("entry tag {0:#04x} is not a batch's ({BATCH_TAG:#04x})")]
+    /// The first byte is neither [`BATCH_TAG`] nor [`SESSION_BATCH_TAG`].
+    #[error("entry tag {0:#04x} is not a batch's ({BATCH_TAG:#04x} or {SESSION_BATCH_TAG:#04x})")]
     UnknownTag(u8),
     /// The tag is followed by no command.
     #[error("a batch without commands")]
@@ -98,9 +102,18 @@ pub struct BatchBuilder {
 impl BatchBuilder {
     /// An empty batch of at most `max_bytes` encoded bytes.
     pub fn new(max_bytes: usize) -> BatchBuilder {
+        BatchBuilder::tagged(max_bytes, BATCH_TAG)
+    }
+
+    /// An empty batch of session frames ([`SESSION_BATCH_TAG`]).
+    pub fn sessions(max_bytes: usize) -> BatchBuilder {
+        BatchBuilder::tagged(max_bytes, SESSION_BATCH_TAG)
+    }
+
+    fn tagged(max_bytes: usize, tag: u8) -> BatchBuilder {
         assert!(max_bytes >= 2, "a batch holds at least an empty command");
         BatchBuilder {
-            bytes: vec![BATCH_TAG],
+            bytes: vec![tag],
             commands: 0,
             max_bytes,
         }
@@ -141,10 +154,19 @@ impl BatchBuilder {
     }
 }
 
-/// The commands of a batch entry, in order.
-pub fn decode(entry: &[u8]) -> Result<Vec<&[u8]>, BatchDecodeError> {
+/// The frames of a batch entry, in order: commands, or session frames when `sessions`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Decoded<'a> {
+    /// The frames are session envelopes around commands ([`SESSION_BATCH_TAG`]).
+    pub sessions: bool,
+    /// The frames.
+    pub commands: Vec<&'a [u8]>,
+}
+
+/// The frames of a batch entry, in order.
+pub fn decode(entry: &[u8]) -> Result<Decoded<'_>, BatchDecodeError> {
     let (&tag, mut rest) = entry.split_first().ok_or(BatchDecodeError::Empty)?;
-    if tag != BATCH_TAG {
+    if tag != BATCH_TAG && tag != SESSION_BATCH_TAG {
         return Err(BatchDecodeError::UnknownTag(tag));
     }
     let mut commands = Vec::new();
@@ -183,7 +205,10 @@ pub fn decode(entry: &[u8]) -> Result<Vec<&[u8]>, BatchDecodeError> {
     if commands.is_empty() {
         return Err(BatchDecodeError::NoCommands);
     }
-    Ok(commands)
+    Ok(Decoded {
+        sessions: tag == SESSION_BATCH_TAG,
+        commands,
+    })
 }
 
 /// When a leader's waiting commands go out as a batch.
@@ -202,10 +227,11 @@ pub struct Packing {
 /// order.
 pub type Packed<T> = (Vec<u8>, Vec<(u64, T)>);
 
-/// Commands waiting to be packed, oldest first: `(command, when it arrived, T)`.
+/// Commands waiting to be packed, oldest first: `(command, whether it is a session
+/// frame, when it arrived, T)`. A batch holds one kind: plain commands or session frames.
 #[derive(Debug)]
 pub struct Queue<T> {
-    waiting: VecDeque<(Vec<u8>, u64, T)>,
+    waiting: VecDeque<(Vec<u8>, bool, u64, T)>,
     bytes: usize,
 }
 
@@ -219,10 +245,10 @@ impl<T> Default for Queue<T> {
 }
 
 impl<T> Queue<T> {
-    /// Adds a command that arrived at `now_ns`.
-    pub fn push(&mut self, command: Vec<u8>, now_ns: u64, tag: T) {
+    /// Adds a command (a session frame if `session`) that arrived at `now_ns`.
+    pub fn push(&mut self, command: Vec<u8>, session: bool, now_ns: u64, tag: T) {
         self.bytes += len_bytes(command.len()) + command.len();
-        self.waiting.push_back((command, now_ns, tag));
+        self.waiting.push_back((command, session, now_ns, tag));
     }
 
     /// Commands waiting.
@@ -238,13 +264,13 @@ impl<T> Queue<T> {
     /// Everything waiting, oldest first (the queue is left empty).
     pub fn drain(&mut self) -> impl Iterator<Item = (Vec<u8>, u64, T)> + '_ {
         self.bytes = 0;
-        self.waiting.drain(..)
+        self.waiting.drain(..).map(|(c, _, at, tag)| (c, at, tag))
     }
 
     /// Whether a batch should go out at `now_ns`: a full batch waits, or the oldest
     /// command waited `max_delay_ns`.
     pub fn due(&self, packing: &Packing, now_ns: u64) -> bool {
-        let Some(&(_, oldest, _)) = self.waiting.front() else {
+        let Some(&(_, _, oldest, _)) = self.waiting.front() else {
             return false;
         };
         packing.max_delay_ns == 0
@@ -257,13 +283,19 @@ impl<T> Queue<T> {
     /// time and tag, in batch order. `None` if nothing waits.
     pub fn pack(&mut self, packing: &Packing) -> Option<Packed<T>> {
         assert!(packing.max_commands > 0, "a batch holds a command");
-        let mut builder = BatchBuilder::new(packing.max_bytes);
+        let sessions = self.waiting.front()?.1;
+        let mut builder = if sessions {
+            BatchBuilder::sessions(packing.max_bytes)
+        } else {
+            BatchBuilder::new(packing.max_bytes)
+        };
         let mut taken = Vec::new();
-        while let Some((command, _, _)) = self.waiting.front() {
-            if builder.commands() >= packing.max_commands || !builder.push(command) {
+        while let Some((command, session, _, _)) = self.waiting.front() {
+            let full = builder.commands() >= packing.max_commands;
+            if full || *session != sessions || !builder.push(command) {
                 break;
             }
-            let (command, at, tag) = self.waiting.pop_front().expect("a front");
+            let (command, _, at, tag) = self.waiting.pop_front().expect("a front");
             self.bytes -= len_bytes(command.len()) + command.len();
             taken.push((at, tag));
         }
@@ -302,8 +334,9 @@ mod tests {
         let entry = b.finish();
         assert_eq!(entry[0], BATCH_TAG);
         let decoded = decode(&entry).expect("a batch");
+        assert!(!decoded.sessions);
         assert_eq!(
-            decoded,
+            decoded.commands,
             commands.iter().map(Vec::as_slice).collect::<Vec<_>>()
         );
     }
@@ -377,15 +410,28 @@ mod tests {
     fn the_queue_packs_in_order_within_both_bounds() {
         let mut q = Queue::default();
         for i in 0..10u8 {
-            q.push(vec![i; 3], u64::from(i), i);
+            q.push(vec![i; 3], false, u64::from(i), i);
         }
         // 1 + 4 per command: 3 commands in 13 bytes, at most 2 by count.
         let (entry, tags) = q.pack(&packing(2, 13)).expect("a batch");
         assert_eq!(tags.iter().map(|&(_, t)| t).collect::<Vec<_>>(), [0, 1]);
-        assert_eq!(decode(&entry).unwrap(), [&[0u8; 3][..], &[1; 3]]);
+        assert_eq!(decode(&entry).unwrap().commands, [&[0u8; 3][..], &[1; 3]]);
         let (_, tags) = q.pack(&packing(100, 13)).expect("a batch");
         assert_eq!(tags.iter().map(|&(_, t)| t).collect::<Vec<_>>(), [2, 3, 4]);
         assert_eq!(q.len(), 5);
+    }
+
+    #[test]
+    fn plain_commands_and_session_frames_go_in_batches_of_their_own() {
+        let mut q = Queue::default();
+        q.push(b"a".to_vec(), false, 0, 0);
+        q.push(b"s".to_vec(), true, 1, 1);
+        q.push(b"t".to_vec(), true, 2, 2);
+        q.push(b"b".to_vec(), false, 3, 3);
+        let kinds: Vec<(bool, usize)> = std::iter::from_fn(|| q.pack(&packing(10, 100)))
+            .map(|(entry, tags)| (decode(&entry).unwrap().sessions, tags.len()))
+            .collect();
+        assert_eq!(kinds, [(false, 1), (true, 2), (false, 1)]);
     }
 
     #[test]
@@ -397,11 +443,11 @@ mod tests {
         };
         let mut q = Queue::default();
         assert!(!q.due(&slow, 0), "nothing waits");
-        q.push(b"x".to_vec(), 10, ());
+        q.push(b"x".to_vec(), false, 10, ());
         assert!(!q.due(&slow, 500));
         assert!(q.due(&slow, 1_010), "waited the delay");
-        q.push(b"y".to_vec(), 20, ());
-        q.push(b"z".to_vec(), 30, ());
+        q.push(b"y".to_vec(), false, 20, ());
+        q.push(b"z".to_vec(), false, 30, ());
         assert!(q.due(&slow, 40), "full by count");
         assert!(q.due(&packing(3, 100), 10), "no delay: at once");
     }

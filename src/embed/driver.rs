@@ -9,6 +9,7 @@ use super::config::Config;
 use super::error::Error;
 use super::metrics::Metrics;
 use super::receipt::{CommitInfo, Completer};
+use super::session::{self, Sessions, Verdict};
 use super::state_machine::{Position, StateMachine};
 use super::watch::LeaderWatch;
 use std::any::Any;
@@ -23,11 +24,17 @@ use velos_core::log::{ProposeError, Replica};
 /// cluster's `S`, as `Any`) or the reason it cannot be read there.
 pub(crate) type ReadJob = Box<dyn FnOnce(Result<&dyn Any, Error>) + Send>;
 
+/// A command on its way to a batch: its bytes, a session frame if `session`.
+pub(crate) struct Framed {
+    pub(crate) bytes: Vec<u8>,
+    pub(crate) session: bool,
+}
+
 /// What a replica's runner receives.
 pub(crate) enum Command<R> {
     /// A command to propose, and where its outcome (with the state machine's response)
     /// goes.
-    Propose(Vec<u8>, Completer<R>),
+    Propose(Framed, Completer<R>),
     /// A linearizable read of the state machine.
     Read(ReadJob),
     /// A membership change to propose, and where its outcome goes.
@@ -90,7 +97,10 @@ pub(crate) struct Driver<S: StateMachine> {
     decided: BTreeMap<u64, InFlight<S::Response>>,
     /// The state machine's responses to the commands of slots applied here while this
     /// replica had batches of its own under way, by slot, until their receipts resolve.
-    responses: BTreeMap<u64, Vec<S::Response>>,
+    /// (`None`: a session's duplicate whose first application was not answered here.)
+    responses: BTreeMap<u64, Vec<Option<S::Response>>>,
+    /// Every client session's last applied command (the replicated dedup table).
+    sessions: Sessions<S::Response>,
     leading: bool,
     metrics: Arc<Metrics>,
     shown: Arc<Shown>,
@@ -139,6 +149,7 @@ impl<S: StateMachine> Driver<S> {
             in_flight: HashMap::new(),
             decided: BTreeMap::new(),
             responses: BTreeMap::new(),
+            sessions: Sessions::default(),
             leading: false,
             metrics,
             shown,
@@ -246,7 +257,7 @@ impl<S: StateMachine> Driver<S> {
     pub(crate) fn take(
         &mut self,
         replica: &Replica,
-        command: Vec<u8>,
+        command: Framed,
         completer: Completer<S::Response>,
         now_ns: u64,
     ) {
@@ -258,7 +269,8 @@ impl<S: StateMachine> Driver<S> {
             }));
             return;
         }
-        self.queue.push(command, now_ns, completer);
+        self.queue
+            .push(command.bytes, command.session, now_ns, completer);
     }
 
     /// Why nothing can be done at this replica once it stopped (or crashed).
@@ -380,9 +392,12 @@ impl<S: StateMachine> Driver<S> {
             // Fell off the ring: a peer's snapshot holds every slot below its point. The
             // log's stamps make the copy consistent, so a snapshot that does not restore
             // is the service's own bug, shared by every replica: a broken invariant.
+            let (sessions, state) = Sessions::restore(&snapshot)
+                .unwrap_or_else(|| panic!("replica {}: a snapshot without its sessions", self.me));
             self.machine
-                .restore(&snapshot)
+                .restore(state)
                 .unwrap_or_else(|e| panic!("replica {}: {e}", self.me));
+            self.sessions = sessions;
             assert!(
                 point > self.slots_applied,
                 "a snapshot moves a replica forward"
@@ -406,14 +421,18 @@ impl<S: StateMachine> Driver<S> {
             // Only a replica with batches under way can be waiting for this slot's answers.
             let mine = !self.in_flight.is_empty() || self.decided.contains_key(&slot);
             match batch::decode(&entry) {
-                Ok(commands) => {
-                    for (index, command) in commands.into_iter().enumerate() {
+                Ok(batch) => {
+                    for (index, frame) in batch.commands.into_iter().enumerate() {
                         let position = Position {
                             slot,
                             index: index as u32,
                         };
-                        let response = self.machine.apply(position, command);
-                        self.commands_applied += 1;
+                        let response = if batch.sessions {
+                            self.apply_in_session(position, frame)
+                        } else {
+                            self.commands_applied += 1;
+                            Some(self.machine.apply(position, frame))
+                        };
                         if mine {
                             self.responses.entry(slot).or_default().push(response);
                         }
@@ -428,7 +447,7 @@ impl<S: StateMachine> Driver<S> {
         }
         if self.snapshot_every > 0 && self.slots_applied >= self.last_snapshot + self.snapshot_every
         {
-            let snapshot = self.machine.snapshot();
+            let snapshot = self.sessions.snapshot(&self.machine.snapshot());
             let taken = replica.snapshot_taken(self.slots_applied, &snapshot);
             if let Err(e) = &taken {
                 // The ring cannot recycle slots this snapshot would have covered: without
@@ -549,6 +568,38 @@ impl<S: StateMachine> Driver<S> {
             .show_leadership(replica.leader(), replica.is_leader());
     }
 
+    /// Applies a session frame at `position` unless its session applied it before (rule
+    /// (at most once)); the response: this application's, or the first one's if known.
+    fn apply_in_session(&mut self, position: Position, frame: &[u8]) -> Option<S::Response> {
+        let Some((id, seq, command)) = session::unwrap(frame) else {
+            // Every replica reads the same bytes, so every one skips it alike.
+            self.metrics.undecodable();
+            tracing::warn!(
+                replica = self.me,
+                slot = position.slot,
+                "skipped a malformed session frame"
+            );
+            return None;
+        };
+        match self.sessions.check(id, seq) {
+            Verdict::Apply => {
+                let response = self.machine.apply(position, command);
+                self.commands_applied += 1;
+                self.sessions.applied(id, seq, &response);
+                Some(response)
+            }
+            Verdict::Duplicate(response) => {
+                tracing::debug!(
+                    replica = self.me,
+                    session = id,
+                    seq,
+                    "a session's retry, not applied again"
+                );
+                response
+            }
+        }
+    }
+
     /// Resolves the receipts of a batch decided in `slot`, each with its command's
     /// response; without the responses (the slot was not applied here: a snapshot passed
     /// it, or the replica stops first) with [`Error::ResponseLost`].
@@ -564,14 +615,13 @@ impl<S: StateMachine> Driver<S> {
             .map(|&(at, _)| now_ns.saturating_sub(at))
             .collect();
         self.metrics.committed(&latencies);
-        let Some(responses) = responses else {
-            for (_, c) in commands {
-                c.complete(Err(Error::ResponseLost { slot }));
-            }
-            return;
-        };
+        let responses = responses.unwrap_or_else(|| (0..n).map(|_| None).collect());
         let answered = commands.into_iter().zip(latencies).zip(responses);
         for (index, (((_, c), latency), response)) in answered.enumerate() {
+            let Some(response) = response else {
+                c.complete(Err(Error::ResponseLost { slot }));
+                continue;
+            };
             c.complete(Ok(CommitInfo {
                 position: Position {
                     slot,

@@ -42,6 +42,10 @@ pub enum Error {
     /// [`Cluster::wait_for_leader`](super::Cluster::wait_for_leader) returns.
     #[error("no replica leads now (a failover is under way): the command was not proposed")]
     NoLeader,
+    /// [`Session::resubmit`](super::Session::resubmit) before the session submitted
+    /// anything.
+    #[error("the session has no command to submit again")]
+    NothingToResubmit,
     /// Every replica is down: nobody can take the command.
     #[error("every replica is down")]
     NoReplicaUp,

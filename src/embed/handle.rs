@@ -1,10 +1,11 @@
 //! [`Cluster`]: the handle of an embedded cluster — start, propose, query, crash, stop.
 
 use super::config::{Backend, Config};
-use super::driver::{CRASHED, Command, Driver, ReadJob, STOPPED, Shown, UP};
+use super::driver::{CRASHED, Command, Driver, Framed, ReadJob, STOPPED, Shown, UP};
 use super::error::{Error, StartError};
 use super::metrics::{Metrics, MetricsSnapshot};
 use super::receipt::{Answer, Outcome, Receipt, answer, pair};
+use super::session;
 use super::state_machine::StateMachine;
 use super::watch::LeaderWatch;
 use super::{emulator_backend, mem_backend};
@@ -12,7 +13,7 @@ use crossbeam_channel::Sender;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::{Context, Poll};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -88,6 +89,7 @@ pub struct Cluster<S: StateMachine> {
     metrics: Arc<Metrics>,
     runner: Option<thread::JoinHandle<Vec<Option<S>>>>,
     max_command: usize,
+    sessions_opened: AtomicU64,
 }
 
 impl<S: StateMachine> Cluster<S> {
@@ -149,6 +151,7 @@ impl<S: StateMachine> Cluster<S> {
             metrics,
             runner: Some(runner),
             max_command,
+            sessions_opened: AtomicU64::new(0),
         })
     }
 
@@ -174,14 +177,36 @@ impl<S: StateMachine> Cluster<S> {
     /// Proposes `command` at `replica`. A follower refuses ([`Error::NotLeader`] names the
     /// leader it trusts); the leader queues it for the next batch.
     pub fn propose_at(&self, replica: u16, command: Vec<u8>) -> Receipt<S::Response> {
+        let framed = Framed {
+            bytes: command,
+            session: false,
+        };
+        self.propose_framed(replica, framed, 0)
+    }
+
+    /// Proposes `command` at `replica`; `envelope` bytes of it are a session's (not
+    /// counted in the size a refusal reports).
+    fn propose_framed(
+        &self,
+        replica: u16,
+        command: Framed,
+        envelope: usize,
+    ) -> Receipt<S::Response> {
         let Some(shown) = self.shown(replica) else {
             return self.refuse(Error::NoSuchReplica {
                 replica,
                 replicas: self.replicas(),
             });
         };
-        if let Err(e) = admit(shown, replica, command.len(), self.max_command) {
-            return self.refuse(e);
+        let (len, max) = (command.bytes.len(), self.max_command);
+        if let Err(e) = admit(shown, replica, len, max) {
+            return self.refuse(match e {
+                Error::CommandTooLarge { .. } => Error::CommandTooLarge {
+                    len: len - envelope,
+                    max: max.saturating_sub(envelope),
+                },
+                other => other,
+            });
         }
         let (receipt, completer) = pair(replica, self.config.wait_timeout);
         // A send fails only when the replica's runner is gone: the completer, dropped
@@ -216,6 +241,39 @@ impl<S: StateMachine> Cluster<S> {
     /// until it is committed and applied there.
     pub fn propose(&self, command: Vec<u8>) -> Outcome<S::Response> {
         self.propose_async(command).wait()
+    }
+
+    /// Sessions opened through this handle so far (the seed of the next one's id).
+    pub(crate) fn sessions_opened(&self) -> u64 {
+        self.sessions_opened.fetch_add(1, Ordering::SeqCst)
+    }
+
+    /// How long a blocking call waits at most.
+    pub(crate) fn wait_timeout(&self) -> Duration {
+        self.config.wait_timeout
+    }
+
+    /// [`Cluster::submit`] of session `id`'s command `seq`.
+    pub(crate) fn submit_in_session(
+        &self,
+        id: u64,
+        seq: u64,
+        command: &[u8],
+    ) -> Outcome<S::Response> {
+        let bytes = session::wrap(id, seq, command);
+        let envelope = bytes.len() - command.len();
+        self.retry(|left| {
+            let framed = Framed {
+                bytes: bytes.clone(),
+                session: true,
+            };
+            match self.leader_or_why() {
+                Ok(leader) => self
+                    .propose_framed(leader, framed, envelope)
+                    .wait_timeout(left),
+                Err(e) => Err(e),
+            }
+        })
     }
 
     /// Proposes `command` at whichever replica leads, again while leadership moves or the

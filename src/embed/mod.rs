@@ -60,6 +60,7 @@
 //! ```
 
 pub mod batch;
+mod client_session;
 mod config;
 mod driver;
 mod emulator_backend;
@@ -72,10 +73,12 @@ mod node;
 mod node_tests;
 mod receipt;
 pub(crate) mod serve;
+mod session;
 mod state_machine;
 mod verbs_backend;
 mod watch;
 
+pub use client_session::Session;
 pub use config::{Backend, BatchConfig, Config, EmulatorConfig, VerbsConfig};
 pub use error::{Error, StartError};
 pub use handle::{Cluster, LeaderFuture, Role};

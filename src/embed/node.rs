@@ -2,7 +2,7 @@
 //! one process per replica (over real RDMA: [`Backend::Verbs`]).
 
 use super::config::{Backend, Config};
-use super::driver::{Command, Driver, STOPPED, Shown};
+use super::driver::{Command, Driver, Framed, STOPPED, Shown};
 use super::error::{Error, StartError};
 use super::handle::{Role, admit, read_job, role_of};
 use super::metrics::{Metrics, MetricsSnapshot};
@@ -165,7 +165,11 @@ impl<S: StateMachine> Node<S> {
                 let (receipt, completer) = pair(self.id, self.config.wait_timeout);
                 // A send fails only when the runner is gone: the completer, dropped
                 // unsent, refuses the receipt.
-                let _ = self.inbox.send(Command::Propose(command, completer));
+                let framed = Framed {
+                    bytes: command,
+                    session: false,
+                };
+                let _ = self.inbox.send(Command::Propose(framed, completer));
                 receipt
             }
         }

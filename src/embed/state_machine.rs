@@ -22,7 +22,7 @@ pub trait StateMachine: Send + 'static {
     /// What applying a command answers: the proposer's receipt carries the leader's
     /// ([`CommitInfo::response`](super::CommitInfo::response)); `()` for a service whose
     /// commands answer nothing.
-    type Response: Send + 'static;
+    type Response: Clone + Send + 'static;
 
     /// Applies the command at `position` and answers it; positions come in log order,
     /// without gaps in the slots that carry commands. Every replica computes the same
