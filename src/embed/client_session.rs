@@ -24,6 +24,7 @@ pub struct Session<'a, S: StateMachine> {
     id: u64,
     seq: u64,
     last: Option<Vec<u8>>,
+    resends: u64,
 }
 
 impl<'a, S: StateMachine> Session<'a, S> {
@@ -37,12 +38,19 @@ impl<'a, S: StateMachine> Session<'a, S> {
             id: h.finish() | 1,
             seq: 0,
             last: None,
+            resends: 0,
         }
     }
 
     /// The session's id.
     pub fn id(&self) -> u64 {
         self.id
+    }
+
+    /// How many times a command of this session was sent again after an unknown outcome
+    /// or a timeout (by [`Session::submit`] or [`Session::resubmit`]).
+    pub fn resends(&self) -> u64 {
+        self.resends
     }
 
     /// Submits `command` as this session's next one, and again (the same sequence
@@ -65,7 +73,10 @@ impl<'a, S: StateMachine> Session<'a, S> {
         loop {
             match self.cluster.submit_in_session(self.id, self.seq, &command) {
                 Err(Error::OutcomeUnknown | Error::TimedOut { .. })
-                    if start.elapsed() < timeout => {}
+                    if start.elapsed() < timeout =>
+                {
+                    self.resends += 1;
+                }
                 other => return other,
             }
         }

@@ -64,7 +64,8 @@ pub struct Checks {
     /// Keys whose value in a survivor's map no acknowledged write explains.
     pub missing_writes: Vec<String>,
     /// Writes whose response (the value they replaced) was not what their client's
-    /// earlier writes of the key had left (writes committed at the first attempt).
+    /// earlier writes of the key had left (each client writes in a session: every write
+    /// applies once, retries included).
     pub wrong_responses: u64,
     /// Keys in the first survivor's map at the end.
     pub keys_at_end: usize,
@@ -85,8 +86,8 @@ pub struct DemoReport {
     pub gets: u64,
     /// Gets that did not see the client's last acknowledged write of their key.
     pub stale_gets: u64,
-    /// Writes submitted again after their leader crashed holding them (outcome unknown;
-    /// `submit` follows leadership moves by itself).
+    /// Writes their clients' sessions sent again after their leader crashed holding them
+    /// (outcome unknown): each still applied once.
     pub retries: u64,
     /// Why the client stopped early, if it did.
     pub client_stopped: Option<String>,

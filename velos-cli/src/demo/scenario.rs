@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
-use velos::embed::{Cluster, Config, Error, MetricsSnapshot, Role};
+use velos::embed::{Cluster, Config, Error, MetricsSnapshot, Role, Session};
 
 const REPLICAS: usize = 3;
 /// How long a client keeps retrying one write, and the survivors may take to catch up.
@@ -37,9 +37,10 @@ struct ClientLog {
     puts: u64,
     dels: u64,
     stale_gets: u64,
+    /// Writes its session sent again after an unknown outcome.
     retries: u64,
-    /// Writes committed at the first attempt whose response (the value replaced) was
-    /// not the value this client's own writes had left there.
+    /// Writes whose response (the value replaced) was not the value this client's own
+    /// writes had left there.
     wrong_responses: u64,
     /// A write given up on, whose outcome is unknown, and why.
     in_doubt: Option<(KvCommand, Error)>,
@@ -116,6 +117,7 @@ fn client(
     start: Instant,
 ) -> ClientLog {
     let mut log = ClientLog::default();
+    let mut session = cluster.session();
     let mut i = 0u64;
     while !stop.load(Ordering::SeqCst) {
         let key = format!("c{c}k{}", i.wrapping_mul(7) % u64::from(config.keys));
@@ -136,17 +138,18 @@ fn client(
                     value: format!("v{i}"),
                 }
             };
-            let retries = log.retries;
-            match write(cluster, &command, &mut log.retries) {
+            let written = write(&mut session, &command);
+            log.retries = session.resends();
+            match written {
                 Ok(replaced) => {
                     log.acks.push(start.elapsed());
-                    // Keys are this client's alone: a write committed at its first
-                    // attempt replaced what the client's last write left. (A retried one
-                    // may have applied twice and replaced itself.)
+                    // Keys are this client's alone, and a session applies each write
+                    // once however often it was sent: every write replaced what the
+                    // client's last one left.
                     let key = match &command {
                         KvCommand::Put { key, .. } | KvCommand::Del { key } => key,
                     };
-                    if log.retries == retries && replaced != log.model.get(key).cloned() {
+                    if replaced != log.model.get(key).cloned() {
                         log.wrong_responses += 1;
                     }
                     match command {
@@ -171,33 +174,17 @@ fn client(
     log
 }
 
-/// Submits `command` until it commits. `submit` itself follows the leader; an unknown
-/// outcome (the leader crashed holding it) is retried here: a put or delete applied twice
-/// in a row is the same as once, and nothing else of this client's is in flight. Other
-/// errors (the log full, a wait that timed out) end the client. The value the write
-/// replaced, as the state machine answered.
-fn write(
-    cluster: &Cluster<KvStore>,
-    command: &KvCommand,
-    retries: &mut u64,
-) -> Result<Option<String>, Error> {
+/// Submits `command` in the client's session until it commits: the session follows the
+/// leader and sends the command again after an unknown outcome (the leader crashed
+/// holding it), and every replica applies it once. Other errors (the log full, a wait
+/// that timed out) end the client. The value the write replaced, as the state machine
+/// answered.
+fn write(session: &mut Session<'_, KvStore>, command: &KvCommand) -> Result<Option<String>, Error> {
     let bytes = command.encode().map_err(|e| Error::CommandTooLarge {
         len: e.0,
         max: usize::from(u8::MAX),
     })?;
-    let since = Instant::now();
-    loop {
-        match cluster.submit(bytes.clone()) {
-            Ok(info) => return Ok(info.response),
-            Err(e @ Error::OutcomeUnknown) => {
-                *retries += 1;
-                if since.elapsed() > PATIENCE {
-                    return Err(e);
-                }
-            }
-            Err(e) => return Err(e),
-        }
-    }
+    session.submit(bytes).map(|info| info.response)
 }
 
 /// What the run left.
