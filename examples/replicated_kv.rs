@@ -1,9 +1,10 @@
 //! A replicated key-value service embedded in one process, through `velos::embed`: three
 //! Velos replicas on threads, each applying the log to a `BTreeMap<String, String>`. The
 //! program writes through the leader (one write at a time, then a pipelined burst that the
-//! leader packs into batches), crashes the leader, keeps writing under the next one, reads
-//! a key through the log (the state machine's response answers it), and checks that the
-//! survivors' maps are identical and hold every write.
+//! leader packs into batches), crashes the leader, keeps writing under the next one in a
+//! client session (each write applied once, retries included), reads a key through the
+//! log (the state machine's response answers it), and checks that the survivors' maps are
+//! identical and hold every write.
 //!
 //! `cargo run --release --example replicated_kv`; `cargo run --release -- demo` runs a
 //! service like it with concurrent clients and prints a timeline.
@@ -44,9 +45,22 @@ fn main() -> anyhow::Result<()> {
     println!("replica {leader} leads; {}", cluster.metrics_line());
 
     cluster.crash(leader)?;
+    // A client session: each write applies once, even if it is sent again because its
+    // leader crashed holding it; `submit` follows the leadership change (a failure
+    // timeout of 50 ms).
+    let mut session = cluster.session();
     for i in 0..100 {
-        // `submit` follows the leadership change (a failure timeout of 50 ms).
-        cluster.submit(kv_store::put(&format!("k{}", i % 10), &format!("c{i}"))?)?;
+        let info = session.submit(kv_store::put(&format!("k{}", i % 10), &format!("c{i}"))?)?;
+        let replaced = if i < 10 {
+            format!("b{}", 990 + i)
+        } else {
+            format!("c{}", i - 10)
+        };
+        ensure!(
+            info.response.as_deref() == Some(replaced.as_str()),
+            "put {i}: {:?}",
+            info.response
+        );
     }
     let read = cluster.submit(b"k3".to_vec())?; // a get, answered through the log
     ensure!(
