@@ -50,9 +50,10 @@ pub enum BatchDecodeError {
     },
 }
 
-/// The bytes of `len` as LEB128.
-fn push_len(out: &mut Vec<u8>, len: u32) {
-    let mut rest = len;
+/// `value` as LEB128 (a frame's length here, a session envelope's fields in
+/// `session.rs`).
+pub(crate) fn push_leb128(out: &mut Vec<u8>, value: u64) {
+    let mut rest = value;
     loop {
         let low = (rest & 0x7f) as u8;
         rest >>= 7;
@@ -62,6 +63,19 @@ fn push_len(out: &mut Vec<u8>, len: u32) {
         }
         out.push(low | 0x80);
     }
+}
+
+/// The LEB128 value at the start of `bytes`, of at most `max_bytes` bytes, and what
+/// follows it; `None` if it runs past `bytes` or past `max_bytes`.
+pub(crate) fn take_leb128(bytes: &[u8], max_bytes: usize) -> Option<(u64, &[u8])> {
+    let mut value = 0u64;
+    for (i, &b) in bytes.iter().enumerate().take(max_bytes) {
+        value |= u64::from(b & 0x7f) << (7 * i);
+        if b & 0x80 == 0 {
+            return Some((value, &bytes[i + 1..]));
+        }
+    }
+    None
 }
 
 /// Bytes of the LEB128 encoding of `len`.
@@ -131,7 +145,7 @@ impl BatchBuilder {
             return false;
         }
         let before = self.bytes.len();
-        push_len(&mut self.bytes, command.len() as u32);
+        push_leb128(&mut self.bytes, command.len() as u64);
         self.bytes.extend_from_slice(command);
         self.commands += 1;
         assert_eq!(
@@ -172,26 +186,12 @@ pub fn decode(entry: &[u8]) -> Result<Decoded<'_>, BatchDecodeError> {
     let mut commands = Vec::new();
     while !rest.is_empty() {
         let frame = commands.len() as u32;
-        let mut len: u64 = 0;
-        let mut used = 0;
-        loop {
-            let &b = rest
-                .get(used)
-                .ok_or(BatchDecodeError::BadLength { frame })?;
-            len |= u64::from(b & 0x7f) << (7 * used);
-            used += 1;
-            if b & 0x80 == 0 {
-                break;
-            }
-            if used == LEN_BYTES_MAX {
-                return Err(BatchDecodeError::BadLength { frame });
-            }
-        }
+        let (len, body) =
+            take_leb128(rest, LEN_BYTES_MAX).ok_or(BatchDecodeError::BadLength { frame })?;
         let need = usize::try_from(len)
             .ok()
             .filter(|_| len <= u64::from(u32::MAX))
             .ok_or(BatchDecodeError::BadLength { frame })?;
-        let body = &rest[used..];
         if body.len() < need {
             return Err(BatchDecodeError::Truncated {
                 frame,

@@ -67,18 +67,9 @@ impl<'a, S: StateMachine> Session<'a, S> {
     /// Submits the last command again with its sequence number — what a client does
     /// after an unknown outcome (or a timeout): applied at most once in all.
     pub fn resubmit(&mut self) -> Outcome<S::Response> {
-        let command = self.last.clone().ok_or(Error::NothingToResubmit)?;
-        let start = std::time::Instant::now();
-        let timeout = self.cluster.wait_timeout();
-        loop {
-            match self.cluster.submit_in_session(self.id, self.seq, &command) {
-                Err(Error::OutcomeUnknown | Error::TimedOut { .. })
-                    if start.elapsed() < timeout =>
-                {
-                    self.resends += 1;
-                }
-                other => return other,
-            }
-        }
+        let command = self.last.as_deref().ok_or(Error::NothingToResubmit)?;
+        let resends = &mut self.resends;
+        self.cluster
+            .submit_in_session(self.id, self.seq, command, resends)
     }
 }

@@ -230,10 +230,9 @@ impl<S: StateMachine> Cluster<S> {
     /// Proposes `command` at the leader as the handle sees it now, once: a receipt to
     /// block on or `.await`.
     pub fn propose_async(&self, command: Vec<u8>) -> Receipt<S::Response> {
-        match self.leader() {
-            Some(leader) => self.propose_at(leader, command),
-            None if self.all_down() => self.refuse(Error::NoReplicaUp),
-            None => self.refuse(Error::NoLeader),
+        match self.leader_or_why() {
+            Ok(leader) => self.propose_at(leader, command),
+            Err(e) => self.refuse(e),
         }
     }
 
@@ -248,21 +247,18 @@ impl<S: StateMachine> Cluster<S> {
         self.sessions_opened.fetch_add(1, Ordering::SeqCst)
     }
 
-    /// How long a blocking call waits at most.
-    pub(crate) fn wait_timeout(&self) -> Duration {
-        self.config.wait_timeout
-    }
-
-    /// [`Cluster::submit`] of session `id`'s command `seq`.
+    /// [`Cluster::submit`] of session `id`'s command `seq`, sent again on an unknown
+    /// outcome (each resend counted in `resends`), all within one wait timeout.
     pub(crate) fn submit_in_session(
         &self,
         id: u64,
         seq: u64,
         command: &[u8],
+        resends: &mut u64,
     ) -> Outcome<S::Response> {
         let bytes = session::wrap(id, seq, command);
         let envelope = bytes.len() - command.len();
-        self.retry(|left| {
+        self.retry(Some(resends), |left| {
             let framed = Framed {
                 bytes: bytes.clone(),
                 session: true,
@@ -281,15 +277,22 @@ impl<S: StateMachine> Cluster<S> {
     /// passed. An [`Error::OutcomeUnknown`] is returned, not retried: proposing it again
     /// could apply it twice.
     pub fn submit(&self, command: Vec<u8>) -> Outcome<S::Response> {
-        self.retry(|left| self.propose_async(command.clone()).wait_timeout(left))
+        self.retry(None, |left| {
+            self.propose_async(command.clone()).wait_timeout(left)
+        })
     }
 
     /// Runs `attempt` (given the time left) again while it fails with a refusal that says
     /// nothing was done — leadership moving, the replica down, the log's ring waiting for
     /// snapshots to free slots, another membership change under way — a little later each
-    /// time (bounded), until the wait
-    /// timeout has passed.
-    fn retry<T>(&self, mut attempt: impl FnMut(Duration) -> Result<T, Error>) -> Result<T, Error> {
+    /// time (bounded), until the wait timeout has passed. With `resends`, an unknown
+    /// outcome is tried again at once too, and counted there: only for a session's
+    /// command, which applies at most once however often it is sent.
+    fn retry<T>(
+        &self,
+        mut resends: Option<&mut u64>,
+        mut attempt: impl FnMut(Duration) -> Result<T, Error>,
+    ) -> Result<T, Error> {
         let timeout = self.config.wait_timeout;
         let start = Instant::now();
         let mut pause = Duration::from_micros(50);
@@ -308,6 +311,11 @@ impl<S: StateMachine> Cluster<S> {
                 ) => {
                     thread::sleep(pause.min(left));
                     pause = (pause * 2).min(Duration::from_millis(5));
+                }
+                Err(Error::OutcomeUnknown) if resends.is_some() => {
+                    if let Some(n) = resends.as_deref_mut() {
+                        *n += 1;
+                    }
                 }
                 Err(Error::TimedOut { .. }) => return Err(Error::TimedOut { after: timeout }),
                 other => return other,
@@ -329,7 +337,7 @@ impl<S: StateMachine> Cluster<S> {
             });
         }
         let members = Members::of(members);
-        self.retry(|left| {
+        self.retry(None, |left| {
             let leader = self.leader_or_why()?;
             let (receipt, completer) = pair(leader, left);
             self.send(leader, Command::Members(members, completer));
@@ -348,7 +356,7 @@ impl<S: StateMachine> Cluster<S> {
         query: impl Fn(&S) -> R + Send + Sync + 'static,
     ) -> Result<R, Error> {
         let query = Arc::new(query);
-        self.retry(|left| {
+        self.retry(None, |left| {
             let leader = self.leader_or_why()?;
             let (job, answer) = read_job(leader, Arc::clone(&query));
             self.send(leader, Command::Read(job));

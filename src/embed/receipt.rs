@@ -116,6 +116,14 @@ impl<T> Cell<T> {
     }
 }
 
+impl<T> Cell<Result<T, Error>> {
+    /// The result, once delivered within `timeout`; else [`Error::TimedOut`].
+    fn result_within(&self, timeout: Duration) -> Result<T, Error> {
+        self.wait_timeout(timeout)
+            .unwrap_or(Err(Error::TimedOut { after: timeout }))
+    }
+}
+
 /// The outcome of one proposed command, once known.
 ///
 /// `wait` blocks for at most the cluster's
@@ -195,9 +203,7 @@ impl<R> Receipt<R> {
 
     /// Blocks until the outcome is known, at most `timeout`.
     pub fn wait_timeout(self, timeout: Duration) -> Outcome<R> {
-        self.cell
-            .wait_timeout(timeout)
-            .unwrap_or(Err(Error::TimedOut { after: timeout }))
+        self.cell.result_within(timeout)
     }
 
     /// Whether the outcome is known (then `wait` returns at once).
@@ -261,9 +267,7 @@ impl<T> Drop for AnswerTx<T> {
 impl<T> Answer<T> {
     /// Blocks until the answer is known, at most `timeout`; then [`Error::TimedOut`].
     pub fn wait_timeout(self, timeout: Duration) -> Result<T, Error> {
-        self.cell
-            .wait_timeout(timeout)
-            .unwrap_or(Err(Error::TimedOut { after: timeout }))
+        self.cell.result_within(timeout)
     }
 }
 

@@ -8,33 +8,11 @@
 //! only once the last one resolved); a sequence number at or below the session's last is
 //! a duplicate, skipped on every replica alike.
 
+use super::batch::{push_leb128, take_leb128};
 use std::collections::HashMap;
 
 /// The largest session envelope: two LEB128-encoded `u64`s.
 pub(crate) const ENVELOPE_BYTES_MAX: usize = 20;
-
-fn push_leb128(out: &mut Vec<u8>, mut v: u64) {
-    loop {
-        let low = (v & 0x7f) as u8;
-        v >>= 7;
-        if v == 0 {
-            out.push(low);
-            return;
-        }
-        out.push(low | 0x80);
-    }
-}
-
-fn take_leb128(bytes: &[u8]) -> Option<(u64, &[u8])> {
-    let mut v = 0u64;
-    for (i, &b) in bytes.iter().enumerate().take(10) {
-        v |= u64::from(b & 0x7f) << (7 * i);
-        if b & 0x80 == 0 {
-            return Some((v, &bytes[i + 1..]));
-        }
-    }
-    None
-}
 
 /// `command` in session `id` at sequence `seq`, as it travels in a session batch.
 pub(crate) fn wrap(id: u64, seq: u64, command: &[u8]) -> Vec<u8> {
@@ -47,8 +25,8 @@ pub(crate) fn wrap(id: u64, seq: u64, command: &[u8]) -> Vec<u8> {
 
 /// A session frame's id, sequence and command; `None` if the envelope is malformed.
 pub(crate) fn unwrap(frame: &[u8]) -> Option<(u64, u64, &[u8])> {
-    let (id, rest) = take_leb128(frame)?;
-    let (seq, command) = take_leb128(rest)?;
+    let (id, rest) = take_leb128(frame, ENVELOPE_BYTES_MAX / 2)?;
+    let (seq, command) = take_leb128(rest, ENVELOPE_BYTES_MAX / 2)?;
     Some((id, seq, command))
 }
 
