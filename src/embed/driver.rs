@@ -112,6 +112,9 @@ pub(crate) struct Driver<S: StateMachine> {
     /// Every this many slots the state machine's snapshot goes to the log (0: never).
     snapshot_every: u64,
     last_snapshot: u64,
+    /// Why the last snapshot handed to the log was refused (`None` once one is taken):
+    /// [`Error::LogFull`] names it.
+    snapshot_refused: Option<String>,
     slots_applied: u64,
     commands_applied: u64,
     /// Reads asked of the engine's lease, by read id.
@@ -157,6 +160,7 @@ impl<S: StateMachine> Driver<S> {
             lag_slots_max,
             snapshot_every,
             last_snapshot: 0,
+            snapshot_refused: None,
             slots_applied: 0,
             commands_applied: 0,
             lease_reads: HashMap::new(),
@@ -192,7 +196,7 @@ impl<S: StateMachine> Driver<S> {
                     "ids are unique"
                 );
             }
-            Err(e) => completer.complete(Err(refusal(self.me, e))),
+            Err(e) => completer.complete(Err(refusal(self.me, e, &self.snapshot_refused))),
         }
     }
 
@@ -221,7 +225,7 @@ impl<S: StateMachine> Driver<S> {
             Ok(id) => {
                 assert!(self.log_reads.insert(id, job).is_none(), "ids are unique");
             }
-            Err(e) => job(Err(refusal(self.me, e))),
+            Err(e) => job(Err(refusal(self.me, e, &self.snapshot_refused))),
         }
     }
 
@@ -342,7 +346,7 @@ impl<S: StateMachine> Driver<S> {
                 }
                 Err(e) => {
                     self.metrics.refused(commands.len() as u64);
-                    let error = refusal(self.me, e);
+                    let error = refusal(self.me, e, &self.snapshot_refused);
                     for (_, c) in commands {
                         c.complete(Err(error.clone()));
                     }
@@ -445,10 +449,13 @@ impl<S: StateMachine> Driver<S> {
                 }
             }
         }
-        if self.snapshot_every > 0 && self.slots_applied >= self.last_snapshot + self.snapshot_every
-        {
-            let snapshot = self.sessions.snapshot(&self.machine.snapshot());
-            let taken = replica.snapshot_taken(self.slots_applied, &snapshot);
+        // A large snapshot is written into its bank over several turns: the next one is
+        // not even taken (the state machine's copy costs) until that write is done.
+        let due = self.snapshot_every > 0
+            && self.slots_applied >= self.last_snapshot + self.snapshot_every;
+        if due && replica.snapshot_writing().is_none() {
+            let snapshot = self.sessions.snapshot(self.machine.snapshot());
+            let taken = replica.snapshot_taken(self.slots_applied, snapshot);
             if let Err(e) = &taken {
                 // The ring cannot recycle slots this snapshot would have covered: without
                 // a later one that fits, the log fills.
@@ -460,6 +467,7 @@ impl<S: StateMachine> Driver<S> {
                 );
             }
             self.metrics.snapshot_handed(taken.is_ok());
+            self.snapshot_refused = taken.err().map(|e| e.to_string());
             self.last_snapshot = self.slots_applied;
         }
         // Shown before any receipt resolves: whoever saw a commit sees it applied here.
@@ -481,14 +489,14 @@ impl<S: StateMachine> Driver<S> {
             if let Some((members, at, completer)) = self.changes.remove(&id) {
                 match result {
                     Ok(slot) => self.changes_decided.push((slot, members, at, completer)),
-                    Err(e) => completer.complete(Err(loss(self.me, e))),
+                    Err(e) => completer.complete(Err(loss(self.me, e, &self.snapshot_refused))),
                 }
                 continue;
             }
             if let Some(job) = self.log_reads.remove(&id) {
                 match result {
                     Ok(slot) => self.ready_reads.push((slot + 1, job)),
-                    Err(e) => job(Err(loss(self.me, e))),
+                    Err(e) => job(Err(loss(self.me, e, &self.snapshot_refused))),
                 }
                 continue;
             }
@@ -501,7 +509,7 @@ impl<S: StateMachine> Driver<S> {
                     self.decided.insert(slot, commands);
                 }
                 Err(e) => {
-                    let error = loss(self.me, e);
+                    let error = loss(self.me, e, &self.snapshot_refused);
                     if error.not_proposed() {
                         self.metrics.refused(commands.len() as u64);
                     } else {
@@ -695,7 +703,7 @@ impl<S: StateMachine> Driver<S> {
 }
 
 /// The error for a batch the engine refused to take.
-fn refusal(me: u16, e: ProposeError) -> Error {
+fn refusal(me: u16, e: ProposeError, snapshot_refused: &Option<String>) -> Error {
     match e {
         ProposeError::NotLeader { leader } => Error::NotLeader {
             replica: me,
@@ -706,7 +714,9 @@ fn refusal(me: u16, e: ProposeError) -> Error {
         ProposeError::ValueTooLarge { .. } | ProposeError::Busy(_) => {
             Error::Unavailable { replica: me }
         }
-        ProposeError::LogFull => Error::LogFull,
+        ProposeError::LogFull => Error::LogFull {
+            snapshot_refused: snapshot_refused.clone(),
+        },
         ProposeError::ShuttingDown => Error::ShuttingDown,
         ProposeError::Exhausted { slot } => Error::Exhausted { slot },
         ProposeError::Deposed => Error::OutcomeUnknown,
@@ -716,11 +726,11 @@ fn refusal(me: u16, e: ProposeError) -> Error {
 }
 
 /// The error for a batch the engine took and then could not decide.
-fn loss(me: u16, e: ProposeError) -> Error {
+fn loss(me: u16, e: ProposeError, snapshot_refused: &Option<String>) -> Error {
     match e {
         ProposeError::Deposed | ProposeError::ShuttingDown => Error::OutcomeUnknown,
         // Refused before any attempt: it was not proposed in any slot.
-        other => refusal(me, other),
+        other => refusal(me, other, snapshot_refused),
     }
 }
 

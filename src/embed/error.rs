@@ -73,12 +73,17 @@ pub enum Error {
     /// Every slot of the log's ring is in use: slots are recycled only behind a snapshot
     /// that a majority holds (every [`Config::snapshot_every_slots`](super::Config)), so a
     /// state machine whose snapshots are refused — larger than the log's
-    /// `max_snapshot_bytes`, which a `tracing` warning names — fills it.
+    /// `max_snapshot_bytes` — fills it. The refusal is named here when the replica that
+    /// answers had its last snapshot refused (and in a `tracing` warning when it was).
     #[error(
-        "the log is full: no snapshot a majority holds lets its slots be reused (a snapshot \
-         larger than the log's max_snapshot_bytes is refused)"
+        "the log is full: no snapshot a majority holds lets its slots be reused{}",
+        refused_suffix(snapshot_refused)
     )]
-    LogFull,
+    LogFull {
+        /// Why the answering replica's last snapshot was refused, if it was (the
+        /// [`SnapshotError`](crate::core::log::SnapshotError), as text).
+        snapshot_refused: Option<String>,
+    },
     /// A slot used up its proposal numbers in every epoch of the overflow fallback: the
     /// log cannot grow past it.
     #[error("slot {slot} ran out of proposal numbers in every epoch")]
@@ -109,7 +114,7 @@ impl Error {
                 | Error::NoReplicaUp
                 | Error::NoLeader
                 | Error::ShuttingDown
-                | Error::LogFull
+                | Error::LogFull { .. }
                 | Error::BadMembership(_)
                 | Error::ChangePending
                 | Error::Exhausted { .. }
@@ -127,4 +132,11 @@ pub enum StartError {
     /// The backend could not be set up.
     #[error("backend: {0}")]
     Backend(String),
+}
+
+/// The end of [`Error::LogFull`]'s message.
+fn refused_suffix(refused: &Option<String>) -> String {
+    refused
+        .as_ref()
+        .map_or_else(String::new, |why| format!("; this replica's last snapshot was refused: {why}"))
 }

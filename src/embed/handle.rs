@@ -273,9 +273,11 @@ impl<S: StateMachine> Cluster<S> {
     }
 
     /// Proposes `command` at whichever replica leads, again while leadership moves or the
-    /// log is full (the refusals that say it was not proposed), until it commits or the wait timeout has
-    /// passed. An [`Error::OutcomeUnknown`] is returned, not retried: proposing it again
-    /// could apply it twice.
+    /// log is full (the refusals that say it was not proposed), until it commits or the
+    /// wait timeout has passed — then the last refusal is returned ([`Error::LogFull`]
+    /// naming a refused snapshot, [`Error::NoLeader`], …), or [`Error::TimedOut`] if the
+    /// last attempt was a wait that ran out. An [`Error::OutcomeUnknown`] is returned, not
+    /// retried: proposing it again could apply it twice.
     pub fn submit(&self, command: Vec<u8>) -> Outcome<S::Response> {
         self.retry(None, |left| {
             self.propose_async(command.clone()).wait_timeout(left)
@@ -296,19 +298,24 @@ impl<S: StateMachine> Cluster<S> {
         let timeout = self.config.wait_timeout;
         let start = Instant::now();
         let mut pause = Duration::from_micros(50);
+        // The last refusal: when the time is up it says why nothing was done (the log
+        // full, and why its snapshots were refused; no leader), which a bare `TimedOut`
+        // would not.
+        let mut refused = None;
         loop {
             let left = timeout.saturating_sub(start.elapsed());
             if left.is_zero() {
-                return Err(Error::TimedOut { after: timeout });
+                return Err(refused.unwrap_or(Error::TimedOut { after: timeout }));
             }
             match attempt(left) {
                 Err(
-                    Error::NotLeader { .. }
+                    e @ (Error::NotLeader { .. }
                     | Error::Unavailable { .. }
                     | Error::NoLeader
-                    | Error::LogFull
-                    | Error::ChangePending,
+                    | Error::LogFull { .. }
+                    | Error::ChangePending),
                 ) => {
+                    refused = Some(e);
                     thread::sleep(pause.min(left));
                     pause = (pause * 2).min(Duration::from_millis(5));
                 }

@@ -74,33 +74,36 @@ impl<R: Clone> Sessions<R> {
         self.last.insert(id, (seq, Some(response.clone())));
     }
 
-    /// The table and `state` as one snapshot: the session count (u32), each session's id
-    /// and last sequence (u64 each, little-endian), then `state`.
-    pub(crate) fn snapshot(&self, state: &[u8]) -> Vec<u8> {
+    /// The table and `state` as one snapshot: `state`, then each session's id and last
+    /// sequence (u64 each, little-endian), then the session count (u32).
+    pub(crate) fn snapshot(&self, mut state: Vec<u8>) -> Vec<u8> {
         let mut ids: Vec<_> = self.last.iter().map(|(&id, &(seq, _))| (id, seq)).collect();
         ids.sort_unstable(); // every replica writes the same bytes for the same state
-        let mut out = Vec::with_capacity(4 + 16 * ids.len() + state.len());
-        out.extend_from_slice(&(ids.len() as u32).to_le_bytes());
-        for (id, seq) in ids {
-            out.extend_from_slice(&id.to_le_bytes());
-            out.extend_from_slice(&seq.to_le_bytes());
+        // After the state, so a large state is not copied again (the system allocator
+        // grows a large vector by remapping its pages).
+        state.reserve_exact(16 * ids.len() + 4);
+        for (id, seq) in &ids {
+            state.extend_from_slice(&id.to_le_bytes());
+            state.extend_from_slice(&seq.to_le_bytes());
         }
-        out.extend_from_slice(state);
-        out
+        state.extend_from_slice(&(ids.len() as u32).to_le_bytes());
+        state
     }
 
     /// The table of `snapshot` (responses unknown: not in snapshots) and the state's
     /// bytes; `None` if the table is truncated.
     pub(crate) fn restore(snapshot: &[u8]) -> Option<(Sessions<R>, &[u8])> {
-        let (count, mut rest) = snapshot.split_first_chunk::<4>()?;
-        let mut last = HashMap::new();
-        for _ in 0..u32::from_le_bytes(*count) {
-            let (id, after) = rest.split_first_chunk::<8>()?;
+        let (rest, count) = snapshot.split_last_chunk::<4>()?;
+        let count = u32::from_le_bytes(*count) as usize;
+        let table = count.checked_mul(16).filter(|&t| t <= rest.len())?;
+        let (state, mut pairs) = rest.split_at(rest.len() - table);
+        let mut last = HashMap::with_capacity(count);
+        while let Some((id, after)) = pairs.split_first_chunk::<8>() {
             let (seq, after) = after.split_first_chunk::<8>()?;
             last.insert(u64::from_le_bytes(*id), (u64::from_le_bytes(*seq), None));
-            rest = after;
+            pairs = after;
         }
-        Some((Sessions { last }, rest))
+        Some((Sessions { last }, state))
     }
 }
 
@@ -131,7 +134,7 @@ mod tests {
             matches!(t.check(5, 1), Verdict::Duplicate(None)),
             "older: no answer kept"
         );
-        let bytes = t.snapshot(b"state");
+        let bytes = t.snapshot(b"state".to_vec());
         let (restored, state) = Sessions::<u8>::restore(&bytes).expect("a table");
         assert_eq!(state, b"state");
         assert!(
@@ -140,7 +143,7 @@ mod tests {
         );
         assert!(matches!(restored.check(5, 3), Verdict::Apply));
         assert!(
-            Sessions::<u8>::restore(&[2, 0, 0, 0, 1]).is_none(),
+            Sessions::<u8>::restore(&[1, 2, 0, 0, 0]).is_none(),
             "truncated"
         );
     }

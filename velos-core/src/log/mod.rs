@@ -19,4 +19,4 @@ pub mod value;
 pub use config::LogConfig;
 pub use lease::ReadError;
 pub use omega::Detector;
-pub use replica::{ClientScript, MAX_PENDING, ProposeError, Replica, SnapshotError};
+pub use replica::{ClientScript, MAX_PENDING, ProposeError, Replica, SnapshotError, WRITE_CHUNK};

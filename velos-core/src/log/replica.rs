@@ -20,6 +20,7 @@ use velos_rdma::{Op, Process, Reply, Shared, Step};
 mod api;
 mod follow;
 mod leading;
+mod publish;
 mod reads;
 mod state;
 #[cfg(test)]
@@ -29,7 +30,7 @@ mod turn;
 
 use state::{Buffers, Heartbeats, Learning, Leasing, Proposals, Snapshots};
 
-pub use transfer::SnapshotError;
+pub use publish::{SnapshotError, WRITE_CHUNK};
 
 /// The values a replica proposes while it leads (the simulation's client): `count` values
 /// of `size` bytes, each naming the replica and a sequence number.
@@ -305,6 +306,7 @@ impl Replica {
             },
             snap: Snapshots {
                 snapshot_bank: None,
+                writing: None,
                 behind: false,
                 transfer: None,
                 transfer_poisoned: vec![None; banks],

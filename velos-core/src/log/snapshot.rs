@@ -22,7 +22,7 @@
 //! costs nothing but the copy under way, which the copier restarts from another replica.
 //! Two banks let the owner write a new snapshot while a copier reads the previous one.
 
-use super::value::{from_words, to_words};
+use super::value::{from_words, to_words, words_for};
 
 /// A snapshot's stamp.
 pub fn stamp(point: u64) -> u64 {
@@ -48,6 +48,58 @@ pub fn bank_words(point: u64, bytes: &[u8], content_words: u32) -> Vec<u64> {
     words
 }
 
+/// A bank's words computed one at a time, for a snapshot written over several turns
+/// ([`super::Replica::snapshot_taken`]): the words of [`bank_words`] for the content
+/// `membership` (as words, what [`super::membership::Membership::wrap_snapshot`] puts
+/// first) then `service`, without the padding, and without copying `service` into words.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct BankImage {
+    point: u64,
+    membership: Vec<u64>,
+    service: Vec<u8>,
+}
+
+impl BankImage {
+    /// The image of the snapshot of `point` whose content is `membership`, then `service`.
+    pub fn new(point: u64, membership: Vec<u64>, service: Vec<u8>) -> BankImage {
+        BankImage {
+            point,
+            membership,
+            service,
+        }
+    }
+
+    /// Its point.
+    pub fn point(&self) -> u64 {
+        self.point
+    }
+
+    /// The words that hold something before the end stamp: begin stamp, point, length,
+    /// content.
+    pub fn used(&self) -> usize {
+        3 + self.membership.len() + words_for(self.service.len())
+    }
+
+    /// Word `i < used()` of the bank; the end stamp is [`stamp`] of the point.
+    pub fn word(&self, i: usize) -> u64 {
+        assert!(i < self.used(), "word {i} of {}", self.used());
+        let head = self.membership.len();
+        match i {
+            0 => stamp(self.point),
+            1 => self.point,
+            2 => (8 * head + self.service.len()) as u64,
+            _ if i - 3 < head => self.membership[i - 3],
+            _ => {
+                let at = 8 * (i - 3 - head);
+                let bytes = &self.service[at..self.service.len().min(at + 8)];
+                let mut word = [0; 8];
+                word[..bytes.len()].copy_from_slice(bytes);
+                u64::from_le_bytes(word)
+            }
+        }
+    }
+}
+
 /// The snapshot a copied bank holds, if its stamps agree (lemma (consistent snapshot)) and
 /// its length fits: `(point, bytes)`.
 pub fn read_bank(words: &[u64]) -> Option<(u64, Vec<u8>)> {
@@ -63,6 +115,21 @@ pub fn read_bank(words: &[u64]) -> Option<(u64, Vec<u8>)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_image_is_the_bank_without_its_padding() {
+        let membership = vec![1, 0, 0b111];
+        let service = b"hello, ring: eleven bytes and more".to_vec();
+        let mut content: Vec<u8> = membership.iter().flat_map(|w: &u64| w.to_le_bytes()).collect();
+        content.extend_from_slice(&service);
+        let whole = bank_words(41, &content, 12);
+        let image = BankImage::new(41, membership, service);
+        assert_eq!(image.used(), 3 + 3 + 5);
+        let words: Vec<u64> = (0..image.used()).map(|i| image.word(i)).collect();
+        assert_eq!(words, whole[..image.used()], "the same words");
+        assert!(whole[image.used()..whole.len() - 1].iter().all(|&w| w == 0));
+        assert_eq!(whole[whole.len() - 1], stamp(image.point()), "the end stamp");
+    }
 
     #[test]
     fn a_bank_round_trips_and_a_torn_one_is_refused() {

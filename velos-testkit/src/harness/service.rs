@@ -178,10 +178,12 @@ impl Services {
                 service.next += 1;
             }
             service.cursor = replica.applied.len();
-            if service.next >= service.last_snapshot + every {
+            // A large snapshot is written over several turns: the next waits for it.
+            let writing = replica.snapshot_writing().is_some();
+            if service.next >= service.last_snapshot + every && !writing {
                 let bytes = padded(service.digest, self.bytes);
                 replica
-                    .snapshot_taken(service.next, &bytes)
+                    .snapshot_taken(service.next, bytes)
                     .unwrap_or_else(|e| panic!("cluster spec: {e}"));
                 service.last_snapshot = service.next;
             }

@@ -118,9 +118,11 @@ impl Services {
                 self.next[r] = slot + 1;
             }
             self.cursor[r] = replica.applied.len();
-            if self.next[r] >= self.last_snapshot[r] + self.every {
+            // A large snapshot is written over several turns: the next waits for it.
+            let writing = replica.snapshot_writing().is_some();
+            if self.next[r] >= self.last_snapshot[r] + self.every && !writing {
                 let bytes = self.kv[r].snapshot();
-                if let Err(e) = replica.snapshot_taken(self.next[r], &bytes) {
+                if let Err(e) = replica.snapshot_taken(self.next[r], bytes) {
                     self.violations
                         .push(format!("snapshots: replica {r} refused a snapshot: {e}"));
                 }

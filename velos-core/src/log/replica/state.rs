@@ -39,6 +39,8 @@ pub(super) struct Leasing {
 pub(super) struct Snapshots {
     /// The bank of my snapshot region its header names (`None`: no snapshot yet).
     pub(super) snapshot_bank: Option<u32>,
+    /// My snapshot being written into the other bank, a chunk per turn.
+    pub(super) writing: Option<Box<publish::Writing>>,
     /// My next instance was retired: I copy a snapshot before anything else (and do not
     /// lead meanwhile).
     pub(super) behind: bool,

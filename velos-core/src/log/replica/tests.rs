@@ -56,17 +56,17 @@ fn a_snapshot_too_large_or_ahead_of_the_log_is_refused() {
     let no_client = ClientScript { count: 0, size: 10 };
     let mut r = Replica::new(Shared::new(config), 0, no_client).expect("valid");
     assert_eq!(
-        r.snapshot_taken(0, &[0; 9]),
+        r.snapshot_taken(0, vec![0; 9]),
         Err(crate::log::SnapshotError::TooLarge { len: 9, max: 8 })
     );
     assert_eq!(
-        r.snapshot_taken(1, &[0; 8]),
+        r.snapshot_taken(1, vec![0; 8]),
         Err(crate::log::SnapshotError::NotApplied {
             point: 1,
             next_apply: 0
         })
     );
-    assert_eq!(r.snapshot_taken(0, &[0; 8]), Ok(()), "nothing new: no-op");
+    assert_eq!(r.snapshot_taken(0, vec![0; 8]), Ok(()), "nothing new: no-op");
 }
 
 #[test]

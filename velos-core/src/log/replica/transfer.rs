@@ -1,10 +1,11 @@
 //! State transfer: a replica whose next instance was retired ([`crate::log::ring`]) copies
-//! a peer's snapshot ([`crate::log::snapshot`]) and resumes from its point; and the other
-//! direction, writing this replica's own snapshots for the others to copy.
+//! a peer's snapshot ([`crate::log::snapshot`]) and resumes from its point (the other
+//! direction, writing this replica's own snapshots for the others to copy, is
+//! [`super::publish`]'s).
 //!
 //! The copy runs in one of `read_banks` incoming banks of scratch: the header, then the
 //! bank's end stamp, its point and length, its content (only the words the length covers,
-//! [`CHUNK`] gets at a time), its begin stamp, each stage's gets tested before the next is
+//! [`chunk`] gets at a time), its begin stamp, each stage's gets tested before the next is
 //! posted. Posting a whole bank's gets at once queued the heartbeat reads on the same
 //! queue pairs behind thousands of gets: the copier suspected its sources and gave every
 //! copy up (seen with 64 KiB banks on the emulator). A copy from a peer that becomes suspected is given up
@@ -15,13 +16,24 @@
 use super::{Replica, Role, Then};
 use crate::log::config::ids;
 use crate::log::membership::Membership;
-use crate::log::snapshot::{bank_words, read_bank};
+use crate::log::snapshot::{BankImage, read_bank};
 use crate::log::value::words_for;
 use crate::word::Lap;
 use velos_rdma::{Op, Reply};
 
-/// Content words a copy gets per turn.
+/// Content words a copy gets per turn, at least.
 pub(super) const CHUNK: u32 = 64;
+
+/// Content words a copy gets per turn for a bank of `used` words: [`CHUNK`], or for a
+/// bank of more than 512 chunks a 512th of it, up to [`MAX_CHUNK`] (a 64 MiB snapshot
+/// in 64-word rounds took 131,072 round trips).
+pub(super) fn chunk(used: u32) -> u32 {
+    (used / 512).clamp(CHUNK, MAX_CHUNK)
+}
+
+/// Content words a copy gets per turn, at most: the gets a stage posts wait on the
+/// source's queue pair ahead of the heartbeat reads behind them.
+pub(super) const MAX_CHUNK: u32 = 1024;
 
 /// Where a copy stands: the gets of each stage are out until a test says complete.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -61,97 +73,7 @@ pub(super) struct Transfer {
     words: Vec<Option<u64>>,
 }
 
-/// Why a snapshot was not taken.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, thiserror::Error)]
-#[non_exhaustive]
-pub enum SnapshotError {
-    /// The snapshot is larger than the log's snapshot banks.
-    #[error("a snapshot of {len} bytes is larger than the log's {max}")]
-    TooLarge {
-        /// Its size.
-        len: usize,
-        /// [`crate::log::LogConfig::max_snapshot_bytes`].
-        max: usize,
-    },
-    /// The point is past the entries applied.
-    #[error("a snapshot at {point} holds entries not applied yet (next is {next_apply})")]
-    NotApplied {
-        /// The point given.
-        point: u64,
-        /// The next entry to apply.
-        next_apply: u64,
-    },
-    /// The point is so far behind the entries applied that more membership changes
-    /// happened since than a snapshot bank records.
-    #[error("a snapshot at {point} is older than the membership changes a snapshot keeps")]
-    TooOld {
-        /// The point given.
-        point: u64,
-    },
-}
-
 impl Replica {
-    /// The service's state machine took a snapshot `bytes` that holds every entry below
-    /// `point` (at most [`Replica::next_apply`]). The replica keeps it in its snapshot
-    /// region for replicas that fall off the ring, and once a majority's snapshots hold an
-    /// instance, its ring position may be reused ([`crate::log::ring`]). A point not above
-    /// the last one changes nothing.
-    pub fn snapshot_taken(&mut self, point: u64, bytes: &[u8]) -> Result<(), SnapshotError> {
-        let max = self.config.max_snapshot_bytes as usize;
-        if bytes.len() > max {
-            return Err(SnapshotError::TooLarge {
-                len: bytes.len(),
-                max,
-            });
-        }
-        if point > self.next_apply {
-            return Err(SnapshotError::NotApplied {
-                point,
-                next_apply: self.next_apply,
-            });
-        }
-        // The bank keeps the membership from the point on: a replica that copies it skips
-        // the configuration entries below the point.
-        let Some(payload) = self.membership.wrap_snapshot(point, bytes) else {
-            return Err(SnapshotError::TooOld { point });
-        };
-        if point > self.beat.points[usize::from(self.me)] {
-            self.write_snapshot(point, &payload);
-            self.membership.forget_before(point);
-        }
-        Ok(())
-    }
-
-    /// Writes a snapshot into the bank the header does not name, then the header, then
-    /// publishes the point (the next heartbeat carries it).
-    fn write_snapshot(&mut self, point: u64, bytes: &[u8]) {
-        let me = usize::from(self.me);
-        assert!(point > self.beat.points[me], "snapshot points grow");
-        let bank = self.snap.snapshot_bank.map_or(0, |b| 1 - b);
-        let words = bank_words(point, bytes, self.shape.snapshot_words);
-        // The padding past the content is never read as content (the length bounds it).
-        let (used, last) = (3 + words_for(bytes.len()), words.len() - 1);
-        let stored = words.into_iter().enumerate();
-        for (i, value) in stored.filter(|&(i, _)| i < used || i == last) {
-            let loc = self.shape.snapshot_word(self.me, bank, i as u32);
-            self.op(Op::Store { loc, value }, Then::Ignore);
-        }
-        let header = self.shape.snapshot_header(self.me);
-        self.op(
-            Op::Store {
-                loc: header,
-                value: u64::from(bank) + 1,
-            },
-            Then::Ignore,
-        );
-        self.snap.snapshot_bank = Some(bank);
-        self.beat.points[me] = point;
-        assert!(
-            self.beat.points[me] == point,
-            "the point is published after the bank"
-        );
-    }
-
     /// Snapshots copied from peers since the last call, `(point, bytes)`: restore the
     /// state machine from each before applying what [`Replica::take_committed`] gives
     /// (entries below an installed point are left out there).
@@ -285,7 +207,7 @@ impl Replica {
                 )
             }
             Copying::Content { next, end } if next < end => {
-                let to = end.min(next + CHUNK);
+                let to = end.min(next + chunk(end));
                 let gets = (next..to).map(|i| (get(i), Then::Ignore)).collect();
                 (Copying::Content { next: to, end }, gets)
             }
@@ -390,13 +312,19 @@ impl Replica {
         // is a broken invariant.
         let (membership, service) =
             Membership::unwrap_snapshot(&bytes).expect("a copied bank holds a wrapped snapshot");
+        let service = service.to_vec();
+        let image = BankImage::new(point, membership.to_words(point), service.clone());
         self.membership = membership;
         self.next_apply = point;
         self.members_moved();
         self.installs.push(point);
-        self.snap.installed.push((point, service.to_vec()));
+        self.snap.installed.push((point, service));
         if point > self.beat.points[usize::from(self.me)] {
-            self.write_snapshot(point, &bytes); // so that I can serve it in turn
+            // So that I can serve it in turn. A write of my own older snapshot under way
+            // is dropped: the new one restamps the same bank first (lemma (consistent
+            // snapshot) holds for the words it left).
+            self.snap.writing = None;
+            self.start_snapshot_write(image);
         }
         self.snap.behind = false;
         self.learn.catch_up = None;

@@ -51,6 +51,7 @@ impl Replica {
                 self.op(Op::Test { work_id: ids::PUT }, Then::PutsTest);
             }
         }
+        self.write_snapshot_chunk();
         self.follow_omega();
         self.give_up_suspected();
         #[cfg(feature = "mutations")]
