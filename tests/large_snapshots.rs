@@ -109,7 +109,11 @@ fn a_64_mib_state_recycles_the_ring_and_a_lagging_follower_copies_it() {
     assert_eq!(states.len(), 3);
     for s in &states {
         assert_eq!(s.applied, 128, "replica {}: every command once", s.me);
-        assert!(s.bytes == states[0].bytes, "replica {}: the same state", s.me);
+        assert!(
+            s.bytes == states[0].bytes,
+            "replica {}: the same state",
+            s.me
+        );
     }
 }
 
@@ -153,7 +157,10 @@ fn when_snapshots_are_refused_the_full_log_says_why() {
         matches!(&error, Error::LogFull { snapshot_refused: Some(w) } if w.contains(why)),
         "{error}"
     );
-    assert!(error.to_string().contains(why), "the message names it: {error}");
+    assert!(
+        error.to_string().contains(why),
+        "the message names it: {error}"
+    );
     assert!(cluster.metrics().snapshots_refused > 0);
     cluster.shutdown();
 }

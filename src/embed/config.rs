@@ -118,11 +118,17 @@ pub struct Config {
     /// (0: never, and the log ends after `log.slots` entries): the log's ring then reuses
     /// slots once a majority's snapshots hold them, and a replica that falls off the ring
     /// copies a peer's. A snapshot must fit `log.max_snapshot_bytes` (a larger one is not
-    /// taken: [`MetricsSnapshot::snapshots_refused`](super::MetricsSnapshot)). Default: a
-    /// quarter of the ring. A copy reads about `size / 512` chunks of 64 words, one round
-    /// trip each, and tears if the source rewrites its bank meanwhile (every second
-    /// snapshot): a replica that fell off the ring rejoins under load only if snapshots
-    /// come less often than that.
+    /// taken: [`MetricsSnapshot::snapshots_refused`](super::MetricsSnapshot), and
+    /// [`Error::LogFull`](super::Error::LogFull) names it). Size `log.max_snapshot_bytes`
+    /// for the state: each replica registers two banks of it and `⌈replicas / 2⌉`
+    /// incoming ones (the pages are touched only as snapshots fill them); a 64 MiB state
+    /// works (`tests/large_snapshots.rs`). The replica writes a snapshot into its bank
+    /// 32 KiB per turn, so deciding goes on meanwhile; the state machine's own
+    /// [`snapshot`](super::StateMachine::snapshot) runs between turns. Default: a quarter
+    /// of the ring. A copy reads a bank in rounds of 64 to 1,024 words, one round trip
+    /// each, and tears if the source rewrites its bank meanwhile (every second snapshot):
+    /// a replica that fell off the ring rejoins under load only if snapshots come less
+    /// often than that.
     pub snapshot_every_slots: u64,
 }
 

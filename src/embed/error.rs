@@ -136,7 +136,7 @@ pub enum StartError {
 
 /// The end of [`Error::LogFull`]'s message.
 fn refused_suffix(refused: &Option<String>) -> String {
-    refused
-        .as_ref()
-        .map_or_else(String::new, |why| format!("; this replica's last snapshot was refused: {why}"))
+    refused.as_ref().map_or_else(String::new, |why| {
+        format!("; this replica's last snapshot was refused: {why}")
+    })
 }

@@ -531,20 +531,17 @@ impl<S: StateMachine> Cluster<S> {
     /// live one did when the call began (at most `timeout`): then they hold the same
     /// state, for example before [`Cluster::shutdown`] hands the state machines back.
     pub fn catch_up(&self, timeout: Duration) -> Result<(), Error> {
-        let start = Instant::now();
-        let live = || (0..self.replicas()).filter(|&r| self.role(r) != Role::Crashed);
-        let target = live().map(|r| self.applied_slots(r)).max().unwrap_or(0);
-        while live().any(|r| self.applied_slots(r) < target) {
-            if start.elapsed() >= timeout {
-                return Err(Error::TimedOut { after: timeout });
-            }
-            // Followers learn in microseconds to milliseconds: poll, no condition variable
-            // on the replicas' hot path.
-            thread::sleep(Duration::from_micros(200));
-        }
-        Ok(())
+        catch_up(&self.shown, timeout)
     }
 
+    /// [`Cluster::catch_up`] as a future (at most `timeout` too): a helper thread waits,
+    /// so no runtime is needed and the executor is never blocked.
+    pub fn catch_up_async(&self, timeout: Duration) -> Answer<()> {
+        let (tx, answer) = answer(0);
+        let shown = Arc::clone(&self.shown);
+        thread::spawn(move || tx.send(catch_up(&shown, timeout)));
+        answer
+    }
     /// The counters so far.
     pub fn metrics(&self) -> MetricsSnapshot {
         self.metrics.snapshot()
@@ -594,6 +591,29 @@ impl<S: StateMachine> Cluster<S> {
         machines
     }
 
+    /// [`Cluster::shutdown`] as a future: every replica is told to stop when it is first
+    /// polled, and it resolves with the state machines once they all have (a helper
+    /// thread waits for them: no runtime, and the executor is never blocked).
+    pub async fn shutdown_async(mut self) -> Vec<Option<S>> {
+        let Some(runner) = self.runner.take() else {
+            return Vec::new();
+        };
+        for r in 0..self.replicas() {
+            self.send(r, Command::Shutdown);
+        }
+        let (tx, answer) = answer(0);
+        thread::spawn(move || tx.send(Ok(runner.join().expect("the cluster's runner panicked"))));
+        let machines = answer.await.unwrap_or_else(|e| {
+            panic!("the cluster's runner did not hand back the state machines: {e}")
+        });
+        assert_eq!(
+            machines.len(),
+            usize::from(self.replicas()),
+            "one per replica"
+        );
+        machines
+    }
+
     fn stop(&mut self) -> Vec<Option<S>> {
         let Some(runner) = self.runner.take() else {
             return Vec::new();
@@ -616,6 +636,24 @@ impl<S: StateMachine> Drop for Cluster<S> {
             }
         }
     }
+}
+
+/// Waits until every live replica of `shown` has applied as many slots as the most
+/// advanced live one did when the call began (at most `timeout`).
+fn catch_up(shown: &[Arc<Shown>], timeout: Duration) -> Result<(), Error> {
+    let start = Instant::now();
+    let live = || shown.iter().filter(|s| role_of(s) != Role::Crashed);
+    let applied = |s: &Shown| s.slots_applied.load(Ordering::SeqCst);
+    let target = live().map(|s| applied(s)).max().unwrap_or(0);
+    while live().any(|s| applied(s) < target) {
+        if start.elapsed() >= timeout {
+            return Err(Error::TimedOut { after: timeout });
+        }
+        // Followers learn in microseconds to milliseconds: poll, no condition variable
+        // on the replicas' hot path.
+        thread::sleep(Duration::from_micros(200));
+    }
+    Ok(())
 }
 
 /// [`Cluster::leader_async`]'s future.

@@ -324,8 +324,17 @@ mod tests {
     #[test]
     fn the_completer_may_run_on_another_thread() {
         let (r, c) = pair::<()>(0, Duration::from_secs(60));
-        let t = std::thread::spawn(move || c.complete(Err(Error::LogFull { snapshot_refused: None })));
-        assert_eq!(r.wait(), Err(Error::LogFull { snapshot_refused: None }));
+        let t = std::thread::spawn(move || {
+            c.complete(Err(Error::LogFull {
+                snapshot_refused: None,
+            }))
+        });
+        assert_eq!(
+            r.wait(),
+            Err(Error::LogFull {
+                snapshot_refused: None
+            })
+        );
         t.join().unwrap();
     }
 }

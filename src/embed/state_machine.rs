@@ -32,6 +32,12 @@ pub trait StateMachine: Send + 'static {
 
     /// The state as bytes, enough for [`StateMachine::restore`] to rebuild it (slot
     /// recycling will hand a snapshot to a replica that fell behind the log's ring).
+    /// Called on the replica's thread between its turns, every
+    /// [`Config::snapshot_every_slots`](super::Config): while it runs the replica neither
+    /// decides nor writes its heartbeat, so a snapshot that takes longer than the log's
+    /// failure timeout makes the peers suspect it (copying 64 MiB takes tens of
+    /// milliseconds; the in-process default timeout is 50 ms). The bytes returned are
+    /// kept, not copied.
     fn snapshot(&self) -> Vec<u8>;
 
     /// Replaces the state with the one `snapshot` describes; a snapshot that does not

@@ -120,7 +120,10 @@ mod tests {
     fn an_image_is_the_bank_without_its_padding() {
         let membership = vec![1, 0, 0b111];
         let service = b"hello, ring: eleven bytes and more".to_vec();
-        let mut content: Vec<u8> = membership.iter().flat_map(|w: &u64| w.to_le_bytes()).collect();
+        let mut content: Vec<u8> = membership
+            .iter()
+            .flat_map(|w: &u64| w.to_le_bytes())
+            .collect();
         content.extend_from_slice(&service);
         let whole = bank_words(41, &content, 12);
         let image = BankImage::new(41, membership, service);
@@ -128,7 +131,11 @@ mod tests {
         let words: Vec<u64> = (0..image.used()).map(|i| image.word(i)).collect();
         assert_eq!(words, whole[..image.used()], "the same words");
         assert!(whole[image.used()..whole.len() - 1].iter().all(|&w| w == 0));
-        assert_eq!(whole[whole.len() - 1], stamp(image.point()), "the end stamp");
+        assert_eq!(
+            whole[whole.len() - 1],
+            stamp(image.point()),
+            "the end stamp"
+        );
     }
 
     #[test]

@@ -66,7 +66,11 @@ fn a_snapshot_too_large_or_ahead_of_the_log_is_refused() {
             next_apply: 0
         })
     );
-    assert_eq!(r.snapshot_taken(0, vec![0; 8]), Ok(()), "nothing new: no-op");
+    assert_eq!(
+        r.snapshot_taken(0, vec![0; 8]),
+        Ok(()),
+        "nothing new: no-op"
+    );
 }
 
 #[test]

@@ -1,0 +1,85 @@
+//! Every call of `velos::embed::Cluster` that can wait has a future form, and a real
+//! runtime (tokio, a dev-dependency only: the library depends on none) drives them all.
+//! Each await is bounded by the runtime's timer.
+
+use std::future::Future;
+use std::time::Duration;
+use velos::embed::{Cluster, Config, Position, RestoreError, StateMachine};
+
+/// Adds each command's byte; answers the new total.
+#[derive(Debug, Default)]
+struct Sum {
+    total: u64,
+}
+
+impl StateMachine for Sum {
+    type Response = u64;
+
+    fn apply(&mut self, _: Position, command: &[u8]) -> u64 {
+        self.total += u64::from(command[0]);
+        self.total
+    }
+
+    fn snapshot(&self) -> Vec<u8> {
+        self.total.to_le_bytes().to_vec()
+    }
+
+    fn restore(&mut self, bytes: &[u8]) -> Result<(), RestoreError> {
+        let bytes = bytes
+            .try_into()
+            .map_err(|_| RestoreError("8 bytes".into()))?;
+        self.total = u64::from_le_bytes(bytes);
+        Ok(())
+    }
+}
+
+/// `future`, or a panic naming `what` after 30 s.
+async fn within<F: Future>(what: &str, future: F) -> F::Output {
+    tokio::time::timeout(Duration::from_secs(30), future)
+        .await
+        .unwrap_or_else(|_| panic!("{what} did not resolve within 30 s"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_waiting_call_has_a_future_form_driven_by_tokio() {
+    let cluster = Cluster::start(Config::new(3), (0..3).map(|_| Sum::default())).expect("valid");
+    let leader = within("leader_async", cluster.leader_async())
+        .await
+        .expect("a leader");
+    let info = within("submit_async", cluster.submit_async(vec![5]))
+        .await
+        .expect("committed");
+    assert_eq!(info.response, 5, "the state machine's answer");
+    let seen = within("read_async", cluster.read_async(|s: &Sum| s.total))
+        .await
+        .expect("answered");
+    assert_eq!(seen, 5, "a read sees the commit before it");
+    // Remove a follower, then put it back: each change through the log.
+    let follower = (0..3).find(|&r| r != leader).expect("a follower");
+    let rest: Vec<u16> = (0..3).filter(|&r| r != follower).collect();
+    within("change_members_async", cluster.change_members_async(&rest))
+        .await
+        .expect("removed");
+    within(
+        "change_members_async",
+        cluster.change_members_async(&[0, 1, 2]),
+    )
+    .await
+    .expect("added back");
+    let info = within("submit_async", cluster.submit_async(vec![7]))
+        .await
+        .expect("committed");
+    assert_eq!(info.response, 12);
+    within(
+        "catch_up_async",
+        cluster.catch_up_async(Duration::from_secs(20)),
+    )
+    .await
+    .expect("every replica caught up");
+    let machines = within("shutdown_async", cluster.shutdown_async()).await;
+    assert_eq!(machines.len(), 3);
+    for (r, machine) in machines.iter().enumerate() {
+        let machine = machine.as_ref().expect("none crashed");
+        assert_eq!(machine.total, 12, "replica {r} applied both commands");
+    }
+}
