@@ -1,5 +1,6 @@
 //! The embedding reports what a service must hear through `tracing`: a leader change, a
-//! crash, a snapshot the log refused. A minimal subscriber records every event of the run.
+//! crash, a snapshot the log refused, and the engine's own events (a term begun, a
+//! configuration decided). A minimal subscriber records every event of the run.
 
 use std::fmt::Write as _;
 use std::sync::Mutex;
@@ -91,6 +92,8 @@ fn leader_changes_crashes_and_refused_snapshots_are_events() {
     let leader = cluster.submit(b"x".to_vec()).expect("committed").leader;
     let me = format!("replica={leader} ");
     wait_for(Level::INFO, &["message=leads: takes proposals", &me]);
+    // The engine's own events: its term began.
+    wait_for(Level::INFO, &["message=term begins", &me, "from_slot=0"]);
     for _ in 0..16 {
         cluster.submit(b"x".to_vec()).expect("committed");
     }
@@ -103,13 +106,20 @@ fn leader_changes_crashes_and_refused_snapshots_are_events() {
         .submit(b"x".to_vec())
         .expect("committed under the next leader");
     let next = cluster.leader().expect("a leader");
-    wait_for(
-        Level::INFO,
-        &[
-            "message=leads: takes proposals",
-            &format!("replica={next} "),
-        ],
-    );
+    let next_is = format!("replica={next} ");
+    wait_for(Level::INFO, &["message=leads: takes proposals", &next_is]);
+    wait_for(Level::INFO, &["message=term begins", &next_is]);
+    // Removing the crashed replica: every live replica hears the configuration decided.
+    let live: Vec<u16> = (0..3).filter(|&r| r != leader).collect();
+    cluster.change_members(&live).expect("removed");
+    let members = format!("members={}", live.iter().map(|r| 1u64 << r).sum::<u64>());
+    for r in &live {
+        let who = format!("replica={r} ");
+        wait_for(
+            Level::INFO,
+            &["message=configuration decided", &who, &members],
+        );
+    }
     let events = EVENTS.lock().unwrap().len();
     assert!(
         events < 200,

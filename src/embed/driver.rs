@@ -392,6 +392,9 @@ impl<S: StateMachine> Driver<S> {
     /// Applies what the engine committed (batches unpacked, no-ops skipped) and hands out
     /// the outcomes of this replica's proposals once their slots are applied here.
     pub(crate) fn collect(&mut self, replica: &mut Replica, now_ns: u64) {
+        for event in replica.take_events() {
+            super::events::trace(self.me, &event);
+        }
         for (point, snapshot) in replica.take_installed() {
             // Fell off the ring: a peer's snapshot holds every slot below its point. The
             // log's stamps make the copy consistent, so a snapshot that does not restore
@@ -409,12 +412,6 @@ impl<S: StateMachine> Driver<S> {
             self.slots_applied = point;
             self.last_snapshot = point;
             self.metrics.installed();
-            tracing::info!(
-                replica = self.me,
-                point,
-                bytes = snapshot.len(),
-                "fell behind the ring: installed a peer's snapshot"
-            );
         }
         for (slot, entry) in replica.drain_committed() {
             assert_eq!(slot, self.slots_applied, "slots are applied in order");

@@ -51,7 +51,8 @@ fn machine(log: &LogConfig) -> Machine<Replica> {
     let mut machine = Machine::new(&log.shape().layout());
     for r in 0..log.replicas {
         let no_client = ClientScript { count: 0, size: 10 };
-        let replica = Replica::new(config.clone(), r, no_client).expect("validated");
+        let mut replica = Replica::new(config.clone(), r, no_client).expect("validated");
+        replica.report_events(); // the driver traces them
         machine.spawn(NodeId(r), replica);
     }
     assert_eq!(

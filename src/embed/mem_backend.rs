@@ -86,7 +86,8 @@ pub(crate) fn run<S: StateMachine>(
 ) -> Option<S> {
     let no_client = ClientScript { count: 0, size: 10 };
     let sleep_max = sleep_max_ns(&log);
-    let replica = Replica::new(log, me, no_client).expect("validated at start");
+    let mut replica = Replica::new(log, me, no_client).expect("validated at start");
+    replica.report_events(); // the driver traces them
     let mut endpoint = fabric.endpoint(NodeId(me));
     serve(&mut endpoint, replica, driver, inbox, sleep_max, || {
         fabric.crash(NodeId(me))

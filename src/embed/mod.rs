@@ -65,6 +65,7 @@ mod config;
 mod driver;
 mod emulator_backend;
 mod error;
+mod events;
 mod handle;
 mod mem_backend;
 mod metrics;

@@ -54,7 +54,8 @@ pub(crate) fn start<S: StateMachine>(
             };
             let no_client = ClientScript { count: 0, size: 10 };
             let sleep_max = sleep_max_ns(&log);
-            let replica = Replica::new(Shared::new(log), id, no_client).expect("validated");
+            let mut replica = Replica::new(Shared::new(log), id, no_client).expect("validated");
+            replica.report_events(); // the driver traces them
             let _ = ready.send(Ok(()));
             // A process that crashes takes its memory along: nothing to do here.
             serve(&mut endpoint, replica, driver, &inbox, sleep_max, || {})

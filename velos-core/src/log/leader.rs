@@ -20,6 +20,7 @@
 //! numbers run out freezes its epoch and continues in the next one, with its own ballots.
 
 use super::config::LogConfig;
+use super::event::{AbortCause, AfterAbort, Event};
 use super::membership::Membership;
 use crate::AcceptorState;
 use crate::freeze::Freezer;
@@ -165,6 +166,9 @@ pub(super) struct Progress {
     /// A slot was retried after its second abort or later: another live proposer keeps
     /// outbidding this one (see rule (duel) in `replica/leading.rs`).
     pub dueling: bool,
+    /// Aborts and freezes, for the replica's events ([`crate::log::event`]): empty on a
+    /// stable leader's path.
+    pub events: Vec<Event>,
 }
 
 /// The leader of one term.
@@ -673,6 +677,10 @@ impl Leader {
                 Outcome::Aborted if self.repair => {
                     // A leader is likely working on the slot: let it, rather than duel.
                     self.gave_up = true;
+                    let attempt = self.window[&slot].proposer.attempt();
+                    progress
+                        .events
+                        .push(aborted(slot, attempt, AfterAbort::GaveUp));
                 }
                 Outcome::Aborted if !may_retry => {
                     // Rule (no retry into a congested link): CASes wait for cells on some
@@ -682,13 +690,22 @@ impl Leader {
                     // The ballot still moves above the aborted one (see the lemma).
                     let run = &self.window[&slot];
                     let e = run.epoch as usize;
-                    self.ballots[e] = self.ballots[e].max(run.proposer.proposal() + 1);
+                    let above = run.proposer.proposal() + 1;
+                    if above > self.ballots[e] {
+                        // Reported once: the slot stays aborted, and here, until a retry.
+                        let attempt = run.proposer.attempt();
+                        progress
+                            .events
+                            .push(aborted(slot, attempt, AfterAbort::Deferred));
+                    }
+                    self.ballots[e] = self.ballots[e].max(above);
                 }
                 Outcome::Aborted => {
                     let run = self.window.get_mut(&slot).expect("present");
                     // A first abort is expected of a new term (a predecessor's promises);
                     // each later one means a proposer outbid the ballot this one moved to.
-                    progress.dueling |= run.proposer.attempt() >= 2;
+                    let attempt = run.proposer.attempt();
+                    progress.dueling |= attempt >= 2;
                     run.adopted = None;
                     run.adopted_mine = false;
                     let e = run.epoch as usize;
@@ -696,10 +713,16 @@ impl Leader {
                     Self::note_reads(run, &cmds);
                     // An abort moves the ballot above the aborted one (see the lemma).
                     self.ballots[e] = self.ballots[e].max(run.proposer.proposal());
+                    let ballot = run.proposer.proposal();
+                    progress
+                        .events
+                        .push(aborted(slot, attempt, AfterAbort::Retried { ballot }));
                     emit(out, slot, e as u32, false, &mut cmds);
                     progress.moved = true;
                 }
-                Outcome::Overflow => progress.moved |= self.overflow(config, slot, out),
+                Outcome::Overflow => {
+                    progress.moved |= self.overflow(config, slot, out, &mut progress.events);
+                }
                 Outcome::Overtaken => self.overtaken = true,
                 Outcome::Pending
                     if self.window[&slot].proposer.is_promised()
@@ -793,4 +816,19 @@ fn emit(
         ),
         other => (at, other),
     }));
+}
+
+/// The event of an abort of `slot`'s attempt `attempt`.
+fn aborted(slot: u64, attempt: u32, then: AfterAbort) -> Event {
+    let cause = if attempt <= 1 {
+        AbortCause::FirstOfTerm
+    } else {
+        AbortCause::Contended
+    };
+    Event::Aborted {
+        slot,
+        attempt,
+        cause,
+        then,
+    }
 }

@@ -4,6 +4,7 @@
 //! backend.
 
 mod config;
+pub mod event;
 pub mod heartbeat;
 mod leader;
 mod learner;
@@ -17,6 +18,7 @@ pub mod snapshot;
 pub mod value;
 
 pub use config::LogConfig;
+pub use event::Event;
 pub use lease::ReadError;
 pub use omega::Detector;
 pub use replica::{ClientScript, MAX_PENDING, ProposeError, Replica, SnapshotError, WRITE_CHUNK};

@@ -5,6 +5,7 @@
 //! fills slots, the follower learns the next slot; with nothing to do, it pauses.
 
 use super::config::{LogConfig, Scratch, ids};
+use super::event::Event;
 use super::heartbeat::Heartbeat;
 use super::leader::{self, Leader, Value};
 use super::lease::{Lease, ReadError};
@@ -331,6 +332,7 @@ impl Replica {
                 next_id: 0,
                 shutting_down: false,
                 results: Vec::new(),
+                events: None,
             },
             bufs: Buffers {
                 cmd_buf: Vec::new(),
@@ -573,6 +575,10 @@ impl Replica {
             let alpha = u64::from(self.config.pipeline);
             self.membership.decided(slot, members, alpha);
             self.memberships.push((slot, members));
+            self.event(|| Event::MembersChanged {
+                slot: slot + alpha,
+                members,
+            });
             if let Role::Leader(l) = &mut self.role {
                 l.membership = self.membership.clone();
             }
@@ -636,6 +642,25 @@ impl Process for Replica {
 }
 
 impl Replica {
+    /// Reports the leader's `events` if events are reported, and empties them.
+    fn report(&mut self, events: &mut Vec<Event>) {
+        if events.is_empty() {
+            return;
+        }
+        match &mut self.api.events {
+            Some(reported) => reported.append(events),
+            None => events.clear(),
+        }
+        assert!(events.is_empty(), "the leader's events are taken");
+    }
+
+    /// Reports `event` if events are reported ([`Replica::report_events`]).
+    fn event(&mut self, event: impl FnOnce() -> Event) {
+        if let Some(events) = &mut self.api.events {
+            events.push(event());
+        }
+    }
+
     /// My next slot moved: Ω and the lease count the members of that slot.
     fn members_moved(&mut self) {
         let members = self.membership.at(self.next_apply);

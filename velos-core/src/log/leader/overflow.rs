@@ -6,6 +6,7 @@
 use super::{Leader, SlotAt, Value, emit};
 use crate::freeze::{Carry, Freezer};
 use crate::log::config::LogConfig;
+use crate::log::event::Event;
 use crate::slot::{Outcome, SlotCommand};
 
 impl Leader {
@@ -16,6 +17,7 @@ impl Leader {
         config: &LogConfig,
         slot: u64,
         out: &mut Vec<(SlotAt, SlotCommand)>,
+        events: &mut Vec<Event>,
     ) -> bool {
         let run = self.window.get_mut(&slot).expect("present");
         assert_eq!(
@@ -40,6 +42,10 @@ impl Leader {
             let at = (config.layout, ring.tag(slot), ring.recycled(slot));
             let members = self.membership.at(slot).0;
             run.freezer = Some(Freezer::start_at(at, members, &predicted, &mut cmds));
+            events.push(Event::Frozen {
+                slot,
+                epoch: run.epoch,
+            });
             emit(out, slot, run.epoch, true, &mut cmds);
             return true;
         };

@@ -143,6 +143,22 @@ impl Replica {
         std::mem::take(&mut self.leasing.read_results)
     }
 
+    /// Reports [`Event`](crate::log::Event)s from now on, for [`Replica::take_events`]
+    /// (off by default: a run that never takes them keeps nothing).
+    pub fn report_events(&mut self) {
+        self.api.events.get_or_insert_with(Vec::new);
+    }
+
+    /// The events since the last call, in order (none unless
+    /// [`Replica::report_events`] was called).
+    pub fn take_events(&mut self) -> Vec<crate::log::Event> {
+        self.api
+            .events
+            .as_mut()
+            .map(std::mem::take)
+            .unwrap_or_default()
+    }
+
     /// Keeps [`Replica::acknowledged`] from now on (a history for checkers; off by
     /// default, since it grows by an entry per decision and an embedding never reads it).
     pub fn keep_acknowledged(&mut self) {

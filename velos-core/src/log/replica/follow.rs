@@ -17,6 +17,7 @@
 
 use super::{CatchUp, Purpose, Replica, Stage, Then, ValueRead};
 use crate::log::config::ids;
+use crate::log::event::Event;
 use crate::log::leader::Leader;
 use crate::log::learner::{local_decision, majority_decision};
 use crate::proposal::ProposerId;
@@ -118,6 +119,8 @@ impl Replica {
                             self.membership.clone(),
                         );
                         self.learn.repair = Some(Box::new(repair));
+                        let term = self.term;
+                        self.event(|| Event::Repairing { slot: k, term });
                         self.learn.streak = true;
                         self.run_repair();
                     }
@@ -227,6 +230,7 @@ impl Replica {
         repair.open_slots(&self.config, room, |s| words.get(&s).copied(), &mut cmds);
         let mut progress = crate::log::leader::Progress::default();
         repair.step(&self.config, &mut cmds, &mut progress, true); // a repair gives up
+        self.report(&mut progress.events);
         assert!(
             progress.committed.is_empty(),
             "a repair proposes no client value"

@@ -212,6 +212,7 @@ impl Replica {
             self.retry_at = self.now + rank * (self.config.failure_timeout_ns / 4);
         }
         self.role = Role::Leader(leader);
+        self.report(&mut progress.events);
         self.moved |= progress.moved || !cmds.is_empty();
         self.issue(term, &mut cmds);
         self.bufs.cmd_buf = cmds;

@@ -14,6 +14,7 @@
 //! ([`Replica::snapshot_writing`] says when).
 
 use super::{Replica, Then};
+use crate::log::event::Event;
 use crate::log::membership::SNAPSHOT_WORDS;
 use crate::log::snapshot::{BankImage, stamp};
 use velos_rdma::Op;
@@ -161,6 +162,8 @@ impl Replica {
         let (me, point) = (usize::from(self.me), w.image.point());
         assert!(point > self.beat.points[me], "snapshot points grow");
         self.beat.points[me] = point;
+        let bytes = 8 * (w.image.used() - 3);
+        self.event(|| Event::SnapshotPublished { point, bytes });
         assert!(
             self.snap.writing.is_none() && self.beat.points[me] == point,
             "the point is published after the bank and its header"

@@ -92,6 +92,8 @@ pub(super) struct Proposals {
     pub(super) shutting_down: bool,
     /// Outcomes of proposals taken by [`Replica::propose`]: `(id, slot or error)`.
     pub(super) results: Vec<(u64, Result<u64, ProposeError>)>,
+    /// Events not yet taken by [`Replica::take_events`]; `None` while not reported.
+    pub(super) events: Option<Vec<crate::log::Event>>,
 }
 
 /// Buffers the hot path reuses (empty between steps, so they change no state): slot

@@ -1,6 +1,7 @@
 //! One turn in, the exact operations out.
 
 use super::*;
+use crate::log::WRITE_CHUNK;
 use crate::word::{AcceptorState, WordLayout};
 use velos_rdma::{Loc, NodeId, Rmw};
 
@@ -301,4 +302,78 @@ fn without_a_failed_cas_the_puts_work_id_is_never_tested() {
         let ops = turn_replying(&mut r, k * period, neutral);
         assert!(!ops.contains(&puts));
     }
+}
+
+/// A snapshot larger than [`WRITE_CHUNK`] words is written over several turns: a chunk
+/// per turn into the bank the header does not name, the end stamp after the content, the
+/// header after the end stamp, and only then the point published (the event with it);
+/// meanwhile the next snapshot is refused. The words stored are the bank's.
+#[test]
+fn a_large_snapshot_is_written_a_chunk_per_turn_then_published() {
+    let mut config = LogConfig::new(3, 16, 16);
+    let bytes: Vec<u8> = (0..8 * (2 * WRITE_CHUNK + 100)).map(|i| i as u8).collect();
+    config.max_snapshot_bytes = bytes.len() as u32;
+    let shape = config.shape();
+    let no_client = ClientScript { count: 0, size: 10 };
+    let mut r = Replica::new(Shared::new(config), 0, no_client).expect("valid");
+    r.report_events();
+    r.resume(Reply::Start);
+    turn(&mut r, 0);
+    r.next_apply = 5; // five entries applied
+    let expected = {
+        let wrapped = r.membership.wrap_snapshot(5, &bytes).expect("fits");
+        crate::log::snapshot::bank_words(5, &wrapped, shape.snapshot_words)
+    };
+    assert_eq!(r.snapshot_taken(5, bytes.clone()), Ok(()));
+    assert_eq!(r.snapshot_writing(), Some(5));
+    assert_eq!(
+        r.snapshot_taken(5, bytes),
+        Err(crate::log::SnapshotError::Writing { point: 5 })
+    );
+    let bank = shape.snapshot_bank_words();
+    let header = shape.snapshot_header(0);
+    let mut stored = vec![None; bank as usize];
+    let mut turns = 0;
+    let mut now = 0;
+    while r.snapshot_writing().is_some() {
+        assert_eq!(r.beat.points[0], 0, "not published while written");
+        now += 1;
+        turns += 1;
+        let ops = turn(&mut r, now);
+        let mut in_turn = 0;
+        for op in ops {
+            let Op::Store { loc, value } = op else {
+                continue;
+            };
+            if loc == header {
+                assert_eq!(value, 1, "the header names bank 0");
+                assert_eq!(stored[bank as usize - 1], Some(expected[bank as usize - 1]));
+                assert!(r.snapshot_writing().is_none(), "the header comes last");
+            } else if let Some(i) = (0..bank).find(|&i| shape.snapshot_word(0, 0, i) == loc) {
+                assert!(stored[i as usize].is_none(), "each word once");
+                stored[i as usize] = Some(value);
+                in_turn += 1;
+            }
+        }
+        // The call's chunk goes out with the first turn's operations.
+        let chunks = if turns == 1 { 2 } else { 1 };
+        assert!(in_turn <= chunks * WRITE_CHUNK, "a chunk per turn at most");
+        assert!(turns < 10, "the write ends");
+    }
+    // The first chunk went out with the call, the rest over the next two turns.
+    assert_eq!(turns, 2);
+    for (i, w) in stored.iter().enumerate() {
+        if let Some(w) = w {
+            assert_eq!(*w, expected[i], "word {i}");
+        } else {
+            assert_eq!(expected[i], 0, "word {i}: only padding is left unwritten");
+        }
+    }
+    assert_eq!(r.beat.points[0], 5, "published");
+    let events = r.take_events();
+    let published = events
+        .iter()
+        .any(|e| matches!(e, crate::log::Event::SnapshotPublished { point: 5, .. }));
+    assert!(published, "the event says so: {events:?}");
+    assert!(r.take_events().is_empty(), "taken once");
 }

@@ -15,6 +15,7 @@
 
 use super::{Replica, Role, Then};
 use crate::log::config::ids;
+use crate::log::event::Event;
 use crate::log::membership::Membership;
 use crate::log::snapshot::{BankImage, read_bank};
 use crate::log::value::words_for;
@@ -161,7 +162,9 @@ impl Replica {
                 "rule (one bank per silent source)"
             );
             self.snap.transfer_poisoned[t.bank as usize] = Some(t.source);
+            let source = t.source;
             self.snap.transfer = None;
+            self.event(|| Event::CopyAbandoned { source });
             return;
         }
         let work_id = ids::transfer(t.bank);
@@ -293,13 +296,13 @@ impl Replica {
         let t = *self.snap.transfer.take().expect("a copy loading");
         let words: Vec<u64> = t.words.into_iter().map(|w| w.expect("loaded")).collect();
         match read_bank(&words) {
-            Some((point, bytes)) if point > self.next_apply => self.install(point, bytes),
+            Some((point, bytes)) if point > self.next_apply => self.install(t.source, point, bytes),
             _ => {} // torn, or no further than I am: choose again next turn
         }
     }
 
     /// Resumes from a copied snapshot: every instance below `point` is in it.
-    fn install(&mut self, point: u64, bytes: Vec<u8>) {
+    fn install(&mut self, source: u16, point: u64, bytes: Vec<u8>) {
         assert!(
             point > self.next_apply,
             "a snapshot moves a replica forward"
@@ -318,6 +321,12 @@ impl Replica {
         self.next_apply = point;
         self.members_moved();
         self.installs.push(point);
+        let len = service.len();
+        self.event(|| Event::SnapshotInstalled {
+            point,
+            source,
+            bytes: len,
+        });
         self.snap.installed.push((point, service));
         if point > self.beat.points[usize::from(self.me)] {
             // So that I can serve it in turn. A write of my own older snapshot under way

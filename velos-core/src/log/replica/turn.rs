@@ -4,6 +4,7 @@ use super::ProposeError;
 use super::{Item, Purpose, Replica, Role, Stage, Then};
 use crate::freeze::Freezer;
 use crate::log::config::ids;
+use crate::log::event::Event;
 use crate::log::heartbeat::Heartbeat;
 use crate::log::leader::Leader;
 use crate::log::learner::LOOKAHEAD;
@@ -262,9 +263,16 @@ impl Replica {
         }
         assert_eq!(l.prefix, self.next_apply, "the leader applied its prefix");
         self.snap.behind |= l.overtaken;
+        let (term, overtaken, before) = (l.term, l.overtaken, self.api.results.len());
         self.api
             .results
             .extend(l.undecided().map(|p| (p.id, Err(ProposeError::Deposed))));
+        let undecided = self.api.results.len() - before;
+        self.event(|| Event::SteppedDown {
+            term,
+            undecided,
+            overtaken,
+        });
         self.learn
             .reads
             .retain(|r| !matches!(r.purpose, Purpose::Adopt { .. }) || r.stage != Stage::Queued);
@@ -297,6 +305,8 @@ impl Replica {
                     self.membership.clone(),
                 );
                 self.role = Role::Leader(Box::new(leader));
+                let (term, from) = (self.term, self.next_apply);
+                self.event(|| Event::Leading { term, from });
                 if self.leasing.lease.enabled() {
                     // Rule (lease-wait): my own switch counts once my word says so in
                     // memory: store it now, fenced; the next clock reading is after it.
