@@ -1,6 +1,7 @@
 //! The embedding reports what a service must hear through `tracing`: a leader change, a
 //! crash, a snapshot the log refused, and the engine's own events (a term begun, a
-//! configuration decided). A minimal subscriber records every event of the run.
+//! configuration decided), each replica's thread in its span. A minimal subscriber records
+//! every event and span of the run.
 
 use std::fmt::Write as _;
 use std::sync::Mutex;
@@ -12,6 +13,8 @@ use velos::embed::{Cluster, Config, Position, RestoreError, StateMachine};
 
 /// Every event seen: its level and its fields as `name=value` text.
 static EVENTS: Mutex<Vec<(Level, String)>> = Mutex::new(Vec::new());
+/// Every span created: its name and its fields as `name=value` text.
+static SPANS: Mutex<Vec<(&'static str, String)>> = Mutex::new(Vec::new());
 
 struct Recorder;
 
@@ -27,7 +30,11 @@ impl Subscriber for Recorder {
     fn enabled(&self, _: &Metadata<'_>) -> bool {
         true
     }
-    fn new_span(&self, _: &Attributes<'_>) -> Id {
+    fn new_span(&self, attributes: &Attributes<'_>) -> Id {
+        let mut fields = Fields(String::new());
+        attributes.record(&mut fields);
+        let name = attributes.metadata().name();
+        SPANS.lock().unwrap().push((name, fields.0));
         Id::from_u64(1)
     }
     fn record(&self, _: &Id, _: &Record<'_>) {}
@@ -118,6 +125,17 @@ fn leader_changes_crashes_and_refused_snapshots_are_events() {
         wait_for(
             Level::INFO,
             &["message=configuration decided", &who, &members],
+        );
+    }
+    // Each replica's thread runs inside its span.
+    for r in 0..3 {
+        let replica = format!("replica={r} ");
+        let spans = SPANS.lock().unwrap();
+        assert!(
+            spans
+                .iter()
+                .any(|(n, f)| *n == "velos_replica" && f.contains(&replica)),
+            "no span of replica {r}: {spans:?}"
         );
     }
     let events = EVENTS.lock().unwrap().len();

@@ -38,6 +38,8 @@ pub(crate) fn start<S: StateMachine>(
     let runner = thread::Builder::new()
         .name("velos-emulator".into())
         .spawn(move || {
+            // Every replica runs on this thread: events name theirs.
+            let _span = tracing::info_span!("velos_emulator", seed = emulator.seed).entered();
             let sim = Simulator::new(machine, sim_config);
             run(sim, &emulator, drivers, &commands)
         })

@@ -84,6 +84,8 @@ pub(crate) fn run<S: StateMachine>(
     driver: Driver<S>,
     inbox: &Receiver<Command<S::Response>>,
 ) -> Option<S> {
+    // Every event of this replica's thread is inside its span.
+    let _span = tracing::info_span!("velos_replica", replica = me).entered();
     let no_client = ClientScript { count: 0, size: 10 };
     let sleep_max = sleep_max_ns(&log);
     let mut replica = Replica::new(log, me, no_client).expect("validated at start");

@@ -31,6 +31,8 @@ pub(crate) fn start<S: StateMachine>(
     let runner = std::thread::Builder::new()
         .name(format!("velos-replica-{id}"))
         .spawn(move || {
+            // Every event of this replica's thread is inside its span.
+            let _span = tracing::info_span!("velos_replica", replica = id).entered();
             let node = match connect(&log, &verbs.cluster, id, verbs.rendezvous_timeout) {
                 Ok(node) => node,
                 Err(e) => {
