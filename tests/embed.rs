@@ -533,6 +533,44 @@ fn a_session_command_applies_once_however_often_it_is_sent(config: Config) {
     }
 }
 
+/// The replicas keep the `max_sessions` most recently used sessions: a command of a
+/// session evicted since its last one is not applied (it might repeat one applied before
+/// the eviction) and answers `SessionExpired`; a new session works.
+#[test]
+fn a_session_evicted_from_the_table_is_told_it_expired() {
+    let mut config = Config::new(3);
+    config.max_sessions = 2;
+    let cluster = Cluster::start(config, recorders(3)).expect("valid");
+    let mut old = cluster.session();
+    old.submit(command("old", 1)).expect("committed");
+    for i in 0..2 {
+        cluster
+            .session()
+            .submit(command("new", i))
+            .expect("committed");
+    }
+    assert_eq!(
+        old.submit(command("old", 2)),
+        Err(Error::SessionExpired { session: old.id() })
+    );
+    assert_eq!(
+        old.resubmit(),
+        Err(Error::SessionExpired { session: old.id() }),
+        "and stays expired"
+    );
+    cluster
+        .session()
+        .submit(command("fresh", 0))
+        .expect("a new session works");
+    wait_until("the followers", || {
+        (0..3).all(|r| cluster.applied_commands(r) == 4)
+    });
+    for m in cluster.shutdown().iter().flatten() {
+        assert!(!commands(m).contains(&command("old", 2)), "never applied");
+        assert_eq!(commands(m).len(), 4);
+    }
+}
+
 #[test]
 fn mem_a_session_command_applies_once_however_often_it_is_sent() {
     a_session_command_applies_once_however_often_it_is_sent(Config::new(3));

@@ -17,8 +17,10 @@ impl<S: StateMachine> Cluster<S> {
 
 /// A client session of a [`Cluster`]: commands submitted through it apply at most once,
 /// however often they are retried ([`Session::submit`] retries an unknown outcome by
-/// itself). One command at a time; sessions are cheap, and kept by every replica for
-/// the cluster's life (16 bytes each in snapshots).
+/// itself). One command at a time; sessions are cheap: every replica keeps the
+/// [`Config::max_sessions`](super::Config) most recently used (24 bytes each in
+/// snapshots), and a command of a session evicted since its last one answers
+/// [`Error::SessionExpired`] instead of applying.
 pub struct Session<'a, S: StateMachine> {
     cluster: &'a Cluster<S>,
     id: u64,

@@ -130,6 +130,11 @@ pub struct Config {
     /// a replica that fell off the ring rejoins under load only if snapshots come less
     /// often than that.
     pub snapshot_every_slots: u64,
+    /// Client sessions every replica keeps ([`Cluster::session`](super::Cluster)): the
+    /// most recently used ones; a command of an older session answers
+    /// [`Error::SessionExpired`](super::Error::SessionExpired) instead of applying. Each
+    /// takes 24 bytes of every snapshot. Default: 65,536.
+    pub max_sessions: usize,
 }
 
 impl Config {
@@ -152,6 +157,7 @@ impl Config {
             backend: Backend::Mem,
             wait_timeout: Duration::from_secs(10),
             snapshot_every_slots: 1 << 12,
+            max_sessions: 1 << 16,
         }
     }
 
@@ -167,6 +173,7 @@ impl Config {
             backend: Backend::Emulator(EmulatorConfig::new(seed)),
             wait_timeout: Duration::from_secs(10),
             snapshot_every_slots: 1 << 8,
+            max_sessions: 1 << 16,
         }
     }
 

@@ -97,10 +97,13 @@ pub(crate) struct Driver<S: StateMachine> {
     decided: BTreeMap<u64, InFlight<S::Response>>,
     /// The state machine's responses to the commands of slots applied here while this
     /// replica had batches of its own under way, by slot, until their receipts resolve.
-    /// (`None`: a session's duplicate whose first application was not answered here.)
-    responses: BTreeMap<u64, Vec<Option<S::Response>>>,
+    /// (An error: a session's duplicate whose first application was not answered here,
+    /// or a command of an expired session.)
+    responses: BTreeMap<u64, Vec<Result<S::Response, Error>>>,
     /// Every client session's last applied command (the replicated dedup table).
     sessions: Sessions<S::Response>,
+    /// Sessions the table keeps.
+    max_sessions: usize,
     leading: bool,
     metrics: Arc<Metrics>,
     shown: Arc<Shown>,
@@ -152,7 +155,8 @@ impl<S: StateMachine> Driver<S> {
             in_flight: HashMap::new(),
             decided: BTreeMap::new(),
             responses: BTreeMap::new(),
-            sessions: Sessions::default(),
+            sessions: Sessions::new(config.max_sessions),
+            max_sessions: config.max_sessions,
             leading: false,
             metrics,
             shown,
@@ -399,7 +403,7 @@ impl<S: StateMachine> Driver<S> {
             // Fell off the ring: a peer's snapshot holds every slot below its point. The
             // log's stamps make the copy consistent, so a snapshot that does not restore
             // is the service's own bug, shared by every replica: a broken invariant.
-            let (sessions, state) = Sessions::restore(&snapshot)
+            let (sessions, state) = Sessions::restore(&snapshot, self.max_sessions)
                 .unwrap_or_else(|| panic!("replica {}: a snapshot without its sessions", self.me));
             self.machine
                 .restore(state)
@@ -432,7 +436,7 @@ impl<S: StateMachine> Driver<S> {
                             self.apply_in_session(position, frame)
                         } else {
                             self.commands_applied += 1;
-                            Some(self.machine.apply(position, frame))
+                            Ok(self.machine.apply(position, frame))
                         };
                         if mine {
                             self.responses.entry(slot).or_default().push(response);
@@ -575,23 +579,20 @@ impl<S: StateMachine> Driver<S> {
 
     /// Applies a session frame at `position` unless its session applied it before (rule
     /// (at most once)); the response: this application's, or the first one's if known.
-    fn apply_in_session(&mut self, position: Position, frame: &[u8]) -> Option<S::Response> {
+    fn apply_in_session(&mut self, position: Position, frame: &[u8]) -> Result<S::Response, Error> {
+        let slot = position.slot;
         let Some((id, seq, command)) = session::unwrap(frame) else {
             // Every replica reads the same bytes, so every one skips it alike.
             self.metrics.undecodable();
-            tracing::warn!(
-                replica = self.me,
-                slot = position.slot,
-                "skipped a malformed session frame"
-            );
-            return None;
+            tracing::warn!(replica = self.me, slot, "skipped a malformed session frame");
+            return Err(Error::ResponseLost { slot });
         };
         match self.sessions.check(id, seq) {
             Verdict::Apply => {
                 let response = self.machine.apply(position, command);
                 self.commands_applied += 1;
-                self.sessions.applied(id, seq, &response);
-                Some(response)
+                self.sessions.applied(id, seq, slot, &response);
+                Ok(response)
             }
             Verdict::Duplicate(response) => {
                 tracing::debug!(
@@ -600,7 +601,16 @@ impl<S: StateMachine> Driver<S> {
                     seq,
                     "a session's retry, not applied again"
                 );
-                response
+                response.ok_or(Error::ResponseLost { slot })
+            }
+            Verdict::Expired => {
+                tracing::warn!(
+                    replica = self.me,
+                    session = id,
+                    seq,
+                    "a command of an expired session, not applied"
+                );
+                Err(Error::SessionExpired { session: id })
             }
         }
     }
@@ -620,12 +630,16 @@ impl<S: StateMachine> Driver<S> {
             .map(|&(at, _)| now_ns.saturating_sub(at))
             .collect();
         self.metrics.committed(&latencies);
-        let responses = responses.unwrap_or_else(|| (0..n).map(|_| None).collect());
+        let lost = || Err(Error::ResponseLost { slot });
+        let responses = responses.unwrap_or_else(|| (0..n).map(|_| lost()).collect());
         let answered = commands.into_iter().zip(latencies).zip(responses);
         for (index, (((_, c), latency), response)) in answered.enumerate() {
-            let Some(response) = response else {
-                c.complete(Err(Error::ResponseLost { slot }));
-                continue;
+            let response = match response {
+                Ok(response) => response,
+                Err(e) => {
+                    c.complete(Err(e));
+                    continue;
+                }
             };
             c.complete(Ok(CommitInfo {
                 position: Position {

@@ -70,6 +70,15 @@ pub enum Error {
         /// The slot that holds the command.
         slot: u64,
     },
+    /// A session command the replicas did not apply: its session was evicted from their
+    /// table (more than [`Config::max_sessions`](super::Config) sessions were used since
+    /// it last was), so they cannot tell whether an earlier copy of it applied. Open a new
+    /// session; whether the command took effect must be read from the state.
+    #[error("session {session} expired: its command was not applied (it may have been before)")]
+    SessionExpired {
+        /// The session's id.
+        session: u64,
+    },
     /// Every slot of the log's ring is in use: slots are recycled only behind a snapshot
     /// that a majority holds (every [`Config::snapshot_every_slots`](super::Config)), so a
     /// state machine whose snapshots are refused — larger than the log's
