@@ -1,8 +1,13 @@
 //! The static cluster file: which nodes form a Velos cluster, where each one listens for
-//! connection setup, and the cluster's id (a process presenting another id is refused).
+//! connection setup, the cluster's id (a process presenting another id is refused) and
+//! its secret, which every member proves it knows before any connection information is
+//! exchanged ([`crate::rendezvous`]): `secret` in the file, or `secret_env`, the name of
+//! an environment variable that holds it (so the file can be shared and the secret not).
+//! A secret has at least [`SECRET_MIN_BYTES`] bytes.
 //!
 //! ```toml
 //! cluster_id = "orders-eu-1"
+//! secret_env = "VELOS_SECRET"
 //!
 //! [[node]]
 //! id = 0
@@ -29,14 +34,35 @@ pub struct NodeEntry {
     pub address: String,
 }
 
+/// A cluster's secret has at least this many bytes.
+pub const SECRET_MIN_BYTES: usize = 16;
+
+/// Where a cluster's secret is.
+#[derive(Clone, PartialEq, Eq)]
+pub enum SecretSource {
+    /// In the file itself.
+    Inline(String),
+    /// In the environment variable of this name, read when the secret is needed.
+    Env(String),
+}
+
+impl std::fmt::Debug for SecretSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SecretSource::Inline(_) => f.write_str("Inline(<redacted>)"),
+            SecretSource::Env(name) => f.debug_tuple("Env").field(name).finish(),
+        }
+    }
+}
+
 /// A cluster file, checked.
-#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ClusterFile {
     /// The cluster's id: every member must present the same.
     pub cluster_id: String,
+    /// Where the cluster's secret is.
+    pub secret: SecretSource,
     /// The nodes, in id order once checked.
-    #[serde(rename = "node")]
     pub nodes: Vec<NodeEntry>,
 }
 
@@ -79,6 +105,8 @@ pub enum ClusterFileError {
 #[serde(deny_unknown_fields)]
 struct RawFile {
     cluster_id: toml::Spanned<String>,
+    secret: Option<toml::Spanned<String>>,
+    secret_env: Option<toml::Spanned<String>>,
     node: toml::Spanned<Vec<RawNode>>,
 }
 
@@ -133,6 +161,33 @@ impl ClusterFile {
                 "the cluster_id is empty".into(),
             ));
         }
+        let secret = match (raw.secret, raw.secret_env) {
+            (Some(s), None) if s.get_ref().len() < SECRET_MIN_BYTES => {
+                return Err(invalid(
+                    s.span().start,
+                    format!("the secret has fewer than {SECRET_MIN_BYTES} bytes"),
+                ));
+            }
+            (Some(s), None) => SecretSource::Inline(s.into_inner()),
+            (None, Some(name)) if name.get_ref().trim().is_empty() => {
+                return Err(invalid(name.span().start, "the secret_env is empty".into()));
+            }
+            (None, Some(name)) => SecretSource::Env(name.into_inner()),
+            (Some(_), Some(name)) => {
+                return Err(invalid(
+                    name.span().start,
+                    "both secret and secret_env: name one".into(),
+                ));
+            }
+            (None, None) => {
+                return Err(invalid(
+                    raw.cluster_id.span().start,
+                    "no secret: add `secret = \"…\"` or `secret_env = \"VARIABLE\"` \
+                     (the rendezvous proves it both ways)"
+                        .into(),
+                ));
+            }
+        };
         if raw.node.get_ref().is_empty() {
             return Err(invalid(raw.node.span().start, "no [[node]] entries".into()));
         }
@@ -163,6 +218,7 @@ impl ClusterFile {
         }
         Ok(ClusterFile {
             cluster_id: raw.cluster_id.into_inner(),
+            secret,
             nodes: nodes
                 .into_iter()
                 .map(|n| NodeEntry {
@@ -171,6 +227,25 @@ impl ClusterFile {
                 })
                 .collect(),
         })
+    }
+
+    /// The cluster's secret, read from the environment if the file names a variable;
+    /// why not if it cannot be had (the variable unset, or shorter than
+    /// [`SECRET_MIN_BYTES`]).
+    pub fn secret(&self) -> Result<Vec<u8>, String> {
+        let bytes = match &self.secret {
+            SecretSource::Inline(s) => s.clone().into_bytes(),
+            SecretSource::Env(name) => std::env::var(name)
+                .map_err(|e| format!("the secret's variable {name}: {e}"))?
+                .into_bytes(),
+        };
+        if bytes.len() < SECRET_MIN_BYTES {
+            return Err(format!(
+                "the cluster's secret has {} bytes, fewer than {SECRET_MIN_BYTES}",
+                bytes.len()
+            ));
+        }
+        Ok(bytes)
     }
 
     /// The number of nodes.
@@ -211,6 +286,7 @@ mod tests {
 
     const GOOD: &str = r#"
         cluster_id = "c1"
+        secret = "sixteen bytes at least"
         [[node]]
         id = 1
         address = "127.0.0.1:7401"
@@ -231,20 +307,23 @@ mod tests {
     fn bad_files_are_refused_with_their_reason() {
         let cases = [
             (
-                "cluster_id = \"c\"\n[[node]]\nid = 1\naddress = \"a:1\"\n",
+                "cluster_id = \"c\"\nsecret = \"0123456789abcdef\"\n[[node]]\nid = 1\naddress = \"a:1\"\n",
                 "0 to 0",
             ),
             (
-                "cluster_id = \"c\"\n[[node]]\nid = 0\naddress = \"a:1\"\n[[node]]\nid = 1\naddress = \"a:1\"\n",
+                "cluster_id = \"c\"\nsecret = \"0123456789abcdef\"\n[[node]]\nid = 0\naddress = \"a:1\"\n[[node]]\nid = 1\naddress = \"a:1\"\n",
                 "appears twice",
             ),
             (
-                "cluster_id = \" \"\n[[node]]\nid = 0\naddress = \"a:1\"\n",
+                "cluster_id = \" \"\nsecret = \"0123456789abcdef\"\n[[node]]\nid = 0\naddress = \"a:1\"\n",
                 "empty",
             ),
-            ("cluster_id = \"c\"\n", "malformed"),
             (
-                "cluster_id = \"c\"\n[[node]]\nid = 0\naddress = \"a:1\"\nport = 3\n",
+                "cluster_id = \"c\"\nsecret = \"0123456789abcdef\"\n",
+                "malformed",
+            ),
+            (
+                "cluster_id = \"c\"\nsecret = \"0123456789abcdef\"\n[[node]]\nid = 0\naddress = \"a:1\"\nport = 3\n",
                 "malformed",
             ),
         ];
@@ -261,28 +340,28 @@ mod tests {
     fn errors_name_the_file_and_the_line() {
         let cases = [
             (
-                "cluster_id = \"c\"\n[[node]]\nid = 0\naddress = \"a:1\"\n[[node]]\nid = 0\naddress = \"a:2\"\n",
-                "bad.toml:6: node ids must be 0 to 1 each once; found 0 where 1 belongs",
+                "cluster_id = \"c\"\nsecret = \"0123456789abcdef\"\n[[node]]\nid = 0\naddress = \"a:1\"\n[[node]]\nid = 0\naddress = \"a:2\"\n",
+                "bad.toml:7: node ids must be 0 to 1 each once; found 0 where 1 belongs",
             ),
             (
-                "cluster_id = \"c\"\n[[node]]\nid = 0\naddress = \"a:1\"\n\n[[node]]\nid = 1\naddress = \"a:1\"\n",
-                "bad.toml:8: the address \"a:1\" appears twice",
+                "cluster_id = \"c\"\nsecret = \"0123456789abcdef\"\n[[node]]\nid = 0\naddress = \"a:1\"\n\n[[node]]\nid = 1\naddress = \"a:1\"\n",
+                "bad.toml:9: the address \"a:1\" appears twice",
             ),
             (
-                "# c\ncluster_id = \"\"\nnode = []\n",
+                "# c\ncluster_id = \"\"\nsecret = \"0123456789abcdef\"\nnode = []\n",
                 "bad.toml:2: the cluster_id is empty",
             ),
             (
-                "cluster_id = \"c\"\nnode = []\n",
-                "bad.toml:2: no [[node]] entries",
+                "cluster_id = \"c\"\nsecret = \"0123456789abcdef\"\nnode = []\n",
+                "bad.toml:3: no [[node]] entries",
             ),
             (
-                "cluster_id = \"c\"\n[[node]]\nid = 70000\naddress = \"a:1\"\n",
+                "cluster_id = \"c\"\nsecret = \"0123456789abcdef\"\n[[node]]\nid = 70000\naddress = \"a:1\"\n",
+                "bad.toml:4: malformed cluster file: ",
+            ),
+            (
+                "cluster_id = \"c\"\nsecret = \"0123456789abcdef\"\n[[node]\n",
                 "bad.toml:3: malformed cluster file: ",
-            ),
-            (
-                "cluster_id = \"c\"\n[[node]\n",
-                "bad.toml:2: malformed cluster file: ",
             ),
             ("", "bad.toml:1: malformed cluster file: "),
         ];
@@ -292,6 +371,45 @@ mod tests {
                 .to_string();
             assert!(e.starts_with(start), "{e:?} should start with {start:?}");
             assert!(!e.contains('\n'), "{e:?} is one line");
+        }
+    }
+
+    #[test]
+    fn the_secret_is_in_the_file_or_a_variable_and_long_enough() {
+        let nodes = "[[node]]\nid = 0\naddress = \"a:1\"\n";
+        let parse = |head: &str| ClusterFile::parse(&format!("{head}{nodes}"), "s.toml");
+        let f = parse("cluster_id = \"c\"\nsecret = \"0123456789abcdef\"\n").unwrap();
+        assert_eq!(f.secret().unwrap(), b"0123456789abcdef");
+        assert!(!format!("{f:?}").contains("0123"), "Debug hides it: {f:?}");
+        let cases = [
+            ("cluster_id = \"c\"\n", "s.toml:1: no secret"),
+            (
+                "cluster_id = \"c\"\nsecret = \"short\"\n",
+                "s.toml:2: the secret has fewer than 16",
+            ),
+            (
+                "cluster_id = \"c\"\nsecret_env = \" \"\n",
+                "s.toml:2: the secret_env is empty",
+            ),
+            (
+                "cluster_id = \"c\"\nsecret = \"0123456789abcdef\"\nsecret_env = \"V\"\n",
+                "s.toml:3: both secret and secret_env",
+            ),
+        ];
+        for (head, start) in cases {
+            let e = parse(head).unwrap_err().to_string();
+            assert!(e.starts_with(start), "{e:?} should start with {start:?}");
+        }
+        let var = "VELOS_TEST_SECRET_OF_THE_CLUSTER_FILE_TEST";
+        let f = parse(&format!("cluster_id = \"c\"\nsecret_env = \"{var}\"\n")).unwrap();
+        let unset = f.secret().unwrap_err();
+        assert!(unset.contains(var), "{unset}");
+        // A variable every process has (tests may not set one: no `unsafe`).
+        let f = parse("cluster_id = \"c\"\nsecret_env = \"PATH\"\n").unwrap();
+        let path = std::env::var("PATH").expect("PATH is set");
+        match f.secret() {
+            Ok(secret) => assert_eq!(secret, path.into_bytes()),
+            Err(e) => assert!(path.len() < 16 && e.contains("fewer than 16"), "{e}"),
         }
     }
 }

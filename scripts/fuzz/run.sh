@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# A bounded fuzz run of the `.litmus` parser and the cluster-file parser (cargo-fuzz,
+# A bounded fuzz run of the `.litmus` parser, the cluster-file parser and the rendezvous's
+# frame decoder (cargo-fuzz,
 # libFuzzer). Each target starts from its seed corpus in corpus/<target>/ and runs for
 # VELOS_FUZZ_SECONDS seconds (default 30). Exits non-zero when a target crashes (a panic, a
 # malformed error message, a timeout or running out of memory), printing the input that did it.
@@ -26,7 +27,7 @@ fi
 export RUSTC_BOOTSTRAP=1
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
-  targets=(litmus_parse cluster_file_parse)
+  targets=(litmus_parse cluster_file_parse rendezvous_frames)
 fi
 fuzz=(cargo fuzz)
 opts=(--fuzz-dir "$fuzz_dir" --sanitizer none)
@@ -46,9 +47,15 @@ for target in "${targets[@]}"; do
   ls -1 "$artifacts" > "$before"
   echo "== fuzzing $target for ${seconds}s"
   rc=0
+  # The frame decoder must not allocate beyond its input: a 1 MiB limit on any one
+  # allocation (inputs are at most 4 KiB; an announced length can ask for 4 GiB).
+  limit=()
+  if [ "$target" = rendezvous_frames ]; then
+    limit=(-malloc_limit_mb=1)
+  fi
   "${fuzz[@]}" run "${opts[@]}" "$target" "$work" "$fuzz_dir/corpus/$target" -- \
     -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len=4096 \
-    -print_final_stats=1 || rc=$?
+    "${limit[@]}" -print_final_stats=1 || rc=$?
   if [ "$rc" -ne 0 ]; then
     failed=1
     echo "FAILED: $target (exit $rc)"

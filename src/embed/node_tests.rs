@@ -126,7 +126,7 @@ fn a_node_commits_at_its_leader_refuses_at_a_follower_and_every_node_applies_the
 
 #[test]
 fn a_node_or_cluster_on_the_wrong_backend_is_refused_with_its_reason() {
-    let text = "cluster_id = \"t\"\n[[node]]\nid = 0\naddress = \"127.0.0.1:1\"\n\
+    let text = "cluster_id = \"t\"\nsecret = \"0123456789abcdef\"\n[[node]]\nid = 0\naddress = \"127.0.0.1:1\"\n\
                 [[node]]\nid = 1\naddress = \"127.0.0.1:2\"\n\
                 [[node]]\nid = 2\naddress = \"127.0.0.1:3\"\n";
     let file = ClusterFile::parse(text, "t.toml").expect("a cluster file");

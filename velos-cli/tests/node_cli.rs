@@ -20,7 +20,7 @@ fn cluster_file(dir: &tempfile::TempDir, name: &str, text: &str) -> String {
     path.display().to_string()
 }
 
-const THREE: &str = "cluster_id = \"demo\"\n\
+const THREE: &str = "cluster_id = \"demo\"\nsecret = \"0123456789abcdef\"\n\
     [[node]]\nid = 0\naddress = \"127.0.0.1:7400\"\n\
     [[node]]\nid = 1\naddress = \"127.0.0.1:7401\"\n\
     [[node]]\nid = 2\naddress = \"127.0.0.1:7402\"\n";
@@ -38,11 +38,28 @@ fn bad_input_is_refused_with_its_reason() {
     let bad = cluster_file(
         &dir,
         "bad.toml",
-        "cluster_id = \"x\"\n[[node]]\nid = 1\naddress = \"a:1\"\n",
+        "cluster_id = \"x\"\nsecret = \"0123456789abcdef\"\n[[node]]\nid = 1\naddress = \"a:1\"\n",
     );
     let (code, err) = velos(&["node", "--config", &bad, "--id", "0"]);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("node ids must be 0 to 0"), "{err}");
+    let no_secret = cluster_file(
+        &dir,
+        "open.toml",
+        "cluster_id = \"x\"\n[[node]]\nid = 0\naddress = \"a:1\"\n",
+    );
+    let (code, err) = velos(&["node", "--config", &no_secret, "--id", "0"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("open.toml:1: no secret"), "{err}");
+    let unset = cluster_file(
+        &dir,
+        "env.toml",
+        "cluster_id = \"x\"\nsecret_env = \"VELOS_NO_SUCH_SECRET_VARIABLE\"\n\
+         [[node]]\nid = 0\naddress = \"a:1\"\n",
+    );
+    let (code, err) = velos(&["node", "--config", &unset, "--id", "0"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("VELOS_NO_SUCH_SECRET_VARIABLE"), "{err}");
     let (code, err) = velos(&["node", "--config", &file, "--id", "0", "--value-size", "3"]);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("3 bytes"), "{err}");

@@ -17,7 +17,8 @@ use velos_cli::node::{Client, NodeError, NodeSpec, run};
 /// Arguments of `velos node`.
 #[derive(Args)]
 pub struct NodeArgs {
-    /// The cluster file (TOML: `cluster_id`, `[[node]]` entries with `id` and `address`).
+    /// The cluster file (TOML: `cluster_id`, `secret` or `secret_env`, `[[node]]` entries
+    /// with `id` and `address`).
     #[arg(long)]
     config: PathBuf,
     /// This node's id in the file.
@@ -78,6 +79,11 @@ pub fn run_cli(a: NodeArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    // The rendezvous proves the secret to every peer: without one, say so before anything.
+    if let Err(why) = cluster.secret() {
+        eprintln!("velos node: {}: {why}", a.config.display());
+        return ExitCode::from(2);
+    }
     let replicas = cluster.len() as u16;
     let mut log = LogConfig::new(replicas, a.slots, a.value_size.max(10) as u32);
     log.heartbeat_period_ns = a.heartbeat_period.max(1);

@@ -169,7 +169,7 @@ mod tests {
     use super::*;
 
     fn spec(id: u16) -> NodeSpec {
-        let text = "cluster_id = \"t\"\n[[node]]\nid = 0\naddress = \"127.0.0.1:1\"\n\
+        let text = "cluster_id = \"t\"\nsecret = \"0123456789abcdef\"\n[[node]]\nid = 0\naddress = \"127.0.0.1:1\"\n\
                     [[node]]\nid = 1\naddress = \"127.0.0.1:2\"\n\
                     [[node]]\nid = 2\naddress = \"127.0.0.1:3\"\n";
         NodeSpec {

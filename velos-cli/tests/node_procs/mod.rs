@@ -33,7 +33,9 @@ pub fn cluster_file(dir: &std::path::Path, cluster_id: &str) -> String {
                 .port()
         })
         .collect();
-    let mut text = format!("cluster_id = \"{cluster_id}\"\n");
+    // Each test's own secret (its cluster id): the processes prove it to each other.
+    let mut text =
+        format!("cluster_id = \"{cluster_id}\"\nsecret = \"the secret of cluster {cluster_id}\"\n");
     for (id, port) in ports.iter().enumerate() {
         text += &format!("[[node]]\nid = {id}\naddress = \"127.0.0.1:{port}\"\n");
     }
