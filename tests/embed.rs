@@ -583,7 +583,12 @@ fn emulator_a_session_command_applies_once_however_often_it_is_sent() {
 
 /// Four clients, each in its own session, write through a leader crash: every command
 /// is applied exactly once on every survivor (a retry after an unknown outcome is
-/// skipped if its first copy was decided), and a snapshot carries the sessions.
+/// skipped if its first copy was decided), and a snapshot carries the sessions. The crash
+/// comes once the clients are a sixth of the way through (not at a time: fast clients
+/// finished before it), and a last command through the next leader makes sure the
+/// survivors hold every slot the crashed leader decided before `catch_up` compares them
+/// (a slot the old leader decided and applied alone is the survivors' once a new leader
+/// settles it).
 #[test]
 fn sessions_write_through_a_leader_crash_and_apply_each_command_once() {
     let mut config = Config::new(3);
@@ -593,21 +598,32 @@ fn sessions_write_through_a_leader_crash_and_apply_each_command_once() {
         .submit(b"warm-up".to_vec())
         .expect("a leader")
         .leader;
+    let done = std::sync::atomic::AtomicU32::new(0);
     thread::scope(|s| {
         for c in 0..4u32 {
-            let cluster = &cluster;
+            let (cluster, done) = (&cluster, &done);
             s.spawn(move || {
                 let mut session = cluster.session();
                 for i in 0..150 {
                     session
                         .submit(command(&format!("c{c}"), i))
                         .unwrap_or_else(|e| panic!("client {c}, command {i}: {e}"));
+                    done.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
                 }
             });
         }
-        thread::sleep(Duration::from_millis(10));
+        wait_until("a sixth of the commands", || {
+            done.load(std::sync::atomic::Ordering::SeqCst) >= 100
+        });
         cluster.crash(leader).expect("up");
     });
+    assert!(
+        done.load(std::sync::atomic::Ordering::SeqCst) == 600,
+        "every command committed"
+    );
+    cluster
+        .submit(b"last".to_vec())
+        .expect("committed by the next leader");
     cluster
         .catch_up(Duration::from_secs(60))
         .expect("the survivors catch up");
