@@ -585,10 +585,10 @@ fn emulator_a_session_command_applies_once_however_often_it_is_sent() {
 /// is applied exactly once on every survivor (a retry after an unknown outcome is
 /// skipped if its first copy was decided), and a snapshot carries the sessions. The crash
 /// comes once the clients are a sixth of the way through (not at a time: fast clients
-/// finished before it), and a last command through the next leader makes sure the
-/// survivors hold every slot the crashed leader decided before `catch_up` compares them
-/// (a slot the old leader decided and applied alone is the survivors' once a new leader
-/// settles it).
+/// finished before it). `catch_up` counts the crashed leader's slots too: one it decided
+/// and applied alone is the survivors' once the next leader settles it, and `catch_up`
+/// waits for that (when it counted live replicas only, this check failed in 2 of 20 runs
+/// with the crash at 10 ms, 18 of 30 once snapshots got cheaper).
 #[test]
 fn sessions_write_through_a_leader_crash_and_apply_each_command_once() {
     let mut config = Config::new(3);
@@ -621,9 +621,6 @@ fn sessions_write_through_a_leader_crash_and_apply_each_command_once() {
         done.load(std::sync::atomic::Ordering::SeqCst) == 600,
         "every command committed"
     );
-    cluster
-        .submit(b"last".to_vec())
-        .expect("committed by the next leader");
     cluster
         .catch_up(Duration::from_secs(60))
         .expect("the survivors catch up");

@@ -528,8 +528,11 @@ impl<S: StateMachine> Cluster<S> {
     }
 
     /// Waits until every live replica has applied as many slots as the most advanced
-    /// live one did when the call began (at most `timeout`): then they hold the same
-    /// state, for example before [`Cluster::shutdown`] hands the state machines back.
+    /// replica did when the call began, a crashed one included (at most `timeout`): then
+    /// they hold the same state and every command committed before the call, for example
+    /// before [`Cluster::shutdown`] hands the state machines back. A slot a leader decided
+    /// and applied alone just before it crashed is the survivors' once the next leader
+    /// settles it, so after a crash this waits for a new leader.
     pub fn catch_up(&self, timeout: Duration) -> Result<(), Error> {
         catch_up(&self.shown, timeout)
     }
@@ -639,12 +642,12 @@ impl<S: StateMachine> Drop for Cluster<S> {
 }
 
 /// Waits until every live replica of `shown` has applied as many slots as the most
-/// advanced live one did when the call began (at most `timeout`).
+/// advanced one, crashed or not, did when the call began (at most `timeout`).
 fn catch_up(shown: &[Arc<Shown>], timeout: Duration) -> Result<(), Error> {
     let start = Instant::now();
     let live = || shown.iter().filter(|s| role_of(s) != Role::Crashed);
     let applied = |s: &Shown| s.slots_applied.load(Ordering::SeqCst);
-    let target = live().map(|s| applied(s)).max().unwrap_or(0);
+    let target = shown.iter().map(|s| applied(s)).max().unwrap_or(0);
     while live().any(|s| applied(s) < target) {
         if start.elapsed() >= timeout {
             return Err(Error::TimedOut { after: timeout });
