@@ -41,6 +41,32 @@ fn connect(f: &ClusterFile, id: u16) -> TcpStream {
     }
 }
 
+/// The transcript of `hello`'s exchange with node 0 of cluster "c1", node 0 drawing `nonce`.
+fn transcript<'a>(hello: &'a Hello, nonce: &'a [u8]) -> Transcript<'a> {
+    Transcript {
+        cluster_id: "c1",
+        dialer: hello.node,
+        listener: 0,
+        dialer_nonce: &hello.nonce,
+        listener_nonce: nonce,
+    }
+}
+
+/// Answers `hello` on `stream` as a genuine node 0 (it knows the secret) would: its
+/// challenge. The nonce it drew.
+fn challenge_as_node_0(stream: &mut TcpStream, hello: &Hello) -> Vec<u8> {
+    let nonce = proof::nonce().unwrap();
+    let proof = transcript(hello, &nonce).prove(SECRET.as_bytes(), Role::ListenerKnows, &[]);
+    let challenge = Challenge::Prove {
+        magic: MAGIC.into(),
+        node: 0,
+        nonce: nonce.clone(),
+        proof,
+    };
+    send(stream, &challenge).unwrap();
+    nonce
+}
+
 #[test]
 fn three_nodes_learn_each_others_information() {
     let f = file(3, "c1");
@@ -193,22 +219,7 @@ fn a_replayed_exchange_is_refused() {
         let hello: Hello = receive(&mut stream).unwrap();
         // Answer as the real node 0 would, with the secret (the recording is of a genuine
         // exchange); then keep node 1's proof.
-        let nonce = proof::nonce().unwrap();
-        let t = Transcript {
-            cluster_id: "c1",
-            dialer: 1,
-            listener: 0,
-            dialer_nonce: &hello.nonce,
-            listener_nonce: &nonce,
-        };
-        let proof = t.prove(SECRET.as_bytes(), Role::ListenerKnows, &[]);
-        let challenge = Challenge::Prove {
-            magic: MAGIC.into(),
-            node: 0,
-            nonce,
-            proof,
-        };
-        send(&mut stream, &challenge).unwrap();
+        challenge_as_node_0(&mut stream, &hello);
         let recorded: Proof = receive(&mut stream).unwrap();
         drop(stream); // node 1 dials again, and gives up at its timeout
         drop(listener);
@@ -263,26 +274,9 @@ fn a_dialer_whose_connection_breaks_dials_again_and_is_counted_once_it_acknowled
         let mut second = accept();
         let hello: Hello = receive(&mut second).unwrap();
         assert_eq!(hello.node, 1);
-        let nonce = proof::nonce().unwrap();
-        let t = Transcript {
-            cluster_id: "c1",
-            dialer: 1,
-            listener: 0,
-            dialer_nonce: &hello.nonce,
-            listener_nonce: &nonce,
-        };
+        let nonce = challenge_as_node_0(&mut second, &hello);
+        let t = transcript(&hello, &nonce);
         let secret = SECRET.as_bytes();
-        let proof = t.prove(secret, Role::ListenerKnows, &[]);
-        send(
-            &mut second,
-            &Challenge::Prove {
-                magic: MAGIC.into(),
-                node: 0,
-                nonce: nonce.clone(),
-                proof,
-            },
-        )
-        .unwrap();
         let Proof::Send { info, proof } = receive(&mut second).unwrap() else {
             panic!("node 1 refused a genuine challenge");
         };
