@@ -31,6 +31,7 @@ fn spec(seed: u64, latency: LatencyModel, duration_ns: u64) -> ClusterSpec {
         near_overflow: None,
         device_memory: false,
         pauses: Vec::new(),
+        delays: Vec::new(),
         snapshot_every: None,
         snapshot_bytes: 8,
         reconfigure: Vec::new(),

@@ -35,6 +35,7 @@ pub(super) fn run_seed(config: &FailoverConfig, seed: u64) -> anyhow::Result<See
         near_overflow: None,
         device_memory: false,
         pauses: Vec::new(),
+        delays: Vec::new(),
         snapshot_every: None,
         snapshot_bytes: 8,
         reconfigure: Vec::new(),

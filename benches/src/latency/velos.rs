@@ -109,6 +109,7 @@ pub(super) fn measure(
         near_overflow: None,
         device_memory,
         pauses: Vec::new(),
+        delays: Vec::new(),
         snapshot_every: None,
         snapshot_bytes: 8,
         reconfigure: Vec::new(),

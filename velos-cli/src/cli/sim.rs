@@ -30,6 +30,10 @@ pub struct SimArgs {
     /// serves the others.
     #[arg(long, value_parser = parse_pause)]
     pause: Vec<(u16, u64, u64)>,
+    /// Slow every queue pair towards replica NODE from time T for D, each step costing
+    /// EXTRA more (`NODE@T+D:EXTRA`, repeatable): its heartbeats and words read late.
+    #[arg(long, value_parser = parse_delay)]
+    delay: Vec<(u16, u64, u64, u64)>,
     /// Run a service on every replica that snapshots every N entries: the log's ring
     /// recycles its slots, and a replica that falls off it copies a snapshot.
     #[arg(long)]
@@ -166,6 +170,15 @@ fn parse_pause(s: &str) -> Result<(u16, u64, u64), String> {
     Ok((node, at, parse_duration(duration)?))
 }
 
+/// `NODE@TIME+DURATION:EXTRA` for `--delay`: `(node, at, extra, duration)`.
+fn parse_delay(s: &str) -> Result<(u16, u64, u64, u64), String> {
+    let (pause, extra) = s.split_once(':').ok_or_else(|| {
+        format!("{s:?}: expected NODE@TIME+DURATION:EXTRA, e.g. 0@100us+300us:10us")
+    })?;
+    let (node, at, duration) = parse_pause(pause)?;
+    Ok((node, at, parse_duration(extra)?, duration))
+}
+
 /// Runs `velos sim`.
 pub fn run_cli(a: SimArgs) -> ExitCode {
     let mut log = LogConfig::new(a.replicas, a.slots, a.value_size.max(10) as u32);
@@ -214,6 +227,13 @@ pub fn run_cli(a: SimArgs) -> ExitCode {
         );
         return ExitCode::from(2);
     }
+    if let Some(&(node, ..)) = a.delay.iter().find(|d| d.0 >= a.replicas) {
+        eprintln!(
+            "velos sim: --delay {node}@…: there are {} replicas",
+            a.replicas
+        );
+        return ExitCode::from(2);
+    }
     let Some(latency) = LatencyModel::by_name(&a.latency) else {
         eprintln!(
             "velos sim: --latency {}: profiles are cluster, paper-cx6, generic, uniform",
@@ -240,6 +260,7 @@ pub fn run_cli(a: SimArgs) -> ExitCode {
         near_overflow: a.near_overflow,
         device_memory: false,
         pauses: a.pause.clone(),
+        delays: a.delay.clone(),
         snapshot_every: a.snapshot_every,
         snapshot_bytes: a.snapshot_bytes as usize,
         reconfigure: a.reconfigure.clone(),
@@ -285,6 +306,9 @@ pub fn run_cli(a: SimArgs) -> ExitCode {
         }
         for (n, t, d) in &a.pause {
             replay += &format!(" --pause {n}@{t}+{d}");
+        }
+        for (n, t, x, d) in &a.delay {
+            replay += &format!(" --delay {n}@{t}+{d}:{x}");
         }
         if let Some(k) = a.snapshot_every {
             replay += &format!(
@@ -348,6 +372,9 @@ fn check_times(a: &SimArgs, spec: &ClusterSpec) -> Result<(), String> {
     }
     if let Some(&(n, t, _)) = a.pause.iter().find(|&&(_, t, _)| t >= a.duration) {
         return late(&format!("--pause {n}@…"), t);
+    }
+    if let Some(&(n, t, ..)) = a.delay.iter().find(|d| d.1 >= a.duration) {
+        return late(&format!("--delay {n}@…"), t);
     }
     if let Some(&(t, _)) = a.reconfigure.iter().find(|&&(t, _)| t >= a.duration) {
         return late("--reconfigure", t);

@@ -122,6 +122,18 @@ pub fn sim_config(spec: &ClusterSpec) -> SimConfig {
             },
         }))
         .chain(
+            spec.delays
+                .iter()
+                .map(|&(node, at_ns, extra_ns, duration_ns)| ScheduledFault {
+                    at_ns,
+                    fault: Fault::Delay {
+                        node: NodeId(node),
+                        extra_ns,
+                        duration_ns,
+                    },
+                }),
+        )
+        .chain(
             spec.pauses
                 .iter()
                 .map(|&(node, at_ns, duration_ns)| ScheduledFault {

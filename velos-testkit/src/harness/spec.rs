@@ -36,6 +36,10 @@ pub struct ClusterSpec {
     pub device_memory: bool,
     /// Pause these replicas' CPUs: `(replica, at_ns, duration_ns)` ([`Fault::Pause`](velos_sim::simulate::Fault::Pause)).
     pub pauses: Vec<(u16, u64, u64)>,
+    /// Slow every queue pair towards these replicas for a while: `(replica, at_ns,
+    /// extra_ns, duration_ns)`, every step costing `extra_ns` more
+    /// ([`Fault::Delay`](velos_sim::simulate::Fault::Delay)).
+    pub delays: Vec<(u16, u64, u64, u64)>,
     /// Run a service on every replica (a digest of the entries applied) that snapshots
     /// every this many entries, so that the log's ring recycles and a replica that falls
     /// off it copies a snapshot (`log.max_snapshot_bytes` must hold `snapshot_bytes`).
@@ -78,6 +82,7 @@ impl ClusterSpec {
             near_overflow: None,
             device_memory: false,
             pauses: Vec::new(),
+            delays: Vec::new(),
             snapshot_every: None,
             snapshot_bytes: 8,
             lease_reads: false,
