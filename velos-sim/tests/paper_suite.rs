@@ -71,6 +71,8 @@ const STATES: &[(&str, usize)] = &[
     ("rules/rule8-local-writes-land-in-order.litmus", 18),
     ("rules/rule9-atomic-overtakes-get.litmus", 159),
     ("rules/rule9-failing-cas-respects-lock.litmus", 86),
+    ("rules/tso-cas-drains-the-store-buffer.litmus", 24),
+    ("rules/tso-mfence-drains-the-store-buffer.litmus", 22),
     ("sc/fig15a-sc-mp.litmus", 11157),
     ("sc/fig15b-sc-sb.litmus", 222450),
     ("sc/fig15c-sc-cas-write.litmus", 1472),

@@ -73,11 +73,16 @@ pub enum Mutation {
     /// particular the RMW's own old value; the lock is freed once the write is in memory and
     /// those local writes have landed. The mirror image of [`Mutation::Rule13Weaker`].
     Rule13StrongerLock,
+    /// TSO weaker: `mfence` does not wait for the store buffer to drain (a no-op).
+    MfenceNoop,
+    /// TSO weaker: a CPU CAS does not wait for the store buffer to drain; it reads and
+    /// writes memory with the thread's own older stores still buffered.
+    CasNoDrain,
 }
 
 impl Mutation {
     /// Every mutation.
-    pub const ALL: [Mutation; 25] = [
+    pub const ALL: [Mutation; 27] = [
         Mutation::Rule1Weaker,
         Mutation::Rule1Stronger,
         Mutation::Rule2Weaker,
@@ -103,5 +108,7 @@ impl Mutation {
         Mutation::Rule13Weaker,
         Mutation::Rule13Stronger,
         Mutation::Rule13StrongerLock,
+        Mutation::MfenceNoop,
+        Mutation::CasNoDrain,
     ];
 }

@@ -188,7 +188,9 @@ impl<P: Process> Machine<P> {
     fn cpu_enabled(&self, t: usize, op: &Op) -> bool {
         let thread = &self.threads[t];
         match *op {
-            Op::Cas { .. } | Op::Mfence => thread.sb.is_empty(),
+            // TSO: both wait for the store buffer to drain (unless a mutant says not).
+            Op::Cas { .. } => thread.sb.is_empty() || self.mutated(Mutation::CasNoDrain),
+            Op::Mfence => thread.sb.is_empty() || self.mutated(Mutation::MfenceNoop),
             Op::Wait { work_id } => !self.work_pending(t, work_id),
             Op::Test { .. }
             | Op::TestLoad { .. }
