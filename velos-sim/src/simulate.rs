@@ -55,6 +55,21 @@ pub struct ScheduledFault {
     pub fault: Fault,
 }
 
+impl ScheduledFault {
+    /// From `at_ns` on, for `duration_ns`, every step on a queue pair towards `node` costs
+    /// `extra_ns` more ([`Fault::Delay`]).
+    pub fn delay(node: u16, at_ns: u64, extra_ns: u64, duration_ns: u64) -> ScheduledFault {
+        ScheduledFault {
+            at_ns,
+            fault: Fault::Delay {
+                node: NodeId(node),
+                extra_ns,
+                duration_ns,
+            },
+        }
+    }
+}
+
 /// What a simulation needs besides the machine.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SimConfig {

@@ -103,48 +103,36 @@ pub fn machine(spec: &ClusterSpec) -> Machine<Replica> {
 /// The simulation settings of `spec`: seed, latency profile and scheduled faults.
 pub fn sim_config(spec: &ClusterSpec) -> SimConfig {
     let mut sim = SimConfig::new(spec.seed, spec.latency.clone());
-    sim.faults = spec
-        .crashes
-        .iter()
-        .map(|&(node, at_ns)| ScheduledFault {
-            at_ns,
-            fault: Fault::Crash {
-                node: NodeId(node),
-                mode: CrashMode::Hang,
-            },
-        })
-        .chain(spec.slow.iter().map(|&(node, extra_ns)| ScheduledFault {
-            at_ns: 0,
-            fault: Fault::Delay {
-                node: NodeId(node),
-                extra_ns,
-                duration_ns: spec.duration_ns,
-            },
-        }))
-        .chain(
-            spec.delays
-                .iter()
-                .map(|&(node, at_ns, extra_ns, duration_ns)| ScheduledFault {
-                    at_ns,
-                    fault: Fault::Delay {
-                        node: NodeId(node),
-                        extra_ns,
-                        duration_ns,
-                    },
-                }),
-        )
-        .chain(
-            spec.pauses
-                .iter()
-                .map(|&(node, at_ns, duration_ns)| ScheduledFault {
-                    at_ns,
-                    fault: Fault::Pause {
-                        node: NodeId(node),
-                        duration_ns,
-                    },
-                }),
-        )
-        .collect();
+    sim.faults =
+        spec.crashes
+            .iter()
+            .map(|&(node, at_ns)| ScheduledFault {
+                at_ns,
+                fault: Fault::Crash {
+                    node: NodeId(node),
+                    mode: CrashMode::Hang,
+                },
+            })
+            .chain(
+                spec.slow
+                    .iter()
+                    .map(|&(node, extra)| ScheduledFault::delay(node, 0, extra, spec.duration_ns)),
+            )
+            .chain(spec.delays.iter().map(|&(node, at, extra, duration)| {
+                ScheduledFault::delay(node, at, extra, duration)
+            }))
+            .chain(
+                spec.pauses
+                    .iter()
+                    .map(|&(node, at_ns, duration_ns)| ScheduledFault {
+                        at_ns,
+                        fault: Fault::Pause {
+                            node: NodeId(node),
+                            duration_ns,
+                        },
+                    }),
+            )
+            .collect();
     sim
 }
 

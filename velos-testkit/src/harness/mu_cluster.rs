@@ -95,13 +95,8 @@ pub fn run(spec: &MuSpec) -> Result<MuReport, String> {
     config.faults = spec
         .slow
         .iter()
-        .map(|&(node, at_ns, extra_ns, duration_ns)| ScheduledFault {
-            at_ns,
-            fault: Fault::Delay {
-                node: NodeId(node),
-                extra_ns,
-                duration_ns,
-            },
+        .map(|&(node, at_ns, extra_ns, duration_ns)| {
+            ScheduledFault::delay(node, at_ns, extra_ns, duration_ns)
         })
         .collect();
     let mut sim = Simulator::new(machine(&spec.config, &spec.stalls)?, config);
