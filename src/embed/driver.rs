@@ -102,8 +102,6 @@ pub(crate) struct Driver<S: StateMachine> {
     responses: BTreeMap<u64, Vec<Result<S::Response, Error>>>,
     /// Every client session's last applied command (the replicated dedup table).
     sessions: Sessions<S::Response>,
-    /// Sessions the table keeps.
-    max_sessions: usize,
     leading: bool,
     metrics: Arc<Metrics>,
     shown: Arc<Shown>,
@@ -156,7 +154,6 @@ impl<S: StateMachine> Driver<S> {
             decided: BTreeMap::new(),
             responses: BTreeMap::new(),
             sessions: Sessions::new(config.max_sessions),
-            max_sessions: config.max_sessions,
             leading: false,
             metrics,
             shown,
@@ -200,7 +197,7 @@ impl<S: StateMachine> Driver<S> {
                     "ids are unique"
                 );
             }
-            Err(e) => completer.complete(Err(refusal(self.me, e, &self.snapshot_refused))),
+            Err(e) => completer.complete(Err(self.refusal(e))),
         }
     }
 
@@ -229,7 +226,7 @@ impl<S: StateMachine> Driver<S> {
             Ok(id) => {
                 assert!(self.log_reads.insert(id, job).is_none(), "ids are unique");
             }
-            Err(e) => job(Err(refusal(self.me, e, &self.snapshot_refused))),
+            Err(e) => job(Err(self.refusal(e))),
         }
     }
 
@@ -350,7 +347,7 @@ impl<S: StateMachine> Driver<S> {
                 }
                 Err(e) => {
                     self.metrics.refused(commands.len() as u64);
-                    let error = refusal(self.me, e, &self.snapshot_refused);
+                    let error = self.refusal(e);
                     for (_, c) in commands {
                         c.complete(Err(error.clone()));
                     }
@@ -403,7 +400,7 @@ impl<S: StateMachine> Driver<S> {
             // Fell off the ring: a peer's snapshot holds every slot below its point. The
             // log's stamps make the copy consistent, so a snapshot that does not restore
             // is the service's own bug, shared by every replica: a broken invariant.
-            let (sessions, state) = Sessions::restore(&snapshot, self.max_sessions)
+            let (sessions, state) = Sessions::restore(&snapshot, self.sessions.max())
                 .unwrap_or_else(|| panic!("replica {}: a snapshot without its sessions", self.me));
             self.machine
                 .restore(state)
@@ -490,14 +487,14 @@ impl<S: StateMachine> Driver<S> {
             if let Some((members, at, completer)) = self.changes.remove(&id) {
                 match result {
                     Ok(slot) => self.changes_decided.push((slot, members, at, completer)),
-                    Err(e) => completer.complete(Err(loss(self.me, e, &self.snapshot_refused))),
+                    Err(e) => completer.complete(Err(self.loss(e))),
                 }
                 continue;
             }
             if let Some(job) = self.log_reads.remove(&id) {
                 match result {
                     Ok(slot) => self.ready_reads.push((slot + 1, job)),
-                    Err(e) => job(Err(loss(self.me, e, &self.snapshot_refused))),
+                    Err(e) => job(Err(self.loss(e))),
                 }
                 continue;
             }
@@ -510,7 +507,7 @@ impl<S: StateMachine> Driver<S> {
                     self.decided.insert(slot, commands);
                 }
                 Err(e) => {
-                    let error = loss(self.me, e, &self.snapshot_refused);
+                    let error = self.loss(e);
                     if error.not_proposed() {
                         self.metrics.refused(commands.len() as u64);
                     } else {
@@ -575,6 +572,39 @@ impl<S: StateMachine> Driver<S> {
         );
         self.shown
             .show_leadership(replica.leader(), replica.is_leader());
+    }
+
+    /// The error for a batch the engine refused to take (a full log names why this
+    /// replica's last snapshot was refused, if it was).
+    fn refusal(&self, e: ProposeError) -> Error {
+        match e {
+            ProposeError::NotLeader { leader } => Error::NotLeader {
+                replica: self.me,
+                leader,
+            },
+            // The driver checks sizes and bounds its pipeline below the engine's: these
+            // mean the replica cannot take it now, which the caller may retry elsewhere.
+            ProposeError::ValueTooLarge { .. } | ProposeError::Busy(_) => {
+                Error::Unavailable { replica: self.me }
+            }
+            ProposeError::LogFull => Error::LogFull {
+                snapshot_refused: self.snapshot_refused.clone(),
+            },
+            ProposeError::ShuttingDown => Error::ShuttingDown,
+            ProposeError::Exhausted { slot } => Error::Exhausted { slot },
+            ProposeError::Deposed => Error::OutcomeUnknown,
+            ProposeError::BadMembership(why) => Error::BadMembership(why),
+            ProposeError::ChangePending => Error::ChangePending,
+        }
+    }
+
+    /// The error for a batch the engine took and then could not decide.
+    fn loss(&self, e: ProposeError) -> Error {
+        match e {
+            ProposeError::Deposed | ProposeError::ShuttingDown => Error::OutcomeUnknown,
+            // Refused before any attempt: it was not proposed in any slot.
+            other => self.refusal(other),
+        }
     }
 
     /// Applies a session frame at `position` unless its session applied it before (rule
@@ -710,38 +740,6 @@ impl<S: StateMachine> Driver<S> {
         }
         assert!(self.idle(), "every receipt was completed");
         (!crashed).then_some(self.machine)
-    }
-}
-
-/// The error for a batch the engine refused to take.
-fn refusal(me: u16, e: ProposeError, snapshot_refused: &Option<String>) -> Error {
-    match e {
-        ProposeError::NotLeader { leader } => Error::NotLeader {
-            replica: me,
-            leader,
-        },
-        // The driver checks sizes and bounds its pipeline below the engine's: these mean
-        // the replica cannot take it now, which the caller may retry elsewhere.
-        ProposeError::ValueTooLarge { .. } | ProposeError::Busy(_) => {
-            Error::Unavailable { replica: me }
-        }
-        ProposeError::LogFull => Error::LogFull {
-            snapshot_refused: snapshot_refused.clone(),
-        },
-        ProposeError::ShuttingDown => Error::ShuttingDown,
-        ProposeError::Exhausted { slot } => Error::Exhausted { slot },
-        ProposeError::Deposed => Error::OutcomeUnknown,
-        ProposeError::BadMembership(why) => Error::BadMembership(why),
-        ProposeError::ChangePending => Error::ChangePending,
-    }
-}
-
-/// The error for a batch the engine took and then could not decide.
-fn loss(me: u16, e: ProposeError, snapshot_refused: &Option<String>) -> Error {
-    match e {
-        ProposeError::Deposed | ProposeError::ShuttingDown => Error::OutcomeUnknown,
-        // Refused before any attempt: it was not proposed in any slot.
-        other => refusal(me, other, snapshot_refused),
     }
 }
 

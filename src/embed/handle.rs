@@ -545,6 +545,7 @@ impl<S: StateMachine> Cluster<S> {
         thread::spawn(move || tx.send(catch_up(&shown, timeout)));
         answer
     }
+
     /// The counters so far.
     pub fn metrics(&self) -> MetricsSnapshot {
         self.metrics.snapshot()
@@ -598,12 +599,9 @@ impl<S: StateMachine> Cluster<S> {
     /// polled, and it resolves with the state machines once they all have (a helper
     /// thread waits for them: no runtime, and the executor is never blocked).
     pub async fn shutdown_async(mut self) -> Vec<Option<S>> {
-        let Some(runner) = self.runner.take() else {
+        let Some(runner) = self.tell_to_stop() else {
             return Vec::new();
         };
-        for r in 0..self.replicas() {
-            self.send(r, Command::Shutdown);
-        }
         let (tx, answer) = answer(0);
         thread::spawn(move || tx.send(Ok(runner.join().expect("the cluster's runner panicked"))));
         let machines = answer.await.unwrap_or_else(|e| {
@@ -618,13 +616,18 @@ impl<S: StateMachine> Cluster<S> {
     }
 
     fn stop(&mut self) -> Vec<Option<S>> {
-        let Some(runner) = self.runner.take() else {
-            return Vec::new();
-        };
+        self.tell_to_stop().map_or_else(Vec::new, |runner| {
+            runner.join().expect("the cluster's runner panicked")
+        })
+    }
+
+    /// Tells every replica to stop; the runner to join, if it was not taken before.
+    fn tell_to_stop(&mut self) -> Option<thread::JoinHandle<Vec<Option<S>>>> {
+        let runner = self.runner.take()?;
         for r in 0..self.replicas() {
             self.send(r, Command::Shutdown);
         }
-        runner.join().expect("the cluster's runner panicked")
+        Some(runner)
     }
 }
 
@@ -632,11 +635,10 @@ impl<S: StateMachine> Drop for Cluster<S> {
     fn drop(&mut self) {
         if !thread::panicking() {
             self.stop();
-        } else if self.runner.is_some() {
-            // Stop the replicas without joining (a panicking runner would abort).
-            for r in 0..self.replicas() {
-                self.send(r, Command::Shutdown);
-            }
+        } else {
+            // Stop the replicas without joining (a panicking runner would abort): the
+            // runner's handle is dropped, detached.
+            drop(self.tell_to_stop());
         }
     }
 }

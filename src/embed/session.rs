@@ -120,6 +120,11 @@ impl<R: Clone> Sessions<R> {
         );
     }
 
+    /// Sessions the table keeps at most.
+    pub(crate) fn max(&self) -> usize {
+        self.max
+    }
+
     /// Sessions kept.
     #[cfg(test)]
     fn len(&self) -> usize {

@@ -67,6 +67,23 @@ fn challenge_as_node_0(stream: &mut TcpStream, hello: &Hello) -> Vec<u8> {
     nonce
 }
 
+/// What a real node 0's exchange returned.
+type Exchanged = Result<BTreeMap<u16, Vec<u8>>, RendezvousError>;
+
+/// Runs a real node 0 of `f` and dials it by hand with `hello`, then `proof` whatever its
+/// challenge: node 0's result, its challenge and its answer.
+fn dial_node_0(f: &ClusterFile, hello: &Hello, proof: &Proof) -> (Exchanged, Challenge, Answer) {
+    std::thread::scope(|s| {
+        let zero = s.spawn(|| exchange(f, 0, b"keys of 0", Duration::from_millis(1500)));
+        let mut stream = connect(f, 0);
+        send(&mut stream, hello).unwrap();
+        let challenge: Challenge = receive(&mut stream).unwrap();
+        send(&mut stream, proof).unwrap();
+        let answer: Answer = receive(&mut stream).unwrap();
+        (zero.join().unwrap(), challenge, answer)
+    })
+}
+
 #[test]
 fn three_nodes_learn_each_others_information() {
     let f = file(3, "c1");
@@ -176,29 +193,21 @@ fn a_stranger_without_the_secret_learns_nothing_either_way() {
 #[test]
 fn a_made_up_proof_is_refused_and_the_answer_holds_no_information() {
     let f = file(2, "c1");
-    let (zero, answer) = std::thread::scope(|s| {
-        let zero = s.spawn(|| exchange(&f, 0, b"keys of 0", Duration::from_millis(1500)));
-        let mut stream = connect(&f, 0);
-        let hello = Hello {
-            magic: MAGIC.into(),
-            cluster_id: "c1".into(),
-            node: 1,
-            nonce: vec![7; NONCE_BYTES],
-        };
-        send(&mut stream, &hello).unwrap();
-        let challenge: Challenge = receive(&mut stream).unwrap();
-        assert!(
-            matches!(challenge, Challenge::Prove { node: 0, .. }),
-            "{challenge:?}"
-        );
-        let made_up = Proof::Send {
-            info: b"keys of 1".to_vec(),
-            proof: vec![0; 32],
-        };
-        send(&mut stream, &made_up).unwrap();
-        let answer: Answer = receive(&mut stream).unwrap();
-        (zero.join().unwrap(), answer)
-    });
+    let hello = Hello {
+        magic: MAGIC.into(),
+        cluster_id: "c1".into(),
+        node: 1,
+        nonce: vec![7; NONCE_BYTES],
+    };
+    let made_up = Proof::Send {
+        info: b"keys of 1".to_vec(),
+        proof: vec![0; 32],
+    };
+    let (zero, challenge, answer) = dial_node_0(&f, &hello, &made_up);
+    assert!(
+        matches!(challenge, Challenge::Prove { node: 0, .. }),
+        "{challenge:?}"
+    );
     let Answer::Refuse(reason) = answer else {
         panic!("node 0 answered a stranger with its information: {answer:?}");
     };
@@ -228,15 +237,7 @@ fn a_replayed_exchange_is_refused() {
     });
     assert!(matches!(recorded, Proof::Send { .. }));
     // Replay both messages to the real node 0.
-    let (zero, answer) = std::thread::scope(|s| {
-        let zero = s.spawn(|| exchange(&f, 0, b"keys of 0", Duration::from_millis(1500)));
-        let mut stream = connect(&f, 0);
-        send(&mut stream, &hello).unwrap();
-        let _: Challenge = receive(&mut stream).unwrap();
-        send(&mut stream, &recorded).unwrap();
-        let answer: Answer = receive(&mut stream).unwrap();
-        (zero.join().unwrap(), answer)
-    });
+    let (zero, _, answer) = dial_node_0(&f, &hello, &recorded);
     assert!(
         matches!(&answer, Answer::Refuse(r) if r.contains("replayed")),
         "{answer:?}"

@@ -35,31 +35,31 @@ fn bad_input_is_refused_with_its_reason() {
     let (code, err) = velos(&["node", "--config", "/nonexistent/c.toml", "--id", "0"]);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("cannot read the cluster file"), "{err}");
-    let bad = cluster_file(
-        &dir,
-        "bad.toml",
-        "cluster_id = \"x\"\nsecret = \"0123456789abcdef\"\n[[node]]\nid = 1\naddress = \"a:1\"\n",
-    );
-    let (code, err) = velos(&["node", "--config", &bad, "--id", "0"]);
-    assert_eq!(code, 2, "{err}");
-    assert!(err.contains("node ids must be 0 to 0"), "{err}");
-    let no_secret = cluster_file(
-        &dir,
-        "open.toml",
-        "cluster_id = \"x\"\n[[node]]\nid = 0\naddress = \"a:1\"\n",
-    );
-    let (code, err) = velos(&["node", "--config", &no_secret, "--id", "0"]);
-    assert_eq!(code, 2, "{err}");
-    assert!(err.contains("open.toml:1: no secret"), "{err}");
-    let unset = cluster_file(
-        &dir,
-        "env.toml",
-        "cluster_id = \"x\"\nsecret_env = \"VELOS_NO_SUCH_SECRET_VARIABLE\"\n\
-         [[node]]\nid = 0\naddress = \"a:1\"\n",
-    );
-    let (code, err) = velos(&["node", "--config", &unset, "--id", "0"]);
-    assert_eq!(code, 2, "{err}");
-    assert!(err.contains("VELOS_NO_SUCH_SECRET_VARIABLE"), "{err}");
+    // Cluster files refused, and what each refusal says.
+    let bad_files = [
+        (
+            "bad.toml",
+            "cluster_id = \"x\"\nsecret = \"0123456789abcdef\"\n[[node]]\nid = 1\naddress = \"a:1\"\n",
+            "node ids must be 0 to 0",
+        ),
+        (
+            "open.toml",
+            "cluster_id = \"x\"\n[[node]]\nid = 0\naddress = \"a:1\"\n",
+            "open.toml:1: no secret",
+        ),
+        (
+            "env.toml",
+            "cluster_id = \"x\"\nsecret_env = \"VELOS_NO_SUCH_SECRET_VARIABLE\"\n\
+             [[node]]\nid = 0\naddress = \"a:1\"\n",
+            "VELOS_NO_SUCH_SECRET_VARIABLE",
+        ),
+    ];
+    for (name, text, says) in bad_files {
+        let path = cluster_file(&dir, name, text);
+        let (code, err) = velos(&["node", "--config", &path, "--id", "0"]);
+        assert_eq!(code, 2, "{name}: {err}");
+        assert!(err.contains(says), "{name}: {err}");
+    }
     let (code, err) = velos(&["node", "--config", &file, "--id", "0", "--value-size", "3"]);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("3 bytes"), "{err}");

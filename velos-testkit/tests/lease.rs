@@ -118,13 +118,20 @@ fn pauses_crashes_and_a_ring_over_many_seeds() {
 fn the_check_catches_a_leader_that_reads_without_a_lease() {
     let mut s = spec(1, 3);
     s.pauses = vec![(0, 100_000, 300_000)];
+    assert_the_mutant_is_caught(s);
+}
+
+/// Runs `s` with the mutant that reads without a lease: the check must find a stale read.
+fn assert_the_mutant_is_caught(mut s: ClusterSpec) {
     s.log.mutation = Mutation::ReadWithoutLease;
     let report = run(&s);
     assert_eq!(
         report.checks.get("lease_reads"),
         Some(&false),
-        "a stale read is found: {:?}",
-        report.failures.first()
+        "seed {}: a stale read is found: {:?}; replay: {}",
+        s.seed,
+        report.failures.first(),
+        replay(&s)
     );
 }
 
@@ -146,14 +153,7 @@ fn a_delay_on_the_old_leaders_queue_pairs_serves_no_stale_read() {
             let report = check(&s);
             assert!(report.lease_reads.0 > 50, "seed {seed}: reads served");
             changed += usize::from(report.leader_changes.len() >= 2);
-            s.log.mutation = Mutation::ReadWithoutLease;
-            let mutant = run(&s);
-            assert_eq!(
-                mutant.checks.get("lease_reads"),
-                Some(&false),
-                "seed {seed}, {delays:?}: the mutant's stale read is found; replay: {}",
-                replay(&s)
-            );
+            assert_the_mutant_is_caught(s);
         }
     }
     assert!(

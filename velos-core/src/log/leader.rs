@@ -712,8 +712,8 @@ impl Leader {
                     run.proposer.prepare_above(self.ballots[e], &mut cmds);
                     Self::note_reads(run, &cmds);
                     // An abort moves the ballot above the aborted one (see the lemma).
-                    self.ballots[e] = self.ballots[e].max(run.proposer.proposal());
                     let ballot = run.proposer.proposal();
+                    self.ballots[e] = self.ballots[e].max(ballot);
                     progress
                         .events
                         .push(aborted(slot, attempt, AfterAbort::Retried { ballot }));

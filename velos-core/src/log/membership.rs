@@ -170,6 +170,9 @@ impl Membership {
 
     /// A snapshot as the log keeps it: the membership from `point` on (its words), then
     /// the service's bytes. `None` if the membership needs more than [`SNAPSHOT_WORDS`].
+    /// The reference the tests hold a bank's content to (a replica writes it through
+    /// [`super::snapshot::BankImage`]).
+    #[cfg(test)]
     pub fn wrap_snapshot(&self, point: u64, service: &[u8]) -> Option<Vec<u8>> {
         let words = self.to_words(point);
         if words.len() > SNAPSHOT_WORDS {
@@ -180,8 +183,8 @@ impl Membership {
         Some(out)
     }
 
-    /// The membership and the service's bytes of a snapshot [`Membership::wrap_snapshot`]
-    /// made; `None` if it is not one.
+    /// The membership and the service's bytes of a bank's content (the membership's words,
+    /// then the service's bytes); `None` if it is not one.
     pub fn unwrap_snapshot(bytes: &[u8]) -> Option<(Membership, &[u8])> {
         let word = |i: usize| {
             let b = bytes.get(8 * i..8 * i + 8)?;

@@ -22,7 +22,7 @@
 //! costs nothing but the copy under way, which the copier restarts from another replica.
 //! Two banks let the owner write a new snapshot while a copier reads the previous one.
 
-use super::value::{from_words, to_words, words_for};
+use super::value::{from_words, words_for};
 
 /// A snapshot's stamp.
 pub fn stamp(point: u64) -> u64 {
@@ -32,9 +32,11 @@ pub fn stamp(point: u64) -> u64 {
 }
 
 /// The words of a bank holding the snapshot `bytes` of `point`, content padded to
-/// `content_words`: begin stamp, point, length, content, end stamp.
+/// `content_words`: begin stamp, point, length, content, end stamp. The reference the
+/// tests hold [`BankImage`] to (a replica writes banks through it, word by word).
+#[cfg(test)]
 pub fn bank_words(point: u64, bytes: &[u8], content_words: u32) -> Vec<u64> {
-    let content = to_words(bytes);
+    let content = super::value::to_words(bytes);
     assert!(
         content.len() <= content_words as usize,
         "{} bytes in {content_words} words",
@@ -49,9 +51,10 @@ pub fn bank_words(point: u64, bytes: &[u8], content_words: u32) -> Vec<u64> {
 }
 
 /// A bank's words computed one at a time, for a snapshot written over several turns
-/// ([`super::Replica::snapshot_taken`]): the words of [`bank_words`] for the content
-/// `membership` (as words, what [`super::membership::Membership::wrap_snapshot`] puts
-/// first) then `service`, without the padding, and without copying `service` into words.
+/// ([`super::Replica::snapshot_taken`]): begin stamp, point, length, then the content —
+/// the membership's words (what a copier's [`super::membership::Membership::unwrap_snapshot`]
+/// reads first), then `service` — without the padding, and without copying `service` into
+/// words; the end stamp goes to the bank's last word.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct BankImage {
     point: u64,
@@ -80,6 +83,12 @@ impl BankImage {
         3 + self.membership.len() + words_for(self.service.len())
     }
 
+    /// The content's length in bytes (the bank's length word): the membership's words,
+    /// then the service's bytes.
+    pub fn len_bytes(&self) -> usize {
+        8 * self.membership.len() + self.service.len()
+    }
+
     /// Word `i < used()` of the bank; the end stamp is [`stamp`] of the point.
     pub fn word(&self, i: usize) -> u64 {
         assert!(i < self.used(), "word {i} of {}", self.used());
@@ -87,7 +96,7 @@ impl BankImage {
         match i {
             0 => stamp(self.point),
             1 => self.point,
-            2 => (8 * head + self.service.len()) as u64,
+            2 => self.len_bytes() as u64,
             _ if i - 3 < head => self.membership[i - 3],
             _ => {
                 let at = 8 * (i - 3 - head);

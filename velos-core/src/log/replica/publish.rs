@@ -162,7 +162,7 @@ impl Replica {
         let (me, point) = (usize::from(self.me), w.image.point());
         assert!(point > self.beat.points[me], "snapshot points grow");
         self.beat.points[me] = point;
-        let bytes = 8 * (w.image.used() - 3);
+        let bytes = w.image.len_bytes();
         self.event(|| Event::SnapshotPublished { point, bytes });
         assert!(
             self.snap.writing.is_none() && self.beat.points[me] == point,
