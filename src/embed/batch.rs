@@ -50,33 +50,9 @@ pub enum BatchDecodeError {
     },
 }
 
-/// `value` as LEB128 (a frame's length here, a session envelope's fields in
-/// `session.rs`).
-pub(crate) fn push_leb128(out: &mut Vec<u8>, value: u64) {
-    let mut rest = value;
-    loop {
-        let low = (rest & 0x7f) as u8;
-        rest >>= 7;
-        if rest == 0 {
-            out.push(low);
-            return;
-        }
-        out.push(low | 0x80);
-    }
-}
-
-/// The LEB128 value at the start of `bytes`, of at most `max_bytes` bytes, and what
-/// follows it; `None` if it runs past `bytes` or past `max_bytes`.
-pub(crate) fn take_leb128(bytes: &[u8], max_bytes: usize) -> Option<(u64, &[u8])> {
-    let mut value = 0u64;
-    for (i, &b) in bytes.iter().enumerate().take(max_bytes) {
-        value |= u64::from(b & 0x7f) << (7 * i);
-        if b & 0x80 == 0 {
-            return Some((value, &bytes[i + 1..]));
-        }
-    }
-    None
-}
+/// LEB128 (a frame's length here, a session envelope's fields in `session.rs`): the
+/// engine's encoding, so that a log holds one.
+pub(crate) use velos_core::leb128::{push as push_leb128, take as take_leb128};
 
 /// Bytes of the LEB128 encoding of `len`.
 pub fn len_bytes(len: usize) -> usize {

@@ -55,6 +55,9 @@ pub struct Freezer {
     overtaken: bool,
     /// The acceptors that vote in the slot (bit a): only they are frozen and counted.
     members: u64,
+    /// Members whose process is no more the incarnation the slot's configuration names:
+    /// sent no freeze CAS, counted in no majority (rule (no amnesia)).
+    absent: u64,
     /// Per acceptor: the freeze CAS in flight (`id`, expected word), if any.
     in_flight: Vec<Option<(u64, u64)>>,
     /// Per acceptor: the frozen state, once confirmed.
@@ -88,14 +91,15 @@ impl Freezer {
     /// CAS of the slot still in flight on that queue pair).
     pub fn start(layout: WordLayout, predicted: &[u64], out: &mut Vec<SlotCommand>) -> Freezer {
         let all = crate::slot::SlotConfig::all(predicted.len() as u16);
-        Freezer::start_at((layout, 0, false), all, predicted, out)
+        Freezer::start_at((layout, 0, false), (all, 0), predicted, out)
     }
 
     /// [`Freezer::start`] for the instance tagged `tag` of a ring position (`recycled`: it
-    /// reuses the position), whose voting acceptors are `members` (bit a: acceptor a).
+    /// reuses the position), whose voting acceptors are `members` (bit a: acceptor a)
+    /// except the `absent` ones (rule (no amnesia): a majority is of `members`).
     pub fn start_at(
         (layout, tag, recycled): (WordLayout, u16, bool),
-        members: u64,
+        (members, absent): (u64, u64),
         predicted: &[u64],
         out: &mut Vec<SlotCommand>,
     ) -> Freezer {
@@ -107,20 +111,21 @@ impl Freezer {
             recycled,
             overtaken: false,
             members,
+            absent,
             in_flight: vec![None; predicted.len()],
             frozen: vec![None; predicted.len()],
             lost: vec![None; predicted.len()],
             next_id: 0,
         };
         for (a, &word) in predicted.iter().enumerate() {
-            if members >> a & 1 == 1 {
+            if (members & !absent) >> a & 1 == 1 {
                 freezer.post(a, word, out);
             }
         }
         assert!(
             freezer.overtaken
                 || (0..predicted.len())
-                    .all(|a| members >> a & 1 == 0 || freezer.in_flight[a].is_some()),
+                    .all(|a| (members & !absent) >> a & 1 == 0 || freezer.in_flight[a].is_some()),
             "Freeze: one CAS per member in flight"
         );
         freezer
@@ -212,7 +217,8 @@ impl Freezer {
             return false;
         }
         let lost: Vec<(usize, u64)> = (0..self.lost.len())
-            .filter_map(|a| self.lost[a].map(|w| (a, w)))
+            .filter_map(|a| self.lost[a].take().map(|w| (a, w)))
+            .filter(|&(a, _)| self.absent >> a & 1 == 0)
             .collect();
         for &(a, expected) in &lost {
             self.post(a, expected, out);
@@ -232,11 +238,18 @@ impl Freezer {
         let state = self.frozen[a]
             .take()
             .expect("Freeze: forget a confirmed word");
-        if self.in_flight[a].is_none() {
+        if self.in_flight[a].is_none() && self.absent >> a & 1 == 0 {
             let word = self.layout.encode(state).expect("a decoded word encodes");
             self.post(a, word, out);
         }
         assert!(self.frozen[a].is_none(), "Freeze: forgotten");
+    }
+
+    /// Acceptor `a`'s memory now belongs to a process started blank in its place (rule
+    /// (no amnesia)): it is sent no freeze CAS again; what it confirmed counts still.
+    pub fn acceptor_replaced(&mut self, a: u16) {
+        self.absent |= 1 << a;
+        self.lost[usize::from(a)] = None;
     }
 
     /// Whether freeze CAS `id` on `acceptor` is this freezer's one in flight.

@@ -5,6 +5,7 @@
 
 pub mod cluster;
 pub mod freeze;
+pub mod leb128;
 pub mod log;
 pub mod proposal;
 pub mod slot;

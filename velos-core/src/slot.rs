@@ -18,6 +18,11 @@ pub struct SlotConfig {
     /// and counted in majorities ([`crate::log::membership`]). [`SlotConfig::all`] for
     /// every acceptor.
     pub members: u64,
+    /// Members whose words do not count here: the process behind them now is not the
+    /// incarnation this slot's configuration names (rule (no amnesia),
+    /// [`crate::log::configuration`]). They are sent no CAS and counted in no majority,
+    /// which stays a majority of `members`.
+    pub absent: u64,
     /// Proposal numbering.
     pub numbering: Numbering,
     /// Who I am.
@@ -148,7 +153,7 @@ impl SlotConfig {
 
     /// Whether acceptor `a` votes in this slot.
     pub fn votes(&self, a: u16) -> bool {
-        a < 64 && self.members >> a & 1 == 1
+        a < 64 && (self.members & !self.absent) >> a & 1 == 1
     }
 
     /// Acceptors needed for a majority (of the members).
@@ -573,8 +578,10 @@ impl SlotProposer {
             self.prepared(&[], out);
         }
         assert!(
-            counted > 0 || self.in_flight() >= self.config.members.count_ones() as usize,
-            "one prepare CAS per member in flight"
+            counted > 0
+                || self.in_flight()
+                    >= (self.config.members & !self.config.absent).count_ones() as usize,
+            "one prepare CAS per voting member in flight"
         );
     }
 
@@ -787,6 +794,26 @@ impl SlotProposer {
 }
 
 impl SlotProposer {
+    /// Whether acceptor `a` is sent CASes and counted in this slot.
+    pub fn counts(&self, a: u16) -> bool {
+        self.config.votes(a)
+    }
+
+    /// Acceptor `a`'s memory now belongs to a process started blank in its place (rule (no
+    /// amnesia)): from now on it is sent no CAS and counts in no majority of this slot. Its
+    /// CASes in flight are reported lost by the caller ([`SlotProposer::on_cas_lost`]);
+    /// what it confirmed before counts still (its earlier incarnation did answer so).
+    pub fn acceptor_replaced(&mut self, a: u16) {
+        assert!(a < 64, "an acceptor of a slot");
+        self.config.absent |= 1 << a;
+        assert!(
+            !self.config.votes(a),
+            "rule (no amnesia): it votes no more here"
+        );
+    }
+}
+
+impl SlotProposer {
     /// Reports that CAS `id` on `acceptor` will never answer (the operation failed: the
     /// acceptor crashed or its queue pair broke). It counts neither way; the prediction of
     /// that acceptor becomes unknown, so it is reset to what the slot last confirmed there.
@@ -845,6 +872,7 @@ mod tests {
             layout: LAYOUT,
             acceptors: 3,
             members: SlotConfig::all(3),
+            absent: 0,
             numbering: Numbering { proposers: 2 },
             me: ProposerId(me),
             tag: 0,

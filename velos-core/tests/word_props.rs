@@ -390,6 +390,7 @@ proptest! {
             layout,
             acceptors: 3,
             members: SlotConfig::all(3),
+            absent: 0,
             numbering: Numbering { proposers },
             me: ProposerId(me),
             tag: 0,

@@ -309,6 +309,15 @@ impl<P: Process> Simulator<P> {
         }
     }
 
+    /// Starts `process` now on crashed `node`, in its thread's place, with blank memory
+    /// ([`Machine::restart`]).
+    pub fn restart(&mut self, node: NodeId, process: P) {
+        self.trace.word(7 << 56 | u64::from(node.0));
+        self.trace.word(self.clock.now);
+        let now = self.clock.now;
+        self.machine.restart(node, process, now);
+    }
+
     /// Injects `fault` now (for faults that depend on the run, such as crashing whichever
     /// node leads at some time).
     pub fn inject(&mut self, fault: Fault) {

@@ -135,6 +135,47 @@ fn crash_with_hang_mode_never_completes_the_wait() {
 }
 
 #[test]
+fn a_restarted_node_runs_its_new_process_on_blank_memory_and_old_operations_fail() {
+    // Node 1 holds 7 when it crashes (operations towards it hang); a put of node 0 waits
+    // for it for ever, until a new process starts in node 1's place: then the put fails
+    // (its connection ended with the old process), the memory is blank but for what the
+    // new process stores, and the run completes.
+    let mut machine = script(2, put_wait(1));
+    machine
+        .init(Loc::word(NodeId(1), 2), 7)
+        .expect("in the layout");
+    let idle = |code: Vec<Op>| LitmusThread::new(code.into_iter().map(Compiled::op).collect(), 0);
+    machine.spawn(NodeId(1), idle(vec![]));
+    let mut config = SimConfig::new(1, LatencyModel::uniform());
+    config.faults.push(crash_of(1, 0, CrashMode::Hang));
+    let mut sim = Simulator::new(machine, config);
+    assert_eq!(sim.run(u64::MAX, 1000), Stop::Deadlock);
+    let hash = sim.trace_hash();
+    let store = Op::Store {
+        loc: Loc::word(NodeId(1), 3),
+        value: 9,
+    };
+    sim.restart(NodeId(1), idle(vec![store]));
+    assert_ne!(sim.trace_hash(), hash, "a restart is in the trace");
+    assert_eq!(sim.run(u64::MAX, 1000), Stop::Complete);
+    let m = sim.machine();
+    assert!(m.is_up(NodeId(1)));
+    assert_eq!(m.read(Loc::word(NodeId(1), 2)), Some(0), "blank memory");
+    assert_eq!(
+        m.read(Loc::word(NodeId(1), 3)),
+        Some(9),
+        "the new process ran"
+    );
+    assert_eq!(
+        m.threads[0].process.error,
+        Some(RdmaError::WorkFailed {
+            work_id: W,
+            cause: Box::new(RdmaError::RemoteCrashed { node: NodeId(1) })
+        })
+    );
+}
+
+#[test]
 fn crash_of_the_own_node_stops_the_thread() {
     let mut config = SimConfig::new(1, LatencyModel::uniform());
     config.faults.push(crash_of(0, 1, CrashMode::Hang));

@@ -131,6 +131,7 @@ impl SingleDecree {
             layout: config.layout,
             acceptors: config.shape.nodes,
             members: SlotConfig::all(config.shape.nodes),
+            absent: 0,
             numbering: Numbering {
                 proposers: config.proposers,
             },

@@ -101,9 +101,10 @@ impl LogConfig {
     }
 
     /// Content words of a snapshot bank: the service's snapshot and the membership from
-    /// its point on ([`super::membership::SNAPSHOT_WORDS`]).
+    /// its point on ([`super::membership::snapshot_words`]).
     pub fn snapshot_words(&self) -> u32 {
-        self.max_snapshot_bytes.div_ceil(8) + super::membership::SNAPSHOT_WORDS as u32
+        let membership = super::membership::snapshot_words(self.replicas);
+        self.max_snapshot_bytes.div_ceil(8) + u32::try_from(membership).expect("small")
     }
 
     /// Words of a value buffer's content: the origin, then the bytes.

@@ -325,6 +325,7 @@ impl Leader {
             layout: config.layout,
             acceptors: config.replicas,
             members: self.membership.at(slot).0,
+            absent: self.membership.at(slot).0 & !self.membership.voters(slot).0,
             numbering: Numbering {
                 proposers: config.replicas,
             },
@@ -460,7 +461,7 @@ impl Leader {
             && !self.overtaken
             // A leader removed from the members opens no slot of the new configuration
             // (a repair may run any slot: a proposer need not be an acceptor).
-            && (self.repair || self.membership.at(self.next_slot).contains(self.me.0))
+            && (self.repair || self.membership.voters(self.next_slot).contains(self.me.0))
         {
             let slot = self.next_slot;
             let cfg = self.slot_config(config, slot);
@@ -520,6 +521,24 @@ impl Leader {
         }
         emit(out, slot, epoch, freeze, &mut cmds);
         self.buf = cmds;
+    }
+
+    /// Replica `a`'s memory now belongs to `incarnation`, a process started blank in its
+    /// place (rule (no amnesia)): no slot open now counts it again — none of their
+    /// configurations names that incarnation yet. Its CASes in flight are reported lost
+    /// by the caller.
+    pub(super) fn acceptor_replaced(&mut self, a: u16, incarnation: u64) {
+        self.membership.connected(a, incarnation);
+        for run in self.window.values_mut() {
+            run.proposer.acceptor_replaced(a);
+            if let Some(f) = run.freezer.as_mut() {
+                f.acceptor_replaced(a);
+            }
+        }
+        assert!(
+            self.window.values().all(|run| !run.proposer.counts(a)),
+            "rule (no amnesia): no open slot counts a replaced acceptor"
+        );
     }
 
     /// A CAS of `slot` towards `a` will never answer.

@@ -53,18 +53,20 @@ pub(super) fn local_decision(
 
 /// The state a majority of `members` agree on in `replies` (one per acceptor, `None` when
 /// not answered) to a read of instance `k`, with the members that hold it: then that
-/// proposal is chosen. Words of other laps count as not answered, non-members' not at all.
+/// proposal is chosen. Words of other laps count as not answered, those of non-members
+/// and of members not among `voters` (rule (no amnesia): a process started blank in a
+/// member's place) not at all.
 pub(super) fn majority_decision(
     (layout, ring): (WordLayout, Ring),
     k: u64,
-    members: Members,
+    (members, voters): (Members, Members),
     replies: &[Option<u64>],
 ) -> Option<(Vec<u16>, AcceptorState)> {
     let majority = members.majority();
     let states: Vec<(u16, AcceptorState)> = replies
         .iter()
         .enumerate()
-        .filter(|&(a, _)| members.contains(a as u16))
+        .filter(|&(a, _)| members.contains(a as u16) && voters.contains(a as u16))
         .filter_map(|(a, w)| {
             w.and_then(|w| own(layout, ring, k, w))
                 .map(|s| (a as u16, s))
@@ -134,19 +136,29 @@ mod tests {
             majority_decision(
                 (L, R),
                 0,
-                Members::all(3),
+                (Members::all(3), Members::all(3)),
                 &[Some(w), None, Some(word(7, 2, 0))]
             ),
             None
         );
         assert_eq!(
-            majority_decision((L, R), 0, Members::all(3), &[Some(w), None, Some(w)])
-                .unwrap()
-                .0,
+            majority_decision(
+                (L, R),
+                0,
+                (Members::all(3), Members::all(3)),
+                &[Some(w), None, Some(w)]
+            )
+            .unwrap()
+            .0,
             vec![0, 2]
         );
         assert_eq!(
-            majority_decision((L, R), 0, Members::all(3), &[Some(0), Some(0), Some(0)]),
+            majority_decision(
+                (L, R),
+                0,
+                (Members::all(3), Members::all(3)),
+                &[Some(0), Some(0), Some(0)]
+            ),
             None,
             "nothing accepted"
         );

@@ -67,8 +67,12 @@ pub struct Lease {
     backing: Vec<Option<Backing>>,
     /// Since when my own word, fenced, names me (this term).
     own_since: Option<u64>,
-    /// Whose backing counts: the members of my next slot ([`super::membership`]).
+    /// A majority of whom backs a lease: the members of my next slot
+    /// ([`super::membership`]).
     members: Members,
+    /// Whose backing counts: those of `members` at the incarnation the configuration names
+    /// (rule (no amnesia): a process started blank in a member's place backed nobody).
+    voters: Members,
 }
 
 impl Lease {
@@ -81,6 +85,7 @@ impl Lease {
             backing: vec![None; usize::from(replicas)],
             own_since: None,
             members: Members::all(replicas),
+            voters: Members::all(replicas),
         }
     }
 
@@ -96,8 +101,16 @@ impl Lease {
     /// Whose backing counts from now on. Lemma (one change at a time) of
     /// [`super::membership`]: majorities of consecutive configurations intersect, so a
     /// backer shared by two leases still trusts one leader at a time.
-    pub fn set_members(&mut self, members: Members) {
+    /// Only `voters` among them back.
+    pub fn set_members(&mut self, members: Members, voters: Members) {
+        assert!(voters.0 & !members.0 == 0, "voters are members");
         self.members = members;
+        self.voters = voters;
+    }
+
+    /// Replica `a`'s process was replaced: what its earlier incarnation backed is gone.
+    pub fn forget(&mut self, a: u16) {
+        self.backing[usize::from(a)] = None;
     }
 
     /// A new term of mine starts: nobody backs it yet.
@@ -148,7 +161,7 @@ impl Lease {
             return false;
         }
         let backing = (0..self.backing.len())
-            .filter(|&a| self.members.contains(a as u16) && self.backs(a, now))
+            .filter(|&a| self.voters.contains(a as u16) && self.backs(a, now))
             .count();
         backing >= self.majority()
     }

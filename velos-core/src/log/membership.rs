@@ -12,12 +12,24 @@
 //! none is proposed while another is decided but not yet in effect at the leader's prefix,
 //! so the majorities of consecutive configurations intersect (|old ∩ new| covers a
 //! majority of either) and no two configurations are ever in effect in one slot.
+//! Rule (no amnesia, [`super::configuration`]): a configuration names each member at an
+//! incarnation, and a member counts in a slot only at the incarnation that slot's
+//! configuration names — so replacing a replica's process is two changes: the old
+//! incarnation removed, the new one added.
 //!
 //! [`LogConfig`]: super::LogConfig
 
-/// Words a snapshot bank keeps for the membership from the snapshot's point on: room for
-/// four configurations (in effect at the point, and decided after it).
-pub const SNAPSHOT_WORDS: usize = 9;
+use super::configuration::{Configuration, Incarnation};
+
+/// Words a snapshot bank keeps for the membership of a log of `replicas` from the
+/// snapshot's point on: room for four configurations (in effect at the point, and decided
+/// after it), each with every replica's incarnation.
+pub fn snapshot_words(replicas: u16) -> usize {
+    1 + 4 * (2 + usize::from(replicas))
+}
+
+/// The flag of a membership's first word when its configurations carry incarnations.
+const WITH_INCARNATIONS: u64 = 1 << 32;
 
 /// A set of replicas (bit r: replica r).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -74,60 +86,58 @@ impl Members {
     pub fn one_change_to(self, next: Members) -> bool {
         (self.0 ^ next.0).count_ones() == 1 && !next.is_empty()
     }
-
-    /// A configuration entry's bytes for a log of `replicas`: the mask, little endian,
-    /// in one byte per 8 replicas (so that logs of small values can hold it).
-    pub fn to_entry(self, replicas: u16) -> Vec<u8> {
-        assert!(
-            self.0 & !Members::all(replicas).0 == 0,
-            "members of the log's replicas"
-        );
-        self.0.to_le_bytes()[..Members::entry_len(replicas)].to_vec()
-    }
-
-    /// The length of a configuration entry of a log of `replicas`.
-    pub fn entry_len(replicas: u16) -> usize {
-        usize::from(replicas).div_ceil(8).max(1)
-    }
-
-    /// The members a configuration entry names (`None`: longer than 8 bytes).
-    pub fn from_entry(bytes: &[u8]) -> Option<Members> {
-        let mut mask = [0u8; 8];
-        mask.get_mut(..bytes.len())?.copy_from_slice(bytes);
-        Some(Members(u64::from_le_bytes(mask)))
-    }
 }
 
 /// The members of every slot from some slot on: the configuration in effect there and
-/// those decided to take effect later.
+/// those decided to take effect later; and the incarnation of every replica's process as
+/// this replica knows it now (rule (no amnesia)).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Membership {
-    /// `(first slot, members)`, first slots increasing; the first covers every slot
+    /// `(first slot, configuration)`, first slots increasing; the first covers every slot
     /// this replica still runs.
-    changes: Vec<(u64, Members)>,
+    changes: Vec<(u64, Configuration)>,
+    /// Per replica: the incarnation of the process this replica is connected to (its own:
+    /// itself).
+    current: Vec<Incarnation>,
 }
 
 impl Membership {
-    /// `initial` from slot 0 on.
-    pub fn new(initial: Members) -> Membership {
+    /// `initial` of a log of `replicas` from slot 0 on, every replica at incarnation 0.
+    pub fn new(initial: Members, replicas: u16) -> Membership {
         assert!(!initial.is_empty(), "a configuration has a member");
         Membership {
-            changes: vec![(0, initial)],
+            changes: vec![(0, Configuration::first(initial, replicas))],
+            current: vec![0; usize::from(replicas)],
         }
     }
 
-    /// The members of `slot`.
-    pub fn at(&self, slot: u64) -> Members {
+    fn configuration_at(&self, slot: u64) -> &Configuration {
         self.changes
             .iter()
             .rev()
             .find(|&&(from, _)| from <= slot)
-            .map_or(self.changes[0].1, |&(_, m)| m)
+            .map_or(&self.changes[0].1, |(_, c)| c)
+    }
+
+    /// The members of `slot` (a majority is of them).
+    pub fn at(&self, slot: u64) -> Members {
+        self.configuration_at(slot).members
+    }
+
+    /// The members of `slot` whose words count for me: named at the incarnation I am
+    /// connected to (rule (no amnesia)).
+    pub fn voters(&self, slot: u64) -> Members {
+        self.configuration_at(slot).voters(&self.current)
     }
 
     /// The last configuration decided (in effect or not yet).
     pub fn latest(&self) -> Members {
-        self.changes.last().expect("a configuration").1
+        self.latest_configuration().members
+    }
+
+    /// The last configuration decided, with its incarnations.
+    pub fn latest_configuration(&self) -> &Configuration {
+        &self.changes.last().expect("a configuration").1
     }
 
     /// Whether a decided configuration takes effect after `slot`.
@@ -135,17 +145,60 @@ impl Membership {
         self.changes.last().expect("a configuration").0 > slot
     }
 
-    /// A configuration entry naming `members` was applied in `slot`: it takes effect at
-    /// `slot + alpha` (lemma (α-window)).
-    pub fn decided(&mut self, slot: u64, members: Members, alpha: u64) {
+    /// The incarnation of replica `r`'s process as I know it now.
+    pub fn incarnation(&self, r: u16) -> Incarnation {
+        self.current[usize::from(r)]
+    }
+
+    /// Every replica's incarnation as I know it now.
+    pub fn incarnations(&self) -> &[Incarnation] {
+        &self.current
+    }
+
+    /// I am connected to `incarnation` of replica `r` from now on (a process started blank
+    /// in its place, or — for myself — I am that process).
+    pub fn connected(&mut self, r: u16, incarnation: Incarnation) {
+        assert!(
+            incarnation >= self.current[usize::from(r)],
+            "rule (no amnesia): incarnations only grow"
+        );
+        self.current[usize::from(r)] = incarnation;
+    }
+
+    /// The configuration a change to `members` names: the members kept at the
+    /// incarnations the last configuration names them at, those added at the incarnation
+    /// I am connected to.
+    pub fn proposal(&self, members: Members) -> Configuration {
+        let latest = self.latest_configuration();
+        let mut named = latest.named.clone();
+        for r in members.iter().filter(|&r| !latest.members.contains(r)) {
+            named[usize::from(r)] = self.current[usize::from(r)];
+        }
+        Configuration { members, named }
+    }
+
+    /// A configuration entry naming `configuration` was applied in `slot`: it takes effect
+    /// at `slot + alpha` (lemma (α-window)).
+    pub fn decided(&mut self, slot: u64, configuration: Configuration, alpha: u64) {
         let from = slot + alpha;
         let last = self.changes.last().expect("a configuration").0;
         assert!(
             from > last,
             "configurations take effect in the order decided"
         );
-        self.changes.push((from, members));
-        assert_eq!(self.at(from), members, "in effect from its slot on");
+        assert_eq!(
+            configuration.named.len(),
+            self.current.len(),
+            "a configuration of this log"
+        );
+        self.changes.push((from, configuration));
+        assert_eq!(self.at(from), self.latest(), "in effect from its slot on");
+    }
+
+    /// Takes the configurations of `copied` (a snapshot's), keeping what I am connected to.
+    pub fn adopt(&mut self, copied: Membership) {
+        assert_eq!(copied.current.len(), self.current.len(), "the same log");
+        self.changes = copied.changes;
     }
 
     /// Forgets configurations no slot from `slot` on uses.
@@ -156,26 +209,34 @@ impl Membership {
     }
 
     /// The configurations from `slot` on, as words (for a snapshot: a replica that copies
-    /// it resumes at `slot` without the entries below): count, then `(first slot,
-    /// members)` pairs.
+    /// it resumes at `slot` without the entries below): the count, then `(first slot,
+    /// members)` pairs — and every replica's incarnation after each pair, with the flag
+    /// [`WITH_INCARNATIONS`] on the count, once some incarnation is not 0.
     pub fn to_words(&self, slot: u64) -> Vec<u64> {
         let mut copy = self.clone();
         copy.forget_before(slot);
-        let mut words = vec![copy.changes.len() as u64];
-        for (from, m) in copy.changes {
-            words.extend([from, m.0]);
+        let with = copy
+            .changes
+            .iter()
+            .any(|(_, c)| c.named.iter().any(|&i| i != 0));
+        let mut words = vec![copy.changes.len() as u64 | if with { WITH_INCARNATIONS } else { 0 }];
+        for (from, c) in copy.changes {
+            words.extend([from, c.members.0]);
+            if with {
+                words.extend(&c.named);
+            }
         }
         words
     }
 
     /// A snapshot as the log keeps it: the membership from `point` on (its words), then
-    /// the service's bytes. `None` if the membership needs more than [`SNAPSHOT_WORDS`].
+    /// the service's bytes. `None` if the membership needs more than [`snapshot_words`].
     /// The reference the tests hold a bank's content to (a replica writes it through
     /// [`super::snapshot::BankImage`]).
     #[cfg(test)]
     pub fn wrap_snapshot(&self, point: u64, service: &[u8]) -> Option<Vec<u8>> {
         let words = self.to_words(point);
-        if words.len() > SNAPSHOT_WORDS {
+        if words.len() > snapshot_words(self.current.len() as u16) {
             return None;
         }
         let mut out: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
@@ -183,36 +244,61 @@ impl Membership {
         Some(out)
     }
 
-    /// The membership and the service's bytes of a bank's content (the membership's words,
-    /// then the service's bytes); `None` if it is not one.
-    pub fn unwrap_snapshot(bytes: &[u8]) -> Option<(Membership, &[u8])> {
+    /// The membership of a log of `replicas` and the service's bytes of a bank's content
+    /// (the membership's words, then the service's bytes); `None` if it is not one. What I
+    /// am connected to is not in a snapshot: the membership's is every replica at 0, to be
+    /// [`Membership::adopt`]ed.
+    pub fn unwrap_snapshot(bytes: &[u8], replicas: u16) -> Option<(Membership, &[u8])> {
         let word = |i: usize| {
             let b = bytes.get(8 * i..8 * i + 8)?;
             Some(u64::from_le_bytes(b.try_into().expect("8 bytes")))
         };
-        let n = usize::try_from(word(0)?)
-            .ok()
-            .filter(|&n| n <= SNAPSHOT_WORDS)?;
-        let words: Vec<u64> = (0..1 + 2 * n).map(word).collect::<Option<_>>()?;
-        let (membership, rest) = Membership::from_words(&words)?;
+        let head = word(0)?;
+        let n = usize::try_from(head & !WITH_INCARNATIONS).ok()?;
+        let per = if head & WITH_INCARNATIONS != 0 {
+            2 + usize::from(replicas)
+        } else {
+            2
+        };
+        if 1 + n * per > snapshot_words(replicas) {
+            return None;
+        }
+        let words: Vec<u64> = (0..1 + n * per).map(word).collect::<Option<_>>()?;
+        let (membership, rest) = Membership::from_words(&words, replicas)?;
         assert!(rest.is_empty(), "exactly the membership's words");
-        Some((membership, &bytes[8 * (1 + 2 * n)..]))
+        Some((membership, &bytes[8 * words.len()..]))
     }
 
-    /// The membership [`Membership::to_words`] wrote, and the words after it; `None` if
-    /// they are not such words.
-    pub fn from_words(words: &[u64]) -> Option<(Membership, &[u64])> {
-        let (&n, rest) = words.split_first()?;
-        let n = usize::try_from(n)
+    /// The membership of a log of `replicas` that [`Membership::to_words`] wrote, and the
+    /// words after it; `None` if they are not such words.
+    pub fn from_words(words: &[u64], replicas: u16) -> Option<(Membership, &[u64])> {
+        let (&head, rest) = words.split_first()?;
+        let with = head & WITH_INCARNATIONS != 0;
+        let per = if with { 2 + usize::from(replicas) } else { 2 };
+        let n = usize::try_from(head & !WITH_INCARNATIONS)
             .ok()
-            .filter(|&n| n >= 1 && 2 * n <= rest.len())?;
-        let changes: Vec<(u64, Members)> = rest[..2 * n]
-            .chunks(2)
-            .map(|p| (p[0], Members(p[1])))
+            .filter(|&n| n >= 1 && n.checked_mul(per).is_some_and(|w| w <= rest.len()))?;
+        let changes: Vec<(u64, Configuration)> = rest[..n * per]
+            .chunks(per)
+            .map(|p| {
+                let mut c = Configuration::first(Members(p[1]), replicas);
+                if with {
+                    c.named.copy_from_slice(&p[2..]);
+                }
+                (p[0], c)
+            })
             .collect();
         let ordered = changes.windows(2).all(|w| w[0].0 < w[1].0);
-        let nonempty = changes.iter().all(|(_, m)| !m.is_empty());
-        (ordered && nonempty).then_some((Membership { changes }, &rest[2 * n..]))
+        let valid = changes
+            .iter()
+            .all(|(_, c)| !c.members.is_empty() && c.members.0 & !Members::all(replicas).0 == 0);
+        (ordered && valid).then_some((
+            Membership {
+                changes,
+                current: vec![0; usize::from(replicas)],
+            },
+            &rest[n * per..],
+        ))
     }
 }
 
@@ -220,11 +306,15 @@ impl Membership {
 mod tests {
     use super::*;
 
+    fn first(members: Members, replicas: u16) -> Configuration {
+        Configuration::first(members, replicas)
+    }
+
     #[test]
     fn a_change_takes_effect_alpha_slots_after_its_entry() {
-        let mut m = Membership::new(Members::all(3));
+        let mut m = Membership::new(Members::all(3), 4);
         assert_eq!(m.at(100), Members::all(3));
-        m.decided(10, Members::all(4), 4);
+        m.decided(10, first(Members::all(4), 4), 4);
         assert_eq!(m.at(13), Members::all(3));
         assert_eq!(m.at(14), Members::all(4));
         assert!(m.pending_after(13) && !m.pending_after(14));
@@ -253,39 +343,76 @@ mod tests {
     }
 
     #[test]
+    fn a_replaced_process_votes_only_once_a_configuration_names_its_incarnation() {
+        let mut m = Membership::new(Members::all(3), 3);
+        m.connected(2, 1); // replica 2's process started again, blank
+        assert_eq!(m.at(5), Members::all(3), "a majority is still of three");
+        assert_eq!(m.voters(5), Members::of(&[0, 1]), "rule (no amnesia)");
+        let removed = m.proposal(Members::of(&[0, 1]));
+        assert_eq!(
+            removed.named,
+            vec![0, 0, 0],
+            "the last incarnation named is kept"
+        );
+        m.decided(5, removed, 4);
+        let added = m.proposal(Members::all(3));
+        assert_eq!(
+            added.named,
+            vec![0, 0, 1],
+            "added at the incarnation connected"
+        );
+        m.decided(12, added, 4);
+        assert_eq!(m.voters(8), Members::of(&[0, 1]));
+        assert_eq!(m.voters(16), Members::all(3));
+        assert_eq!(
+            m.voters(3),
+            Members::of(&[0, 1]),
+            "the old words never count"
+        );
+    }
+
+    #[test]
     fn words_round_trip_and_bad_words_are_refused() {
-        let mut m = Membership::new(Members::all(3));
-        m.decided(10, Members::all(4), 4);
-        m.decided(30, Members::of(&[1, 2, 3]), 4);
+        let mut m = Membership::new(Members::all(3), 4);
+        m.decided(10, first(Members::all(4), 4), 4);
+        m.decided(30, first(Members::of(&[1, 2, 3]), 4), 4);
         let mut words = m.to_words(20);
+        assert_eq!(words.len(), 5, "no incarnation yet: pairs only");
         words.push(99);
-        let (back, rest) = Membership::from_words(&words).expect("words");
+        let (back, rest) = Membership::from_words(&words, 4).expect("words");
         assert_eq!(rest, &[99]);
         assert_eq!(back.at(20), Members::all(4));
         assert_eq!(back.at(34), Members::of(&[1, 2, 3]));
-        assert_eq!(Membership::from_words(&[2, 0, 7]), None, "truncated");
-        assert_eq!(Membership::from_words(&[1, 0, 0]), None, "no member");
+        assert_eq!(Membership::from_words(&[2, 0, 7], 4), None, "truncated");
+        assert_eq!(Membership::from_words(&[1, 0, 0], 4), None, "no member");
         assert_eq!(
-            Members::from_entry(&Members::of(&[2]).to_entry(3)),
-            Some(Members::of(&[2]))
+            Membership::from_words(&[1, 0, 1 << 5], 4),
+            None,
+            "not a replica"
         );
-        assert_eq!(
-            Members::of(&[2]).to_entry(3).len(),
-            1,
-            "a byte for 3 replicas"
-        );
-        assert_eq!(Members::of(&[9]).to_entry(10).len(), 2);
-        assert_eq!(Members::from_entry(&[0; 9]), None);
         let snapshot = m.wrap_snapshot(20, b"state").expect("fits");
-        let (back, service) = Membership::unwrap_snapshot(&snapshot).expect("a snapshot");
+        let (back, service) = Membership::unwrap_snapshot(&snapshot, 4).expect("a snapshot");
         assert_eq!(
             (back.at(34), service),
             (Members::of(&[1, 2, 3]), &b"state"[..])
         );
         assert_eq!(
-            Membership::unwrap_snapshot(&snapshot[..20]),
+            Membership::unwrap_snapshot(&snapshot[..20], 4),
             None,
             "truncated"
+        );
+        m.connected(0, 7);
+        m.decided(40, m.proposal(Members::of(&[1, 2, 3])), 4);
+        m.decided(50, m.proposal(Members::all(4)), 4);
+        let words = m.to_words(35);
+        assert_eq!(words.len(), 1 + 3 * 6, "every incarnation after each pair");
+        assert!(words.len() <= snapshot_words(4));
+        let (back, _) = Membership::from_words(&words, 4).expect("words");
+        assert_eq!(back.latest_configuration().named, vec![7, 0, 0, 0]);
+        assert_eq!(
+            back.incarnations(),
+            &[0, 0, 0, 0],
+            "a snapshot holds no connection"
         );
     }
 }

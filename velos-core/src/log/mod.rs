@@ -4,6 +4,7 @@
 //! backend.
 
 mod config;
+pub mod configuration;
 pub mod event;
 pub mod heartbeat;
 mod leader;
@@ -21,4 +22,6 @@ pub use config::LogConfig;
 pub use event::Event;
 pub use lease::ReadError;
 pub use omega::Detector;
-pub use replica::{ClientScript, MAX_PENDING, ProposeError, Replica, SnapshotError, WRITE_CHUNK};
+pub use replica::{
+    ClientScript, IncarnationError, MAX_PENDING, ProposeError, Replica, SnapshotError, WRITE_CHUNK,
+};

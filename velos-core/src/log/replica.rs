@@ -5,6 +5,7 @@
 //! fills slots, the follower learns the next slot; with nothing to do, it pauses.
 
 use super::config::{LogConfig, Scratch, ids};
+use super::configuration::Configuration;
 use super::event::Event;
 use super::heartbeat::Heartbeat;
 use super::leader::{self, Leader, Value};
@@ -23,6 +24,7 @@ mod follow;
 mod leading;
 mod publish;
 mod reads;
+mod replace;
 mod state;
 #[cfg(test)]
 mod tests;
@@ -32,6 +34,7 @@ mod turn;
 use state::{Buffers, Heartbeats, Learning, Leasing, Proposals, Snapshots};
 
 pub use publish::{SnapshotError, WRITE_CHUNK};
+pub use replace::IncarnationError;
 
 /// The values a replica proposes while it leads (the simulation's client): `count` values
 /// of `size` bytes, each naming the replica and a sequence number.
@@ -343,7 +346,7 @@ impl Replica {
             shape: config.shape(),
             ring: config.ring(),
             installs: Vec::new(),
-            membership: Membership::new(config.members),
+            membership: Membership::new(config.members, config.replicas),
             memberships: Vec::new(),
             links: Links::new(scratch.clone(), config.replicas, config.cas_cells()),
             scratch,
@@ -570,10 +573,11 @@ impl Replica {
             "no holes: slots are applied in order"
         );
         let bytes = if value.config {
-            let members = Members::from_entry(&value.bytes)
+            let configuration = Configuration::from_entry(&value.bytes, self.config.replicas)
                 .expect("a configuration entry names its members (only the engine writes one)");
+            let members = configuration.members;
             let alpha = u64::from(self.config.pipeline);
-            self.membership.decided(slot, members, alpha);
+            self.membership.decided(slot, configuration, alpha);
             self.memberships.push((slot, members));
             self.event(|| Event::MembersChanged {
                 slot: slot + alpha,
@@ -661,13 +665,15 @@ impl Replica {
         }
     }
 
-    /// My next slot moved: Ω and the lease count the members of that slot.
+    /// My next slot moved, or a replica's process was replaced: Ω elects among the voters
+    /// of that slot, the lease counts their backing towards a majority of its members.
     fn members_moved(&mut self) {
         let members = self.membership.at(self.next_apply);
-        if members != self.omega.members() {
-            self.omega.set_members(members);
-            self.leasing.lease.set_members(members);
+        let voters = self.membership.voters(self.next_apply);
+        if voters != self.omega.members() {
+            self.omega.set_members(voters);
         }
-        assert_eq!(self.omega.members(), members, "Ω follows the membership");
+        self.leasing.lease.set_members(members, voters);
+        assert_eq!(self.omega.members(), voters, "Ω follows the voters");
     }
 }

@@ -27,6 +27,63 @@ impl<P: Process> Machine<P> {
         assert!(!self.is_up(node), "crash: the node is down");
     }
 
+    /// Starts `process` on crashed `node` at virtual time `now`, in the place of its thread
+    /// (a fresh process that registers blank memory at the same addresses: a replacement):
+    /// the node is up again, its memory all zero, every peer may write into it; the
+    /// operations still queued towards it from before fail with
+    /// [`RdmaError::RemoteCrashed`] (their connection ended with the old process) and its
+    /// remote writes in flight are dropped (their memory is gone). Queue pairs towards it
+    /// in the error state stay so; the others carry the new process's operations.
+    pub fn restart(&mut self, node: NodeId, mut process: P, now: u64) {
+        assert!(
+            node.index() < self.node_count(),
+            "restart of an unknown node"
+        );
+        assert!(
+            !self.is_up(node),
+            "restart: only a crashed node starts again"
+        );
+        let t = self
+            .threads
+            .iter()
+            .position(|t| t.node == node)
+            .expect("restart: a node with a thread");
+        assert!(
+            self.threads.iter().filter(|t| t.node == node).count() == 1,
+            "restart: one thread per restarted node"
+        );
+        for other in (0..self.threads.len()).filter(|&o| o != t) {
+            let q = self.qp_index(other, node);
+            self.fail_queue_pair(q, RdmaError::RemoteCrashed { node });
+            self.qps[q].rw.clear();
+        }
+        self.nodes[node.index()] = NodeStatus::Up;
+        self.mem[node.index()].iter_mut().for_each(|w| *w = 0);
+        self.atomic_busy[node.index()] = false;
+        self.writers[node.index()] = u64::MAX;
+        let polls = process.polls();
+        assert!(
+            !process.changes_write_access() || self.access_control,
+            "restart: a process that changes write access needs a machine explored without reduction"
+        );
+        let next = match process.resume(velos_rdma::Reply::Start) {
+            velos_rdma::Step::Op(op) => Next::Pending(op),
+            velos_rdma::Step::Done => Next::Finished,
+        };
+        let thread = &mut self.threads[t];
+        thread.process = process;
+        thread.next = next;
+        thread.ready = now;
+        thread.polls = polls;
+        thread.changing_access = false;
+        assert!(
+            thread.sb.is_empty() && thread.failed.is_empty(),
+            "a stopped thread"
+        );
+        self.refresh_all_active();
+        assert!(self.is_up(node), "restart: the node is up");
+    }
+
     /// Puts the queue pairs from threads on `from` towards `to` in the error state: what
     /// is in their pipes fails, and so does everything posted on them later.
     pub fn queue_pair_error(&mut self, from: NodeId, to: NodeId) {

@@ -147,6 +147,7 @@ fn slot_config(config: &ModelConfig, p: u16) -> SlotConfig {
         layout: WordLayout::PAPER,
         acceptors: config.acceptors,
         members: SlotConfig::all(config.acceptors),
+        absent: 0,
         numbering: Numbering {
             proposers: config.proposers,
         },

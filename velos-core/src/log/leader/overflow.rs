@@ -41,7 +41,13 @@ impl Leader {
             let ring = config.ring();
             let at = (config.layout, ring.tag(slot), ring.recycled(slot));
             let members = self.membership.at(slot).0;
-            run.freezer = Some(Freezer::start_at(at, members, &predicted, &mut cmds));
+            let absent = members & !self.membership.voters(slot).0;
+            run.freezer = Some(Freezer::start_at(
+                at,
+                (members, absent),
+                &predicted,
+                &mut cmds,
+            ));
             events.push(Event::Frozen {
                 slot,
                 epoch: run.epoch,

@@ -81,7 +81,7 @@ impl Replica {
         if l.pending.len() >= MAX_PENDING {
             return Err(ProposeError::Busy(l.pending.len()));
         }
-        let bytes = members.to_entry(self.config.replicas);
+        let bytes = self.membership.proposal(members).to_entry();
         if bytes.len() > self.config.max_value_bytes as usize {
             return Err(ProposeError::BadMembership(format!(
                 "a configuration entry of {} bytes is larger than the log's values",

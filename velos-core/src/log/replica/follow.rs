@@ -69,7 +69,7 @@ impl Replica {
         }
         match &self.learn.catch_up {
             Some(c) if c.slot == k => {
-                let members = self.membership.at(k);
+                let members = (self.membership.at(k), self.membership.voters(k));
                 let chosen = c.replies.iter().enumerate().find_map(|(e, replies)| {
                     majority_decision((layout, ring), k, members, replies).map(|d| (e as u32, d))
                 });

@@ -15,7 +15,7 @@
 
 use super::{Replica, Then};
 use crate::log::event::Event;
-use crate::log::membership::SNAPSHOT_WORDS;
+use crate::log::membership::snapshot_words;
 use crate::log::snapshot::{BankImage, stamp};
 use velos_rdma::Op;
 
@@ -98,7 +98,7 @@ impl Replica {
         // The bank keeps the membership from the point on: a replica that copies it skips
         // the configuration entries below the point.
         let membership = self.membership.to_words(point);
-        if membership.len() > SNAPSHOT_WORDS {
+        if membership.len() > snapshot_words(self.config.replicas) {
             return Err(SnapshotError::TooOld { point });
         }
         self.start_snapshot_write(BankImage::new(point, membership, bytes));

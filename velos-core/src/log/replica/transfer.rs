@@ -313,11 +313,11 @@ impl Replica {
         );
         // The stamps made the copy consistent: a bank that is no snapshot the log wrapped
         // is a broken invariant.
-        let (membership, service) =
-            Membership::unwrap_snapshot(&bytes).expect("a copied bank holds a wrapped snapshot");
+        let (membership, service) = Membership::unwrap_snapshot(&bytes, self.config.replicas)
+            .expect("a copied bank holds a wrapped snapshot");
         let service = service.to_vec();
         let image = BankImage::new(point, membership.to_words(point), service.clone());
-        self.membership = membership;
+        self.membership.adopt(membership);
         self.next_apply = point;
         self.members_moved();
         self.installs.push(point);

@@ -46,6 +46,7 @@ impl Replica {
                     self.op(get, Then::Ignore);
                 }
             }
+            self.replace_members();
             if self.reap_puts {
                 // Once per heartbeat at most: on verbs a test of unsignaled puts may post
                 // a flush.

@@ -1,0 +1,176 @@
+//! Replacing a replica's process (rule (no amnesia), [`crate::log::configuration`]): a
+//! process that starts blank in a replica's place ([`Replica::joining`]), the others told
+//! it did ([`Replica::peer_replaced`]), and the leader's two changes that make it a voter
+//! again (rule (replace)).
+
+use super::{Replica, Role};
+use crate::log::configuration::Incarnation;
+use crate::log::membership::Members;
+use velos_rdma::Shared;
+
+/// Why an incarnation was refused.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum IncarnationError {
+    /// The replica is not one of the log's, or is this one.
+    #[error("replica {replica} is not a peer of replica {me} in a log of {replicas}")]
+    NotAPeer {
+        /// The replica named.
+        replica: u16,
+        /// This replica.
+        me: u16,
+        /// The log's replicas.
+        replicas: u16,
+    },
+    /// A replaced process must have an incarnation above every one known for its place.
+    #[error("replica {replica}: incarnation {given} is not above {known}, the one connected")]
+    NotNewer {
+        /// The replica.
+        replica: u16,
+        /// The incarnation connected to now.
+        known: Incarnation,
+        /// The incarnation given.
+        given: Incarnation,
+    },
+    /// One incarnation per replica of the log is needed.
+    #[error("{given} incarnations for a log of {replicas} replicas")]
+    WrongCount {
+        /// How many were given.
+        given: usize,
+        /// The log's replicas.
+        replicas: u16,
+    },
+}
+
+impl Replica {
+    /// A process starting blank in replica `me`'s place, connected to the processes of
+    /// `incarnations` (indexed by replica; `incarnations[me]` is this process's own, above
+    /// every incarnation of `me` any configuration named). It follows the log from its
+    /// start — copying a snapshot if the ring moved on —, never counts its own words in a
+    /// slot whose configuration names an earlier incarnation of `me`, and leads or votes
+    /// only once a configuration entry decided in the log names it (rule (replace)).
+    pub fn joining(
+        config: Shared<crate::log::LogConfig>,
+        me: u16,
+        client: crate::log::ClientScript,
+        incarnations: &[Incarnation],
+    ) -> Result<Replica, String> {
+        let mut replica = Replica::new(config, me, client)?;
+        if incarnations.len() != usize::from(replica.config.replicas) {
+            let e = IncarnationError::WrongCount {
+                given: incarnations.len(),
+                replicas: replica.config.replicas,
+            };
+            return Err(e.to_string());
+        }
+        for (r, &i) in incarnations.iter().enumerate() {
+            replica.membership.connected(r as u16, i);
+        }
+        replica.members_moved();
+        assert!(
+            incarnations[usize::from(me)] == 0 || !replica.membership.voters(0).contains(me),
+            "rule (no amnesia): a new incarnation does not vote in the first configuration"
+        );
+        Ok(replica)
+    }
+
+    /// My incarnation.
+    pub fn incarnation(&self) -> Incarnation {
+        self.membership.incarnation(self.me)
+    }
+
+    /// The incarnation of every replica's process as this replica knows it.
+    pub fn incarnations(&self) -> &[Incarnation] {
+        self.membership.incarnations()
+    }
+
+    /// Replica `r`'s memory now belongs to `incarnation`, a process started blank in its
+    /// place, and every operation towards `r` from now on reaches it (call it when the
+    /// connection to the new process replaces the old one, before anything is posted on
+    /// it). From now on `r` counts only in slots whose configuration names `incarnation`;
+    /// the CASes in flight towards it are reported lost; a leader replaces the old
+    /// incarnation by the new one in two configuration changes (rule (replace)).
+    pub fn peer_replaced(
+        &mut self,
+        r: u16,
+        incarnation: Incarnation,
+    ) -> Result<(), IncarnationError> {
+        if r == self.me || r >= self.config.replicas {
+            return Err(IncarnationError::NotAPeer {
+                replica: r,
+                me: self.me,
+                replicas: self.config.replicas,
+            });
+        }
+        let known = self.membership.incarnation(r);
+        if incarnation <= known {
+            return Err(IncarnationError::NotNewer {
+                replica: r,
+                known,
+                given: incarnation,
+            });
+        }
+        self.membership.connected(r, incarnation);
+        if let Role::Leader(l) = &mut self.role {
+            l.acceptor_replaced(r, incarnation);
+        }
+        if let Some(l) = &mut self.learn.repair {
+            l.acceptor_replaced(r, incarnation);
+        }
+        // What my value buffers there held is gone with the old memory.
+        for w in self.learn.written.values_mut() {
+            w.holds &= !(1 << r);
+        }
+        for tag in self.links.give_up(r) {
+            if let Some(l) = self.proposer(tag.term) {
+                l.on_cas_lost(tag.slot, r, tag.id);
+            }
+        }
+        self.beat.points[usize::from(r)] = 0;
+        self.leasing.lease.forget(r);
+        self.members_moved();
+        self.moved = true;
+        assert!(
+            !self.membership.voters(self.next_apply).contains(r)
+                || self.membership.latest_configuration().names(r, incarnation),
+            "rule (no amnesia): a new incarnation votes only where a configuration names it"
+        );
+        Ok(())
+    }
+
+    /// Rule (replace): a leader whose last configuration names a member at an incarnation
+    /// other than the one it is connected to removes that member; once removed, a replica
+    /// whose process is newer than the last incarnation named and which Ω hears from is
+    /// added back at it. One change at a time (lemma (one change at a time)); the old and
+    /// the new incarnation are never members together, so no slot counts both.
+    pub(super) fn replace_members(&mut self) {
+        if !self.is_leader() || self.membership.pending_after(self.next_apply) {
+            return;
+        }
+        let latest = self.membership.latest_configuration();
+        let stale = latest
+            .members
+            .iter()
+            .find(|&r| latest.named[usize::from(r)] != self.membership.incarnation(r));
+        let change = match stale {
+            Some(r) => Members(latest.members.0 & !(1 << r)),
+            None => {
+                let joined = (0..self.config.replicas).find(|&r| {
+                    !latest.members.contains(r)
+                        && self.membership.incarnation(r) > latest.named[usize::from(r)]
+                        && !self.omega.suspects(r, self.now)
+                });
+                match joined {
+                    Some(r) => Members(latest.members.0 | 1 << r),
+                    None => return,
+                }
+            }
+        };
+        if change.is_empty() {
+            return; // the last member's process was replaced: nobody is left to decide
+        }
+        // Refused only while another change is queued or in the window: tried again at
+        // the next heartbeat.
+        let _ = self.propose_members(change);
+    }
+}
