@@ -8,7 +8,7 @@ use super::batch::{self, Packing, Queue};
 use super::config::Config;
 use super::error::Error;
 use super::metrics::Metrics;
-use super::receipt::{CommitInfo, Completer};
+use super::receipt::{AnswerTx, CommitInfo, Completer};
 use super::session::{self, Sessions, Verdict};
 use super::state_machine::{Position, StateMachine};
 use super::watch::LeaderWatch;
@@ -41,6 +41,15 @@ pub(crate) enum Command<R> {
     Members(Members, Completer),
     /// Crash the replica: its memory is gone, its runner stops.
     Crash,
+    /// A process started blank in `replica`'s place at `incarnation`: the engine stops
+    /// counting the old one ([`Replica::peer_replaced`]), then the backend connects to
+    /// the new one.
+    PeerReplaced {
+        /// The replica replaced.
+        replica: u16,
+        /// The new process's incarnation.
+        incarnation: u64,
+    },
     /// Stop the replica.
     Shutdown,
 }
@@ -128,6 +137,8 @@ pub(crate) struct Driver<S: StateMachine> {
     changes: HashMap<u64, (Members, u64, Completer)>,
     /// Membership changes decided and not in effect here yet: `(slot, members, arrival)`.
     changes_decided: Vec<(u64, Members, u64, Completer)>,
+    /// A replacement's handle waits for it to vote: told its incarnation then.
+    voting: Option<AnswerTx<u64>>,
 }
 
 impl<S: StateMachine> Driver<S> {
@@ -169,7 +180,14 @@ impl<S: StateMachine> Driver<S> {
             ready_reads: Vec::new(),
             changes: HashMap::new(),
             changes_decided: Vec::new(),
+            voting: None,
         }
+    }
+
+    /// This driver runs a replacement: `voting` is told its incarnation once a decided
+    /// configuration names it in its next slot.
+    pub(crate) fn tell_when_voting(&mut self, voting: AnswerTx<u64>) {
+        self.voting = Some(voting);
     }
 
     /// A membership change arrived at `now_ns`: the leader proposes it
@@ -395,6 +413,14 @@ impl<S: StateMachine> Driver<S> {
     pub(crate) fn collect(&mut self, replica: &mut Replica, now_ns: u64) {
         for event in replica.take_events() {
             super::events::trace(self.me, &event);
+        }
+        if let Some(tx) = self.voting.take_if(|_| replica.votes()) {
+            tracing::info!(
+                replica = self.me,
+                incarnation = replica.incarnation(),
+                "replacement votes"
+            );
+            tx.send(Ok(replica.incarnation()));
         }
         for (point, snapshot) in replica.take_installed() {
             // Fell off the ring: a peer's snapshot holds every slot below its point. The

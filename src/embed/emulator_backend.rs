@@ -14,11 +14,18 @@ use velos_rdma::{NodeId, Shared};
 use velos_sim::machine::{CrashMode, Machine};
 use velos_sim::simulate::{Fault, SimConfig, Simulator};
 
-/// The runner thread and its command channel (`(replica, command)`).
+/// The runner thread, its command channel (`(replica, command)`) and its channel of
+/// replacements.
 pub(crate) struct Started<S: StateMachine> {
     pub(crate) inbox: Sender<(u16, Command<S::Response>)>,
+    pub(crate) replacements: Sender<Replacement<S>>,
     pub(crate) runner: thread::JoinHandle<Vec<Option<S>>>,
 }
+
+/// A fresh process for a crashed replica: the replica, its incarnation, its driver. The
+/// runner starts it on blank memory ([`Simulator::restart`]) and tells the live engines
+/// ([`Replica::peer_replaced`]) in one step, between quanta.
+pub(crate) type Replacement<S> = (u16, u64, Driver<S>);
 
 /// Starts the simulator thread with one driver per replica.
 pub(crate) fn start<S: StateMachine>(
@@ -35,16 +42,21 @@ pub(crate) fn start<S: StateMachine>(
     let machine = machine(&log);
     let sim_config = SimConfig::new(emulator.seed, emulator.latency.clone());
     let (inbox, commands) = unbounded();
+    let (replacements, replaced) = unbounded();
     let runner = thread::Builder::new()
         .name("velos-emulator".into())
         .spawn(move || {
             // Every replica runs on this thread: events name theirs.
             let _span = tracing::info_span!("velos_emulator", seed = emulator.seed).entered();
             let sim = Simulator::new(machine, sim_config);
-            run(sim, &emulator, drivers, &commands)
+            run(sim, (&emulator, &log), drivers, (&commands, &replaced))
         })
         .map_err(|e| StartError::Backend(format!("spawning the emulator: {e}")))?;
-    Ok(Started { inbox, runner })
+    Ok(Started {
+        inbox,
+        replacements,
+        runner,
+    })
 }
 
 /// The emulated machine of `log`: replica r on node r (thread r), no client of its own.
@@ -67,16 +79,54 @@ fn machine(log: &LogConfig) -> Machine<Replica> {
 
 type Sim = Simulator<Replica>;
 
+/// The runner's inbox: `(replica, command)`.
+type Commands<R> = Receiver<(u16, Command<R>)>;
+
+/// Starts a fresh process at `incarnation` on crashed replica `r`'s node and tells every
+/// live replica, in one step of the runner (nothing runs in between).
+fn replace(sim: &mut Sim, log: &Shared<LogConfig>, (r, incarnation): (u16, u64)) {
+    let i = usize::from(r);
+    let mut incarnations: Vec<u64> = sim
+        .machine()
+        .threads
+        .iter()
+        .map(|t| t.process.incarnation())
+        .collect();
+    assert!(incarnation > incarnations[i], "a newer incarnation");
+    incarnations[i] = incarnation;
+    let no_client = ClientScript { count: 0, size: 10 };
+    let mut fresh = Replica::joining(log.clone(), r, no_client, &incarnations)
+        .expect("one incarnation per replica");
+    fresh.report_events(); // the driver traces them
+    sim.restart(NodeId(r), fresh);
+    let m = sim.machine_mut();
+    let up: Vec<bool> = m.threads.iter().map(|t| m.is_up(t.node)).collect();
+    for (j, (t, up)) in m.threads.iter_mut().zip(up).enumerate() {
+        if up && j != i {
+            t.process
+                .peer_replaced(r, incarnation)
+                .expect("a newer incarnation of a peer");
+        }
+    }
+}
+
 /// The simulator loop: commands, a quantum of virtual time, outcomes; until a shutdown
 /// (or the handle is gone).
 fn run<S: StateMachine>(
     mut sim: Sim,
-    emulator: &EmulatorConfig,
+    (emulator, log): (&EmulatorConfig, &LogConfig),
     drivers: Vec<Driver<S>>,
-    commands: &Receiver<(u16, Command<S::Response>)>,
+    (commands, replaced): (&Commands<S::Response>, &Receiver<Replacement<S>>),
 ) -> Vec<Option<S>> {
     let mut drivers: Vec<Option<Driver<S>>> = drivers.into_iter().map(Some).collect();
+    let log = Shared::new(log.clone());
     loop {
+        for (r, incarnation, driver) in replaced.try_iter() {
+            if drivers[usize::from(r)].is_none() {
+                replace(&mut sim, &log, (r, incarnation));
+                drivers[usize::from(r)] = Some(driver);
+            } // (else dropped: its answer says the replacement was not made)
+        }
         let idle = drivers.iter().flatten().all(Driver::idle);
         let first = if idle {
             match commands.recv_timeout(emulator.idle_wait) {
@@ -114,6 +164,8 @@ fn run<S: StateMachine>(
                     assert!(d.stop(true, now).is_none(), "a crashed machine is gone");
                 }
                 (Command::Crash, None) => {}
+                // The runner tells the engines itself when it starts a replacement.
+                (Command::PeerReplaced { .. }, _) => {}
                 (Command::Shutdown, _) => shutdown = true,
             }
         }

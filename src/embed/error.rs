@@ -49,6 +49,12 @@ pub enum Error {
     /// Every replica is down: nobody can take the command.
     #[error("every replica is down")]
     NoReplicaUp,
+    /// Only a crashed replica is replaced ([`super::Cluster::replace`]): this one runs.
+    #[error("replica {replica} is running: only a crashed replica is replaced")]
+    NotCrashed {
+        /// The replica.
+        replica: u16,
+    },
     /// The cluster is shutting down; the command was not proposed.
     #[error("the cluster is shutting down")]
     ShuttingDown,

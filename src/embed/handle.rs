@@ -12,8 +12,8 @@ use super::{emulator_backend, mem_backend};
 use crossbeam_channel::Sender;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -68,9 +68,43 @@ pub(crate) fn role_of(shown: &Shown) -> Role {
     }
 }
 
-enum Inboxes<S: StateMachine> {
-    PerReplica(Vec<Sender<Command<S::Response>>>, Arc<MemFabric>),
-    Shared(Sender<(u16, Command<S::Response>)>),
+pub(super) enum Inboxes<S: StateMachine> {
+    /// The in-process backend: a thread per replica, each with its inbox (its receiver
+    /// kept for a replacement), over one fabric.
+    PerReplica {
+        inboxes: Vec<Sender<Command<S::Response>>>,
+        receivers: Vec<crossbeam_channel::Receiver<Command<S::Response>>>,
+        fabric: Arc<MemFabric>,
+        log: velos_rdma::Shared<velos_core::log::LogConfig>,
+    },
+    /// The emulator: one thread for every replica, and its channel of replacements.
+    Shared(
+        Sender<(u16, Command<S::Response>)>,
+        Sender<emulator_backend::Replacement<S>>,
+    ),
+}
+
+/// The threads that run the replicas.
+pub(super) enum Runner<S: StateMachine> {
+    /// One per replica (the in-process backend); a replaced one is joined when replaced.
+    PerReplica(Mutex<Vec<Option<mem_backend::ReplicaThread<S>>>>),
+    /// One for all (the emulator).
+    One(thread::JoinHandle<Vec<Option<S>>>),
+}
+
+impl<S: StateMachine> Runner<S> {
+    /// Waits for the replicas to stop: their state machines.
+    fn join(self) -> Vec<Option<S>> {
+        match self {
+            Runner::PerReplica(threads) => threads
+                .into_inner()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .into_iter()
+                .map(|t| t.and_then(|t| t.join().expect("a replica thread panicked")))
+                .collect(),
+            Runner::One(runner) => runner.join().expect("the cluster's runner panicked"),
+        }
+    }
 }
 
 /// A running embedded cluster: `replicas` replicas of one log, each applying the
@@ -83,13 +117,15 @@ enum Inboxes<S: StateMachine> {
 /// A command's receipt resolves once its batch is committed *and applied at the leader
 /// that proposed it*; the followers apply it soon after.
 pub struct Cluster<S: StateMachine> {
-    config: Config,
-    inboxes: Inboxes<S>,
-    shown: Arc<[Arc<Shown>]>,
-    metrics: Arc<Metrics>,
-    runner: Option<thread::JoinHandle<Vec<Option<S>>>>,
+    pub(super) config: Config,
+    pub(super) inboxes: Inboxes<S>,
+    pub(super) shown: Arc<[Arc<Shown>]>,
+    pub(super) metrics: Arc<Metrics>,
+    pub(super) runner: Option<Runner<S>>,
     max_command: usize,
     sessions_opened: AtomicU64,
+    /// Each replica's process's incarnation (0 at start; one more per replacement).
+    pub(super) incarnations: Mutex<Vec<u64>>,
 }
 
 impl<S: StateMachine> Cluster<S> {
@@ -127,12 +163,19 @@ impl<S: StateMachine> Cluster<S> {
         let (inboxes, runner) = match &config.backend {
             Backend::Mem => {
                 let started = mem_backend::start(config.log.clone(), drivers)?;
-                let inboxes = Inboxes::PerReplica(started.inboxes, started.fabric);
-                (inboxes, started.runner)
+                let inboxes = Inboxes::PerReplica {
+                    inboxes: started.inboxes,
+                    receivers: started.receivers,
+                    fabric: started.fabric,
+                    log: started.log,
+                };
+                let threads = started.threads.into_iter().map(Some).collect();
+                (inboxes, Runner::PerReplica(Mutex::new(threads)))
             }
             Backend::Emulator(e) => {
                 let started = emulator_backend::start(config.log.clone(), e.clone(), drivers)?;
-                (Inboxes::Shared(started.inbox), started.runner)
+                let inboxes = Inboxes::Shared(started.inbox, started.replacements);
+                (inboxes, Runner::One(started.runner))
             }
             Backend::Verbs(_) => {
                 return Err(StartError::InvalidConfig(
@@ -143,6 +186,7 @@ impl<S: StateMachine> Cluster<S> {
             }
         };
         let max_command = config.max_command_bytes();
+        let incarnations = Mutex::new(vec![0; usize::from(config.log.replicas)]);
         assert!(max_command > 0, "validated: a batch holds a command");
         Ok(Cluster {
             config,
@@ -152,6 +196,7 @@ impl<S: StateMachine> Cluster<S> {
             runner: Some(runner),
             max_command,
             sessions_opened: AtomicU64::new(0),
+            incarnations,
         })
     }
 
@@ -212,10 +257,10 @@ impl<S: StateMachine> Cluster<S> {
         // A send fails only when the replica's runner is gone: the completer, dropped
         // unsent, refuses the receipt.
         let _ = match &self.inboxes {
-            Inboxes::PerReplica(inboxes, _) => inboxes[usize::from(replica)]
+            Inboxes::PerReplica { inboxes, .. } => inboxes[usize::from(replica)]
                 .send(Command::Propose(command, completer))
                 .map_err(drop),
-            Inboxes::Shared(inbox) => inbox
+            Inboxes::Shared(inbox, _) => inbox
                 .send((replica, Command::Propose(command, completer)))
                 .map_err(drop),
         };
@@ -566,20 +611,20 @@ impl<S: StateMachine> Cluster<S> {
         // In effect before this returns: on `mem` the node's memory goes now (its thread
         // stops when it reads the command); the emulator's runner takes commands in order,
         // so the crash comes before any later proposal.
-        if let Inboxes::PerReplica(_, fabric) = &self.inboxes {
+        if let Inboxes::PerReplica { fabric, .. } = &self.inboxes {
             fabric.crash(NodeId(replica));
         }
         self.send(replica, Command::Crash);
         Ok(())
     }
 
-    fn send(&self, replica: u16, command: Command<S::Response>) {
+    pub(super) fn send(&self, replica: u16, command: Command<S::Response>) {
         // The runner is gone only after a shutdown: nothing left to tell.
         let _ = match &self.inboxes {
-            Inboxes::PerReplica(inboxes, _) => {
+            Inboxes::PerReplica { inboxes, .. } => {
                 inboxes[usize::from(replica)].send(command).map_err(drop)
             }
-            Inboxes::Shared(inbox) => inbox.send((replica, command)).map_err(drop),
+            Inboxes::Shared(inbox, _) => inbox.send((replica, command)).map_err(drop),
         };
     }
 
@@ -603,7 +648,7 @@ impl<S: StateMachine> Cluster<S> {
             return Vec::new();
         };
         let (tx, answer) = answer(0);
-        thread::spawn(move || tx.send(Ok(runner.join().expect("the cluster's runner panicked"))));
+        thread::spawn(move || tx.send(Ok(runner.join())));
         let machines = answer.await.unwrap_or_else(|e| {
             panic!("the cluster's runner did not hand back the state machines: {e}")
         });
@@ -616,13 +661,11 @@ impl<S: StateMachine> Cluster<S> {
     }
 
     fn stop(&mut self) -> Vec<Option<S>> {
-        self.tell_to_stop().map_or_else(Vec::new, |runner| {
-            runner.join().expect("the cluster's runner panicked")
-        })
+        self.tell_to_stop().map_or_else(Vec::new, Runner::join)
     }
 
     /// Tells every replica to stop; the runner to join, if it was not taken before.
-    fn tell_to_stop(&mut self) -> Option<thread::JoinHandle<Vec<Option<S>>>> {
+    fn tell_to_stop(&mut self) -> Option<Runner<S>> {
         let runner = self.runner.take()?;
         for r in 0..self.replicas() {
             self.send(r, Command::Shutdown);

@@ -1,6 +1,8 @@
 //! The in-process backend: every replica on its own thread over `velos_rdma::mem`, with
 //! the region plans of a real deployment (an access a plan does not grant fails the
-//! replica's operation, as on a NIC). Real time: the engine's clock is the fabric's.
+//! replica's operation, as on a NIC). Real time: the engine's clock is the fabric's. A
+//! crashed replica's place can take a fresh process ([`replace`]): its node restarts on
+//! blank memory and each peer connects to it once its engine stopped counting the old one.
 
 use super::driver::{Command, Driver};
 use super::error::StartError;
@@ -13,12 +15,18 @@ use velos_core::log::{ClientScript, LogConfig, Replica};
 use velos_rdma::mem::{MemFabric, MemOptions, Mode};
 use velos_rdma::{NodeId, Shared};
 
-/// What the replica threads share.
+/// A replica's thread: it hands back its state machine (`None` if it crashed).
+pub(crate) type ReplicaThread<S> = thread::JoinHandle<Option<S>>;
+
+/// What the replica threads share, and each one's thread.
 pub(crate) struct Started<S: StateMachine> {
     pub(crate) inboxes: Vec<Sender<Command<S::Response>>>,
+    /// Each replica's inbox, for the process that takes its place after a crash.
+    pub(crate) receivers: Vec<Receiver<Command<S::Response>>>,
     /// The fabric, so that a crash takes effect before [`super::Cluster::crash`] returns.
     pub(crate) fabric: Arc<MemFabric>,
-    pub(crate) runner: thread::JoinHandle<Vec<Option<S>>>,
+    pub(crate) log: Shared<LogConfig>,
+    pub(crate) threads: Vec<ReplicaThread<S>>,
 }
 
 /// Starts one thread per driver (driver i runs replica i).
@@ -42,56 +50,83 @@ pub(crate) fn start<S: StateMachine>(
     let fabric = MemFabric::with_plans(shape.layout(), options, shape.region_plans())
         .map_err(StartError::Backend)?;
     let fabric = Arc::new(fabric);
-    let shared_fabric = Arc::clone(&fabric);
     let log = Shared::new(log);
     let (inboxes, receivers): (Vec<_>, Vec<_>) = drivers.iter().map(|_| unbounded()).unzip();
-    let runner = thread::Builder::new()
-        .name("velos-embed".into())
-        .spawn(move || {
-            thread::scope(|scope| {
-                let handles: Vec<_> = drivers
-                    .into_iter()
-                    .zip(receivers)
-                    .enumerate()
-                    .map(|(i, (driver, inbox))| {
-                        let fabric = &fabric;
-                        let log = log.clone();
-                        thread::Builder::new()
-                            .name(format!("velos-replica-{i}"))
-                            .spawn_scoped(scope, move || run(fabric, log, i as u16, driver, &inbox))
-                            .expect("a replica thread starts")
-                    })
-                    .collect();
-                handles
-                    .into_iter()
-                    .map(|h| h.join().expect("a replica thread panicked"))
-                    .collect()
-            })
-        })
-        .map_err(|e| StartError::Backend(format!("spawning the runner: {e}")))?;
+    let mut threads = Vec::new();
+    for (i, (driver, inbox)) in drivers
+        .into_iter()
+        .zip(receivers.iter().cloned())
+        .enumerate()
+    {
+        let no_client = ClientScript { count: 0, size: 10 };
+        let replica = Replica::new(log.clone(), i as u16, no_client).expect("validated at start");
+        let thread = spawn(&fabric, replica, driver, inbox)
+            .map_err(|e| StartError::Backend(format!("spawning a replica: {e}")))?;
+        threads.push(thread);
+    }
     Ok(Started {
         inboxes,
-        fabric: shared_fabric,
-        runner,
+        receivers,
+        fabric,
+        log,
+        threads,
     })
+}
+
+/// Starts `replica`'s thread with `driver`, taking commands from `inbox`.
+fn spawn<S: StateMachine>(
+    fabric: &Arc<MemFabric>,
+    replica: Replica,
+    driver: Driver<S>,
+    inbox: Receiver<Command<S::Response>>,
+) -> std::io::Result<ReplicaThread<S>> {
+    let fabric = Arc::clone(fabric);
+    let me = replica.id();
+    thread::Builder::new()
+        .name(format!("velos-replica-{me}"))
+        .spawn(move || run(&fabric, replica, driver, &inbox))
+}
+
+/// Starts a fresh process in crashed replica `me`'s place at `incarnations[me]` (the
+/// other entries: the peers' processes), on blank memory; its old thread has stopped. The
+/// peers are told by the caller ([`Command::PeerReplaced`]): each connects to it then.
+pub(crate) fn replace<S: StateMachine>(
+    started: (&Arc<MemFabric>, &Shared<LogConfig>),
+    me: u16,
+    incarnations: &[u64],
+    driver: Driver<S>,
+    inbox: Receiver<Command<S::Response>>,
+) -> std::io::Result<ReplicaThread<S>> {
+    let (fabric, log) = started;
+    let no_client = ClientScript { count: 0, size: 10 };
+    let replica = Replica::joining(log.clone(), me, no_client, incarnations)
+        .expect("one incarnation per replica, checked by the handle");
+    fabric.restart(NodeId(me));
+    spawn(fabric, replica, driver, inbox)
 }
 
 /// One replica's thread: its state machine, or `None` if it crashed.
 pub(crate) fn run<S: StateMachine>(
     fabric: &MemFabric,
-    log: Shared<LogConfig>,
-    me: u16,
+    mut replica: Replica,
     driver: Driver<S>,
     inbox: &Receiver<Command<S::Response>>,
 ) -> Option<S> {
+    let me = replica.id();
     // Every event of this replica's thread is inside its span.
-    let _span = tracing::info_span!("velos_replica", replica = me).entered();
-    let no_client = ClientScript { count: 0, size: 10 };
-    let sleep_max = sleep_max_ns(&log);
-    let mut replica = Replica::new(log, me, no_client).expect("validated at start");
+    let incarnation = replica.incarnation();
+    let _span = tracing::info_span!("velos_replica", replica = me, incarnation).entered();
+    let sleep_max = sleep_max_ns(replica.config());
     replica.report_events(); // the driver traces them
     let mut endpoint = fabric.endpoint(NodeId(me));
-    serve(&mut endpoint, replica, driver, inbox, sleep_max, || {
-        fabric.crash(NodeId(me))
-    })
+    let crash = || fabric.crash(NodeId(me));
+    let reconnect = |peer: u16| fabric.reconnect(NodeId(me), NodeId(peer));
+    serve(
+        &mut endpoint,
+        replica,
+        driver,
+        inbox,
+        sleep_max,
+        (crash, reconnect),
+    )
 }

@@ -73,6 +73,7 @@ mod node;
 #[cfg(test)]
 mod node_tests;
 mod receipt;
+mod replace;
 pub(crate) mod serve;
 mod session;
 mod state_machine;

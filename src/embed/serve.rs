@@ -55,7 +55,8 @@ fn park<R>(inbox: &Receiver<Command<R>>, d: Duration) {
 
 /// Runs `replica` with `driver` on `endpoint` until a shutdown (or a crash) and returns
 /// its state machine, `None` if it crashed. `crash` makes this node's memory go at once
-/// ([`Command::Crash`]). Idle pauses sleep at most `sleep_max_ns` ([`sleep_max_ns`]).
+/// ([`Command::Crash`]); `reconnect(r)` connects this node to the process now in replica
+/// `r`'s place, once the engine stopped counting the old one ([`Command::PeerReplaced`]). Idle pauses sleep at most `sleep_max_ns` ([`sleep_max_ns`]).
 ///
 /// The driver meets the engine at turn boundaries (its clock reading and its pause):
 /// outcomes are collected and batches proposed there, and when commands arrive — not
@@ -66,7 +67,7 @@ pub(crate) fn serve<S: StateMachine, E: Endpoint>(
     mut driver: Driver<S>,
     inbox: &Receiver<Command<S::Response>>,
     sleep_max_ns: u64,
-    crash: impl Fn(),
+    (crash, reconnect): (impl Fn(), impl Fn(u16)),
 ) -> Option<S> {
     let me = endpoint.node();
     let start = Instant::now();
@@ -95,6 +96,15 @@ pub(crate) fn serve<S: StateMachine, E: Endpoint>(
                     return driver.stop(true, now());
                 }
                 Command::Shutdown => replica.shutdown(),
+                Command::PeerReplaced {
+                    replica: r,
+                    incarnation,
+                } => match replica.peer_replaced(r, incarnation) {
+                    // Rule (no amnesia): the engine first, so nothing it posts on the new
+                    // connection counts for the old process.
+                    Ok(()) => reconnect(r),
+                    Err(e) => tracing::warn!(replica = me.0, "replacement refused: {e}"),
+                },
             }
         }
         if took {
@@ -165,7 +175,7 @@ pub(crate) fn refuse_rest<S: StateMachine>(
             Command::Propose(_, completer) => driver.refuse_stopped(completer, crashed),
             Command::Members(_, completer) => driver.refuse_stopped(completer, crashed),
             Command::Read(job) => job(Err(driver.stopped_error(crashed))),
-            Command::Crash | Command::Shutdown => {}
+            Command::Crash | Command::Shutdown | Command::PeerReplaced { .. } => {}
         }
     }
 }

@@ -60,7 +60,14 @@ pub(crate) fn start<S: StateMachine>(
             replica.report_events(); // the driver traces them
             let _ = ready.send(Ok(()));
             // A process that crashes takes its memory along: nothing to do here.
-            serve(&mut endpoint, replica, driver, &inbox, sleep_max, || {})
+            serve(
+                &mut endpoint,
+                replica,
+                driver,
+                &inbox,
+                sleep_max,
+                (|| {}, |_| {}),
+            )
         })
         .map_err(|e| StartError::Backend(format!("spawning the replica's thread: {e}")))?;
     match connected.recv() {

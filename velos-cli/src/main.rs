@@ -21,7 +21,7 @@ enum Command {
     /// the Mu baseline), and the embedded engine beside OmniPaxos.
     Bench(cli::bench::BenchArgs),
     /// Run a Velos cluster on the simulation driver, with crashes; check the logs.
-    Sim(cli::sim::SimArgs),
+    Sim(Box<cli::sim::SimArgs>),
     /// Run one replica of a Velos log as a process over real RDMA (the `verbs` feature).
     Node(cli::node::NodeArgs),
     /// Run the replicated key-value demo: three in-process replicas, the leader crashed.
@@ -59,7 +59,7 @@ fn main() -> ExitCode {
     match args.command {
         Command::Litmus(a) => cli::litmus::run(a),
         Command::Bench(a) => cli::bench::run(a),
-        Command::Sim(a) => cli::sim::run_cli(a),
+        Command::Sim(a) => cli::sim::run_cli(*a),
         Command::Node(a) => cli::node::run_cli(a),
         Command::Demo(a) => cli::demo::run_cli(a),
         Command::Vopr(a) => cli::vopr::run_cli(a),

@@ -82,6 +82,12 @@ pub enum Mutation {
     /// has no compare() at the acceptor to refuse a lower number.
     #[cfg(feature = "mutations")]
     SkipFallback,
+    /// A process started blank in a replica's place rejoins under the replica's old
+    /// identity: it takes the incarnation of the process it replaces, and its peers keep
+    /// counting the replica at the old one ([`crate::log::configuration`], rule (no
+    /// amnesia) broken) — its blank words stand in for the promises and accepts lost.
+    #[cfg(feature = "mutations")]
+    RejoinBlank,
 }
 
 impl Mutation {
@@ -106,6 +112,8 @@ impl Mutation {
         Mutation::LearnFromOne,
         #[cfg(feature = "mutations")]
         Mutation::SkipFallback,
+        #[cfg(feature = "mutations")]
+        Mutation::RejoinBlank,
     ];
 
     /// The variant's name, in kebab case (`skip-adoption`); `none` for the algorithm.
@@ -130,6 +138,8 @@ impl Mutation {
             Mutation::LearnFromOne => "learn-from-one",
             #[cfg(feature = "mutations")]
             Mutation::SkipFallback => "skip-fallback",
+            #[cfg(feature = "mutations")]
+            Mutation::RejoinBlank => "rejoin-blank",
         }
     }
 

@@ -367,6 +367,42 @@ fn crashed_node_fails_later_operations() {
 }
 
 #[test]
+fn a_restarted_node_has_blank_memory_and_each_peer_reconnects_to_it() {
+    for fabric in fabrics(3) {
+        let mut endpoint = fabric.endpoint(NodeId(0));
+        let mut execute = |op| endpoint.execute(&op);
+        assert_eq!(execute(put_inline(w(1, 0), 7, D)), Reply::Done);
+        assert_eq!(execute(Op::Wait { work_id: D }), Reply::Done);
+        fabric.crash(NodeId(1));
+        fabric.restart(NodeId(1));
+        assert_eq!(fabric.read(w(1, 0)), Ok(0), "blank memory");
+        // The old connection ended with the old process: a put fails until node 0
+        // connects to the new one.
+        assert_eq!(execute(put_inline(w(1, 0), 8, D)), Reply::Done);
+        assert_eq!(
+            execute(Op::Wait { work_id: D }),
+            work_failed(D, RdmaError::QueuePairError { node: NodeId(1) })
+        );
+        fabric.reconnect(NodeId(0), NodeId(1));
+        assert_eq!(execute(put_inline(w(1, 0), 9, D)), Reply::Done);
+        assert_eq!(execute(Op::Wait { work_id: D }), Reply::Done);
+        drop(endpoint);
+        assert_eq!(fabric.read(w(1, 0)), Ok(9));
+        // The new process runs; node 2 has not reconnected yet.
+        let own = fabric
+            .endpoint(NodeId(1))
+            .execute(&Op::Load { loc: w(1, 0) });
+        assert_eq!(own, Reply::Value(9));
+        let mut from2 = fabric.endpoint(NodeId(2));
+        assert_eq!(from2.execute(&put_inline(w(1, 1), 1, D)), Reply::Done);
+        assert_eq!(
+            from2.execute(&Op::Wait { work_id: D }),
+            work_failed(D, RdmaError::QueuePairError { node: NodeId(1) })
+        );
+    }
+}
+
+#[test]
 fn queue_pair_error_fails_only_that_direction() {
     for fabric in fabrics(3) {
         fabric.set_queue_pair_error(NodeId(0), NodeId(1));

@@ -16,26 +16,13 @@ use velos_testkit::harness::cluster::{ClusterSpec, machine, report, sim_config};
 const SEEDS: u64 = 100;
 
 fn spec(seed: u64, latency: LatencyModel, duration_ns: u64) -> ClusterSpec {
+    let client = ClientScript {
+        count: 4096,
+        size: 16,
+    };
     ClusterSpec {
-        log: LogConfig::new(3, 4096, 16),
-        seed,
-        duration_ns,
-        crash_leader_at: None,
-        crashes: Vec::new(),
-        slow: Vec::new(),
-        client: ClientScript {
-            count: 4096,
-            size: 16,
-        },
         latency,
-        near_overflow: None,
-        device_memory: false,
-        pauses: Vec::new(),
-        delays: Vec::new(),
-        snapshot_every: None,
-        snapshot_bytes: 8,
-        reconfigure: Vec::new(),
-        lease_reads: false,
+        ..ClusterSpec::new(LogConfig::new(3, 4096, 16), seed, duration_ns, client)
     }
 }
 

@@ -40,6 +40,7 @@ pub(super) fn run_seed(config: &FailoverConfig, seed: u64) -> anyhow::Result<See
         snapshot_bytes: 8,
         reconfigure: Vec::new(),
         lease_reads: false,
+        replace: Vec::new(),
     };
     let mut sim = Simulator::new(cluster::machine(&spec), cluster::sim_config(&spec));
     sim.run(crash_at, u64::MAX);

@@ -114,6 +114,7 @@ pub(super) fn measure(
         snapshot_bytes: 8,
         reconfigure: Vec::new(),
         lease_reads: false,
+        replace: Vec::new(),
     };
     let mut sim = Simulator::new(machine(&spec)?, cluster::sim_config(&spec));
     let stop = sim.run(config.warmup_ns, u64::MAX);
@@ -217,6 +218,7 @@ fn check(spec: &ClusterSpec, sim: &Simulator<Recorded>, proposed: &[String]) -> 
             let r = &t.process.replica;
             ReplicaReport {
                 id: i as u16,
+                incarnation: r.incarnation(),
                 crashed: !m.is_up(t.node),
                 applied: r.applied.iter().map(|(s, v)| (*s, hex(v))).collect(),
                 applied_at: r.applied_at.clone(),

@@ -26,6 +26,11 @@ pub struct SimArgs {
     /// Crash replica NODE at time T (`NODE@T`, repeatable).
     #[arg(long, value_parser = parse_crash)]
     crash: Vec<(u16, u64)>,
+    /// Crash replica NODE at time T and start a fresh process in its place D later (`NODE@T`
+    /// or `NODE@T+D`, repeatable): it starts on blank memory at the next incarnation, and
+    /// joins through the log (the leader removes the old incarnation, then adds it).
+    #[arg(long, value_parser = parse_replace)]
+    replace: Vec<(u16, u64, u64)>,
     /// Pause replica NODE's CPU at time T for D (`NODE@T+D`, repeatable): its NIC still
     /// serves the others.
     #[arg(long, value_parser = parse_pause)]
@@ -170,6 +175,15 @@ fn parse_pause(s: &str) -> Result<(u16, u64, u64), String> {
     Ok((node, at, parse_duration(duration)?))
 }
 
+/// `NODE@TIME[+AFTER]` for `--replace`: `(node, at, after)`.
+fn parse_replace(s: &str) -> Result<(u16, u64, u64), String> {
+    match s.split_once('+') {
+        Some(_) => parse_pause(s),
+        None => parse_crash(s).map(|(node, at)| (node, at, 0)),
+    }
+    .map_err(|e| format!("{e} (--replace NODE@TIME or NODE@TIME+AFTER, e.g. 2@100us+50us)"))
+}
+
 /// `NODE@TIME+DURATION:EXTRA` for `--delay`: `(node, at, extra, duration)`.
 fn parse_delay(s: &str) -> Result<(u16, u64, u64, u64), String> {
     let (pause, extra) = s.split_once(':').ok_or_else(|| {
@@ -227,6 +241,13 @@ pub fn run_cli(a: SimArgs) -> ExitCode {
         );
         return ExitCode::from(2);
     }
+    if let Some(&(node, ..)) = a.replace.iter().find(|d| d.0 >= a.replicas) {
+        eprintln!(
+            "velos sim: --replace {node}@…: there are {} replicas",
+            a.replicas
+        );
+        return ExitCode::from(2);
+    }
     if let Some(&(node, ..)) = a.delay.iter().find(|d| d.0 >= a.replicas) {
         eprintln!(
             "velos sim: --delay {node}@…: there are {} replicas",
@@ -265,6 +286,11 @@ pub fn run_cli(a: SimArgs) -> ExitCode {
         snapshot_bytes: a.snapshot_bytes as usize,
         reconfigure: a.reconfigure.clone(),
         lease_reads: a.lease.is_some(),
+        replace: {
+            let mut r = a.replace.clone();
+            r.sort_by_key(|&(_, at, after)| at + after);
+            r
+        },
     };
     if let Err(e) = check_times(&a, &spec) {
         eprintln!("velos sim: {e}");
@@ -309,6 +335,9 @@ pub fn run_cli(a: SimArgs) -> ExitCode {
         }
         for (n, t, x, d) in &a.delay {
             replay += &format!(" --delay {n}@{t}+{d}:{x}");
+        }
+        for (n, t, d) in &a.replace {
+            replay += &format!(" --replace {n}@{t}+{d}");
         }
         if let Some(k) = a.snapshot_every {
             replay += &format!(
@@ -411,6 +440,25 @@ fn liveness(report: &ClusterReport, spec: &ClusterSpec) -> Result<(), String> {
             .iter()
             .all(|v| r.applied.iter().any(|(_, a)| a == v))
     });
+    // A replacement catches up and votes: it applied entries and its last configuration
+    // names it.
+    if let Some(r) = live
+        .iter()
+        .find(|r| r.incarnation > 0 && (r.applied.is_empty() || r.members >> r.id & 1 == 0))
+    {
+        return Err(format!(
+            "liveness: replica {}'s replacement (incarnation {}) applied {} entries and is {}a \
+             voter at the end",
+            r.id,
+            r.incarnation,
+            r.applied.len(),
+            if r.members >> r.id & 1 == 1 {
+                ""
+            } else {
+                "not "
+            }
+        ));
+    }
     if moved || done {
         Ok(())
     } else {
@@ -419,16 +467,27 @@ fn liveness(report: &ClusterReport, spec: &ClusterSpec) -> Result<(), String> {
              {last_crash} ns on ({} of {} replicas live: a log needs a majority)",
             settled,
             live.len(),
-            report.replicas.len()
+            spec.log.replicas
         ))
     }
 }
 
 fn print_report(report: &ClusterReport, interval: u64) {
+    let replicas = report
+        .replicas
+        .iter()
+        .filter(|r| r.incarnation == 0)
+        .count();
+    let replaced = report.replicas.len() - replicas;
     println!(
-        "seed {}, {} replicas, {} µs of virtual time, {} emulator steps",
+        "seed {}, {} replicas{}, {} µs of virtual time, {} emulator steps",
         report.seed,
-        report.replicas.len(),
+        replicas,
+        if replaced > 0 {
+            format!(" ({replaced} processes replaced)")
+        } else {
+            String::new()
+        },
         report.duration_ns / 1_000,
         report.steps
     );
@@ -468,8 +527,13 @@ fn print_report(report: &ClusterReport, interval: u64) {
     for r in &report.replicas {
         let copies: Vec<String> = r.installs.iter().map(|(p, _)| p.to_string()).collect();
         println!(
-            "replica {}: {} entries applied{}{}",
+            "replica {}{}: {} entries applied{}{}",
             r.id,
+            if r.incarnation > 0 {
+                format!(" (incarnation {})", r.incarnation)
+            } else {
+                String::new()
+            },
             r.applied.len(),
             if copies.is_empty() {
                 String::new()

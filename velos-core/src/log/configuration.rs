@@ -1,4 +1,5 @@
-//! A configuration: the members, and the incarnation of each replica it names.
+//! A configuration: the members ([`Members`], a set of replicas) and the incarnation of
+//! each replica it names.
 //!
 //! Rule (no amnesia): a replica's acceptor is its memory, and a process that starts in a
 //! replica's place has blank memory. So a configuration names every member with an
@@ -7,9 +8,64 @@
 //! of a slot counts (is sent a CAS, counts in a majority, in a catch-up, in a lease) only
 //! if the slot's configuration names the replica at the incarnation the reader is
 //! connected to now. A blank word then never stands in for a promise or an accept an
-//! earlier incarnation made (`paper-notes/incarnations.md`).
+//! earlier incarnation made (`paper-notes/velos.md`, "Replacing a replica").
 
-use super::membership::Members;
+/// A set of replicas (bit r: replica r).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Members(pub u64);
+
+impl Members {
+    /// Replicas 0 to n − 1.
+    pub fn all(n: u16) -> Members {
+        assert!(n <= 64, "at most 64 replicas");
+        Members(if n == 64 { u64::MAX } else { (1 << n) - 1 })
+    }
+
+    /// The replicas in `ids`.
+    pub fn of(ids: &[u16]) -> Members {
+        Members(ids.iter().fold(0, |m, &r| {
+            assert!(r < 64, "at most 64 replicas");
+            m | 1 << r
+        }))
+    }
+
+    /// Whether replica `r` is a member.
+    pub fn contains(self, r: u16) -> bool {
+        r < 64 && self.0 >> r & 1 == 1
+    }
+
+    /// How many members.
+    pub fn len(self) -> usize {
+        self.0.count_ones() as usize
+    }
+
+    /// No member at all.
+    pub fn is_empty(self) -> bool {
+        self.0 == 0
+    }
+
+    /// Members needed for a majority.
+    pub fn majority(self) -> usize {
+        self.len() / 2 + 1
+    }
+
+    /// The members, in order.
+    pub fn iter(self) -> impl Iterator<Item = u16> {
+        let mut rest = self.0;
+        std::iter::from_fn(move || {
+            // The lowest member left, then clear its bit.
+            let r = (rest != 0).then(|| rest.trailing_zeros() as u16)?;
+            rest &= rest - 1;
+            Some(r)
+        })
+    }
+
+    /// Whether `next` differs from `self` by exactly one replica (lemma (one change at a
+    /// time)) and keeps a member.
+    pub fn one_change_to(self, next: Members) -> bool {
+        (self.0 ^ next.0).count_ones() == 1 && !next.is_empty()
+    }
+}
 
 /// The number of a process behind a replica's memory: 0 for the processes a log starts
 /// with, larger for each process that starts blank in a replica's place.

@@ -19,6 +19,7 @@
 //!
 //! [`LogConfig`]: super::LogConfig
 
+pub use super::configuration::Members;
 use super::configuration::{Configuration, Incarnation};
 
 /// Words a snapshot bank keeps for the membership of a log of `replicas` from the
@@ -30,63 +31,6 @@ pub fn snapshot_words(replicas: u16) -> usize {
 
 /// The flag of a membership's first word when its configurations carry incarnations.
 const WITH_INCARNATIONS: u64 = 1 << 32;
-
-/// A set of replicas (bit r: replica r).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub struct Members(pub u64);
-
-impl Members {
-    /// Replicas 0 to n − 1.
-    pub fn all(n: u16) -> Members {
-        assert!(n <= 64, "at most 64 replicas");
-        Members(if n == 64 { u64::MAX } else { (1 << n) - 1 })
-    }
-
-    /// The replicas in `ids`.
-    pub fn of(ids: &[u16]) -> Members {
-        Members(ids.iter().fold(0, |m, &r| {
-            assert!(r < 64, "at most 64 replicas");
-            m | 1 << r
-        }))
-    }
-
-    /// Whether replica `r` is a member.
-    pub fn contains(self, r: u16) -> bool {
-        r < 64 && self.0 >> r & 1 == 1
-    }
-
-    /// How many members.
-    pub fn len(self) -> usize {
-        self.0.count_ones() as usize
-    }
-
-    /// No member at all.
-    pub fn is_empty(self) -> bool {
-        self.0 == 0
-    }
-
-    /// Members needed for a majority.
-    pub fn majority(self) -> usize {
-        self.len() / 2 + 1
-    }
-
-    /// The members, in order.
-    pub fn iter(self) -> impl Iterator<Item = u16> {
-        let mut rest = self.0;
-        std::iter::from_fn(move || {
-            // The lowest member left, then clear its bit.
-            let r = (rest != 0).then(|| rest.trailing_zeros() as u16)?;
-            rest &= rest - 1;
-            Some(r)
-        })
-    }
-
-    /// Whether `next` differs from `self` by exactly one replica (lemma (one change at a
-    /// time)) and keeps a member.
-    pub fn one_change_to(self, next: Members) -> bool {
-        (self.0 ^ next.0).count_ones() == 1 && !next.is_empty()
-    }
-}
 
 /// The members of every slot from some slot on: the configuration in effect there and
 /// those decided to take effect later; and the incarnation of every replica's process as

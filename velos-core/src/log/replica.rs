@@ -383,6 +383,16 @@ impl Replica {
         Ok(replica)
     }
 
+    /// This replica's id.
+    pub fn id(&self) -> u16 {
+        self.me
+    }
+
+    /// The log it is a replica of.
+    pub fn config(&self) -> &LogConfig {
+        &self.config
+    }
+
     /// Whether this replica currently leads.
     pub fn is_leader(&self) -> bool {
         matches!(self.role, Role::Leader(_))

@@ -173,6 +173,28 @@ impl MemFabric {
         self.memory.crash(node);
     }
 
+    /// Starts a new process on crashed `node` (a replacement registering blank memory at
+    /// the same addresses): its memory is zeroed and its threads may run again; the queue
+    /// pairs of every other node towards it are in the error state — their connections
+    /// ended with the old process — until that node [`MemFabric::reconnect`]s.
+    ///
+    /// # Panics
+    /// If `node` is not a node of the layout, or did not crash. Threads of the old process
+    /// must have stopped.
+    pub fn restart(&self, node: NodeId) {
+        assert!(self.memory.has_node(node), "unknown node {node}");
+        self.memory.restart(node);
+    }
+
+    /// Connects `from`'s threads to `to` again (new queue pairs): operations from `from`
+    /// towards `to` work again, unless `to` is crashed.
+    ///
+    /// # Panics
+    /// If `from` or `to` is not a node of the layout.
+    pub fn reconnect(&self, from: NodeId, to: NodeId) {
+        self.memory.reconnect(from, to);
+    }
+
     /// Puts the queue pairs of threads on `from` towards `to` into the error state: their
     /// later operations fail with [`RdmaError::QueuePairError`].
     ///

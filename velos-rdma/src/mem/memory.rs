@@ -159,6 +159,33 @@ impl Memory {
         self.crashed[node.index()].store(true, Ordering::SeqCst);
     }
 
+    /// A new process on crashed `node`: its memory zeroed, every node may write into it,
+    /// and the queue pairs of the other nodes towards it in the error state until each
+    /// [`Memory::reconnect`]s (their connections ended with the old process).
+    pub(crate) fn restart(&self, node: NodeId) {
+        assert!(
+            self.crashed[node.index()].load(Ordering::SeqCst),
+            "restart: only a crashed node starts again"
+        );
+        for word in &self.words[node.index()] {
+            word.store(0, Ordering::SeqCst);
+        }
+        self.writers[node.index()].store(u64::MAX, Ordering::SeqCst);
+        for from in self.layout.node_ids().filter(|&from| from != node) {
+            let pair = self.pair_index(from, node);
+            self.queue_pair_error[pair].store(true, Ordering::SeqCst);
+            self.refused[pair].store(false, Ordering::SeqCst);
+        }
+        self.crashed[node.index()].store(false, Ordering::SeqCst);
+    }
+
+    /// New queue pairs from `from` towards `to`: out of the error state.
+    pub(crate) fn reconnect(&self, from: NodeId, to: NodeId) {
+        let pair = self.pair_index(from, to);
+        self.queue_pair_error[pair].store(false, Ordering::SeqCst);
+        self.refused[pair].store(false, Ordering::SeqCst);
+    }
+
     /// Puts the queue pairs from `from` towards `to` into the error state.
     pub(crate) fn set_queue_pair_error(&self, from: NodeId, to: NodeId) {
         self.queue_pair_error[self.pair_index(from, to)].store(true, Ordering::SeqCst);

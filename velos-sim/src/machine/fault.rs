@@ -52,9 +52,13 @@ impl<P: Process> Machine<P> {
             self.threads.iter().filter(|t| t.node == node).count() == 1,
             "restart: one thread per restarted node"
         );
-        for other in (0..self.threads.len()).filter(|&o| o != t) {
+        for other in 0..self.threads.len() {
             let q = self.qp_index(other, node);
-            self.fail_queue_pair(q, RdmaError::RemoteCrashed { node });
+            if other != t {
+                self.fail_queue_pair(q, RdmaError::RemoteCrashed { node });
+            }
+            // Writes on their way into the old memory, the old process's own atomics
+            // towards itself included (they held L[node]): gone with it.
             self.qps[q].rw.clear();
         }
         self.nodes[node.index()] = NodeStatus::Up;

@@ -26,6 +26,12 @@ impl Promises {
         }
     }
 
+    /// Words `range` belong to a new process from now on (a replica replaced on blank
+    /// memory): they are watched afresh.
+    pub fn forget(&mut self, range: std::ops::Range<usize>) {
+        self.last[range].fill(None);
+    }
+
     /// Word `i` (named `name` in a failure) reads `word` now: a line if it went back
     /// within its lap since the last sample.
     pub fn observe(&mut self, i: usize, word: u64, name: impl Fn() -> String) -> Option<String> {

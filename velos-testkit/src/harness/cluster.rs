@@ -11,24 +11,92 @@ use velos_sim::machine::{CrashMode, Machine};
 use velos_sim::simulate::{Fault, ScheduledFault, SimConfig, Simulator};
 
 pub use super::report::{ClusterReport, LeaderChange, ReplicaReport};
-pub use super::service::Services;
 use super::service::digest_of;
+pub use super::service::{Retired, Services};
 pub use super::spec::ClusterSpec;
 
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// What the harness does itself during a run, at a virtual time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Action {
+    CrashLeader,
+    /// Replica r crashes (its replacement starts later).
+    Crash(u16),
+    /// A fresh process starts in crashed replica r's place.
+    Replace(u16),
+}
+
 /// Runs `spec` and checks the outcome.
 pub fn run(spec: &ClusterSpec) -> ClusterReport {
     let mut sim = Simulator::new(machine(spec), sim_config(spec));
     let mut services = Services::new(spec);
-    if let Some(at) = spec.crash_leader_at.filter(|&at| at < spec.duration_ns) {
+    let mut actions: Vec<(u64, Action)> =
+        spec.crash_leader_at
+            .map(|at| (at, Action::CrashLeader))
+            .into_iter()
+            .chain(spec.replace.iter().flat_map(|&(r, at, after)| {
+                [(at, Action::Crash(r)), (at + after, Action::Replace(r))]
+            }))
+            .filter(|&(at, _)| at < spec.duration_ns)
+            .collect();
+    actions.sort();
+    for (at, action) in actions {
         services.run(&mut sim, at);
-        crash_leader(&mut sim);
+        match action {
+            Action::CrashLeader => {
+                crash_leader(&mut sim);
+            }
+            Action::Crash(r) => sim.inject(Fault::Crash {
+                node: NodeId(r),
+                mode: CrashMode::Hang,
+            }),
+            Action::Replace(r) => replace(spec, &mut sim, &mut services, r),
+        }
     }
     services.run(&mut sim, spec.duration_ns);
     report_with(spec, &sim, &services)
+}
+
+/// Starts a fresh process in crashed replica `r`'s place, at the next incarnation, and
+/// tells every live replica; the old process is kept for the report.
+pub fn replace(spec: &ClusterSpec, sim: &mut Simulator<Replica>, services: &mut Services, r: u16) {
+    let old = restart(&spec.log, &spec.client, sim, r);
+    services.retire(r, old);
+}
+
+/// Starts a fresh process of `log` (proposing `client`'s values when it leads) in crashed
+/// replica `r`'s place, on blank memory, at the incarnation after the crashed process's;
+/// tells every live replica ([`Replica::peer_replaced`]); returns the crashed process.
+pub fn restart(
+    log: &velos_core::log::LogConfig,
+    client: &velos_core::log::ClientScript,
+    sim: &mut Simulator<Replica>,
+    r: u16,
+) -> Replica {
+    let m = sim.machine();
+    let i = usize::from(r);
+    assert!(!m.is_up(NodeId(r)), "restart: replica {r} crashed first");
+    let old = m.threads[i].process.clone();
+    let incarnation = old.incarnation() + 1;
+    let mut incarnations: Vec<u64> = m.threads.iter().map(|t| t.process.incarnation()).collect();
+    incarnations[i] = incarnation;
+    let mut fresh = Replica::joining(Shared::new(log.clone()), r, client.clone(), &incarnations)
+        .unwrap_or_else(|e| panic!("cluster spec: {e}"));
+    fresh.keep_acknowledged();
+    sim.restart(NodeId(r), fresh);
+    let m = sim.machine_mut();
+    let up: Vec<bool> = m.threads.iter().map(|t| m.is_up(t.node)).collect();
+    for (j, (t, up)) in m.threads.iter_mut().zip(up).enumerate() {
+        if up && j != i && t.process.incarnations()[i] < incarnation {
+            t.process
+                .peer_replaced(r, incarnation)
+                .expect("a newer incarnation of a peer");
+        }
+    }
+    old
 }
 
 /// Crashes whichever live replica leads now (its operations hang); the one crashed, if
@@ -142,6 +210,15 @@ pub fn report(spec: &ClusterSpec, sim: &Simulator<Replica>) -> ClusterReport {
     report_with(spec, sim, &Services::new(spec))
 }
 
+/// One process of a run, as the report reads it.
+struct Process<'a> {
+    id: u16,
+    replica: &'a Replica,
+    crashed: bool,
+    installs: Vec<(u64, u64)>,
+    digest: (u64, u64),
+}
+
 /// [`report`] of a run with `services` on its replicas.
 pub fn report_with(
     spec: &ClusterSpec,
@@ -149,45 +226,54 @@ pub fn report_with(
     services: &Services,
 ) -> ClusterReport {
     let m = sim.machine();
-    let replicas: Vec<ReplicaReport> = m
-        .threads
+    // Every process the run had: those replaced, as they were at their crash, then the
+    // last process of each replica.
+    let processes: Vec<Process> = services
+        .retired()
         .iter()
-        .enumerate()
-        .map(|(i, t)| ReplicaReport {
+        .map(|r| Process {
+            id: r.id,
+            replica: &r.process,
+            crashed: true,
+            installs: r.installs.clone(),
+            digest: r.digest,
+        })
+        .chain(m.threads.iter().enumerate().map(|(i, t)| Process {
             id: i as u16,
+            replica: &t.process,
             crashed: !m.is_up(t.node),
-            applied: t
-                .process
-                .applied
-                .iter()
-                .map(|(s, v)| (*s, hex(v)))
-                .collect(),
-            applied_at: t.process.applied_at.clone(),
             installs: services.installs(i),
             digest: services.digest(i),
-            acknowledged: t.process.acknowledged.clone(),
-            memberships: t
-                .process
-                .memberships
-                .iter()
-                .map(|&(s, m)| (s, m.0))
-                .collect(),
-            members: t.process.members_at(t.process.next_apply()).0,
+        }))
+        .collect();
+    let replicas: Vec<ReplicaReport> = processes
+        .iter()
+        .map(|p| {
+            let r = p.replica;
+            ReplicaReport {
+                id: p.id,
+                incarnation: r.incarnation(),
+                crashed: p.crashed,
+                applied: r.applied.iter().map(|(s, v)| (*s, hex(v))).collect(),
+                applied_at: r.applied_at.clone(),
+                installs: p.installs.clone(),
+                digest: p.digest,
+                acknowledged: r.acknowledged.clone(),
+                memberships: r.memberships.iter().map(|&(s, m)| (s, m.0)).collect(),
+                members: r.members_at(r.next_apply()).0,
+            }
         })
         .collect();
-    let proposed: Vec<String> = m
-        .threads
+    let proposed: Vec<String> = processes
         .iter()
-        .flat_map(|t| t.process.proposed.iter().map(|v| hex(v)))
+        .flat_map(|p| p.replica.proposed.iter().map(|v| hex(v)))
         .collect();
-    let mut leader_changes: Vec<LeaderChange> = m
-        .threads
+    let mut leader_changes: Vec<LeaderChange> = processes
         .iter()
-        .enumerate()
-        .flat_map(|(i, t)| {
-            t.process.terms_started.iter().map(move |&at| LeaderChange {
+        .flat_map(|p| {
+            p.replica.terms_started.iter().map(move |&at| LeaderChange {
                 at_ns: at,
-                leader: i as u16,
+                leader: p.id,
             })
         })
         .collect();

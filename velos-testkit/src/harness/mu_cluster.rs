@@ -129,6 +129,7 @@ fn report(spec: &MuSpec, sim: &Simulator<MuNode>, crashed: Option<(u16, u64)>) -
         .enumerate()
         .map(|(i, t)| ReplicaReport {
             id: i as u16,
+            incarnation: 0, // the baseline never replaces a process
             crashed: !m.is_up(t.node),
             applied: t
                 .process

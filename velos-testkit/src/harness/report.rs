@@ -9,6 +9,9 @@ use std::collections::BTreeMap;
 pub struct ReplicaReport {
     /// The replica.
     pub id: u16,
+    /// Its process's incarnation: 0 for the processes the run started with, one more for
+    /// each process started blank in the replica's place (each is its own entry).
+    pub incarnation: u64,
     /// Whether it was crashed at the end.
     pub crashed: bool,
     /// Every entry applied, in order: `[slot, value as hex]`.

@@ -72,6 +72,22 @@ pub struct Services {
     refused: u64,
     /// Membership changes not proposed yet: `(at_ns, members)`, in time order.
     changes: VecDeque<(u64, Members)>,
+    /// Processes replaced by fresh ones, as they were at their crash, with their
+    /// services: `(replica, process, its service's next entry and digest, its installs)`.
+    retired: Vec<Retired>,
+}
+
+/// A process replaced by a fresh one, as it was at its crash, with its service's state.
+#[derive(Clone, Debug)]
+pub struct Retired {
+    /// The replica it was.
+    pub id: u16,
+    /// The process.
+    pub process: Replica,
+    /// Its service's next entry and digest (`(0, 0)` without a service).
+    pub digest: (u64, u64),
+    /// The snapshots it copied: `(point, digest)`.
+    pub installs: Vec<(u64, u64)>,
 }
 
 impl Services {
@@ -93,7 +109,37 @@ impl Services {
             served: Vec::new(),
             refused: 0,
             changes: spec.reconfigure.iter().copied().collect(),
+            retired: Vec::new(),
         }
+    }
+
+    /// Replica `r`'s process `process` is replaced by a fresh one: it is kept as it was,
+    /// with its service's state, and the new process's service starts empty.
+    pub fn retire(&mut self, r: u16, process: Replica) {
+        let i = usize::from(r);
+        let fresh = Service {
+            digest: EMPTY,
+            next: 0,
+            cursor: 0,
+            last_snapshot: 0,
+            installs: Vec::new(),
+            asked: HashMap::new(),
+        };
+        let old = std::mem::replace(&mut self.services[i], fresh);
+        self.retired.push(Retired {
+            id: r,
+            digest: match self.every {
+                Some(_) => (old.next, old.digest),
+                None => (0, 0),
+            },
+            installs: old.installs,
+            process,
+        });
+    }
+
+    /// The processes replaced so far, in the order they were.
+    pub fn retired(&self) -> &[Retired] {
+        &self.retired
     }
 
     /// Runs `sim` until `until_ns`, visiting the services every 2 µs of virtual time (or not at

@@ -54,15 +54,23 @@ pub struct ClusterSpec {
     /// replica leads is asked (every 2 µs until it takes it) to propose the change
     /// ([`Replica::propose_members`](velos_core::log::Replica::propose_members)); `log.members` are the first members.
     pub reconfigure: Vec<(u64, Members)>,
+    /// Replacements: `(replica, at_ns, after_ns)` — the replica crashes at `at_ns` and a
+    /// fresh process starts in its place `after_ns` later, on blank memory, at the next
+    /// incarnation ([`Replica::joining`](velos_core::log::Replica::joining)); the others are
+    /// told ([`Replica::peer_replaced`](velos_core::log::Replica::peer_replaced)) and the
+    /// leader makes it a voter through the log. In time order of their starts.
+    pub replace: Vec<(u16, u64, u64)>,
 }
 
 impl ClusterSpec {
-    /// The time of the run's last crash (`crashes` and `crash_leader_at`), if any.
+    /// The time of the run's last crash or replacement start (`crashes`,
+    /// `crash_leader_at`, `replace`), if any.
     pub fn last_crash(&self) -> Option<u64> {
         self.crashes
             .iter()
             .map(|&(_, t)| t)
             .chain(self.crash_leader_at)
+            .chain(self.replace.iter().map(|&(_, at, after)| at + after))
             .max()
     }
 
@@ -87,6 +95,7 @@ impl ClusterSpec {
             snapshot_bytes: 8,
             lease_reads: false,
             reconfigure: Vec::new(),
+            replace: Vec::new(),
         }
     }
 }

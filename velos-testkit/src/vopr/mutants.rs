@@ -30,6 +30,7 @@ mod tests {
             ("reset-with-store", false, 7),
             ("learn-from-one", false, 1163),
             ("skip-fallback", true, 6),
+            ("rejoin-blank", false, 83),
         ];
         let names: Vec<&str> = Mutation::ALL.iter().map(|m| m.name()).collect();
         assert_eq!(

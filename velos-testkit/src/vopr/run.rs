@@ -7,7 +7,7 @@ use super::clients::Clients;
 use super::kv::KvMachine;
 use super::scenario::{FaultPlan, Scenario};
 use crate::check::{self, AppliedLog};
-use crate::harness::cluster::{ClusterSpec, crash_leader, machine, sim_config};
+use crate::harness::cluster::{ClusterSpec, crash_leader, machine, restart, sim_config};
 use serde::Serialize;
 use std::collections::BTreeSet;
 use velos_core::log::{ClientScript, Replica};
@@ -22,8 +22,9 @@ const VISIT_NS: u64 = 1_000;
 const PROMISE_VISITS: u64 = 4;
 
 /// Samples every acceptor word of every live replica (each epoch, each ring position)
-/// into `promises`; a word that went back is a violation. (A crash wipes a node's memory
-/// and it never comes back: its words are not watched any more.)
+/// into `promises`; a word that went back is a violation. (A crash wipes a node's memory:
+/// its words are not watched until a new process starts there, whose words are watched
+/// afresh.)
 fn sample_words(sim: &Simulator<Replica>, scenario: &Scenario, promises: &mut check::Promises) {
     let log = &scenario.log;
     let shape = log.shape();
@@ -81,6 +82,12 @@ struct Services {
 }
 
 impl Services {
+    /// Replica `r`'s process was replaced: its service starts empty.
+    fn restart(&mut self, r: usize) {
+        (self.kv[r], self.cursor[r], self.next[r]) = (KvMachine::default(), 0, 0);
+        self.last_snapshot[r] = 0;
+    }
+
     fn new(replicas: usize, every: u64) -> Services {
         Services {
             kv: vec![KvMachine::default(); replicas],
@@ -140,7 +147,7 @@ fn scheduled(scenario: &Scenario) -> Vec<ScheduledFault> {
         .faults
         .iter()
         .filter_map(|f| match *f {
-            FaultPlan::CrashLeader { .. } => None,
+            FaultPlan::CrashLeader { .. } | FaultPlan::Restart { .. } => None,
             FaultPlan::Crash {
                 replica,
                 at_ns,
@@ -217,6 +224,24 @@ pub fn run(scenario: &Scenario) -> RunReport {
         })
         .collect();
     leader_crashes.sort_unstable();
+    // Restarts, done when due at a visit: (time, replica, whether the replacement starts
+    // — else the crash).
+    let mut restarts: Vec<(u64, u16, bool)> = scenario
+        .faults
+        .iter()
+        .filter_map(|f| match *f {
+            FaultPlan::Restart {
+                replica,
+                at_ns,
+                after_ns,
+            } => Some([(at_ns, replica, false), (at_ns + after_ns, replica, true)]),
+            _ => None,
+        })
+        .flatten()
+        .collect();
+    restarts.sort_unstable();
+    // The processes replaced, as they were at their crash: their logs are checked too.
+    let mut retired: Vec<Replica> = Vec::new();
     let stop_starting = scenario.safety_ns + scenario.liveness_ops_ns;
     let deadline = scenario.safety_ns + scenario.liveness_ns;
     let mut now = 0;
@@ -229,6 +254,22 @@ pub fn run(scenario: &Scenario) -> RunReport {
         while leader_crashes.first().is_some_and(|&at| at <= now) {
             leader_crashes.remove(0);
             crash_leader(&mut sim);
+        }
+        while restarts.first().is_some_and(|&(at, ..)| at <= now) {
+            let (_, r, starts) = restarts.remove(0);
+            if !starts {
+                let mode = CrashMode::Hang;
+                sim.inject(Fault::Crash {
+                    node: NodeId(r),
+                    mode,
+                });
+                continue;
+            }
+            assert!(!sim.machine().is_up(NodeId(r)), "its crash came first");
+            retired.push(restart(log, &spec.client, &mut sim, r));
+            services.restart(usize::from(r));
+            let per = log.epochs as usize * log.slots as usize;
+            promises.forget(usize::from(r) * per..(usize::from(r) + 1) * per);
         }
         services.visit(&mut sim);
         let service = (&services.kv[..], &services.next[..]);
@@ -244,30 +285,30 @@ pub fn run(scenario: &Scenario) -> RunReport {
             .drain(..)
             .map(|l| format!("promises: {l}")),
     );
-    report(scenario, &sim, clients, violations)
+    report(scenario, &sim, (clients, &retired), violations)
 }
 
 /// The checks of a finished run.
 fn report(
     scenario: &Scenario,
     sim: &Simulator<Replica>,
-    clients: Clients,
+    (clients, retired): (Clients, &[Replica]),
     mut violations: Vec<String>,
 ) -> RunReport {
     let m = sim.machine();
-    let logs: Vec<AppliedLog> = m
-        .threads
+    let live = m.threads.iter().map(|t| &t.process);
+    // Every process the run had, replaced ones as they were at their crash.
+    let logs: Vec<AppliedLog> = retired
         .iter()
-        .enumerate()
-        .map(|(r, t)| AppliedLog {
-            replica: r as u16,
-            entries: t
-                .process
+        .chain(live)
+        .map(|p| AppliedLog {
+            replica: p.id(),
+            entries: p
                 .applied
                 .iter()
                 .map(|(s, v)| (*s, v.iter().map(|b| format!("{b:02x}")).collect()))
                 .collect(),
-            jumps: t.process.installs.clone(),
+            jumps: p.installs.clone(),
         })
         .collect();
     let proposed: BTreeSet<&str> = clients.proposed().iter().map(String::as_str).collect();

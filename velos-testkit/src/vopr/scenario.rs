@@ -46,6 +46,18 @@ pub enum FaultPlan {
         /// How long.
         duration_ns: u64,
     },
+    /// `replica` crashes at `at_ns` (operations towards it hang) and a fresh process
+    /// starts in its place `after_ns` later, on blank memory, at the next incarnation: it
+    /// joins through the log (`velos_core::log::configuration`). Charged to the budget
+    /// for good, like a crash: the old incarnation is lost to the slots that named it.
+    Restart {
+        /// The replica.
+        replica: u16,
+        /// When it crashes.
+        at_ns: u64,
+        /// How long until its replacement starts.
+        after_ns: u64,
+    },
     /// `replica`'s CPU takes no step for `duration_ns` (a descheduled process).
     Pause {
         /// The replica.
@@ -129,7 +141,8 @@ impl Scenario {
         let near = rng.below(4) == 0;
         let below = rng.below(16);
         let near_overflow = (overflow && near).then_some(below);
-        let faults = faults(&mut rng, replicas, safety_ns);
+        let mut faults = faults(&mut rng, replicas, safety_ns);
+        restarts(seed, replicas, safety_ns, &mut faults);
         let scenario = Scenario {
             seed,
             log,
@@ -184,25 +197,30 @@ impl Scenario {
         out
     }
 
-    /// Replicas that fail for good (crashed, or an end of a broken queue pair).
+    /// Replicas that fail for good (crashed, restarted, or an end of a broken queue pair).
     pub fn crashes(&self) -> usize {
-        let mut failed = std::collections::BTreeSet::new();
-        let mut leaders = 0;
-        for f in &self.faults {
-            match *f {
-                FaultPlan::CrashLeader { .. } => leaders += 1,
-                FaultPlan::Crash { replica, .. } => {
-                    failed.insert(replica);
-                }
-                FaultPlan::QueuePairError { from, to, .. } => {
-                    failed.insert(from);
-                    failed.insert(to);
-                }
-                _ => {}
-            }
-        }
-        failed.len() + leaders
+        failures(&self.faults)
     }
+}
+
+/// Replicas that fail for good under `faults`.
+fn failures(faults: &[FaultPlan]) -> usize {
+    let mut failed = std::collections::BTreeSet::new();
+    let mut leaders = 0;
+    for f in faults {
+        match *f {
+            FaultPlan::CrashLeader { .. } => leaders += 1,
+            FaultPlan::Crash { replica, .. } | FaultPlan::Restart { replica, .. } => {
+                failed.insert(replica);
+            }
+            FaultPlan::QueuePairError { from, to, .. } => {
+                failed.insert(from);
+                failed.insert(to);
+            }
+            _ => {}
+        }
+    }
+    failed.len() + leaders
 }
 
 /// Up to six faults in `0..safety_ns`: permanent ones (crashes, broken queue pairs)
@@ -258,6 +276,30 @@ fn faults(rng: &mut Rng, replicas: u16, safety_ns: u64) -> Vec<FaultPlan> {
         }
     }
     out
+}
+
+/// One seed in three, if the budget has room, a restart: a replica crashed and replaced
+/// by a fresh process within the safety phase. Drawn from a stream of its own, so that the
+/// other faults (and every scenario without a restart) stay what they were.
+fn restarts(seed: u64, replicas: u16, safety_ns: u64, faults: &mut Vec<FaultPlan>) {
+    let mut rng = Rng::new(seed ^ 0x7265_7374_6172_7473); // "restarts"
+    if rng.below(3) != 0 {
+        return;
+    }
+    let (replica, at_ns, after_ns) = (
+        rng.below(u64::from(replicas)) as u16,
+        20_000 + rng.below(safety_ns / 2),
+        [0, 5_000, 50_000][rng.below(3) as usize],
+    );
+    let mut with = faults.clone();
+    with.push(FaultPlan::Restart {
+        replica,
+        at_ns,
+        after_ns,
+    });
+    if failures(&with) <= usize::from(replicas - 1) / 2 {
+        *faults = with;
+    }
 }
 
 #[cfg(test)]

@@ -168,7 +168,9 @@ impl Replica {
         {
             let mut v = Vec::with_capacity(self.api.client.size);
             v.extend_from_slice(&self.me.to_le_bytes());
-            v.extend_from_slice(&self.api.sent.to_le_bytes());
+            // The incarnation in the high bits: a replacement's values are new ones.
+            let n = self.api.sent | self.membership.incarnation(self.me) << 48;
+            v.extend_from_slice(&n.to_le_bytes());
             v.resize(self.api.client.size, 0);
             self.api.sent += 1;
             self.proposed.push(v.clone());

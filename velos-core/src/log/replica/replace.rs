@@ -64,11 +64,21 @@ impl Replica {
             return Err(e.to_string());
         }
         for (r, &i) in incarnations.iter().enumerate() {
+            #[cfg(feature = "mutations")]
+            let i = match replica.config.mutation {
+                // Rejoining under the old identity: the incarnation replaced.
+                crate::slot::Mutation::RejoinBlank if r == usize::from(me) => i.saturating_sub(1),
+                _ => i,
+            };
             replica.membership.connected(r as u16, i);
         }
         replica.members_moved();
+        #[cfg(feature = "mutations")]
+        let rejoining = replica.config.mutation == crate::slot::Mutation::RejoinBlank;
+        #[cfg(not(feature = "mutations"))]
+        let rejoining = false;
         assert!(
-            incarnations[usize::from(me)] == 0 || !replica.membership.voters(0).contains(me),
+            rejoining || replica.incarnation() == 0 || !replica.membership.voters(0).contains(me),
             "rule (no amnesia): a new incarnation does not vote in the first configuration"
         );
         Ok(replica)
@@ -77,6 +87,11 @@ impl Replica {
     /// My incarnation.
     pub fn incarnation(&self) -> Incarnation {
         self.membership.incarnation(self.me)
+    }
+
+    /// Whether I vote in my next slot: its configuration names me at my incarnation.
+    pub fn votes(&self) -> bool {
+        self.membership.voters(self.next_apply).contains(self.me)
     }
 
     /// The incarnation of every replica's process as this replica knows it.
@@ -103,6 +118,10 @@ impl Replica {
             });
         }
         let known = self.membership.incarnation(r);
+        #[cfg(feature = "mutations")]
+        if self.config.mutation == crate::slot::Mutation::RejoinBlank && incarnation > known {
+            return Ok(()); // the blank process goes on counting as the one it replaced
+        }
         if incarnation <= known {
             return Err(IncarnationError::NotNewer {
                 replica: r,

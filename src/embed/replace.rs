@@ -1,0 +1,106 @@
+//! [`Cluster::replace`]: a fresh process in a crashed replica's place, joining through the
+//! log (rule (no amnesia) of `velos_core::log::configuration`).
+
+use super::driver::{CRASHED, Command, Driver, UP};
+use super::error::Error;
+use super::handle::{Cluster, Inboxes, Runner};
+use super::mem_backend;
+use super::receipt::{Answer, answer};
+use super::state_machine::StateMachine;
+use std::sync::atomic::Ordering;
+
+impl<S: StateMachine> Cluster<S> {
+    /// Starts a fresh process in crashed `replica`'s place, applying to `machine` (an
+    /// empty state machine: it is restored from a peer's snapshot, or from the log's
+    /// entries): on blank memory, at the next *incarnation* of the replica. Every live
+    /// replica stops counting the old process's words at once, then connects to the new
+    /// one; the leader removes the old incarnation from the configuration and adds the new
+    /// one, one change each, through the log. The answer resolves with the new
+    /// incarnation once the replacement votes (a decided configuration names it in its
+    /// next slot) — `.await` it, or `wait_timeout`; an error if the replacement stops
+    /// first. A replica that is not a member when it crashed is added as one.
+    ///
+    /// Refused: a replica that is not crashed ([`Error::NotCrashed`]); on real RDMA, each
+    /// replica is a process of its own (see [`super::Node`]).
+    pub fn replace(&self, replica: u16, machine: S) -> Result<Answer<u64>, Error> {
+        let shown = self
+            .shown
+            .get(usize::from(replica))
+            .ok_or(Error::NoSuchReplica {
+                replica,
+                replicas: self.replicas(),
+            })?;
+        if shown.status.load(Ordering::SeqCst) != CRASHED {
+            return Err(Error::NotCrashed { replica });
+        }
+        let Some(runner) = &self.runner else {
+            return Err(Error::ShuttingDown);
+        };
+        let mut incarnations = self
+            .incarnations
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let i = usize::from(replica);
+        incarnations[i] += 1;
+        let incarnation = incarnations[i];
+        let mut driver = Driver::new(
+            replica,
+            machine,
+            &self.config,
+            self.metrics.clone(),
+            self.shown.clone(),
+        );
+        let (tx, voting) = answer(replica);
+        driver.tell_when_voting(tx);
+        match (&self.inboxes, runner) {
+            (
+                Inboxes::PerReplica {
+                    receivers,
+                    fabric,
+                    log,
+                    ..
+                },
+                Runner::PerReplica(threads),
+            ) => {
+                let mut threads = threads
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                // The old process's thread stops when it reads its crash (at once): it
+                // must be gone before its node's memory is live again.
+                if let Some(old) = threads[i].take() {
+                    assert!(
+                        old.join().expect("a replica thread panicked").is_none(),
+                        "a crashed replica hands back no state machine"
+                    );
+                }
+                let thread = mem_backend::replace(
+                    (fabric, log),
+                    replica,
+                    &incarnations,
+                    driver,
+                    receivers[i].clone(),
+                )
+                .expect("a replica thread starts");
+                threads[i] = Some(thread);
+                shown.show_status(UP);
+                for peer in (0..self.replicas()).filter(|&p| p != replica) {
+                    self.send(
+                        peer,
+                        Command::PeerReplaced {
+                            replica,
+                            incarnation,
+                        },
+                    );
+                }
+            }
+            (Inboxes::Shared(_, replacements), _) => {
+                shown.show_status(UP);
+                // The runner starts it and tells the engines between two quanta.
+                let _ = replacements.send((replica, incarnation, driver));
+            }
+            _ => unreachable!("one backend's inboxes and runner"),
+        }
+        tracing::info!(replica, incarnation, "replacement started");
+        Ok(voting)
+    }
+}
