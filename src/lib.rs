@@ -11,8 +11,15 @@
 //! tests); [`embed::Node`] runs this process's one replica over real RDMA (the `verbs`
 //! feature), set up from a [`cluster_file`] by [`rendezvous`] and [`connect`].
 //!
-//! Nothing is written to disk: the log and the state live in the replicas' memory. With
-//! 2f + 1 replicas the log keeps deciding while at most f are down; a command whose leader
+//! **What survives what.** Nothing is written to disk: the log and the state live in the
+//! replicas' memory, so a power loss of every replica at once loses them. With 2f + 1
+//! replicas the log keeps deciding while at most f are down at once. A crashed replica's
+//! memory is gone; a fresh process takes its place while the others keep deciding
+//! ([`embed::Cluster::replace`]): it starts blank at a new *incarnation*, copies a peer's
+//! snapshot and the log's tail, and votes once the leader has removed the old incarnation
+//! and added the new one through the log — it never answers for what the old process
+//! promised. The budget is back once it votes and the others have applied past that
+//! change: replace a crashed replica before the next one fails. A command whose leader
 //! crashed mid-decision has an unknown outcome ([`embed::Error::OutcomeUnknown`]). The
 //! README's first screen says more, with a tested snippet.
 //!

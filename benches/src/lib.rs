@@ -9,6 +9,7 @@ pub mod embed;
 pub mod emulator;
 pub mod engine;
 pub mod failover;
+pub mod join;
 pub mod latency;
 pub mod locks;
 mod op_kind;

@@ -85,6 +85,10 @@ fn bad_input_is_a_usage_error() {
         &["sim", "--interval", "1ns"],
         &["sim", "--duration", "0"],
         &["sim", "--duration", "99999999999999999999s"],
+        &["sim", "--replace", "3@100us"],
+        &["sim", "--replace", "1@100us+"],
+        &["sim", "--replace", "1"],
+        &["sim", "--replace", "1@1.9ms"],
     ] {
         let (code, _, stderr) = velos(args);
         assert_eq!(code, 2, "{args:?}: {stderr}");
@@ -103,4 +107,46 @@ fn a_stopped_log_fails_the_liveness_check() {
     let (code, stdout, stderr) = velos(&["sim", "--crash", "2@1ms"]);
     assert_eq!(code, 0, "{stderr}");
     assert!(stdout.contains("liveness: pass"), "{stdout}");
+}
+
+#[test]
+fn a_replaced_replica_is_its_own_entry_with_its_incarnation() {
+    let (code, stdout, stderr) = velos(&[
+        "sim",
+        "--replace",
+        "2@300us+20us",
+        "--duration",
+        "1ms",
+        "--slots",
+        "64",
+        "--snapshot-every",
+        "16",
+        "--values",
+        "100000",
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    let run: serde_json::Value =
+        serde_json::from_str(stdout.lines().last().expect("a line")).expect("JSON");
+    let replicas = run["replicas"].as_array().expect("replicas");
+    let of = |id: u64, incarnation: u64| {
+        replicas
+            .iter()
+            .find(|r| r["id"] == id && r["incarnation"] == incarnation)
+            .unwrap_or_else(|| panic!("replica {id} at incarnation {incarnation}"))
+    };
+    let (old, new) = (of(2, 0), of(2, 1));
+    assert_eq!(old["crashed"], true);
+    assert_eq!(new["crashed"], false);
+    // The replacement's log starts where the snapshot it installed ends.
+    let first = new["applied"][0][0].as_u64().expect("an entry applied");
+    let install = new["installs"][0][0].as_u64().expect("a snapshot copied");
+    assert_eq!(first, install, "applied from the snapshot's point on");
+    assert!(
+        run["checks"]
+            .as_object()
+            .unwrap()
+            .values()
+            .all(|ok| ok == true)
+    );
 }

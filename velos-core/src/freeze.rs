@@ -274,10 +274,12 @@ impl Freezer {
         if confirmed.len() < self.majority() {
             return None;
         }
+        // Among the holders of the highest accepted pair, one still counted here: an
+        // absent one's buffer was in the memory its process lost (rule (no amnesia)).
         let carry = confirmed
             .iter()
             .filter(|(_, s)| s.has_accepted())
-            .max_by_key(|(_, s)| s.accepted_proposal)
+            .max_by_key(|&&(a, s)| (s.accepted_proposal, self.absent >> a & 1 == 0))
             .map_or(Carry::Nothing, |&(a, s)| Carry::Read {
                 acceptor: a as u16,
                 proposer: ProposerId::from_value_tag(s.accepted_value)

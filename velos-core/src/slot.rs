@@ -404,9 +404,11 @@ impl SlotProposer {
         #[cfg(not(feature = "mutations"))]
         let trusted = false;
         assert!(
-            matches!(self.phase, Phase::Accepting { .. })
-                || trusted && matches!(self.phase, Phase::Done(Outcome::Decided { .. })),
-            "Alg. 5: a supplied slot accepts"
+            matches!(
+                self.phase,
+                Phase::Accepting { .. } | Phase::Done(Outcome::Aborted)
+            ) || trusted && matches!(self.phase, Phase::Done(Outcome::Decided { .. })),
+            "Alg. 5: a supplied slot accepts (or its attempt is hopeless)"
         );
     }
 
@@ -586,6 +588,10 @@ impl SlotProposer {
         self.set_phase(Phase::Preparing { promised });
         if counted >= self.config.majority() {
             self.prepared(&[], out);
+        } else if self.hopes(false) < self.config.majority() {
+            // Rule (hopeless attempt), at its start: too few voters (rule (no amnesia)).
+            self.set_phase(Phase::Done(Outcome::Aborted));
+            return;
         }
         assert!(
             counted > 0
@@ -799,6 +805,30 @@ impl SlotProposer {
         });
         if counted >= self.config.majority() {
             self.set_phase(Phase::Done(Outcome::Decided { proposal, content }));
+        } else if self.hopes(true) < self.config.majority() {
+            // Rule (hopeless attempt), at its start: acceptors promised higher or absent
+            // (rule (no amnesia)) left too few to post to; no completion would ever come.
+            self.set_phase(Phase::Done(Outcome::Aborted));
+        }
+    }
+
+    /// The acceptors that confirmed this attempt's phase (`accept`: the accept phase, else
+    /// the prepare phase) or have a CAS of it in flight.
+    fn hopes(&self, accept: bool) -> usize {
+        let attempt = self.attempt;
+        let hoping = |a: usize| {
+            self.in_flight[a]
+                .iter()
+                .any(|p| p.attempt == attempt && p.accept == accept)
+        };
+        match &self.phase {
+            Phase::Preparing { promised } if !accept => (0..promised.len())
+                .filter(|&a| promised[a].is_some() || hoping(a))
+                .count(),
+            Phase::Accepting { accepted, .. } if accept => (0..self.predicted.len())
+                .filter(|&a| accepted >> a & 1 == 1 || hoping(a))
+                .count(),
+            _ => usize::MAX, // the phase moved on: nothing to hope for in this one
         }
     }
 }
@@ -846,21 +876,8 @@ impl SlotProposer {
         if posted.attempt != self.attempt {
             return;
         }
-        let attempt = self.attempt;
-        let hoping = |accept: bool, a: usize| {
-            self.in_flight[a]
-                .iter()
-                .any(|p| p.attempt == attempt && p.accept == accept)
-        };
-        let hopes = match &self.phase {
-            Phase::Preparing { promised } if !posted.accept => (0..promised.len())
-                .filter(|&a| promised[a].is_some() || hoping(false, a))
-                .count(),
-            Phase::Accepting { accepted, .. } if posted.accept => (0..self.predicted.len())
-                .filter(|&a| accepted >> a & 1 == 1 || hoping(true, a))
-                .count(),
-            _ => return, // the phase moved on: the lost CAS counted for nothing now
-        };
+        // (usize::MAX: the phase moved on, the lost CAS counted for nothing now.)
+        let hopes = self.hopes(posted.accept);
         if hopes < self.config.majority() {
             self.set_phase(Phase::Done(Outcome::Aborted));
         }

@@ -4,8 +4,40 @@
 
 /// Seeds that once broke (a change of the scenario generator gives them other scenarios,
 /// so they are pinned together with it): `(seed, near-overflow starts, what was seen)`.
-/// Each of these failed its liveness phase on some earlier build of the engine.
+/// Each of these failed its liveness phase (6270: agreement) on some earlier build of the
+/// engine.
 const REGRESSIONS: &[(u64, bool, &str)] = &[
+    (
+        6270,
+        false,
+        "a value read straddled a replacement: an end stamp of the old memory, zeros and a \
+         blank begin stamp of the new one, taken for a whole read (agreement broken)",
+    ),
+    (
+        1683,
+        false,
+        "a lagging replica led a configuration the log had moved past: nobody backed its lease",
+    ),
+    (
+        4832,
+        true,
+        "a carry read of a replaced acceptor failed and another holder was forgotten: for ever",
+    ),
+    (
+        2991,
+        true,
+        "an accept phase began with too few acceptors to post to and waited for ever",
+    ),
+    (
+        3461,
+        true,
+        "a change decided twice filled a snapshot's room for configurations",
+    ),
+    (
+        13695,
+        true,
+        "a lease get answered by a replica cut off for good was waited on for ever",
+    ),
     (4327, false, "operations never completed"),
     (
         526,

@@ -52,6 +52,10 @@ enum Bench {
     /// (in-memory storage, messages moved in-process), commits per second with one client
     /// and with many, and CPU time per decision; medians over repeats run side by side.
     Embed(Box<EmbedArgs>),
+    /// A follower replaced by a fresh process while the leader decides back to back, in
+    /// virtual time: the replacement's first vote, its catching up, and the leader's
+    /// decision rate meanwhile.
+    Join(Box<super::bench_join::JoinArgs>),
 }
 
 /// Arguments of `velos bench embed`. Unset options take the full run's values (or, with
@@ -566,5 +570,6 @@ pub fn run(args: BenchArgs) -> ExitCode {
         Bench::Latency(args) => run_latency(&args),
         Bench::Failover(args) => run_failover(&args),
         Bench::Embed(args) => run_embed(&args),
+        Bench::Join(args) => super::bench_join::run(&args),
     }
 }

@@ -113,6 +113,8 @@ struct Run {
     freezer: Option<Freezer>,
     /// The value read from the frozen majority is under way.
     carrying: bool,
+    /// The acceptor that carry read is of.
+    carried_from: u16,
     /// The value this epoch must propose when its own promises show nothing accepted
     /// (carried from the frozen epoch below); `None`: free.
     carry: Option<Value>,
@@ -133,6 +135,7 @@ impl Run {
             epoch: 0,
             freezer: None,
             carrying: false,
+            carried_from: 0,
             carry: None,
             carry_mine: false,
         }

@@ -123,7 +123,14 @@ impl Membership {
 
     /// A configuration entry naming `configuration` was applied in `slot`: it takes effect
     /// at `slot + alpha` (lemma (α-window)).
+    ///
+    /// An entry that changes nothing (the same members at the same incarnations as the
+    /// last one: a change proposed again after an attempt whose outcome its proposer did
+    /// not learn, decided twice) is kept out, so that it takes no room in snapshots.
     pub fn decided(&mut self, slot: u64, configuration: Configuration, alpha: u64) {
+        if configuration == *self.latest_configuration() {
+            return;
+        }
         let from = slot + alpha;
         let last = self.changes.last().expect("a configuration").0;
         assert!(
@@ -155,7 +162,7 @@ impl Membership {
     /// The configurations from `slot` on, as words (for a snapshot: a replica that copies
     /// it resumes at `slot` without the entries below): the count, then `(first slot,
     /// members)` pairs — and every replica's incarnation after each pair, with the flag
-    /// [`WITH_INCARNATIONS`] on the count, once some incarnation is not 0.
+    /// bit 32 of the count set, once some incarnation is not 0.
     pub fn to_words(&self, slot: u64) -> Vec<u64> {
         let mut copy = self.clone();
         copy.forget_before(slot);
@@ -346,10 +353,15 @@ mod tests {
             "truncated"
         );
         m.connected(0, 7);
-        m.decided(40, m.proposal(Members::of(&[1, 2, 3])), 4);
-        m.decided(50, m.proposal(Members::all(4)), 4);
+        m.decided(40, m.proposal(Members::all(4)), 4);
+        let unchanged = m.latest_configuration().clone();
+        m.decided(50, unchanged, 4);
+        assert!(
+            !m.pending_after(44),
+            "an entry that changes nothing is kept out"
+        );
         let words = m.to_words(35);
-        assert_eq!(words.len(), 1 + 3 * 6, "every incarnation after each pair");
+        assert_eq!(words.len(), 1 + 2 * 6, "every incarnation after each pair");
         assert!(words.len() <= snapshot_words(4));
         let (back, _) = Membership::from_words(&words, 4).expect("words");
         assert_eq!(back.latest_configuration().named, vec![7, 0, 0, 0]);

@@ -327,6 +327,7 @@ impl Replica {
                 spare_written: Default::default(),
                 catch_up: None,
                 reads: VecDeque::new(),
+                read_replaced: false,
                 poisoned: vec![0; banks],
             },
             api: Proposals {

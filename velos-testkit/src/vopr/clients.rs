@@ -19,8 +19,20 @@ const RETRY_NS: u64 = 100_000;
 /// see (`velos_core::log::lease`).
 #[derive(Clone, Copy, Debug)]
 enum LeaseRead {
-    Asked { replica: u16, id: u64, at_ns: u64 },
-    Answered { replica: u16, index: u64 },
+    Asked {
+        replica: u16,
+        id: u64,
+        at_ns: u64,
+    },
+    /// `at_ns`: when it was asked. A replica that answered and then stops applying (a
+    /// stale leader cut off by a broken queue pair, which the fault budget excuses) would
+    /// hold the get for ever: after [`RETRY_NS`] it is asked again at the leader of the
+    /// moment (a later answer's index is as good).
+    Answered {
+        replica: u16,
+        index: u64,
+        at_ns: u64,
+    },
 }
 
 /// An operation waiting for its outcome.
@@ -155,7 +167,9 @@ impl Clients {
                     Some(LeaseRead::Asked { replica, at_ns, .. }) => {
                         !up[usize::from(replica)] || now.saturating_sub(at_ns) >= RETRY_NS
                     }
-                    Some(LeaseRead::Answered { replica, .. }) => !up[usize::from(replica)],
+                    Some(LeaseRead::Answered { replica, at_ns, .. }) => {
+                        !up[usize::from(replica)] || now.saturating_sub(at_ns) >= RETRY_NS
+                    }
                 };
                 if let (Some(l), true) = (leader, stale) {
                     let id = machine.threads[l].process.read();
@@ -215,11 +229,16 @@ impl Clients {
                 else {
                     continue; // a read asked again elsewhere meanwhile
                 };
+                let at_ns = match o.lease {
+                    Some(LeaseRead::Asked { at_ns, .. }) => at_ns,
+                    _ => unreachable!("an answer to a read asked"),
+                };
                 match answer {
                     Ok(index) => {
                         o.lease = Some(LeaseRead::Answered {
                             replica: r as u16,
                             index,
+                            at_ns,
                         })
                     }
                     Err(_) => (o.lease, o.through_log) = (None, true),
@@ -241,7 +260,7 @@ impl Clients {
         let Some(o) = &c.outstanding else {
             return;
         };
-        let (Some(LeaseRead::Answered { replica, index }), KvOp::Get { key }) = (o.lease, o.op)
+        let (Some(LeaseRead::Answered { replica, index, .. }), KvOp::Get { key }) = (o.lease, o.op)
         else {
             return;
         };

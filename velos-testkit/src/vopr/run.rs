@@ -278,7 +278,54 @@ pub fn run(scenario: &Scenario) -> RunReport {
             break;
         }
     }
+    // The liveness phase also needs every replacement to catch up: it applies up to what
+    // the most advanced live replica had applied when the clients finished — unless a
+    // fault of its own excuses it (an end of a broken queue pair, a crash).
+    let excused: BTreeSet<u16> = scenario
+        .faults
+        .iter()
+        .flat_map(|f| match *f {
+            FaultPlan::QueuePairError { from, to, .. } => vec![from, to],
+            FaultPlan::Crash { replica, .. } => vec![replica],
+            _ => Vec::new(),
+        })
+        .collect();
+    let replacements = |sim: &Simulator<Replica>| -> Vec<(u16, u64, u64)> {
+        let m = sim.machine();
+        m.threads
+            .iter()
+            .filter(|t| m.is_up(t.node) && t.process.incarnation() > 0)
+            .filter(|t| !excused.contains(&t.process.id()))
+            .map(|t| {
+                (
+                    t.process.id(),
+                    t.process.incarnation(),
+                    t.process.next_apply(),
+                )
+            })
+            .collect()
+    };
+    let m = sim.machine();
+    let target = m
+        .threads
+        .iter()
+        .filter(|t| m.is_up(t.node))
+        .map(|t| t.process.next_apply())
+        .max()
+        .unwrap_or(0);
+    while now < deadline && replacements(&sim).iter().any(|&(.., n)| n < target) {
+        now += VISIT_NS;
+        sim.run(now, u64::MAX);
+        services.visit(&mut sim);
+    }
     let mut violations = services.violations;
+    for (id, incarnation, next) in replacements(&sim).into_iter().filter(|&(.., n)| n < target) {
+        violations.push(format!(
+            "liveness: replica {id}'s replacement (incarnation {incarnation}) applied up to \
+             slot {next}, not {target}, {} ns into the fault-free phase",
+            sim.now().saturating_sub(scenario.safety_ns)
+        ));
+    }
     violations.extend(
         promises
             .violations

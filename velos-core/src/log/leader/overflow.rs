@@ -77,6 +77,7 @@ impl Leader {
                 proposal,
             }) => {
                 run.carrying = true;
+                run.carried_from = acceptor;
                 let cmd = SlotCommand::ReadValue {
                     acceptor,
                     proposer,
@@ -108,10 +109,10 @@ impl Leader {
             }
             Some(v) => self.advance(config, slot, Some(v), out),
             None => {
+                // The holder that was read (the freezer's choice may have moved meanwhile:
+                // forgetting another one looped for ever, `--overflow` seed 4832).
+                let acceptor = run.carried_from;
                 let freezer = run.freezer.as_mut().expect("freezing");
-                let Some(Carry::Read { acceptor, .. }) = freezer.outcome() else {
-                    unreachable!("a carry read follows a carry to read")
-                };
                 let mut cmds = Vec::new();
                 freezer.forget(acceptor, &mut cmds);
                 emit(out, slot, run.epoch, true, &mut cmds);

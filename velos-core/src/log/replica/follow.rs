@@ -150,7 +150,7 @@ impl Replica {
     }
 
     /// Whether a peer I trust holds a snapshot past `k`.
-    fn snapshot_past(&self, k: u64) -> bool {
+    pub(super) fn snapshot_past(&self, k: u64) -> bool {
         (0..self.config.replicas).any(|a| {
             a != self.me
                 && !self.omega.suspects(a, self.now)

@@ -129,13 +129,19 @@ impl Replica {
 
     /// A read stuck on an acceptor now suspected is given up (it would block every read
     /// behind it); its bank stays out of use until its gets complete.
+    /// Also a read whose acceptor was replaced meanwhile ([`Replica::peer_replaced`]).
     pub(super) fn abandon_stuck_read(&mut self) {
-        let stuck = self.learn.reads.front().is_some_and(|r| {
-            matches!(r.stage, Stage::End | Stage::Content | Stage::Begin)
-                && self.omega.suspects(r.acceptor, self.now)
+        let under_way = self
+            .learn
+            .reads
+            .front()
+            .filter(|r| matches!(r.stage, Stage::End | Stage::Content | Stage::Begin));
+        let stuck = under_way.is_some_and(|r| {
+            self.omega.suspects(r.acceptor, self.now)
                 && self.now - r.started > self.config.failure_timeout_ns
         });
-        if stuck {
+        let replaced = std::mem::take(&mut self.learn.read_replaced) && under_way.is_some();
+        if stuck || replaced {
             let read = self.learn.reads.pop_front().expect("a read");
             self.learn.poisoned[read.bank as usize] = 3;
             self.read_finished(read, None);

@@ -3,7 +3,7 @@
 //! it did ([`Replica::peer_replaced`]), and the leader's two changes that make it a voter
 //! again (rule (replace)).
 
-use super::{Replica, Role};
+use super::{Replica, Role, Stage};
 use crate::log::configuration::Incarnation;
 use crate::log::membership::Members;
 use velos_rdma::Shared;
@@ -144,6 +144,15 @@ impl Replica {
             if let Some(l) = self.proposer(tag.term) {
                 l.on_cas_lost(tag.slot, r, tag.id);
             }
+        }
+        // A value read under way there is given up at the next turn's start (its test may
+        // be out now): its later gets would read the new memory, and an end stamp read
+        // from the old one over a begin stamp of the new (blank, so "never written") would
+        // pass for a whole read of zeros (seed 6270).
+        if self.learn.reads.front().is_some_and(|read| {
+            read.acceptor == r && matches!(read.stage, Stage::End | Stage::Content | Stage::Begin)
+        }) {
+            self.learn.read_replaced = true;
         }
         self.beat.points[usize::from(r)] = 0;
         self.leasing.lease.forget(r);

@@ -78,6 +78,9 @@ pub(super) struct Learning {
     pub(super) spare_written: crate::spare::Spare<Written>,
     pub(super) catch_up: Option<CatchUp>,
     pub(super) reads: VecDeque<ValueRead>,
+    /// The front read's acceptor was replaced while its gets were under way: it is given
+    /// up at the next turn's start ([`Replica::peer_replaced`]).
+    pub(super) read_replaced: bool,
     /// Per read bank: the gets of an abandoned read that may still land (bit 0: the
     /// content's, bit 1: the stamp's); 0 when the bank is free.
     pub(super) poisoned: Vec<u8>,

@@ -287,6 +287,20 @@ impl Replica {
         if self.leader_changes.last().map(|&(_, l)| l) != Some(leader) {
             self.leader_changes.push((self.now, leader));
         }
+        // Rule (stale view): Ω names me by the members of my next slot, but a
+        // configuration I know takes effect after it and a live peer's snapshot is past my
+        // next slot: the log moved on under that configuration (I lag after a change, e.g.
+        // a replica replaced). I copy the snapshot before I may lead: leading the old
+        // configuration's slots, which the others decided, nobody else would back me.
+        if leader == self.me
+            && self.membership.pending_after(self.next_apply)
+            && self.snapshot_past(self.next_apply)
+        {
+            if self.is_leader() {
+                self.step_down();
+            }
+            self.snap.behind = true;
+        }
         match (&self.role, leader == self.me) {
             // A replica behind the ring copies a snapshot before it may lead.
             (Role::Follower, true) if !self.snap.behind => {

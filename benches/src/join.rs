@@ -1,0 +1,172 @@
+//! `velos bench join`: a follower replaced by a fresh process while the leader decides back
+//! to back, on the simulator (virtual time: exact, but it does not charge the engine's own
+//! CPU). Per seed: from the replacement's start to its first vote (the leader's decision
+//! of the first slot whose configuration names it) and to its first entry applied at or
+//! past that slot (caught up); the leader's decisions per µs during the join against the
+//! 200 µs before the crash.
+
+use serde::Serialize;
+use velos_core::log::{ClientScript, LogConfig};
+use velos_sim::latency::LatencyModel;
+use velos_testkit::harness::cluster::{ClusterSpec, ReplicaReport, run};
+
+/// What a join measurement runs.
+#[derive(Clone, Debug, Serialize)]
+pub struct JoinConfig {
+    /// Seeds 0 to this.
+    pub seeds: u64,
+    /// The ring's slots.
+    pub slots: u32,
+    /// The services' snapshots (bytes) and how often they are taken (entries).
+    pub snapshot_bytes: u32,
+    /// Every this many entries.
+    pub snapshot_every: u64,
+    /// When replica 2 crashes and its replacement starts (ns).
+    pub start_ns: u64,
+    /// How long the run goes on after it (ns).
+    pub after_ns: u64,
+    /// The latency profile's name.
+    pub latency: String,
+}
+
+impl Default for JoinConfig {
+    /// The setting: 3 replicas, the `cluster` profile, a 64-slot ring, 64 KiB
+    /// snapshots every 32 entries, the replacement started at 1 ms, 2 ms more.
+    fn default() -> JoinConfig {
+        JoinConfig {
+            seeds: 8,
+            slots: 64,
+            snapshot_bytes: 64 << 10,
+            snapshot_every: 32,
+            start_ns: 1_000_000,
+            after_ns: 2_000_000,
+            latency: "cluster".into(),
+        }
+    }
+}
+
+/// One seed's join.
+#[derive(Clone, Debug, Serialize)]
+pub struct JoinRun {
+    /// The seed.
+    pub seed: u64,
+    /// From the start to the leader's decision of the first slot that counts the
+    /// replacement (ns); `None`: it never voted.
+    pub vote_ns: Option<u64>,
+    /// From the start to the replacement's first entry applied at or past that slot (ns).
+    pub caught_up_ns: Option<u64>,
+    /// Snapshots the replacement copied.
+    pub installs: usize,
+    /// The leader's decisions per µs in the 200 µs before the crash.
+    pub rate_before: f64,
+    /// …and from the start until the replacement caught up (or the run's end).
+    pub rate_during: f64,
+    /// Whether every check of the run passed.
+    pub ok: bool,
+}
+
+/// The measurement: every seed, and the medians.
+#[derive(Clone, Debug, Serialize)]
+pub struct JoinReport {
+    /// What ran.
+    pub config: JoinConfig,
+    /// Per seed.
+    pub runs: Vec<JoinRun>,
+    /// Median of `vote_ns` over the seeds that voted.
+    pub vote_ns_median: Option<u64>,
+    /// Median of `caught_up_ns` over the seeds that caught up.
+    pub caught_up_ns_median: Option<u64>,
+    /// Median of `rate_during / rate_before`.
+    pub rate_ratio_median: f64,
+}
+
+/// The window before the crash that the rate is measured over (ns).
+const BEFORE_NS: u64 = 200_000;
+
+fn median<T: Copy + PartialOrd>(mut v: Vec<T>) -> Option<T> {
+    v.sort_by(|a, b| a.partial_cmp(b).expect("comparable"));
+    v.get(v.len() / 2).copied()
+}
+
+/// Entries `r` applied in `[from, to)` per µs.
+fn rate(r: &ReplicaReport, from: u64, to: u64) -> f64 {
+    let n = r
+        .applied_at
+        .iter()
+        .filter(|&&t| t >= from && t < to)
+        .count();
+    n as f64 * 1_000.0 / (to - from).max(1) as f64
+}
+
+/// Runs seed `seed` of `config`.
+pub fn run_seed(config: &JoinConfig, seed: u64) -> anyhow::Result<JoinRun> {
+    let mut log = LogConfig::new(3, config.slots, 16);
+    log.max_snapshot_bytes = config.snapshot_bytes.max(8);
+    let latency = LatencyModel::by_name(&config.latency)
+        .ok_or_else(|| anyhow::anyhow!("no latency profile {:?}", config.latency))?;
+    let client = ClientScript {
+        count: u64::MAX,
+        size: 16,
+    };
+    let start = config.start_ns;
+    let spec = ClusterSpec {
+        latency,
+        snapshot_every: Some(config.snapshot_every),
+        snapshot_bytes: config.snapshot_bytes as usize,
+        replace: vec![(2, start, 0)],
+        ..ClusterSpec::new(log.clone(), seed, start + config.after_ns, client)
+    };
+    let report = run(&spec);
+    let find = |id: u16, incarnation: u64| {
+        report
+            .replicas
+            .iter()
+            .find(|r| (r.id, r.incarnation) == (id, incarnation))
+    };
+    let leader = find(0, 0).ok_or_else(|| anyhow::anyhow!("no replica 0"))?;
+    let new = find(2, 1).ok_or_else(|| anyhow::anyhow!("no replacement"))?;
+    // The configuration that adds it back: the last change the leader applied, naming 2.
+    let voting_from = leader
+        .memberships
+        .iter()
+        .rev()
+        .find(|&&(slot, mask)| mask & 0b100 != 0 && slot > 0)
+        .map(|&(slot, _)| slot + u64::from(log.pipeline));
+    let decided_at = |r: &ReplicaReport, from: u64| {
+        r.applied
+            .iter()
+            .zip(&r.applied_at)
+            .find(|((slot, _), _)| *slot >= from)
+            .map(|(_, &t)| t.saturating_sub(start))
+    };
+    let vote_ns = voting_from.and_then(|s| decided_at(leader, s));
+    let caught_up_ns = voting_from.and_then(|s| decided_at(new, s));
+    let end = caught_up_ns.map_or(start + config.after_ns, |c| start + c.max(1));
+    Ok(JoinRun {
+        seed,
+        vote_ns,
+        caught_up_ns,
+        installs: new.installs.len(),
+        rate_before: rate(leader, start.saturating_sub(BEFORE_NS), start),
+        rate_during: rate(leader, start, end),
+        ok: report.ok(),
+    })
+}
+
+/// Runs every seed of `config`.
+pub fn measure(config: &JoinConfig) -> anyhow::Result<JoinReport> {
+    let runs: Vec<JoinRun> = (0..config.seeds)
+        .map(|seed| run_seed(config, seed))
+        .collect::<anyhow::Result<_>>()?;
+    let ratios: Vec<f64> = runs
+        .iter()
+        .map(|r| r.rate_during / r.rate_before.max(f64::MIN_POSITIVE))
+        .collect();
+    Ok(JoinReport {
+        config: config.clone(),
+        vote_ns_median: median(runs.iter().filter_map(|r| r.vote_ns).collect()),
+        caught_up_ns_median: median(runs.iter().filter_map(|r| r.caught_up_ns).collect()),
+        rate_ratio_median: median(ratios).unwrap_or(0.0),
+        runs,
+    })
+}

@@ -1,0 +1,102 @@
+//! `velos bench join`: a follower replaced while the leader decides back to back, on the
+//! simulator ([`velos_bench::join`]).
+
+use clap::Args;
+use std::process::ExitCode;
+use velos_bench::join::{JoinConfig, JoinReport, measure};
+
+/// Arguments of `velos bench join` (defaults: the issue's setting, [`JoinConfig`]).
+#[derive(Args)]
+pub struct JoinArgs {
+    /// Seeds 0..N.
+    #[arg(long, default_value_t = 8)]
+    seeds: u64,
+    /// The ring's slots.
+    #[arg(long, default_value_t = 64)]
+    slots: u32,
+    /// The services' snapshot size in bytes.
+    #[arg(long, default_value_t = 65_536)]
+    snapshot_bytes: u32,
+    /// Every this many entries.
+    #[arg(long, default_value_t = 32)]
+    snapshot_every: u64,
+    /// The latency profile.
+    #[arg(long, default_value = "cluster")]
+    latency: String,
+    /// Print one JSON object instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+fn us(ns: Option<u64>) -> String {
+    ns.map_or("never".into(), |ns| format!("{:.1} µs", ns as f64 / 1e3))
+}
+
+fn text(r: &JoinReport) -> String {
+    let c = &r.config;
+    let mut out = format!(
+        "3 replicas, {} profile, a {}-slot ring, {}-byte snapshots every {} entries; \
+         replica 2 crashed and replaced at {} µs, {} seeds\n",
+        c.latency,
+        c.slots,
+        c.snapshot_bytes,
+        c.snapshot_every,
+        c.start_ns / 1_000,
+        c.seeds
+    );
+    out += "seed  first vote   caught up    copies  decisions/µs before → during  checks\n";
+    for run in &r.runs {
+        out += &format!(
+            "{:>4}  {:>10}  {:>10}  {:>7}  {:>8.3} → {:<8.3} ({:>3.0} %)  {}\n",
+            run.seed,
+            us(run.vote_ns),
+            us(run.caught_up_ns),
+            run.installs,
+            run.rate_before,
+            run.rate_during,
+            100.0 * run.rate_during / run.rate_before.max(f64::MIN_POSITIVE),
+            if run.ok { "pass" } else { "FAIL" }
+        );
+    }
+    out += &format!(
+        "median: first vote {} (target 200 µs), caught up {}, rate during the join {:.0} % of \
+         before (target 80 %)\n",
+        us(r.vote_ns_median),
+        us(r.caught_up_ns_median),
+        100.0 * r.rate_ratio_median
+    );
+    out
+}
+
+/// Runs `velos bench join`.
+pub fn run(args: &JoinArgs) -> ExitCode {
+    if args.seeds == 0 || args.snapshot_every == 0 || args.slots < 16 {
+        eprintln!("bench join: --seeds and --snapshot-every at least 1, --slots at least 16");
+        return ExitCode::from(2);
+    }
+    let config = JoinConfig {
+        seeds: args.seeds,
+        slots: args.slots,
+        snapshot_bytes: args.snapshot_bytes,
+        snapshot_every: args.snapshot_every,
+        latency: args.latency.clone(),
+        ..JoinConfig::default()
+    };
+    match measure(&config) {
+        Ok(r) if args.json => {
+            println!(
+                "{}",
+                serde_json::to_string(&r).expect("a report serialises")
+            );
+            ExitCode::SUCCESS
+        }
+        Ok(r) => {
+            print!("{}", text(&r));
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("bench join: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}
