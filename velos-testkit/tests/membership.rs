@@ -10,7 +10,7 @@
 use velos_core::log::membership::Members;
 use velos_core::log::{ClientScript, LogConfig, ProposeError, Replica};
 use velos_rdma::Shared;
-use velos_testkit::harness::cluster::{ClusterReport, ClusterSpec, run};
+use velos_testkit::harness::cluster::{ClusterReport, ClusterSpec, run_checked};
 
 const ADD_AT: u64 = 200_000;
 const REMOVE_AT: u64 = 600_000;
@@ -63,15 +63,7 @@ fn replay(spec: &ClusterSpec) -> String {
 }
 
 fn checked(spec: &ClusterSpec) -> ClusterReport {
-    let report = run(spec);
-    assert!(
-        report.ok(),
-        "seed {}: {:?}\nreplay: {}",
-        spec.seed,
-        report.failures.iter().take(5).collect::<Vec<_>>(),
-        replay(spec)
-    );
-    report
+    run_checked(spec, &replay(spec))
 }
 
 /// Entries replica `r` applied after `ns`.

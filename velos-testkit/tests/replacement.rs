@@ -8,7 +8,7 @@
 //! process the run had (a replaced process's log is checked as it was at its crash).
 
 use velos_core::log::{ClientScript, LogConfig};
-use velos_testkit::harness::cluster::{ClusterReport, ClusterSpec, ReplicaReport, run};
+use velos_testkit::harness::cluster::{ClusterReport, ClusterSpec, ReplicaReport, run_checked};
 
 /// A 3-replica log on a 64-slot ring whose services snapshot every 16 entries (so a
 /// replacement that starts late has fallen off the ring and copies a snapshot), its leader
@@ -41,15 +41,7 @@ fn replay(spec: &ClusterSpec) -> String {
 }
 
 fn checked(spec: &ClusterSpec) -> ClusterReport {
-    let report = run(spec);
-    assert!(
-        report.ok(),
-        "seed {}: {:?}\nreplay: {}",
-        spec.seed,
-        report.failures,
-        replay(spec)
-    );
-    report
+    run_checked(spec, &replay(spec))
 }
 
 /// The process of replica `id` at `incarnation`.

@@ -19,6 +19,19 @@ fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// Runs `spec` and asserts that every check passed; a failure names the seed, the first
+/// failures and `replay` (the command that runs it again).
+pub fn run_checked(spec: &ClusterSpec, replay: &str) -> ClusterReport {
+    let report = run(spec);
+    assert!(
+        report.ok(),
+        "seed {}: {:?}\nreplay: {replay}",
+        spec.seed,
+        report.failures.iter().take(5).collect::<Vec<_>>()
+    );
+    report
+}
+
 /// What the harness does itself during a run, at a virtual time.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 enum Action {

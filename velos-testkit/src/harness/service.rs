@@ -90,17 +90,24 @@ pub struct Retired {
     pub installs: Vec<(u64, u64)>,
 }
 
-impl Services {
-    /// The services of `spec`'s replicas.
-    pub fn new(spec: &ClusterSpec) -> Services {
-        let service = Service {
+impl Service {
+    /// A service that applied nothing yet.
+    fn empty() -> Service {
+        Service {
             digest: EMPTY,
             next: 0,
             cursor: 0,
             last_snapshot: 0,
             installs: Vec::new(),
             asked: HashMap::new(),
-        };
+        }
+    }
+}
+
+impl Services {
+    /// The services of `spec`'s replicas.
+    pub fn new(spec: &ClusterSpec) -> Services {
+        let service = Service::empty();
         Services {
             every: spec.snapshot_every,
             bytes: spec.snapshot_bytes.max(8),
@@ -117,15 +124,7 @@ impl Services {
     /// with its service's state, and the new process's service starts empty.
     pub fn retire(&mut self, r: u16, process: Replica) {
         let i = usize::from(r);
-        let fresh = Service {
-            digest: EMPTY,
-            next: 0,
-            cursor: 0,
-            last_snapshot: 0,
-            installs: Vec::new(),
-            asked: HashMap::new(),
-        };
-        let old = std::mem::replace(&mut self.services[i], fresh);
+        let old = std::mem::replace(&mut self.services[i], Service::empty());
         self.retired.push(Retired {
             id: r,
             digest: match self.every {
