@@ -37,9 +37,11 @@ const WITH_INCARNATIONS: u64 = 1 << 32;
 /// this replica knows it now (rule (no amnesia)).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Membership {
-    /// `(first slot, configuration)`, first slots increasing; the first covers every slot
-    /// this replica still runs.
-    changes: Vec<(u64, Configuration)>,
+    /// `(first slot, configuration, its voters for me)`, first slots increasing; the first
+    /// covers every slot this replica still runs. The voters — the members named at the
+    /// incarnation I am connected to — are kept with each configuration (recomputed when
+    /// a connection changes), so the hot path reads them as it reads the members.
+    changes: Vec<(u64, Configuration, Members)>,
     /// Per replica: the incarnation of the process this replica is connected to (its own:
     /// itself).
     current: Vec<Incarnation>,
@@ -50,28 +52,35 @@ impl Membership {
     pub fn new(initial: Members, replicas: u16) -> Membership {
         assert!(!initial.is_empty(), "a configuration has a member");
         Membership {
-            changes: vec![(0, Configuration::first(initial, replicas))],
+            changes: vec![(0, Configuration::first(initial, replicas), initial)],
             current: vec![0; usize::from(replicas)],
         }
     }
 
-    fn configuration_at(&self, slot: u64) -> &Configuration {
+    fn change_at(&self, slot: u64) -> &(u64, Configuration, Members) {
         self.changes
             .iter()
             .rev()
-            .find(|&&(from, _)| from <= slot)
-            .map_or(&self.changes[0].1, |(_, c)| c)
+            .find(|&&(from, ..)| from <= slot)
+            .unwrap_or(&self.changes[0])
     }
 
     /// The members of `slot` (a majority is of them).
     pub fn at(&self, slot: u64) -> Members {
-        self.configuration_at(slot).members
+        self.change_at(slot).1.members
     }
 
     /// The members of `slot` whose words count for me: named at the incarnation I am
     /// connected to (rule (no amnesia)).
     pub fn voters(&self, slot: u64) -> Members {
-        self.configuration_at(slot).voters(&self.current)
+        self.change_at(slot).2
+    }
+
+    /// Every configuration's voters computed again (a connection changed).
+    fn count_voters(&mut self) {
+        for (_, c, voters) in &mut self.changes {
+            *voters = c.voters(&self.current);
+        }
     }
 
     /// The last configuration decided (in effect or not yet).
@@ -107,6 +116,7 @@ impl Membership {
             "rule (no amnesia): incarnations only grow"
         );
         self.current[usize::from(r)] = incarnation;
+        self.count_voters();
     }
 
     /// The configuration a change to `members` names: the members kept at the
@@ -142,7 +152,8 @@ impl Membership {
             self.current.len(),
             "a configuration of this log"
         );
-        self.changes.push((from, configuration));
+        let voters = configuration.voters(&self.current);
+        self.changes.push((from, configuration, voters));
         assert_eq!(self.at(from), self.latest(), "in effect from its slot on");
     }
 
@@ -150,6 +161,7 @@ impl Membership {
     pub fn adopt(&mut self, copied: Membership) {
         assert_eq!(copied.current.len(), self.current.len(), "the same log");
         self.changes = copied.changes;
+        self.count_voters();
     }
 
     /// Forgets configurations no slot from `slot` on uses.
@@ -169,9 +181,9 @@ impl Membership {
         let with = copy
             .changes
             .iter()
-            .any(|(_, c)| c.named.iter().any(|&i| i != 0));
+            .any(|(_, c, _)| c.named.iter().any(|&i| i != 0));
         let mut words = vec![copy.changes.len() as u64 | if with { WITH_INCARNATIONS } else { 0 }];
-        for (from, c) in copy.changes {
+        for (from, c, _) in copy.changes {
             words.extend([from, c.members.0]);
             if with {
                 words.extend(&c.named);
@@ -243,11 +255,19 @@ impl Membership {
         let valid = changes
             .iter()
             .all(|(_, c)| !c.members.is_empty() && c.members.0 & !Members::all(replicas).0 == 0);
-        (ordered && valid).then_some((
-            Membership {
-                changes,
-                current: vec![0; usize::from(replicas)],
-            },
+        if !(ordered && valid) {
+            return None;
+        }
+        let current = vec![0; usize::from(replicas)];
+        let changes = changes
+            .into_iter()
+            .map(|(from, c)| {
+                let voters = c.voters(&current);
+                (from, c, voters)
+            })
+            .collect();
+        Some((
+            Membership { changes, current },
             &rest[n * per..],
         ))
     }
