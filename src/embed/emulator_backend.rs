@@ -121,12 +121,6 @@ fn run<S: StateMachine>(
     let mut drivers: Vec<Option<Driver<S>>> = drivers.into_iter().map(Some).collect();
     let log = Shared::new(log.clone());
     loop {
-        for (r, incarnation, driver) in replaced.try_iter() {
-            if drivers[usize::from(r)].is_none() {
-                replace(&mut sim, &log, (r, incarnation));
-                drivers[usize::from(r)] = Some(driver);
-            } // (else dropped: its answer says the replacement was not made)
-        }
         let idle = drivers.iter().flatten().all(Driver::idle);
         let first = if idle {
             match commands.recv_timeout(emulator.idle_wait) {
@@ -171,6 +165,13 @@ fn run<S: StateMachine>(
         }
         if shutdown {
             break;
+        }
+        // After the commands: the crash a replacement follows was sent before it.
+        for (r, incarnation, driver) in replaced.try_iter() {
+            if drivers[usize::from(r)].is_none() {
+                replace(&mut sim, &log, (r, incarnation));
+                drivers[usize::from(r)] = Some(driver);
+            } // (else dropped: its answer says the replacement was not made)
         }
         let now = sim.now();
         for (r, d) in drivers.iter_mut().enumerate() {

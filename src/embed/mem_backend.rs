@@ -102,6 +102,10 @@ pub(crate) fn replace<S: StateMachine>(
     let replica = Replica::joining(log.clone(), me, no_client, incarnations)
         .expect("one incarnation per replica, checked by the handle");
     fabric.restart(NodeId(me));
+    // The new process's own queue pairs are new: to every peer, whatever the old ones saw.
+    for peer in (0..incarnations.len() as u16).filter(|&p| p != me) {
+        fabric.reconnect(NodeId(me), NodeId(peer));
+    }
     spawn(fabric, replica, driver, inbox)
 }
 

@@ -73,6 +73,10 @@ impl<S: StateMachine> Cluster<S> {
                         "a crashed replica hands back no state machine"
                     );
                 }
+                // What the old process left unread goes with it (a crash it saw first
+                // through its own memory, a peer's replacement while it was down): a
+                // proposal's receipt resolves with an error as its completer drops.
+                while receivers[i].try_recv().is_ok() {}
                 let thread = mem_backend::replace(
                     (fabric, log),
                     replica,

@@ -266,10 +266,7 @@ impl Membership {
                 (from, c, voters)
             })
             .collect();
-        Some((
-            Membership { changes, current },
-            &rest[n * per..],
-        ))
+        Some((Membership { changes, current }, &rest[n * per..]))
     }
 }
 
