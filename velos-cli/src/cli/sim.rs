@@ -286,11 +286,7 @@ pub fn run_cli(a: SimArgs) -> ExitCode {
         snapshot_bytes: a.snapshot_bytes as usize,
         reconfigure: a.reconfigure.clone(),
         lease_reads: a.lease.is_some(),
-        replace: {
-            let mut r = a.replace.clone();
-            r.sort_by_key(|&(_, at, after)| at + after);
-            r
-        },
+        replace: a.replace.clone(),
     };
     if let Err(e) = check_times(&a, &spec) {
         eprintln!("velos sim: {e}");

@@ -324,11 +324,12 @@ impl Leader {
 
     fn slot_config(&self, config: &LogConfig, slot: u64) -> SlotConfig {
         let ring = config.ring();
+        let members = self.membership.at(slot).0;
         SlotConfig {
             layout: config.layout,
             acceptors: config.replicas,
-            members: self.membership.at(slot).0,
-            absent: self.membership.at(slot).0 & !self.membership.voters(slot).0,
+            members,
+            absent: members & !self.membership.voters(slot).0,
             numbering: Numbering {
                 proposers: config.replicas,
             },

@@ -58,7 +58,8 @@ pub struct ClusterSpec {
     /// fresh process starts in its place `after_ns` later, on blank memory, at the next
     /// incarnation ([`Replica::joining`](velos_core::log::Replica::joining)); the others are
     /// told ([`Replica::peer_replaced`](velos_core::log::Replica::peer_replaced)) and the
-    /// leader makes it a voter through the log. In time order of their starts.
+    /// leader makes it a voter through the log. In any order: the run sorts every action by
+    /// its time.
     pub replace: Vec<(u16, u64, u64)>,
 }
 
