@@ -285,6 +285,18 @@ impl Connection {
         self.broken
     }
 
+    /// Refuses every request (as a broken one does) until [`Connection::unpark`]: a
+    /// connection to a new process that has not connected its side yet.
+    pub(super) fn park(&mut self) {
+        self.broken = true;
+    }
+
+    /// Takes requests again (a parked connection whose far end is ready).
+    pub(super) fn unpark(&mut self) {
+        assert_eq!(self.requester.state(), QueuePairState::ReadyToSend);
+        self.broken = false;
+    }
+
     /// Notes that the requester is in the error state (a completion said so).
     pub(super) fn mark_broken(&mut self) {
         self.broken = true;

@@ -4,12 +4,15 @@
 //! wait for completions are in `waits`.
 
 mod posting;
+mod rejoin;
 mod waits;
 
 use super::completions::{Completions, Ticket};
 use super::connection::{Connection, Lane};
 use super::error::VerbsError;
 use super::host::Host;
+use super::info::PeerInfo;
+use super::memory::WordAddress;
 use super::request::Request;
 use super::signaling::{Signaling, default_interval};
 use super::staging::Staging;
@@ -155,6 +158,10 @@ pub struct VerbsEndpoint<'f> {
     /// Per target node: requests that waited went to the NIC since its queue pair was
     /// last covered (a wait that began before they did posted no flush for them).
     drained: Vec<bool>,
+    /// Where every node's words are for the NIC (a node's endpoint: its own copy of the
+    /// peers' information, changed when a new process joins in a peer's place); `None`:
+    /// ask the host (the single-process fabric).
+    remotes: Option<Vec<PeerInfo>>,
 }
 
 /// A request posted and not yet handed to the NIC.
@@ -199,6 +206,7 @@ impl<'f> VerbsEndpoint<'f> {
             handing: Vec::new(),
             staging: Some(staging),
             drained: vec![false; nodes],
+            remotes: host.peers(),
         };
         assert_eq!(endpoint.fence.len(), nodes);
         endpoint
@@ -264,6 +272,14 @@ impl<'f> VerbsEndpoint<'f> {
         self.connections[target].force_error()?;
         assert!(self.connections[target].broken());
         Ok(())
+    }
+
+    /// Where the word at `loc` (a checked location) is for the NIC, with its remote key.
+    fn remote(remotes: &Option<Vec<PeerInfo>>, host: &dyn Host, loc: Loc) -> WordAddress {
+        match remotes {
+            Some(infos) => infos[loc.node.index()].address(loc),
+            None => host.remote(loc),
+        }
     }
 
     /// The word at `loc` for a CPU access by this thread.

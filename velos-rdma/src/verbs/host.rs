@@ -8,11 +8,15 @@
 //! [`NodeInfo`](super::NodeInfo)), and what happens to an endpoint's queue pairs when it
 //! goes (destroyed, or handed back to the node for the thread's next endpoint).
 
-use super::connection::Lane;
+use super::connection::{Connection, Lane};
+use super::error::VerbsError;
+use super::info::PeerInfo;
 use super::memory::WordAddress;
 use crate::doorbell::WorkRequests;
 use crate::error::RdmaError;
-use crate::ids::Loc;
+use crate::ids::{Loc, NodeId};
+use sideway::ibverbs::completion::ExtendedCompletionQueue;
+use std::sync::Arc;
 use crate::layout::Layout;
 use std::fmt::Debug;
 use std::sync::atomic::AtomicU64;
@@ -48,6 +52,31 @@ pub(super) trait Host: Debug + Sync {
     /// An endpoint has gone, after every request it posted completed: takes back its
     /// queue pairs and counts the `ops` operations it executed.
     fn release(&self, lane: Lane, ops: u64);
+
+    /// Every node's information, for endpoints that address remote words by their own
+    /// copy of it ([`Host::remote`] otherwise).
+    fn peers(&self) -> Option<Vec<PeerInfo>> {
+        None
+    }
+
+    /// Replaces thread `thread`'s connection towards `peer` by one to a new process in
+    /// its place, described by `info` (see `VerbsNode::rejoined`): the new connection,
+    /// parked, and this node's information for the new process.
+    fn replace_peer(
+        &self,
+        peer: NodeId,
+        thread: u16,
+        cq: &Arc<ExtendedCompletionQueue>,
+        info: &PeerInfo,
+    ) -> Result<(Connection, PeerInfo), VerbsError> {
+        let _ = (thread, cq, info);
+        Err(VerbsError::BadNodeInfo {
+            reason: format!(
+                "{peer}: a new process joins a node of a cluster (VerbsNode), not a \
+                 single-process fabric"
+            ),
+        })
+    }
 
     /// An endpoint that is going posted `counts` work requests: a host that sums them up
     /// adds them (by default they are not kept).

@@ -8,7 +8,7 @@
 //! (a, t). A node therefore holds `threads × nodes` requesters and `nodes × threads`
 //! responders; its own node is one of the nodes (loopback over its GID).
 
-use super::connection::{Lane, RemoteQp, bring_up, create_responder};
+use super::connection::{Connection, Lane, RemoteQp, bring_up, create_responder};
 use super::device::{Device, VerbsOptions};
 use super::endpoint::VerbsEndpoint;
 use super::error::VerbsError;
@@ -53,11 +53,12 @@ pub struct VerbsNode {
     /// Per thread: its requesters and completion queue, or `None` while an endpoint has
     /// them. Declared before the responders, the memory and the device, which go after.
     lanes: Mutex<Vec<Option<Lane>>>,
-    /// `responders[m][t]`: the responder for thread `t` of node `m`.
-    responders: Vec<Vec<ExtendedQueuePair>>,
+    /// `responders[m][t]`: the responder for thread `t` of node `m` (replaced when a new
+    /// process takes `m`'s place: [`VerbsEndpoint::rejoin`]).
+    responders: Mutex<Vec<Vec<ExtendedQueuePair>>>,
     /// `requesters[m][t]`: the queue-pair number of thread `t`'s requester towards node
     /// `m` (kept here: the lanes come and go with endpoints).
-    requesters: Vec<Vec<u32>>,
+    requesters: Mutex<Vec<Vec<u32>>>,
     /// The completion queue of the responders (which post nothing: it stays empty). Only
     /// held, so that it outlives them (declared after them).
     #[allow(dead_code)]
@@ -69,7 +70,7 @@ pub struct VerbsNode {
     options: VerbsOptions,
     id: NodeId,
     threads: u16,
-    connected: Connected,
+    connected: Mutex<Connected>,
     /// Operations executed by endpoints that have been dropped.
     ops: AtomicU64,
     /// When the node was made: the zero of its clock (`Op::Now`).
@@ -179,19 +180,22 @@ impl VerbsNode {
             .collect();
         let node = VerbsNode {
             lanes: Mutex::new(lanes),
-            responders,
-            requesters,
+            responders: Mutex::new(responders),
+            requesters: Mutex::new(requesters),
             responder_cq,
             memory,
             device,
             options,
             id,
             threads,
-            connected: Connected::No,
+            connected: Mutex::new(Connected::No),
             ops: AtomicU64::new(0),
             started: Instant::now(),
         };
-        assert_eq!(node.responders.len(), usize::from(node.layout().nodes()));
+        assert_eq!(
+            lock(&node.responders).len(),
+            usize::from(node.layout().nodes())
+        );
         assert!(node.memory.has_node(id));
         Ok(node)
     }
@@ -223,7 +227,7 @@ impl VerbsNode {
 
     /// Whether [`VerbsNode::connect`] has succeeded.
     pub fn is_connected(&self) -> bool {
-        matches!(self.connected, Connected::Yes(_))
+        matches!(*lock(&self.connected), Connected::Yes(_))
     }
 
     /// What peers need to connect to this node: its GID, its region's address and rkey,
@@ -241,12 +245,11 @@ impl VerbsNode {
             lid: self.device.lid,
             addr: region.addr,
             rkey: region.key,
-            responders: self
-                .responders
+            responders: lock(&self.responders)
                 .iter()
                 .map(|row| row.iter().map(QueuePair::qp_number).collect())
                 .collect(),
-            requesters: self.requesters.clone(),
+            requesters: lock(&self.requesters).clone(),
         };
         debug_assert!(info.check_shape().is_ok());
         info
@@ -298,11 +301,11 @@ impl VerbsNode {
     /// As [`VerbsNode::connect`]; [`VerbsError::BadNodeInfo`] also for a range outside
     /// its node's words.
     pub fn connect_peers(&mut self, peers: &BTreeMap<u16, PeerInfo>) -> Result<(), VerbsError> {
-        if self.connected != Connected::No {
+        if *lock(&self.connected) != Connected::No {
             return Err(VerbsError::AlreadyConnected);
         }
         let infos = self.check_peers(peers)?;
-        self.connected = Connected::Failed;
+        *lock(&self.connected) = Connected::Failed;
         let me = self.id.index();
         let lanes = self.lanes.get_mut().unwrap_or_else(PoisonError::into_inner);
         for (target, info) in infos.iter().map(|peer| &peer.info).enumerate() {
@@ -319,7 +322,11 @@ impl VerbsNode {
                     },
                 )?;
             }
-            for (thread, responder) in self.responders[target].iter_mut().enumerate() {
+            let responders = self
+                .responders
+                .get_mut()
+                .unwrap_or_else(PoisonError::into_inner);
+            for (thread, responder) in responders[target].iter_mut().enumerate() {
                 let qpn = info.requesters[me][thread];
                 let remote = RemoteQp {
                     gid,
@@ -330,7 +337,7 @@ impl VerbsNode {
             }
         }
         assert_eq!(infos.len(), usize::from(self.layout().nodes()));
-        self.connected = Connected::Yes(infos);
+        *lock(&self.connected) = Connected::Yes(infos);
         Ok(())
     }
 
@@ -360,6 +367,16 @@ impl VerbsNode {
                     .ok_or(VerbsError::MissingPeer { node })?
                     .clone()
             };
+            self.check_peer(node, &peer)?;
+            infos.push(peer);
+        }
+        assert_eq!(infos.len(), usize::from(self.layout().nodes()));
+        Ok(infos)
+    }
+
+    /// Checks that `peer`, the information of `node`, fits this node's layout and threads.
+    fn check_peer(&self, node: NodeId, peer: &PeerInfo) -> Result<(), VerbsError> {
+        {
             let info = &peer.info;
             if info.nodes != self.layout().nodes() {
                 return Err(VerbsError::NodeCountMismatch {
@@ -384,10 +401,8 @@ impl VerbsNode {
             }
             info.check_shape()?;
             peer.check_ranges()?;
-            infos.push(peer);
         }
-        assert_eq!(infos.len(), usize::from(self.layout().nodes()));
-        Ok(infos)
+        Ok(())
     }
 
     /// The endpoint of thread `thread` (one at a time per thread: dropping it hands the
@@ -412,6 +427,63 @@ impl VerbsNode {
         drop(lanes);
         assert_eq!(lane.thread, thread);
         Ok(VerbsEndpoint::new(self, self.id, lane))
+    }
+
+    /// Connects a new process in `peer`'s place (its information `info`) to `thread` of
+    /// this node: a new requester on `cq` (the thread's completion queue), connected to
+    /// the new process's responder for this node, and a new responder for it, connected to
+    /// its requester; the old ones are destroyed, so the old process can no longer reach
+    /// this node's memory nor be reached. Returns the new requester's connection, *parked*
+    /// (it refuses every request until [`Connection::unpark`]), and what the new process
+    /// needs to connect to this node.
+    fn rejoined(
+        &self,
+        peer: NodeId,
+        thread: u16,
+        cq: &Arc<ExtendedCompletionQueue>,
+        info: &PeerInfo,
+    ) -> Result<(Connection, PeerInfo), VerbsError> {
+        if peer == self.id || !self.layout().has_node(peer) {
+            return Err(VerbsError::UnknownNode { node: peer });
+        }
+        if self.threads != 1 {
+            return Err(VerbsError::BadNodeInfo {
+                reason: format!(
+                    "a new process joins nodes of one thread only (this one runs {})",
+                    self.threads
+                ),
+            });
+        }
+        if info.info.node != peer {
+            return Err(VerbsError::PeerMismatch {
+                key: peer.0,
+                found: info.info.node,
+            });
+        }
+        self.check_peer(peer, info)?;
+        let (me, t) = (self.id.index(), usize::from(thread));
+        let gid = Gid { raw: info.info.gid };
+        let far = |qpn| RemoteQp {
+            gid,
+            lid: info.info.lid,
+            qpn,
+        };
+        let mut connection =
+            Connection::unconnected(&self.device, cq, peer, self.options.queue_depth)?;
+        connection.connect_to(&self.device, far(info.info.responders[me][t]))?;
+        let mut responder = create_responder(&self.device, &self.responder_cq)?;
+        bring_up(&mut responder, &self.device, far(info.info.requesters[me][t]))?;
+        lock(&self.requesters)[peer.index()][t] = connection.qp_number();
+        // The old responder goes (destroyed): the old process's requests fail.
+        lock(&self.responders)[peer.index()][t] = responder;
+        match &mut *lock(&self.connected) {
+            Connected::Yes(infos) => infos[peer.index()] = info.clone(),
+            _ => return Err(VerbsError::NotConnected),
+        }
+        connection.park();
+        let mine = self.local_info_for(peer);
+        assert_eq!(mine.info.requesters[peer.index()][t], connection.qp_number());
+        Ok((connection, mine))
     }
 
     /// Reads this node's word at `loc`, for inspection (not an operation of any thread).
@@ -451,6 +523,11 @@ impl VerbsNode {
     }
 }
 
+/// `mutex`'s value; a poisoned lock's too (nothing it guards is left half-changed).
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
 impl Host for VerbsNode {
     fn layout(&self) -> &Layout {
         self.memory.layout()
@@ -466,16 +543,31 @@ impl Host for VerbsNode {
     }
 
     fn remote(&self, loc: Loc) -> WordAddress {
-        let Connected::Yes(infos) = &self.connected else {
+        let Connected::Yes(infos) = &*lock(&self.connected) else {
             unreachable!("endpoints exist only once connected");
         };
-        let info = &infos[loc.node.index()];
-        let address = WordAddress {
-            addr: info.info.addr + u64::from(loc.offset),
-            key: info.rkey_of(loc.offset / 8),
-        };
+        let address = infos[loc.node.index()].address(loc);
         debug_assert!(loc.node != self.id || address.addr == self.memory.remote(loc).addr);
         address
+    }
+
+    /// Every node's information as connected now: endpoints address remote words by
+    /// their own copy of it (no lock on the data path).
+    fn peers(&self) -> Option<Vec<PeerInfo>> {
+        match &*lock(&self.connected) {
+            Connected::Yes(infos) => Some(infos.clone()),
+            _ => None,
+        }
+    }
+
+    fn replace_peer(
+        &self,
+        peer: NodeId,
+        thread: u16,
+        cq: &Arc<ExtendedCompletionQueue>,
+        info: &PeerInfo,
+    ) -> Result<(Connection, PeerInfo), VerbsError> {
+        self.rejoined(peer, thread, cq, info)
     }
 
     fn queue_depth(&self) -> u32 {

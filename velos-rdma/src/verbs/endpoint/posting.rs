@@ -103,7 +103,7 @@ impl VerbsEndpoint<'_> {
     /// so the first and last words sharing a key means every word does.
     fn beyond_key(&self, request: &Request) -> Option<u32> {
         let words = request.words();
-        let key = |i| self.host.remote(request.remote_word(i)).key;
+        let key = |i| Self::remote(&self.remotes, self.host, request.remote_word(i)).key;
         if words < 2 || key(words - 1) == key(0) {
             return None;
         }
@@ -233,9 +233,10 @@ impl VerbsEndpoint<'_> {
         let completed = self.completions.completed(target);
         let checkpoint = self.signaling.checkpoint(t);
         let signaling = &mut self.signaling;
+        let remotes = &self.remotes;
         let requests = list.iter().map(|waiting| {
             let request = &waiting.request;
-            let remote = host.remote(request.remote);
+            let remote = Self::remote(remotes, host, request.remote);
             let signaled = signaling.decide(t, &request.verb, completed);
             signaling.posted(t, waiting.ticket.qp_seq, signaled, remote);
             WorkRequest {
