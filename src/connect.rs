@@ -25,14 +25,15 @@ pub enum ConnectError {
 
 /// Registers node `id`'s memory as `log`'s region plan says, exchanges connection
 /// information with the other processes of `cluster` and connects the queue pairs; the
-/// node, ready to post to every peer.
+/// node, ready to post to every peer, and its rendezvous listener, kept open for
+/// processes that join later ([`crate::join::Joiners::serve`]).
 #[cfg(feature = "verbs")]
 pub fn connect(
     log: &LogConfig,
     cluster: &ClusterFile,
     id: u16,
     rendezvous_timeout: Duration,
-) -> Result<velos_rdma::verbs::VerbsNode, ConnectError> {
+) -> Result<(velos_rdma::verbs::VerbsNode, std::net::TcpListener), ConnectError> {
     use std::collections::BTreeMap;
     use velos_rdma::verbs::{PeerInfo, VerbsNode, VerbsOptions};
 
@@ -59,7 +60,9 @@ pub fn connect(
             (peer, info.to_bytes())
         })
         .collect();
-    let blobs = crate::rendezvous::exchange_each(
+    let listener = crate::rendezvous::listen(cluster, id)?;
+    let blobs = crate::rendezvous::exchange_on(
+        &listener,
         cluster,
         id,
         |peer| mine[&peer].clone(),
@@ -74,8 +77,9 @@ pub fn connect(
     peers.insert(id, node.local_info_for(velos_rdma::NodeId(id)));
     node.connect_peers(&peers).map_err(|e| rdma(&e))?;
     // A barrier: every peer has connected its side before anyone posts to it.
-    crate::rendezvous::exchange(cluster, id, b"connected", rendezvous_timeout)?;
-    Ok(node)
+    let connected = |_| b"connected".to_vec();
+    crate::rendezvous::exchange_on(&listener, cluster, id, connected, rendezvous_timeout)?;
+    Ok((node, listener))
 }
 
 /// An endpoint whose clock (`Op::Now`) counts from `origin` of the inner one: a replica's

@@ -32,6 +32,23 @@ pub struct VerbsConfig {
     pub id: u16,
     /// How long the start waits for the other processes to connect.
     pub rendezvous_timeout: Duration,
+    /// Whether this process starts with the cluster or joins it running.
+    pub start: Start,
+}
+
+/// How a verbs replica's process meets the others.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Start {
+    /// With the cluster: every process of the file starts and they meet (the log begins).
+    #[default]
+    WithCluster,
+    /// Into the running cluster, in a crashed replica's place ([`crate::join`]): blank,
+    /// at `incarnation` (`None`: the start time in microseconds since the Unix epoch),
+    /// voting once the leader has made it a member through the log.
+    Join {
+        /// The new process's incarnation, above every earlier one in its place.
+        incarnation: Option<u64>,
+    },
 }
 
 /// The emulator backend: one thread owns the simulator and advances virtual time in
@@ -188,9 +205,20 @@ impl Config {
                 cluster,
                 id,
                 rendezvous_timeout: Duration::from_secs(30),
+                start: Start::WithCluster,
             }),
             ..Config::new(replicas)
         }
+    }
+
+    /// [`Config::verbs`] for a fresh process that joins the running cluster in crashed
+    /// replica `id`'s place ([`Start::Join`], its incarnation the start time).
+    pub fn verbs_joining(cluster: ClusterFile, id: u16) -> Config {
+        let mut config = Config::verbs(cluster, id);
+        if let Backend::Verbs(verbs) = &mut config.backend {
+            verbs.start = Start::Join { incarnation: None };
+        }
+        config
     }
 
     /// The packing the leaders use, in the backend's nanoseconds.

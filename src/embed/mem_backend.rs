@@ -131,6 +131,6 @@ pub(crate) fn run<S: StateMachine>(
         driver,
         inbox,
         sleep_max,
-        (crash, reconnect),
+        (crash, reconnect, |_: &mut _, _: &mut _| {}),
     )
 }

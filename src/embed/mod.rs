@@ -81,7 +81,7 @@ mod verbs_backend;
 mod watch;
 
 pub use client_session::Session;
-pub use config::{Backend, BatchConfig, Config, EmulatorConfig, VerbsConfig};
+pub use config::{Backend, BatchConfig, Config, EmulatorConfig, Start, VerbsConfig};
 pub use error::{Error, StartError};
 pub use handle::{Cluster, LeaderFuture, Role};
 pub use metrics::MetricsSnapshot;

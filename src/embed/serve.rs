@@ -56,7 +56,10 @@ fn park<R>(inbox: &Receiver<Command<R>>, d: Duration) {
 /// Runs `replica` with `driver` on `endpoint` until a shutdown (or a crash) and returns
 /// its state machine, `None` if it crashed. `crash` makes this node's memory go at once
 /// ([`Command::Crash`]); `reconnect(r)` connects this node to the process now in replica
-/// `r`'s place, once the engine stopped counting the old one ([`Command::PeerReplaced`]). Idle pauses sleep at most `sleep_max_ns` ([`sleep_max_ns`]).
+/// `r`'s place, once the engine stopped counting the old one ([`Command::PeerReplaced`]);
+/// `turn` runs at every turn's start, between two operations (a verbs replica handles
+/// joining processes there: [`crate::join::Joiners::handle`]). Idle pauses sleep at most
+/// `sleep_max_ns` ([`sleep_max_ns`]).
 ///
 /// The driver meets the engine at turn boundaries (its clock reading and its pause):
 /// outcomes are collected and batches proposed there, and when commands arrive — not
@@ -67,7 +70,7 @@ pub(crate) fn serve<S: StateMachine, E: Endpoint>(
     mut driver: Driver<S>,
     inbox: &Receiver<Command<S::Response>>,
     sleep_max_ns: u64,
-    (crash, reconnect): (impl Fn(), impl Fn(u16)),
+    (crash, reconnect, mut turn): (impl Fn(), impl Fn(u16), impl FnMut(&mut E, &mut Replica)),
 ) -> Option<S> {
     let me = endpoint.node();
     let start = Instant::now();
@@ -146,6 +149,7 @@ pub(crate) fn serve<S: StateMachine, E: Endpoint>(
                 if op == Op::Now {
                     turn_apply = replica.next_apply();
                     arrived = false;
+                    turn(endpoint, &mut replica);
                 }
                 backoff.saw(&op);
                 endpoint.execute(&op)

@@ -23,12 +23,14 @@
 //! so a passive eavesdropper on the setup network sees it; a network one cannot trust
 //! that far needs the setup run over an encrypted channel.
 
+mod join;
 mod proof;
 #[cfg(test)]
 mod tests;
 mod wire;
 
 use crate::cluster_file::ClusterFile;
+pub use join::{dial_each, serve_one};
 use proof::{NONCE_BYTES, Role, Transcript};
 use std::collections::BTreeMap;
 use std::net::{TcpListener, TcpStream};
@@ -136,13 +138,36 @@ pub fn exchange(
     info: &[u8],
     timeout: Duration,
 ) -> Result<BTreeMap<u16, Vec<u8>>, RendezvousError> {
-    exchange_each(file, me, |_| info.to_vec(), timeout)
+    exchange_on(&listen(file, me)?, file, me, |_| info.to_vec(), timeout)
 }
 
 /// Exchanges information with every other node of `file` as node `me`, sending each peer
 /// its own (`info_for(peer)`: for example memory keys only that peer may use); returns
 /// what every peer sent this node, by node id. Waits at most `timeout` for the others.
 pub fn exchange_each(
+    file: &ClusterFile,
+    me: u16,
+    info_for: impl Fn(u16) -> Vec<u8> + Sync,
+    timeout: Duration,
+) -> Result<BTreeMap<u16, Vec<u8>>, RendezvousError> {
+    exchange_on(&listen(file, me)?, file, me, info_for, timeout)
+}
+
+/// Listens on node `me`'s address of `file` (for [`exchange_on`], and to keep serving
+/// processes that join later: [`serve_one`]).
+pub fn listen(file: &ClusterFile, me: u16) -> Result<TcpListener, RendezvousError> {
+    if file.node(me).is_none() {
+        return Err(RendezvousError::NotAMember(me));
+    }
+    let address = file
+        .socket_address(me)
+        .map_err(io(format!("resolving node {me}'s address")))?;
+    TcpListener::bind(address).map_err(io(format!("listening on {address}")))
+}
+
+/// [`exchange_each`] on `listener`, node `me`'s own ([`listen`]), which stays open.
+pub fn exchange_on(
+    listener: &TcpListener,
     file: &ClusterFile,
     me: u16,
     info_for: impl Fn(u16) -> Vec<u8> + Sync,
@@ -158,12 +183,8 @@ pub fn exchange_each(
         info_for: &info_for,
     };
     let deadline = Instant::now() + timeout;
-    let address = file
-        .socket_address(me)
-        .map_err(io(format!("resolving node {me}'s address")))?;
-    let listener = TcpListener::bind(address).map_err(io(format!("listening on {address}")))?;
     let (listened, dialed) = std::thread::scope(|scope| {
-        let accepting = scope.spawn(|| accept_higher(&local, &listener, deadline));
+        let accepting = scope.spawn(|| accept_higher(&local, listener, deadline));
         let dialed = dial_lower(&local, deadline);
         let listened = accepting
             .join()
@@ -195,9 +216,18 @@ fn dial_lower(
     local: &Local<'_>,
     deadline: Instant,
 ) -> Result<BTreeMap<u16, Vec<u8>>, RendezvousError> {
+    dial(local, &(0..local.me).collect::<Vec<_>>(), deadline)
+}
+
+/// Dials each of `peers` in turn (retrying until it listens) and exchanges with it.
+fn dial(
+    local: &Local<'_>,
+    peers_to_dial: &[u16],
+    deadline: Instant,
+) -> Result<BTreeMap<u16, Vec<u8>>, RendezvousError> {
     let me = local.me;
     let mut peers = BTreeMap::new();
-    for peer in 0..me {
+    for &peer in peers_to_dial {
         let address = local
             .file
             .socket_address(peer)
@@ -213,7 +243,11 @@ fn dial_lower(
                 Err(e) => {
                     return Err(match e {
                         Dial::Connect => RendezvousError::Timeout {
-                            missing: (peer..me).collect(),
+                            missing: peers_to_dial
+                                .iter()
+                                .copied()
+                                .filter(|p| !peers.contains_key(p))
+                                .collect(),
                             timeout: deadline.saturating_duration_since(Instant::now()),
                             refusals: Vec::new(),
                         },
@@ -349,8 +383,19 @@ fn accept_higher(
             .set_nonblocking(false)
             .and_then(|()| stream.set_read_timeout(Some(Duration::from_secs(2))))
             .map_err(io("configuring an accepted connection"))?;
-        let waiting = |node: u16| expected.contains(&node) && !peers.contains_key(&node);
-        match take(local, &mut stream, waiting) {
+        let admit = |node: u16| {
+            if node <= me {
+                Some(format!(
+                    "node {node} must be dialed by node {me}, not dial it"
+                ))
+            } else if !expected.contains(&node) || peers.contains_key(&node) {
+                Some(format!("node {node} already connected"))
+            } else {
+                None
+            }
+        };
+        let answer = |node: u16, _: &[u8]| Ok((local.info_for)(node));
+        match take(local, &mut stream, admit, answer) {
             Ok((node, info)) => {
                 peers.insert(node, info);
             }
@@ -361,12 +406,14 @@ fn accept_higher(
 }
 
 /// One dialer's exchange on `stream`: its node and information once it proved the secret
-/// and acknowledged; else what was refused, in words. `waiting(node)`: whether that node
-/// is one this node still waits for.
+/// and acknowledged; else what was refused, in words. `admit(node)`: why that node is
+/// not one this node takes now, if it is not; `answer(node, info)`: what this node sends
+/// it once it proved the secret and sent `info`, or why it refuses.
 fn take(
     local: &Local<'_>,
     stream: &mut TcpStream,
-    waiting: impl Fn(u16) -> bool,
+    admit: impl Fn(u16) -> Option<String>,
+    answer: impl FnOnce(u16, &[u8]) -> Result<Vec<u8>, String>,
 ) -> Result<(u16, Vec<u8>), String> {
     let me = local.me;
     let Ok(hello) = receive::<Hello>(stream) else {
@@ -382,12 +429,8 @@ fn take(
         ))
     } else if local.file.node(node).is_none() {
         Some(format!("node {node} is not in the cluster file"))
-    } else if node <= me {
-        Some(format!(
-            "node {node} must be dialed by node {me}, not dial it"
-        ))
-    } else if !waiting(node) {
-        Some(format!("node {node} already connected"))
+    } else if let Some(reason) = admit(node) {
+        Some(reason)
     } else if hello.nonce.len() != NONCE_BYTES {
         Some(format!("a nonce of {} bytes", hello.nonce.len()))
     } else {
@@ -420,7 +463,13 @@ fn take(
     }
     // Counted once it acknowledged; a dialer that did not (its connection failed) dials
     // again.
-    let mine = (local.info_for)(node);
+    let mine = match answer(node, &info) {
+        Ok(mine) => mine,
+        Err(reason) => {
+            let _ = send(stream, &Answer::Refuse(reason.clone()));
+            return Err(format!("node {node}: {reason}"));
+        }
+    };
     let proof = transcript.prove(&local.secret, Role::ListenerSends, &mine);
     let acked = send(stream, &Answer::Accept { info: mine, proof })
         .and_then(|()| receive::<Ack>(stream))

@@ -64,7 +64,9 @@ fn a_fresh_process_in_a_nodes_place_is_reached_once_both_sides_connected() {
             .filter(|&p| p != id)
             .map(|p| (p, info_for(&nodes[usize::from(p)], id)))
             .collect();
-        nodes[usize::from(id)].connect_peers(&peers).expect("connect");
+        nodes[usize::from(id)]
+            .connect_peers(&peers)
+            .expect("connect");
     }
     let old = nodes.pop().expect("node 2");
     let (n0, n1) = (&nodes[0], &nodes[1]);
@@ -77,8 +79,12 @@ fn a_fresh_process_in_a_nodes_place_is_reached_once_both_sides_connected() {
     // A fresh process for node 2: blank memory, new queue pairs.
     let mut fresh = open(2).expect("the device is still there");
     assert_eq!(fresh.read(w(2, 1)), Ok(0));
-    let answer0 = e0.rejoin(NodeId(2), &info_for(&fresh, 0)).expect("rejoin 0");
-    let answer1 = e1.rejoin(NodeId(2), &info_for(&fresh, 1)).expect("rejoin 1");
+    let answer0 = e0
+        .rejoin(NodeId(2), &info_for(&fresh, 0))
+        .expect("rejoin 0");
+    let answer1 = e1
+        .rejoin(NodeId(2), &info_for(&fresh, 1))
+        .expect("rejoin 1");
     // Parked until the new process has connected its side: refused, not posted.
     match put(&mut e0, w(2, 1), 8) {
         Reply::Failed(RdmaError::QueuePairError { .. }) => {}
@@ -88,7 +94,9 @@ fn a_fresh_process_in_a_nodes_place_is_reached_once_both_sides_connected() {
         (0, PeerInfo::from_bytes(&answer0.to_bytes()).expect("bytes")),
         (1, PeerInfo::from_bytes(&answer1.to_bytes()).expect("bytes")),
     ]);
-    fresh.connect_peers(&peers).expect("the fresh node connects");
+    fresh
+        .connect_peers(&peers)
+        .expect("the fresh node connects");
     e0.activate(NodeId(2)).expect("activate");
     e1.activate(NodeId(2)).expect("activate");
 
@@ -102,7 +110,10 @@ fn a_fresh_process_in_a_nodes_place_is_reached_once_both_sides_connected() {
     let cas = Op::Atomic {
         local: w(2, 4),
         remote: w(0, 3),
-        rmw: Rmw::Cas { expected: 5, new: 6 },
+        rmw: Rmw::Cas {
+            expected: 5,
+            new: 6,
+        },
         work_id: D,
     };
     assert_eq!(e2.execute(&cas), Reply::Done);

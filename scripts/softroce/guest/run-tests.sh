@@ -147,6 +147,31 @@ if [ -x "$SHARE/cluster/node_embed" ]; then
     fi
 fi
 
+# ---------------------------------------------------------------- replace
+# tests/node_replace.rs: three `velos node` processes; a follower killed and a fresh
+# process started in its place with --join; it catches up and votes while the leader
+# decides; then the leader killed. The times from the new process's start to its first
+# applied entry and to its first vote come back as metrics.
+if [ -x "$SHARE/cluster/node_replace" ]; then
+    step replace
+    log=$OUT/replace.txt
+    (cd /tmp && VELOS_BIN=$SHARE/cluster/velos timeout "$TEST_TIMEOUT" \
+        "$SHARE/cluster/node_replace" --nocapture) > "$log" 2>&1; rc=$?
+    grep -E '^(test result:|killed|replacement|after the)' "$log" | sed 's/^/    /'
+    sed -n 's/^replacement: .* applied its first entry \([0-9.]*\) s after its start and voted \([0-9.]*\) s after it.*/\1 \2/p' "$log" \
+        | while read -r a v; do
+            echo "@@ METRIC replace_first_applied_s=$a"
+            echo "@@ METRIC replace_first_vote_s=$v"
+        done
+    if [ $rc -eq 0 ] && grep -q '^test result: ok. 1 passed' "$log"; then
+        pass replace
+    else
+        show "$log"
+        msg=$(grep -A2 'panicked at' "$log" | head -3 | tr '\n' ' ' | cut -c1-400)
+        [ $rc -eq 124 ] && fail replace "timed out after $TEST_TIMEOUT s" || fail replace "exit status $rc: $msg"
+    fi
+fi
+
 # ---------------------------------------------------------------- latency
 # tests/node_latency.rs: three `velos node` processes, node 0 deciding LATENCY_VALUES
 # values one at a time; its decision latency is set next to ib_atomic_lat's t_typical

@@ -3,7 +3,10 @@
 //! (`{"slot": N, "value": "hex"}`) as it is applied; with `--client stdin`, also each
 //! proposal's outcome (`{"proposal": N, "slot": S}` or `{"proposal": N, "error": "..."}`);
 //! with `--client closed-loop`, the decision latencies once every value is decided
-//! (`{"latency": {"count": N, "p50_us": …, …}}`).
+//! (`{"latency": {"count": N, "p50_us": …, …}}`). With `--join`, the process joins the
+//! running cluster in a crashed replica's place (`{"joined": incarnation}`, then
+//! `{"voting": incarnation}` once it votes); the others print `{"replaced": node,
+//! "incarnation": N}` when it connects.
 
 use super::sim::parse_duration;
 use clap::{Args, ValueEnum};
@@ -61,6 +64,15 @@ pub struct NodeArgs {
     /// "index": I, "value": "hex"}`), with each proposal's outcome.
     #[arg(long)]
     embed: bool,
+    /// Join the running cluster in this node's place, as a fresh process replacing a
+    /// crashed one: its memory starts blank, it copies the log from the others, and it
+    /// votes once the leader has made its incarnation a member through the log.
+    #[arg(long)]
+    join: bool,
+    /// The joining process's incarnation, above every earlier one in its place (default:
+    /// its start time in microseconds since the Unix epoch).
+    #[arg(long, requires = "join")]
+    incarnation: Option<u64>,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -103,6 +115,7 @@ pub fn run_cli(a: NodeArgs) -> ExitCode {
         value_size: a.value_size,
         run_for: Duration::from_nanos(a.run_for),
         rendezvous_timeout: Duration::from_nanos(a.rendezvous_timeout),
+        join: a.join.then_some(a.incarnation),
     };
     if let Err(e) = spec.check() {
         eprintln!("velos node: {e}");

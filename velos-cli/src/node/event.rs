@@ -47,6 +47,24 @@ pub enum Event {
         /// The handle's view.
         status: NodeStatus,
     },
+    /// A fresh process took a peer's place (`velos node --join` elsewhere): this node now
+    /// reaches it, and counts the place only where a configuration names `incarnation`.
+    Replaced {
+        /// The peer's place.
+        replaced: u16,
+        /// The new process's incarnation.
+        incarnation: u64,
+    },
+    /// This process joined the running cluster (`--join`) at `joined`, its incarnation.
+    Joined {
+        /// Its incarnation.
+        joined: u64,
+    },
+    /// This process votes from now on: a decided configuration names its incarnation.
+    Voting {
+        /// Its incarnation.
+        voting: u64,
+    },
     /// The closed-loop client proposed all its values.
     Latency {
         /// Its decision latencies.

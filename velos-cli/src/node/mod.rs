@@ -36,6 +36,9 @@ pub struct NodeSpec {
     pub run_for: Duration,
     /// How long to wait for the other processes at connection setup.
     pub rendezvous_timeout: Duration,
+    /// `None`: start with the cluster; `Some(incarnation)`: join it running, in a crashed
+    /// replica's place, at that incarnation (`None` inside: the start time in µs).
+    pub join: Option<Option<u64>>,
 }
 
 /// Why a node could not run.
@@ -117,11 +120,22 @@ fn run_verbs(spec: &NodeSpec, mut on_event: impl FnMut(Event)) -> Result<NodeRep
     use client::Driver;
     use std::time::Instant;
     use velos::connect::{ClockFrom, connect};
+    use velos::join::{Joiners, join};
     use velos_core::log::{ClientScript, Replica};
-    use velos_rdma::{Endpoint, Process, Reply, Shared, Step};
+    use velos_rdma::{Endpoint, Op, Process, Reply, Shared, Step};
 
     let rdma = |e: &dyn std::fmt::Display| NodeError::Rdma(e.to_string());
-    let node = connect(&spec.log, &spec.cluster, spec.id, spec.rendezvous_timeout)?;
+    let timeout = spec.rendezvous_timeout;
+    let (node, listener, incarnations) = match spec.join {
+        None => {
+            let (node, listener) = connect(&spec.log, &spec.cluster, spec.id, timeout)?;
+            (node, listener, None)
+        }
+        Some(incarnation) => {
+            let j = join(&spec.log, &spec.cluster, spec.id, incarnation, timeout)?;
+            (j.node, j.listener, Some(j.incarnations))
+        }
+    };
     let client = ClientScript {
         count: if spec.client == Client::Script {
             spec.values
@@ -131,8 +145,21 @@ fn run_verbs(spec: &NodeSpec, mut on_event: impl FnMut(Event)) -> Result<NodeRep
         size: spec.value_size,
     };
     let mut driver = Driver::new(spec.client, spec.id, spec.values, spec.value_size);
-    let mut replica =
-        Replica::new(Shared::new(spec.log.clone()), spec.id, client).map_err(NodeError::Spec)?;
+    let shared = Shared::new(spec.log.clone());
+    let mut replica = match &incarnations {
+        None => Replica::new(shared, spec.id, client),
+        Some(incarnations) => Replica::joining(shared, spec.id, client, incarnations),
+    }
+    .map_err(NodeError::Spec)?;
+    if incarnations.is_some() {
+        on_event(Event::Joined {
+            joined: replica.incarnation(),
+        });
+    }
+    let mut voting = replica.votes();
+    // Processes that join later: met on the listener, handled between two operations.
+    let mut joiners = Joiners::serve(spec.cluster.clone(), spec.id, listener, || {})
+        .map_err(|e| NodeError::Rdma(format!("rendezvous: {e}")))?;
     // The endpoint's clock counts from `VerbsNode::open`, before the rendezvous (seconds
     // under emulation); restarted now, or every peer is suspected at the first turn and
     // each replica briefly leads.
@@ -144,15 +171,32 @@ fn run_verbs(spec: &NodeSpec, mut on_event: impl FnMut(Event)) -> Result<NodeRep
     let mut applied = 0u64;
     while started.elapsed() < spec.run_for {
         driver.pump(&mut replica, endpoint.inner.work_requests(), &mut on_event);
-        match replica.resume(reply) {
+        let op = match replica.resume(reply) {
             Step::Done => break,
-            Step::Op(op) => reply = endpoint.execute(&op),
+            Step::Op(op) => op,
+        };
+        if op == Op::Now && joiners.pending() {
+            for (replaced, incarnation) in joiners.handle(&mut endpoint.inner, &mut replica) {
+                on_event(Event::Replaced {
+                    replaced,
+                    incarnation,
+                });
+            }
         }
+        reply = endpoint.execute(&op);
+        let mut any = false;
         for (slot, entry) in replica.take_committed() {
+            any = true;
             applied += 1;
             on_event(Event::Committed {
                 slot,
                 value: entry.iter().map(|b| format!("{b:02x}")).collect(),
+            });
+        }
+        if any && !voting && replica.votes() {
+            voting = true;
+            on_event(Event::Voting {
+                voting: replica.incarnation(),
             });
         }
     }
@@ -181,6 +225,7 @@ mod tests {
             value_size: 16,
             run_for: Duration::from_millis(1),
             rendezvous_timeout: Duration::from_millis(1),
+            join: None,
         }
     }
 

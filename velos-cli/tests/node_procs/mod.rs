@@ -93,6 +93,8 @@ pub struct Node {
     pub entries: Arc<Mutex<Vec<Entry>>>,
     /// Other JSON lines it printed (client outcomes, the latency summary).
     pub reports: Arc<Mutex<Vec<serde_json::Value>>>,
+    /// When the test read each of `reports`.
+    pub report_times: Arc<Mutex<Vec<Instant>>>,
     stderr: Arc<Mutex<String>>,
     readers: Vec<JoinHandle<()>>,
 }
@@ -132,7 +134,9 @@ impl Node {
         let out = child.stdout.take().expect("stdout");
         let err = child.stderr.take().expect("stderr");
         let reports = Arc::new(Mutex::new(Vec::new()));
+        let report_times = Arc::new(Mutex::new(Vec::new()));
         let (e, r) = (Arc::clone(&entries), Arc::clone(&reports));
+        let times = Arc::clone(&report_times);
         let stdout_reader = std::thread::spawn(move || {
             for line in BufReader::new(out).lines() {
                 let Ok(line) = line else { break };
@@ -146,7 +150,11 @@ impl Node {
                         value: value.to_owned(),
                         at: Instant::now(),
                     }),
-                    _ => r.lock().unwrap().push(v),
+                    _ => {
+                        let mut r = r.lock().unwrap();
+                        r.push(v);
+                        times.lock().unwrap().push(Instant::now());
+                    }
                 }
             }
         });
@@ -168,9 +176,18 @@ impl Node {
             child,
             entries,
             reports,
+            report_times,
             stderr,
             readers: vec![stdout_reader, stderr_reader],
         }
+    }
+
+    /// The first report with a number under `key`, and when it was read.
+    pub fn reported(&self, key: &str) -> Option<(u64, Instant)> {
+        let reports = self.reports.lock().unwrap();
+        let at = reports.iter().position(|r| r[key].is_u64())?;
+        let time = *self.report_times.lock().unwrap().get(at)?;
+        Some((reports[at][key].as_u64()?, time))
     }
 
     pub fn entries(&self) -> Vec<Entry> {

@@ -15,10 +15,10 @@ use super::memory::WordAddress;
 use crate::doorbell::WorkRequests;
 use crate::error::RdmaError;
 use crate::ids::{Loc, NodeId};
-use sideway::ibverbs::completion::ExtendedCompletionQueue;
-use std::sync::Arc;
 use crate::layout::Layout;
+use sideway::ibverbs::completion::ExtendedCompletionQueue;
 use std::fmt::Debug;
+use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 

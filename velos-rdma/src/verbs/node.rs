@@ -472,7 +472,11 @@ impl VerbsNode {
             Connection::unconnected(&self.device, cq, peer, self.options.queue_depth)?;
         connection.connect_to(&self.device, far(info.info.responders[me][t]))?;
         let mut responder = create_responder(&self.device, &self.responder_cq)?;
-        bring_up(&mut responder, &self.device, far(info.info.requesters[me][t]))?;
+        bring_up(
+            &mut responder,
+            &self.device,
+            far(info.info.requesters[me][t]),
+        )?;
         lock(&self.requesters)[peer.index()][t] = connection.qp_number();
         // The old responder goes (destroyed): the old process's requests fail.
         lock(&self.responders)[peer.index()][t] = responder;
@@ -482,7 +486,10 @@ impl VerbsNode {
         }
         connection.park();
         let mine = self.local_info_for(peer);
-        assert_eq!(mine.info.requesters[peer.index()][t], connection.qp_number());
+        assert_eq!(
+            mine.info.requesters[peer.index()][t],
+            connection.qp_number()
+        );
         Ok((connection, mine))
     }
 
