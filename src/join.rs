@@ -202,3 +202,6 @@ impl Drop for Joiners {
 mod verbs;
 #[cfg(feature = "verbs")]
 pub use verbs::{Joined, join};
+
+#[cfg(test)]
+mod tests;

@@ -87,7 +87,8 @@ fn a_fresh_process_in_a_nodes_place_is_reached_once_both_sides_connected() {
         .expect("rejoin 1");
     // Parked until the new process has connected its side: refused, not posted.
     match put(&mut e0, w(2, 1), 8) {
-        Reply::Failed(RdmaError::QueuePairError { .. }) => {}
+        Reply::Failed(RdmaError::WorkFailed { cause, .. })
+            if matches!(*cause, RdmaError::QueuePairError { .. }) => {}
         other => panic!("a parked queue pair took a request: {other:?}"),
     }
     let peers = BTreeMap::from([
