@@ -77,6 +77,7 @@ pub fn rings(op: &Op) -> bool {
             | Op::PutInline { .. }
             | Op::PutWords { .. }
             | Op::Get { .. }
+            | Op::GetWords { .. }
             | Op::Atomic { .. }
             | Op::Rfence { .. }
     )

@@ -48,6 +48,24 @@ pub enum Op {
         /// The value.
         value: u64,
     },
+    /// CPU read of `count` consecutive local words (ours: a memory copy out, where `Load`
+    /// reads one word): replies [`Reply::Words`], word i from `loc` + 8·i. In the model,
+    /// that many `Load`s in a row, in address order; one CPU step, charged by its bytes.
+    LoadWords {
+        /// The first word read (on the thread's node).
+        loc: Loc,
+        /// How many words (at least 1).
+        count: u32,
+    },
+    /// CPU write of consecutive local words (ours: a memory copy, where `Store` writes one
+    /// word): word i to `loc` + 8·i. In the model, that many `Store`s in a row, in
+    /// address order, each through the store buffer; one CPU step, charged by its bytes.
+    StoreWords {
+        /// The first word written (on the thread's node).
+        loc: Loc,
+        /// The values.
+        words: Words,
+    },
     /// CPU compare-and-swap on a local word; waits for the store buffer to drain; replies
     /// the old value.
     Cas {
@@ -100,6 +118,23 @@ pub enum Op {
         local: Loc,
         /// Source word (its node is the target of the queue pair).
         remote: Loc,
+        /// rdmawait tag.
+        work_id: WorkId,
+    },
+    /// RDMA read of `count` consecutive words (ours: a NIC reads a message of many bytes
+    /// in one work request, where a get moves one word): remote word i into local word i.
+    /// In the model, `count` gets posted at once with one work id, in address order; like
+    /// the gets of one queue pair they may be executed in any order, so a reader may see
+    /// any mix of older and newer words (torn, as a READ of many bytes is). The payload's
+    /// bytes are charged as a put's. Every word must be readable and every local word on
+    /// the thread's node.
+    GetWords {
+        /// Destination of word 0, on the thread's node.
+        local: Loc,
+        /// Source of word 0 (its node is the target of the queue pair).
+        remote: Loc,
+        /// How many words (at least 1).
+        count: u32,
         /// rdmawait tag.
         work_id: WorkId,
     },
@@ -214,10 +249,13 @@ impl Op {
             | Op::PutInline { remote, .. }
             | Op::PutWords { remote, .. }
             | Op::Get { remote, .. }
+            | Op::GetWords { remote, .. }
             | Op::Atomic { remote, .. } => Some(remote.node),
             Op::Rfence { node } => Some(*node),
             Op::Load { .. }
+            | Op::LoadWords { .. }
             | Op::Store { .. }
+            | Op::StoreWords { .. }
             | Op::Cas { .. }
             | Op::Mfence
             | Op::Wait { .. }
@@ -239,6 +277,7 @@ impl Op {
             | Op::PutInline { work_id, .. }
             | Op::PutWords { work_id, .. }
             | Op::Get { work_id, .. }
+            | Op::GetWords { work_id, .. }
             | Op::Atomic { work_id, .. } => Some(*work_id),
             _ => None,
         }
@@ -278,6 +317,8 @@ pub enum Reply {
     Done,
     /// A value: the word read by `Load`, the old value of a CPU `Cas`.
     Value(u64),
+    /// The words read by `LoadWords`, in address order.
+    Words(Words),
     /// The operation failed; see [`RdmaError`].
     Failed(RdmaError),
 }

@@ -45,6 +45,10 @@ pub struct LatencyModel {
     /// link's rate: 40 at 200 Gb/s). 0: every put costs the same, whatever its length.
     #[serde(default)]
     pub wire_ps_per_byte: u64,
+    /// A CPU copy (`Op::StoreWords`) beyond its first word, in picoseconds per byte (100:
+    /// 10 GB/s, a copy that misses the caches). 0: a copy costs one store.
+    #[serde(default)]
+    pub copy_ps_per_byte: u64,
     /// A change of queue-pair write access (`Op::SetWriteAccess`) until it is in effect:
     /// Mu measured about 250 µs for a permission switch on ConnectX NICs.
     pub qp_access_change_ns: u64,
@@ -72,6 +76,7 @@ impl LatencyModel {
             device_mem_access_ns: 50,
             // 100 Gb/s.
             wire_ps_per_byte: 80,
+            copy_ps_per_byte: 100,
             qp_access_change_ns: 250_000,
             jitter_ns: 20,
         }
@@ -101,6 +106,7 @@ impl LatencyModel {
             device_mem_access_ns: 50,
             // about 80 Gb/s (Aries links).
             wire_ps_per_byte: 100,
+            copy_ps_per_byte: 100,
             qp_access_change_ns: 250_000,
             jitter_ns: 50,
         }
@@ -124,6 +130,7 @@ impl LatencyModel {
             put_ack_ns: 0,
             device_mem_access_ns: 1,
             wire_ps_per_byte: 0,
+            copy_ps_per_byte: 0,
             qp_access_change_ns: 1,
             jitter_ns: 0,
         }
@@ -159,6 +166,7 @@ impl LatencyModel {
             device_mem_access_ns: 50,
             // ConnectX-6: 200 Gb/s.
             wire_ps_per_byte: 40,
+            copy_ps_per_byte: 100,
             // Mu's measured permission switch on ConnectX NICs.
             qp_access_change_ns: 250_000,
             jitter_ns: 10,
@@ -195,6 +203,7 @@ impl LatencyModel {
             Delay::Pause(ns) => ns.max(self.cpu_local_ns),
             Delay::QpAccessChange => self.qp_access_change_ns,
             Delay::Payload(bytes) => bytes.saturating_sub(8) * self.wire_ps_per_byte / 1000,
+            Delay::Copy(bytes) => bytes.saturating_sub(8) * self.copy_ps_per_byte / 1000,
         }
     }
 }

@@ -398,6 +398,7 @@ impl Process for Script {
             Reply::Start => {}
             Reply::Done => self.replies.push(u64::MAX - 1),
             Reply::Value(v) => self.replies.push(v),
+            Reply::Words(w) => self.replies.extend(w.as_slice()),
             Reply::Failed(_) => self.replies.push(u64::MAX),
         }
         let op = self.ops.get(self.pc).cloned();

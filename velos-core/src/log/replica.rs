@@ -120,6 +120,7 @@ enum Then {
     TransferHeader,
     TransferLength,
     TransferWord(u32),
+    TransferWords,
     TransferBankTest(u32),
     PutsTest,
 }
@@ -510,6 +511,10 @@ impl Replica {
             Then::TransferHeader => self.transfer_header(value.expect("a load")),
             Then::TransferLength => self.transfer_length(value.expect("a load")),
             Then::TransferWord(i) => self.transfer_word(i, value.expect("a load")),
+            Then::TransferWords => match &reply {
+                Reply::Words(words) => self.transfer_words(words.as_slice()),
+                other => panic!("a load of words: {other:?}"),
+            },
             Then::TransferBankTest(b) => {
                 if reply != Reply::Value(0) {
                     self.snap.transfer_poisoned[b as usize] = None;

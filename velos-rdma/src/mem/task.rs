@@ -40,6 +40,12 @@ enum Access {
         local: usize,
         remote: usize,
     },
+    /// Remote word `remote + i` into local word `local + i`.
+    GetWords {
+        local: usize,
+        remote: usize,
+        count: usize,
+    },
     Atomic {
         local: usize,
         remote: usize,
@@ -57,6 +63,7 @@ impl Task {
         let (remote, local) = match *op {
             Op::Put { remote, local, .. }
             | Op::Get { remote, local, .. }
+            | Op::GetWords { remote, local, .. }
             | Op::Atomic { remote, local, .. } => (remote, Some(local)),
             Op::PutInline { remote, .. } | Op::PutWords { remote, .. } => (remote, None),
             _ => panic!("not a remote operation: {op:?}"),
@@ -113,6 +120,15 @@ impl Task {
                 local: l,
                 remote: r,
             } => local(l).store(remote(r).load(Ordering::SeqCst), Ordering::SeqCst),
+            Access::GetWords {
+                local: l,
+                remote: r,
+                count,
+            } => {
+                for i in 0..count {
+                    local(l + i).store(remote(r + i).load(Ordering::SeqCst), Ordering::SeqCst);
+                }
+            }
             Access::Atomic {
                 local: l,
                 remote: r,
@@ -140,20 +156,23 @@ impl Access {
             Op::Put { remote, .. } | Op::PutInline { remote, .. } | Op::PutWords { remote, .. } => {
                 (remote, RemoteKind::Write)
             }
-            Op::Get { remote, .. } => (remote, RemoteKind::Read),
+            Op::Get { remote, .. } | Op::GetWords { remote, .. } => (remote, RemoteKind::Read),
             Op::Atomic { remote, .. } => (remote, RemoteKind::Atomic),
             _ => unreachable!("checked by Task::post"),
         };
         index(remote)?;
         memory.permit(source, remote, kind)?;
-        if let Op::PutWords { words, .. } = op {
-            // Every word written must be in bounds and writable; the first that is not is
-            // the failure, as a put to it would fail.
-            for i in 1..words.len() {
-                let loc = remote.word_after(i);
-                index(loc)?;
-                memory.permit(source, loc, kind)?;
-            }
+        let words = match op {
+            Op::PutWords { words, .. } => words.len(),
+            Op::GetWords { count, .. } => *count as usize,
+            _ => 1,
+        };
+        // Every word written or read must be in bounds and allowed; the first that is not
+        // is the failure, as a put or get of it would fail.
+        for i in 1..words {
+            let loc = remote.word_after(i);
+            index(loc)?;
+            memory.permit(source, loc, kind)?;
         }
         Ok(match op {
             &Op::Put { remote, local, .. } => Access::Put {
@@ -172,6 +191,27 @@ impl Access {
                 local: index(local)?,
                 remote: index(remote)?,
             },
+            &Op::GetWords {
+                local,
+                remote,
+                count,
+                ..
+            } => {
+                if count == 0 {
+                    return Err(RdmaError::Unsupported {
+                        operation: "GetWords",
+                        backend: "a read of no words",
+                    });
+                }
+                // The local words are the thread's node's (checked at post): the last
+                // must be there too.
+                index(local.word_after(count as usize - 1))?;
+                Access::GetWords {
+                    local: index(local)?,
+                    remote: index(remote)?,
+                    count: count as usize,
+                }
+            }
             &Op::Atomic {
                 local, remote, rmw, ..
             } => Access::Atomic {

@@ -41,7 +41,7 @@ pub fn done_of(reply: Reply) -> Result<(), RdmaError> {
     match reply {
         Reply::Done | Reply::Start => Ok(()),
         Reply::Failed(e) => Err(e),
-        Reply::Value(_) => Ok(()),
+        Reply::Value(_) | Reply::Words(_) => Ok(()),
     }
 }
 

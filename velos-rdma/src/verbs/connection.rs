@@ -218,7 +218,10 @@ impl WorkRequest<'_> {
                 ..
             } => Some((staged, 8 * words)),
             Verb::WriteWords { staged: None, .. } | Verb::WriteInline { .. } => None,
-            Verb::Write { .. } | Verb::Read { .. } | Verb::Atomic { .. } => {
+            Verb::Read { words, .. } => {
+                Some((self.local.expect("a read has a local operand"), 8 * words))
+            }
+            Verb::Write { .. } | Verb::Atomic { .. } => {
                 Some((self.local.expect("a verb with a local operand"), 8))
             }
         }

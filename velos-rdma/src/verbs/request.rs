@@ -35,10 +35,13 @@ pub(super) enum Verb {
         /// [`Request::failure`]).
         beyond: Option<u32>,
     },
-    /// RDMA READ into the local word.
+    /// RDMA READ of `words` consecutive words into the local words from `local` on
+    /// (`Op::Get`: one; `Op::GetWords`: one work request for all).
     Read {
-        /// The destination word.
+        /// The destination of word 0.
         local: Loc,
+        /// How many words (at least 1).
+        words: u32,
     },
     /// Remote atomic; the old value lands in the local word.
     Atomic {
@@ -82,7 +85,27 @@ impl Request {
                 };
                 (remote, verb)
             }
-            Op::Get { local, remote, .. } => (remote, Verb::Read { local }),
+            Op::Get { local, remote, .. } => (remote, Verb::Read { local, words: 1 }),
+            Op::GetWords {
+                local,
+                remote,
+                count,
+                ..
+            } => {
+                if count == 0 {
+                    return Err(RdmaError::Unsupported {
+                        operation: "GetWords",
+                        backend: "a read of no words",
+                    });
+                }
+                (
+                    remote,
+                    Verb::Read {
+                        local,
+                        words: count,
+                    },
+                )
+            }
             Op::Atomic {
                 local, remote, rmw, ..
             } => (remote, Verb::Atomic { local, rmw }),
@@ -110,7 +133,7 @@ impl Request {
     /// The local operand, if the verb has one.
     pub(super) fn local(&self) -> Option<Loc> {
         match self.verb {
-            Verb::Write { local } | Verb::Read { local } | Verb::Atomic { local, .. } => {
+            Verb::Write { local } | Verb::Read { local, .. } | Verb::Atomic { local, .. } => {
                 Some(local)
             }
             Verb::WriteInline { .. } | Verb::WriteWords { .. } => None,
@@ -120,7 +143,7 @@ impl Request {
     /// How many remote words the request writes or reads (0 for an empty `PutWords`).
     pub(super) fn words(&self) -> u32 {
         match self.verb {
-            Verb::WriteWords { words, .. } => words,
+            Verb::WriteWords { words, .. } | Verb::Read { words, .. } => words,
             _ => 1,
         }
     }
@@ -139,6 +162,10 @@ impl Request {
     pub(super) fn check(&self, layout: &Layout) -> Result<(), RdmaError> {
         if let Some(local) = self.local() {
             layout.check(local)?;
+            if let Verb::Read { words, .. } = self.verb {
+                // A read's local words are one range of the node's, bounded by its last.
+                layout.check(local.word_after(words as usize - 1))?;
+            }
         }
         layout.check(self.remote)?;
         let words = self.words();

@@ -276,7 +276,7 @@ mod tests {
             local,
             rmw: Rmw::Faa { add: 1 },
         };
-        for (qp_seq, verb) in [(3, Verb::Read { local }), (4, atomic)] {
+        for (qp_seq, verb) in [(3, Verb::Read { local, words: 1 }), (4, atomic)] {
             assert!(s.decide(0, &verb, 0));
             s.posted(0, qp_seq, true, WORD);
         }

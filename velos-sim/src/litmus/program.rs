@@ -107,6 +107,7 @@ impl Process for LitmusThread {
                 Reply::Value(v) => self.finish(Some(v)),
                 Reply::Failed(e) => return self.fail(e),
                 Reply::Done | Reply::Start => self.finish(None),
+                Reply::Words(_) => unreachable!("litmus programs issue no LoadWords"),
             }
         }
         // Start the next instruction.

@@ -36,12 +36,18 @@ impl<P: Process> Machine<P> {
             _ if op.target().is_some() => Delay::CpuPost,
             _ => Delay::CpuLocal,
         };
+        // A copy of many words costs its bytes on top of the step.
+        let copy = match &op {
+            Op::StoreWords { words, .. } => clock.delay(Delay::Copy(8 * words.len() as u64), None),
+            Op::LoadWords { count, .. } => clock.delay(Delay::Copy(8 * u64::from(*count)), None),
+            _ => 0,
+        };
         let thread = &mut self.threads[t];
         thread.next = match thread.process.resume(reply) {
             Step::Op(next) => Next::Pending(next),
             Step::Done => Next::Finished,
         };
-        thread.ready = now + clock.delay(kind, None);
+        thread.ready = now + clock.delay(kind, None) + copy;
     }
 
     /// The effect and reply of one operation of thread t (its premise holds).
@@ -63,6 +69,47 @@ impl<P: Process> Machine<P> {
                     Reply::Done
                 }
             },
+            Op::LoadWords { loc, count } => {
+                let last = loc.word_after((count as usize).saturating_sub(1));
+                match self
+                    .check_local(node, loc)
+                    .and(self.check_local(node, last))
+                {
+                    Err(e) => Reply::Failed(e),
+                    Ok(()) if count == 0 => Reply::Failed(RdmaError::Unsupported {
+                        operation: "LoadWords",
+                        backend: "a read of no words",
+                    }),
+                    // That many loads in a row, in address order.
+                    Ok(()) => Reply::Words(
+                        (0..count as usize)
+                            .map(|i| self.tso_read(t, loc.word_after(i)))
+                            .collect::<Vec<_>>()
+                            .into(),
+                    ),
+                }
+            }
+            Op::StoreWords { loc, ref words } => {
+                let last = loc.word_after(words.len().saturating_sub(1));
+                match self
+                    .check_local(node, loc)
+                    .and(self.check_local(node, last))
+                {
+                    Err(e) => Reply::Failed(e),
+                    Ok(()) => {
+                        // That many stores in a row, in address order.
+                        let ready = now + clock.delay(Delay::Flush, None);
+                        for (i, &value) in words.as_slice().iter().enumerate() {
+                            let loc = loc.word_after(i);
+                            self.threads[t].sb.push_back(Timed {
+                                item: SbEntry::Write { loc, value },
+                                ready,
+                            });
+                        }
+                        Reply::Done
+                    }
+                }
+            }
             Op::Cas { loc, expected, new } => match self.check_local(node, loc) {
                 Err(e) => Reply::Failed(e),
                 Ok(()) => {
@@ -151,6 +198,12 @@ impl<P: Process> Machine<P> {
                 now,
                 clock,
             ),
+            Op::GetWords {
+                local,
+                remote,
+                count,
+                work_id,
+            } => self.post_gets(t, local, remote, count, work_id, now, clock),
             Op::Atomic {
                 local,
                 remote,
@@ -302,12 +355,84 @@ impl<P: Process> Machine<P> {
             | Op::Atomic { local, remote, .. } => (*remote, Some(*local), 1),
             Op::PutInline { remote, .. } => (*remote, None, 1),
             Op::PutWords { remote, words, .. } => (*remote, None, words.len()),
+            Op::GetWords {
+                local,
+                remote,
+                count,
+                ..
+            } => {
+                let last = local.word_after((*count as usize).saturating_sub(1));
+                let node = self.threads[t].node;
+                if *count == 0 || self.check_local(node, last).is_err() {
+                    return false; // refused at post: no failure recorded
+                }
+                (*remote, Some(*local), *count as usize)
+            }
             _ => return false,
         };
         matches!(
             self.post_check(t, remote, local, words),
             PostCheck::Record(_)
         )
+    }
+
+    /// Posts `Op::GetWords`: `count` gets, remote word i into local word i, entering the
+    /// store buffer at once in address order, with one work id; the message's bytes after
+    /// the first word are charged as a put's payload is. Addresses are checked as for
+    /// `count` gets: a bad local word or an unknown node fails the post; a bad remote word
+    /// is the operation's failure.
+    #[allow(clippy::too_many_arguments)]
+    fn post_gets(
+        &mut self,
+        t: usize,
+        local: Loc,
+        remote: Loc,
+        count: u32,
+        work_id: WorkId,
+        now: u64,
+        clock: &mut dyn Clock,
+    ) -> Reply {
+        let node = self.threads[t].node;
+        if count == 0 {
+            return Reply::Failed(RdmaError::Unsupported {
+                operation: "GetWords",
+                backend: "a read of no words",
+            });
+        }
+        if let Err(e) = self.check_local(node, local.word_after(count as usize - 1)) {
+            return Reply::Failed(e);
+        }
+        let first = PipeItem::GetRead {
+            local,
+            remote,
+            work_id,
+        };
+        match self.post_check(t, remote, Some(local), count as usize) {
+            PostCheck::Reply(e) => Reply::Failed(e),
+            PostCheck::Record(e) => {
+                self.fail_item(t, &first, e);
+                Reply::Done
+            }
+            PostCheck::Enter => {
+                let payload = clock.delay(Delay::Payload(8 * u64::from(count)), None);
+                for i in 0..count as usize {
+                    let item = PipeItem::GetRead {
+                        local: local.word_after(i),
+                        remote: remote.word_after(i),
+                        work_id,
+                    };
+                    let ready = now + payload + clock.delay(Delay::Doorbell, Some(remote.node));
+                    self.threads[t].sb.push_back(Timed {
+                        item: SbEntry::Remote {
+                            target: remote.node,
+                            item,
+                        },
+                        ready,
+                    });
+                }
+                Reply::Done
+            }
+        }
     }
 
     fn push_remote(

@@ -40,6 +40,8 @@ pub enum Delay {
     DevicePutAck,
     /// A change of queue-pair write access (`SetWriteAccess`), until it is in effect.
     QpAccessChange,
+    /// A CPU copy of this many bytes (`Op::StoreWords`) beyond its first word.
+    Copy(u64),
 }
 
 /// A source of delays. The explorer uses [`NoDelay`]; the simulator a latency model.

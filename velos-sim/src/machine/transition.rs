@@ -209,11 +209,14 @@ impl<P: Process> Machine<P> {
                 node.index() >= self.node_count() || self.fully_done_towards(t, node)
             }
             Op::Load { .. }
+            | Op::LoadWords { .. }
             | Op::Store { .. }
+            | Op::StoreWords { .. }
             | Op::Put { .. }
             | Op::PutInline { .. }
             | Op::PutWords { .. }
             | Op::Get { .. }
+            | Op::GetWords { .. }
             | Op::Atomic { .. }
             | Op::Rfence { .. } => true,
         }
@@ -288,10 +291,12 @@ impl<P: Process> Machine<P> {
                 Next::Pending(op) => matches!(
                     op,
                     Op::Store { .. }
+                        | Op::StoreWords { .. }
                         | Op::Put { .. }
                         | Op::PutInline { .. }
                         | Op::PutWords { .. }
                         | Op::Get { .. }
+                        | Op::GetWords { .. }
                         | Op::Atomic { .. }
                         | Op::Rfence { .. }
                         | Op::Wait { .. }

@@ -1,6 +1,7 @@
 //! The owner's side of snapshots ([`crate::log::snapshot`]): the service hands the replica
 //! a snapshot, and the replica writes it into the bank its header does not name, a chunk
-//! of [`WRITE_CHUNK`] words per turn, then the header, then publishes the point.
+//! of [`WRITE_CHUNK`] words per turn (one `Op::StoreWords` each: a copy, not a store per
+//! word), then the header, then publishes the point.
 //!
 //! Writing a bank in one go stalled the turn for as long as the copy took: a 64 MiB
 //! snapshot is 8 M words, seconds of stores on the in-process backend, during which the
@@ -17,7 +18,7 @@ use super::{Replica, Then};
 use crate::log::event::Event;
 use crate::log::membership::snapshot_words;
 use crate::log::snapshot::{BankImage, stamp};
-use velos_rdma::Op;
+use velos_rdma::{Op, Words};
 
 /// Bank words a turn stores at most while a snapshot is written (32 KiB). Snapshots up to
 /// that size are written whole in the call that hands them, as before chunking.
@@ -139,15 +140,20 @@ impl Replica {
         };
         let (used, last) = (w.image.used(), self.shape.snapshot_bank_words() - 1);
         let upto = (w.next + WRITE_CHUNK).min(used + 1);
-        for i in w.next..upto {
-            // The padding past the content is never read as content (the length bounds
-            // it); the end stamp goes to the bank's last word, after everything else.
-            let (at, value) = if i == used {
-                (last, stamp(w.image.point()))
-            } else {
-                (i as u32, w.image.word(i))
-            };
-            let loc = self.shape.snapshot_word(self.me, w.bank, at);
+        // The content of this chunk in one copy (the stores land in address order); the
+        // padding past the content is never read as content (the length bounds it).
+        let content = w.next..upto.min(used);
+        if !content.is_empty() {
+            let loc = self
+                .shape
+                .snapshot_word(self.me, w.bank, content.start as u32);
+            let words = Words::from(content.map(|i| w.image.word(i)).collect::<Vec<_>>());
+            self.op(Op::StoreWords { loc, words }, Then::Ignore);
+        }
+        if upto == used + 1 {
+            // The end stamp goes to the bank's last word, after everything else.
+            let loc = self.shape.snapshot_word(self.me, w.bank, last);
+            let value = stamp(w.image.point());
             self.op(Op::Store { loc, value }, Then::Ignore);
         }
         w.next = upto;

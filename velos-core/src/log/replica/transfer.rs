@@ -5,9 +5,9 @@
 //!
 //! The copy runs in one of `read_banks` incoming banks of scratch: the header, then the
 //! bank's end stamp, its point and length, its content (only the words the length covers,
-//! [`chunk`] gets at a time), its begin stamp, each stage's gets tested before the next is
-//! posted. Posting a whole bank's gets at once queued the heartbeat reads on the same
-//! queue pairs behind thousands of gets: the copier suspected its sources and gave every
+//! one multi-word read of [`chunk`] words at a time), its begin stamp, each stage's gets
+//! tested before the next is posted. Posting a whole bank's gets at once queued the
+//! heartbeat reads on the same queue pairs behind thousands of gets: the copier suspected its sources and gave every
 //! copy up (seen with 64 KiB banks on the emulator). A copy from a peer that becomes suspected is given up
 //! after a failure timeout; its bank stays out of use until its gets complete (they could
 //! still land), as with value reads. A torn copy (the peer wrote that bank again meanwhile)
@@ -25,16 +25,18 @@ use velos_rdma::{Op, Reply};
 /// Content words a copy gets per turn, at least.
 pub(super) const CHUNK: u32 = 64;
 
-/// Content words a copy gets per turn for a bank of `used` words: [`CHUNK`], or for a
-/// bank of more than 512 chunks a 512th of it, up to [`MAX_CHUNK`] (a 64 MiB snapshot
-/// in 64-word rounds took 131,072 round trips).
+/// Content words a copy gets per turn for a bank of `used` words, in one multi-word read
+/// (`Op::GetWords`): a quarter of the bank, at least [`CHUNK`], at most [`MAX_CHUNK`] (a
+/// 64 KiB snapshot in 4 round trips; 64-word rounds, a get per word, took 128 and tore
+/// before they ended).
 pub(super) fn chunk(used: u32) -> u32 {
-    (used / 512).clamp(CHUNK, MAX_CHUNK)
+    (used / 4).clamp(CHUNK, MAX_CHUNK)
 }
 
-/// Content words a copy gets per turn, at most: the gets a stage posts wait on the
-/// source's queue pair ahead of the heartbeat reads behind them.
-pub(super) const MAX_CHUNK: u32 = 1024;
+/// Content words a copy gets per turn, at most (16 KiB): the read a stage posts holds the
+/// source's queue pair ahead of the heartbeat reads behind it for its bytes' time on the
+/// wire.
+pub(super) const MAX_CHUNK: u32 = 2048;
 
 /// Where a copy stands: the gets of each stage are out until a test says complete.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -210,21 +212,34 @@ impl Replica {
                 )
             }
             Copying::Content { next, end } if next < end => {
+                // One read of the chunk's words (one work request).
                 let to = end.min(next + chunk(end));
-                let gets = (next..to).map(|i| (get(i), Then::Ignore)).collect();
-                (Copying::Content { next: to, end }, gets)
+                let gets = Op::GetWords {
+                    local: self.scratch.transfer(bank, next),
+                    remote: self.shape.snapshot_word(source, remote_bank, next),
+                    count: to - next,
+                    work_id,
+                };
+                (
+                    Copying::Content { next: to, end },
+                    vec![(gets, Then::Ignore)],
+                )
             }
             Copying::Content { .. } => (Copying::Begin, vec![(get(0), Then::Ignore)]),
             Copying::Begin => {
-                // Every word that holds something, then the end stamp (the last slot).
-                let loads = (0..used)
-                    .chain([per_bank - 1])
-                    .enumerate()
-                    .map(|(j, i)| {
-                        let loc = self.scratch.transfer(bank, i);
-                        (Op::Load { loc }, Then::TransferWord(j as u32))
-                    })
-                    .collect();
+                // Every word that holds something in one copy, then the end stamp (the
+                // bank's last word).
+                let words = Op::LoadWords {
+                    loc: self.scratch.transfer(bank, 0),
+                    count: used,
+                };
+                let end = Op::Load {
+                    loc: self.scratch.transfer(bank, per_bank - 1),
+                };
+                let loads = vec![
+                    (words, Then::TransferWords),
+                    (end, Then::TransferWord(used)),
+                ];
                 (Copying::Loading, loads)
             }
             Copying::LengthLoad | Copying::Loading => unreachable!("loads are not tested"),
@@ -284,6 +299,20 @@ impl Replica {
             work_id: ids::transfer(t.bank),
         };
         self.op_first(get, Then::Ignore);
+    }
+
+    /// The copied bank's words that hold something were loaded, from word 0 on.
+    pub(super) fn transfer_words(&mut self, words: &[u64]) {
+        assert!(
+            self.snap
+                .transfer
+                .as_ref()
+                .is_some_and(|t| t.words.len() > words.len()),
+            "a copy loading its words and then its end stamp"
+        );
+        for (i, &w) in words.iter().enumerate() {
+            self.transfer_word(i as u32, w);
+        }
     }
 
     /// Word `i` of the copied bank was loaded; with the last, install or start again.
