@@ -748,3 +748,74 @@ fn work_requests_and_doorbells_are_counted_by_the_doorbell_rule() {
         assert_eq!(fabric.work_requests(), total);
     }
 }
+
+/// The bulk copies: `StoreWords` and `LoadWords` on the node's own words, `GetWords` of a
+/// peer's into them; a copy past the memory refused as a single word's would be.
+#[test]
+fn bulk_stores_loads_and_multi_word_gets() {
+    for fabric in fabrics(2) {
+        let replies = script(
+            &fabric,
+            1,
+            vec![Op::StoreWords {
+                loc: w(1, 2),
+                words: vec![7, 8, 9].into(),
+            }],
+        );
+        assert_eq!(replies, vec![Reply::Done]);
+        let replies = script(
+            &fabric,
+            0,
+            vec![
+                Op::GetWords {
+                    local: w(0, 4),
+                    remote: w(1, 2),
+                    count: 3,
+                    work_id: D,
+                },
+                Op::Wait { work_id: D },
+                Op::LoadWords {
+                    loc: w(0, 4),
+                    count: 3,
+                },
+                // Past the target's memory: fails at the wait, as a get would.
+                Op::GetWords {
+                    local: w(0, 0),
+                    remote: w(1, 6),
+                    count: 3,
+                    work_id: E,
+                },
+                Op::Wait { work_id: E },
+                // Past this node's memory: refused at once.
+                Op::LoadWords {
+                    loc: w(0, 6),
+                    count: 3,
+                },
+                Op::StoreWords {
+                    loc: w(0, 7),
+                    words: vec![1, 2].into(),
+                },
+            ],
+        );
+        assert_eq!(
+            replies[..3],
+            [Reply::Done, Reply::Done, Reply::Words(vec![7, 8, 9].into())]
+        );
+        assert!(
+            matches!(&replies[4], Reply::Failed(RdmaError::WorkFailed { cause, .. })
+                if matches!(**cause, RdmaError::OutOfBounds { .. })),
+            "{replies:?}"
+        );
+        for reply in &replies[5..] {
+            assert!(
+                matches!(reply, Reply::Failed(RdmaError::OutOfBounds { .. })),
+                "{replies:?}"
+            );
+        }
+        assert_eq!(
+            fabric.read(w(0, 7)),
+            Ok(0),
+            "a refused store writes nothing"
+        );
+    }
+}

@@ -231,3 +231,65 @@ fn a_put_words_into_a_read_only_grant_is_refused_whole() {
     assert_eq!(endpoint.execute(&ok), Reply::Done);
     assert_eq!(endpoint.execute(&wait(D)), work_failed(D, broken));
 }
+
+/// The bulk copies on real verbs: a `GetWords` of 4 KiB is one RDMA READ into the node's
+/// words, `StoreWords` and `LoadWords` copy the node's own; a read past the target's
+/// memory fails at its wait, and local words past the node's are refused at once.
+#[test]
+fn bulk_copies_read_and_write_every_word() {
+    let test = "bulk_copies_read_and_write_every_word";
+    let Some(fabric) = fabric(test, 2, WORDS) else {
+        return;
+    };
+    let data = values(3, 512);
+    let replies = script(
+        &fabric,
+        1,
+        vec![Op::StoreWords {
+            loc: w(1, 100),
+            words: Words::from(data.clone()),
+        }],
+    );
+    assert_eq!(replies, vec![Reply::Done]);
+    assert_eq!(read(&fabric, 100, 512), data);
+    let replies = script(
+        &fabric,
+        0,
+        vec![
+            Op::GetWords {
+                local: w(0, 1000),
+                remote: w(1, 100),
+                count: 512,
+                work_id: D,
+            },
+            wait(D),
+            Op::LoadWords {
+                loc: w(0, 1000),
+                count: 512,
+            },
+            Op::GetWords {
+                local: w(0, 0),
+                remote: w(1, WORDS - 2),
+                count: 3,
+                work_id: D,
+            },
+            wait(D),
+            Op::LoadWords {
+                loc: w(0, WORDS - 1),
+                count: 2,
+            },
+        ],
+    );
+    assert_eq!(
+        replies[..3],
+        [Reply::Done, Reply::Done, Reply::Words(Words::from(data))]
+    );
+    assert_eq!(
+        replies[4],
+        work_failed(D, RdmaError::OutOfBounds { loc: w(1, WORDS) })
+    );
+    assert!(
+        matches!(replies[5], Reply::Failed(RdmaError::OutOfBounds { .. })),
+        "{replies:?}"
+    );
+}
