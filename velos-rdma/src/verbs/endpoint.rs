@@ -32,6 +32,16 @@ use std::time::{Duration, Instant};
 /// The most work completions one poll of the completion queue takes.
 const POLL_BATCH: usize = 16;
 
+/// Where the word `loc` of the node `info` describes is for the NIC: its address and the
+/// key of the range that holds it.
+pub(super) fn peer_address(info: &PeerInfo, loc: Loc) -> WordAddress {
+    debug_assert_eq!(loc.node, info.info.node);
+    WordAddress {
+        addr: info.info.addr + u64::from(loc.offset),
+        key: info.rkey_of(loc.offset / 8),
+    }
+}
+
 /// The node of the queue pair with index `t`.
 fn node_of(t: usize) -> NodeId {
     NodeId(u16::try_from(t).expect("node ids are u16"))
@@ -277,7 +287,7 @@ impl<'f> VerbsEndpoint<'f> {
     /// Where the word at `loc` (a checked location) is for the NIC, with its remote key.
     fn remote(remotes: &Option<Vec<PeerInfo>>, host: &dyn Host, loc: Loc) -> WordAddress {
         match remotes {
-            Some(infos) => infos[loc.node.index()].address(loc),
+            Some(infos) => peer_address(&infos[loc.node.index()], loc),
             None => host.remote(loc),
         }
     }

@@ -276,16 +276,6 @@ impl PeerInfo {
             .map_or(self.info.rkey, |range| range.rkey)
     }
 
-    /// Where the node's word `loc` is for the NIC: its address and the key that reaches
-    /// it.
-    pub(super) fn address(&self, loc: crate::ids::Loc) -> super::memory::WordAddress {
-        debug_assert_eq!(loc.node, self.info.node);
-        super::memory::WordAddress {
-            addr: self.info.addr + u64::from(loc.offset),
-            key: self.rkey_of(loc.offset / 8),
-        }
-    }
-
     /// The byte form (see [`PeerInfo`]).
     pub fn to_bytes(&self) -> Vec<u8> {
         let info = self.info.to_bytes();

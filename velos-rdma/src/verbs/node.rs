@@ -553,7 +553,7 @@ impl Host for VerbsNode {
         let Connected::Yes(infos) = &*lock(&self.connected) else {
             unreachable!("endpoints exist only once connected");
         };
-        let address = infos[loc.node.index()].address(loc);
+        let address = super::endpoint::peer_address(&infos[loc.node.index()], loc);
         debug_assert!(loc.node != self.id || address.addr == self.memory.remote(loc).addr);
         address
     }

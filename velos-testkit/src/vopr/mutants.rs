@@ -22,13 +22,13 @@ mod tests {
         // (mutant, near-overflow starts, first seed that catches it)
         let expected = [
             ("skip-adoption", false, 0),
-            ("accept-without-majority", false, 555),
-            ("reuse-proposal", false, 1),
+            ("accept-without-majority", false, 520),
+            ("reuse-proposal", false, 2),
             ("drop-carry", true, 16),
-            ("read-without-lease", false, 2),
-            ("trust-prediction", false, 1),
+            ("read-without-lease", false, 20),
+            ("trust-prediction", false, 15),
             ("reset-with-store", false, 7),
-            ("learn-from-one", false, 1163),
+            ("learn-from-one", false, 636),
             ("skip-fallback", true, 6),
             ("rejoin-blank", false, 83),
         ];

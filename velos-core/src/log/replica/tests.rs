@@ -341,10 +341,15 @@ fn a_large_snapshot_is_written_a_chunk_per_turn_then_published() {
         turns += 1;
         let ops = turn(&mut r, now);
         let mut in_turn = 0;
-        for op in ops {
-            let Op::Store { loc, value } = op else {
-                continue;
-            };
+        // A chunk's words go out as one copy: each word as the store it stands for.
+        let stores = ops.into_iter().flat_map(|op| match op {
+            Op::Store { loc, value } => vec![(loc, value)],
+            Op::StoreWords { loc, words } => (0..words.len())
+                .map(|i| (loc.word_after(i), words.as_slice()[i]))
+                .collect(),
+            _ => Vec::new(),
+        });
+        for (loc, value) in stores {
             if loc == header {
                 assert_eq!(value, 1, "the header names bank 0");
                 assert_eq!(stored[bank as usize - 1], Some(expected[bank as usize - 1]));

@@ -303,22 +303,27 @@ impl Replica {
 
     /// The copied bank's words that hold something were loaded, from word 0 on.
     pub(super) fn transfer_words(&mut self, words: &[u64]) {
+        let t = self.snap.transfer.as_mut().expect("a copy loading");
         assert!(
-            self.snap
-                .transfer
-                .as_ref()
-                .is_some_and(|t| t.words.len() > words.len()),
+            t.words.len() > words.len(),
             "a copy loading its words and then its end stamp"
         );
-        for (i, &w) in words.iter().enumerate() {
-            self.transfer_word(i as u32, w);
+        for (slot, &w) in t.words.iter_mut().zip(words) {
+            *slot = Some(w);
         }
+        self.transfer_loaded();
     }
 
-    /// Word `i` of the copied bank was loaded; with the last, install or start again.
+    /// Word `i` of the copied bank was loaded.
     pub(super) fn transfer_word(&mut self, i: u32, value: u64) {
         let t = self.snap.transfer.as_mut().expect("a copy loading");
         t.words[i as usize] = Some(value);
+        self.transfer_loaded();
+    }
+
+    /// Once every word of the copied bank is loaded: install it, or start again.
+    fn transfer_loaded(&mut self) {
+        let t = self.snap.transfer.as_ref().expect("a copy loading");
         if t.words.iter().any(Option::is_none) {
             return;
         }
