@@ -1,12 +1,12 @@
 //! [`Node`]: one replica of a log in this process, the handle of a deployment that runs
 //! one process per replica (over real RDMA: [`Backend::Verbs`]).
 
-use super::config::{Backend, Config};
+use super::config::{Backend, Config, Start};
 use super::driver::{Command, Driver, Framed, STOPPED, Shown};
 use super::error::{Error, StartError};
 use super::handle::{Role, admit, read_job, role_of};
 use super::metrics::{Metrics, MetricsSnapshot};
-use super::receipt::{Outcome, Receipt, pair};
+use super::receipt::{Answer, Outcome, Receipt, answer, pair};
 use super::state_machine::StateMachine;
 use super::verbs_backend;
 use crossbeam_channel::{Receiver, Sender, unbounded};
@@ -68,6 +68,8 @@ pub struct Node<S: StateMachine> {
     metrics: Arc<Metrics>,
     runner: Option<JoinHandle<Option<S>>>,
     max_command: usize,
+    /// A process that joined the running cluster: its answer once it votes, until taken.
+    voting: std::sync::Mutex<Option<Answer<u64>>>,
 }
 
 /// Starts a node's runner: given its driver and inbox, the thread that runs it, once the
@@ -122,7 +124,16 @@ impl<S: StateMachine> Node<S> {
             })
             .collect();
         let me = Arc::clone(&shown[usize::from(id)]);
-        let driver = Driver::new(id, machine, &config, Arc::clone(&metrics), shown);
+        let mut driver = Driver::new(id, machine, &config, Arc::clone(&metrics), shown);
+        let joining = matches!(
+            &config.backend,
+            Backend::Verbs(v) if matches!(v.start, Start::Join { .. })
+        );
+        let voting = joining.then(|| {
+            let (tx, voting) = answer(id);
+            driver.tell_when_voting(tx);
+            voting
+        });
         let (inbox, commands) = unbounded();
         let runner = launch(driver, commands)?;
         let max_command = config.max_command_bytes();
@@ -135,7 +146,21 @@ impl<S: StateMachine> Node<S> {
             metrics,
             runner: Some(runner),
             max_command,
+            voting: std::sync::Mutex::new(voting),
         })
+    }
+
+    /// For a process that joined the running cluster ([`Start::Join`],
+    /// [`Config::verbs_joining`]): an answer that resolves with its incarnation once it
+    /// votes (a decided configuration names it in its next slot; until then a majority of
+    /// the others decides without it) — `.await` it, or `wait_timeout`; an error if the
+    /// replica stops first. `None` for a process that started with the cluster, and after
+    /// the first call.
+    pub fn voting(&self) -> Option<Answer<u64>> {
+        self.voting
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take()
     }
 
     /// This replica's id.

@@ -269,6 +269,11 @@ impl<T> Answer<T> {
     pub fn wait_timeout(self, timeout: Duration) -> Result<T, Error> {
         self.cell.result_within(timeout)
     }
+
+    /// Whether the answer is known (then `wait_timeout` returns at once).
+    pub fn is_ready(&self) -> bool {
+        self.cell.lock().outcome.is_some()
+    }
 }
 
 impl<T> Future for Answer<T> {

@@ -6,7 +6,9 @@
 //! first slot; all of them agree slot by slot; every entry applied by a killed process
 //! is on both survivors; no value is applied twice; the survivors printed the
 //! replacement. Prints the time from the new process's start to its first applied entry
-//! and to its first vote.
+//! and to its first vote. A second test does the same through the embedding handle
+//! (`--embed`, `embed::Node` joining). Run them one at a time (`--test-threads=1`): two
+//! clusters at once on an emulated guest's two CPUs only measure each other.
 //!
 //! Skips without a device unless `VELOS_REQUIRE_RDMA=1`; `VELOS_BIN` as in
 //! `node_cluster.rs`.
@@ -168,4 +170,121 @@ fn a_fresh_process_replaces_a_follower_and_survives_the_leaders_death() {
             );
         }
     }
+}
+
+/// The same through the embedding handle (`velos node --embed`, `embed::Node` with
+/// `Start::Join`): the new process's handle says when it votes; after the leader's kill
+/// the survivors apply commands one of them proposed; every command number means the
+/// same command on every process that applied it, none twice, and every command node 0's
+/// handle acknowledged is on node 1.
+#[test]
+fn an_embedded_replacement_votes_and_the_survivors_go_on() {
+    if !device_present() {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let config = cluster_file(dir.path(), "node-replace-embed-test");
+    let embed = |values| vec!["--embed", "--values", values];
+    let mut n0 = Node::spawn(&config, 0, &embed(LEADER_VALUES));
+    let mut n1 = Node::spawn(&config, 1, &embed(SURVIVOR_VALUES));
+    let mut n2 = Node::spawn(&config, 2, &embed(SURVIVOR_VALUES));
+    let e0 = Arc::clone(&n0.entries);
+    wait_for(
+        &mut [&mut n0, &mut n1, &mut n2],
+        FIRST_COMMIT_WITHIN,
+        "commands applied by node 0 before node 2's kill",
+        || e0.lock().unwrap().len() >= ENTRIES_BEFORE,
+    );
+    let old2 = n2.kill();
+    let started = Instant::now();
+    let mut args = embed(SURVIVOR_VALUES);
+    args.push("--join");
+    let mut new2 = Node::spawn(&config, 2, &args);
+    let at_start = n0.entries().len() as u64;
+    let (e2, reports) = (Arc::clone(&new2.entries), Arc::clone(&new2.reports));
+    wait_for(
+        &mut [&mut n0, &mut n1, &mut new2],
+        JOIN_WITHIN,
+        "the new node 2 voting and caught up with node 0's commands at its start",
+        || {
+            let voting = reports.lock().unwrap().iter().any(|r| r["voting"].is_u64());
+            voting
+                && e2
+                    .lock()
+                    .unwrap()
+                    .last()
+                    .is_some_and(|e| e.slot + 1 >= at_start)
+        },
+    );
+    let (_, voted) = new2.reported("voting").expect("checked above");
+    println!(
+        "embedded replacement: new node 2 voted {:.3} s after its start",
+        voted.duration_since(started).as_secs_f64()
+    );
+    let reports0 = Arc::clone(&n0.reports);
+    let log0 = n0.kill();
+    let killed = Instant::now();
+    let acknowledged: BTreeSet<u64> = reports0
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|r| r["slot"].is_u64())
+        .filter_map(|r| r["proposal"].as_u64())
+        .collect();
+    let (e1, e2) = (Arc::clone(&n1.entries), Arc::clone(&new2.entries));
+    let new = |log: &std::sync::Mutex<Vec<Entry>>| {
+        log.lock()
+            .unwrap()
+            .iter()
+            .filter(|e| e.at >= killed && matches!(e.proposer(), Some(1 | 2)))
+            .count()
+    };
+    wait_for(
+        &mut [&mut n1, &mut new2],
+        NEW_ENTRIES_WITHIN,
+        "commands proposed by a survivor after the leader's kill",
+        || new(&e1) >= NEW_ENTRIES && new(&e2) >= NEW_ENTRIES,
+    );
+    let (log1, log2) = (n1.kill(), new2.kill());
+    // Numbered without gaps from each log's first command (the new process may start
+    // from a snapshot); the same number is the same command everywhere; none twice.
+    let logs = [
+        ("node 0", &log0),
+        ("node 1", &log1),
+        ("the old node 2", &old2),
+        ("the new node 2", &log2),
+    ];
+    let mut by_number = std::collections::BTreeMap::new();
+    for (name, log) in logs {
+        let first = log.first().map_or(0, |e| e.slot);
+        let mut once = BTreeSet::new();
+        for (i, e) in log.iter().enumerate() {
+            assert_eq!(e.slot, first + i as u64, "{name}: a gap at command {i}");
+            assert!(once.insert(&e.value), "{name} applied {} twice", e.value);
+            let seen = by_number.entry(e.slot).or_insert_with(|| e.value.clone());
+            assert_eq!(*seen, e.value, "{name} disagrees on command {}", e.slot);
+        }
+    }
+    assert_eq!(
+        log1.first().map(|e| e.slot),
+        Some(0),
+        "node 1 applied from the start"
+    );
+    let values1: BTreeSet<&String> = log1.iter().map(|e| &e.value).collect();
+    for &k in &acknowledged {
+        let value: String = velos_cli::node::client::generated_value(0, k, 16)
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        assert!(
+            values1.contains(&value),
+            "node 0's acknowledged proposal {k} is lost"
+        );
+    }
+    println!(
+        "embedded replacement: {} of node 0's proposals acknowledged, all on node 1; \
+         {NEW_ENTRIES} survivor commands on each survivor {:.1} s after the leader's kill",
+        acknowledged.len(),
+        killed.elapsed().as_secs_f64()
+    );
 }

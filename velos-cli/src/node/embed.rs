@@ -93,9 +93,19 @@ pub fn run(spec: &NodeSpec, mut on_event: impl FnMut(Event)) -> Result<NodeRepor
     let mut report = Reporter::default();
     let mut client = ClientState::new(spec.values);
     let mut next_status = Duration::from_secs(1);
+    // A process that joined the running cluster says when it votes.
+    let mut voting = node.voting();
     while started.elapsed() < spec.run_for {
         let busy =
             report.drain(&applied, &mut on_event) | client.step(&node, spec, window, &mut on_event);
+        if let Some(answer) = voting.take_if(|a| a.is_ready()) {
+            match answer.wait_timeout(Duration::ZERO) {
+                Ok(incarnation) => on_event(Event::Voting {
+                    voting: incarnation,
+                }),
+                Err(e) => return Err(NodeError::Rdma(format!("joining: {e}"))),
+            }
+        }
         if started.elapsed() >= next_status {
             next_status += Duration::from_secs(1);
             on_event(status(&node, started, client.outstanding.len()));
