@@ -173,3 +173,32 @@ fn bad_replacements_are_typed_errors() {
         })
     );
 }
+
+/// A spare — a running replica outside the configuration — is made a voter by
+/// `add_replica` on both backends; with none left, a typed refusal. Then the first leader
+/// is removed and another first voter crashed: the log goes on only because the spare
+/// counts in the majority of {1, 2, 3}.
+#[test]
+fn a_spare_is_added_and_then_counts_in_the_majority() {
+    for mut config in [Config::new(4), Config::emulator(4, 5)] {
+        config.log.members = velos::core::log::membership::Members::of(&[0, 1, 2]);
+        let cluster = Cluster::start(config, (0..4).map(|_| Tally::default())).expect("valid");
+        submit_range(&cluster, 0, 50);
+        assert_eq!(cluster.add_replica(), Ok(3), "replica 3 is the spare");
+        assert_eq!(
+            cluster.add_replica(),
+            Err(Error::NoSpare),
+            "every running replica votes"
+        );
+        cluster.change_members(&[1, 2, 3]).expect("0 removed");
+        submit_range(&cluster, 50, 100);
+        cluster.crash(1).expect("up");
+        submit_range(&cluster, 100, 150);
+        cluster.catch_up(WAIT).expect("the live replicas catch up");
+        let machines = cluster.shutdown();
+        for r in [2, 3] {
+            let count = machines[r].as_ref().map(|t| t.count);
+            assert_eq!(count, Some(150), "replica {r}: every command once");
+        }
+    }
+}

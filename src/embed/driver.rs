@@ -67,6 +67,9 @@ pub(crate) struct Shown {
     pub(crate) status: AtomicU8,
     pub(crate) slots_applied: AtomicU64,
     pub(crate) commands_applied: AtomicU64,
+    /// The voters of the last configuration that took effect here (a bit per replica; 0:
+    /// none yet, the log's initial members).
+    pub(crate) members: AtomicU64,
     /// Bumped when `leader`, `leading` or `status` changes (one watch per cluster).
     pub(crate) watch: Arc<LeaderWatch>,
 }
@@ -413,6 +416,9 @@ impl<S: StateMachine> Driver<S> {
     pub(crate) fn collect(&mut self, replica: &mut Replica, now_ns: u64) {
         for event in replica.take_events() {
             super::events::trace(self.me, &event);
+            if let velos_core::log::Event::MembersChanged { members, .. } = event {
+                self.shown.members.store(members.0, Ordering::SeqCst);
+            }
         }
         if let Some(tx) = self.voting.take_if(|_| replica.votes()) {
             tracing::info!(

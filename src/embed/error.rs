@@ -55,6 +55,11 @@ pub enum Error {
         /// The replica.
         replica: u16,
     },
+    /// Every running replica votes already: no spare to add
+    /// ([`super::Cluster::add_replica`]; a crashed one is added by
+    /// [`super::Cluster::replace`]).
+    #[error("no running replica outside the configuration to add (replace a crashed one instead)")]
+    NoSpare,
     /// The cluster is shutting down; the command was not proposed.
     #[error("the cluster is shutting down")]
     ShuttingDown,

@@ -541,7 +541,7 @@ impl<S: StateMachine> Cluster<S> {
     }
 
     /// The leader, or why there is none: every replica down, or a failover under way.
-    fn leader_or_why(&self) -> Result<u16, Error> {
+    pub(crate) fn leader_or_why(&self) -> Result<u16, Error> {
         match self.leader() {
             Some(leader) => Ok(leader),
             None if self.all_down() => Err(Error::NoReplicaUp),

@@ -1,5 +1,6 @@
 //! [`Cluster::replace`]: a fresh process in a crashed replica's place, joining through the
-//! log (rule (no amnesia) of `velos_core::log::configuration`).
+//! log (rule (no amnesia) of `velos_core::log::configuration`); [`Cluster::add_replica`]:
+//! a spare running replica made a voter.
 
 use super::driver::{CRASHED, Command, Driver, UP};
 use super::error::Error;
@@ -8,6 +9,7 @@ use super::mem_backend;
 use super::receipt::{Answer, answer};
 use super::state_machine::StateMachine;
 use std::sync::atomic::Ordering;
+use velos_core::log::membership::Members;
 
 impl<S: StateMachine> Cluster<S> {
     /// Starts a fresh process in crashed `replica`'s place, applying to `machine` (an
@@ -106,5 +108,52 @@ impl<S: StateMachine> Cluster<S> {
         }
         tracing::info!(replica, incarnation, "replacement started");
         Ok(voting)
+    }
+}
+
+impl<S: StateMachine> Cluster<S> {
+    /// Makes a spare a voter: the lowest running replica that the last configuration the
+    /// leader applied does not count (provisioned outside [`LogConfig::members`], or
+    /// removed by [`Cluster::change_members`]; it follows the log meanwhile), added through
+    /// the log as `change_members` does. Its id, once the change is in effect at the
+    /// leader. A crashed replica is added by [`Cluster::replace`] instead.
+    ///
+    /// Refused: [`Error::NoSpare`] when every running replica votes; the leader's refusals
+    /// (another change under way: [`Error::ChangePending`]).
+    ///
+    /// [`LogConfig::members`]: velos_core::log::LogConfig::members
+    pub fn add_replica(&self) -> Result<u16, Error> {
+        let (members, spare) = self.spare()?;
+        let mut with: Vec<u16> = (0..self.replicas())
+            .filter(|&r| members.contains(r))
+            .collect();
+        with.push(spare);
+        self.change_members(&with)?;
+        Ok(spare)
+    }
+
+    /// [`Cluster::add_replica`] as a future.
+    pub async fn add_replica_async(&self) -> Result<u16, Error> {
+        let (members, spare) = self.spare()?;
+        let mut with: Vec<u16> = (0..self.replicas())
+            .filter(|&r| members.contains(r))
+            .collect();
+        with.push(spare);
+        self.change_members_async(&with).await?;
+        Ok(spare)
+    }
+
+    /// The voters the leader last applied, and the lowest running replica outside them.
+    fn spare(&self) -> Result<(Members, u16), Error> {
+        let leader = self.leader_or_why()?;
+        let shown = |r: u16| &self.shown[usize::from(r)];
+        let members = match shown(leader).members.load(Ordering::SeqCst) {
+            0 => self.config.log.members,
+            m => Members(m),
+        };
+        let spare = (0..self.replicas())
+            .find(|&r| !members.contains(r) && shown(r).status.load(Ordering::SeqCst) == UP)
+            .ok_or(Error::NoSpare)?;
+        Ok((members, spare))
     }
 }
