@@ -1,12 +1,12 @@
 //! A fresh process joining a running cluster over real RDMA, in a crashed replica's
 //! place (rule (no amnesia) of `velos_core::log::configuration`).
 //!
-//! **The running nodes** keep their rendezvous listener open ([`crate::connect::connect`]
+//! **The running nodes** keep their rendezvous listener open (`connect::connect`
 //! returns it) and serve joiners on a thread of their own ([`Joiners::serve`]): each
 //! request is handed to the replica's loop, which alone touches the endpoint and the
-//! engine ([`Joiners::handle`]).
+//! engine (`Joiners::handle`, feature `verbs`).
 //!
-//! **The joiner** ([`join`]) registers its memory as the region plan says and dials every
+//! **The joiner** (`join`, feature `verbs`) registers its memory as the region plan says and dials every
 //! other node with the same proofs as at the start. Two exchanges each:
 //! 1. [`JoinMessage::Join`]: its incarnation and its connection information. The node
 //!    refuses an incarnation not above the one it knows for that place; otherwise it
@@ -182,8 +182,8 @@ impl Joiners {
         !self.requests.is_empty()
     }
 
-    /// The next request waiting, if any (to answer by hand; [`Joiners::handle`] does it
-    /// for a verbs replica).
+    /// The next request waiting, if any (to answer by hand; `Joiners::handle` does it
+    /// for a verbs replica, feature `verbs`).
     pub fn next(&self) -> Option<JoinRequest> {
         self.requests.try_recv().ok()
     }

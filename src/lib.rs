@@ -19,9 +19,12 @@
 //! snapshot and the log's tail, and votes once the leader has removed the old incarnation
 //! and added the new one through the log — it never answers for what the old process
 //! promised. The budget is back once it votes and the others have applied past that
-//! change: replace a crashed replica before the next one fails. A command whose leader
-//! crashed mid-decision has an unknown outcome ([`embed::Error::OutcomeUnknown`]). The
-//! README's first screen says more, with a tested snippet.
+//! change: replace a crashed replica before the next one fails. Across machines the
+//! replacement is a process started with [`embed::Config::verbs_joining`] (or `velos node
+//! --join`) in the crashed one's place: it meets the running nodes through [`join`]. A
+//! command whose leader crashed mid-decision has an unknown outcome
+//! ([`embed::Error::OutcomeUnknown`]). The README's first screen says more, with a tested
+//! snippet.
 //!
 //! The layers underneath are re-exported: [`core`] (the protocol, sans-IO), [`rdma`] (the
 //! RDMA programming model the engine is written against), [`sim`] (the emulator of the
