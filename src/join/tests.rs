@@ -8,19 +8,8 @@ use crate::rendezvous::{RendezvousError, dial_each, listen};
 use std::collections::BTreeMap;
 use std::time::Instant;
 
-const SECRET: &str = "the cluster's secret";
-
 fn file(n: u16) -> ClusterFile {
-    let mut text = format!("cluster_id = \"j\"\nsecret = \"{SECRET}\"\n");
-    for id in 0..n {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        text += &format!("[[node]]\nid = {id}\naddress = \"127.0.0.1:{port}\"\n");
-    }
-    ClusterFile::parse(&text, "test.toml").unwrap()
+    crate::rendezvous::tests::file(n, "j")
 }
 
 /// Nodes 0 and 1 of `f` serving joiners.

@@ -18,15 +18,7 @@ pub fn dial_each(
     info_for: impl Fn(u16) -> Vec<u8> + Sync,
     timeout: Duration,
 ) -> Result<BTreeMap<u16, Vec<u8>>, RendezvousError> {
-    if file.node(me).is_none() {
-        return Err(RendezvousError::NotAMember(me));
-    }
-    let local = Local {
-        file,
-        me,
-        secret: file.secret().map_err(RendezvousError::NoSecret)?,
-        info_for: &info_for,
-    };
+    let local = Local::new(file, me, &info_for)?;
     let others: Vec<u16> = (0..file.len() as u16).filter(|&p| p != me).collect();
     let peers = dial(&local, &others, Instant::now() + timeout)?;
     assert_eq!(peers.len(), others.len(), "every other node answered once");
@@ -43,14 +35,8 @@ pub fn serve_one(
     stream: &mut TcpStream,
     answer: impl FnOnce(u16, &[u8]) -> Result<Vec<u8>, String>,
 ) -> Result<(u16, Vec<u8>), String> {
-    let secret = file.secret()?;
     let no_info = |_: u16| Vec::new();
-    let local = Local {
-        file,
-        me,
-        secret,
-        info_for: &no_info,
-    };
+    let local = Local::new(file, me, &no_info).map_err(|e| e.to_string())?;
     stream
         .set_nonblocking(false)
         .and_then(|()| stream.set_read_timeout(Some(Duration::from_secs(10))))

@@ -26,7 +26,7 @@
 mod join;
 mod proof;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 mod wire;
 
 use crate::cluster_file::ClusterFile;
@@ -111,7 +111,26 @@ struct Local<'a> {
     info_for: &'a (dyn Fn(u16) -> Vec<u8> + Sync),
 }
 
-impl Local<'_> {
+impl<'a> Local<'a> {
+    /// Node `me` of `file`, sending `info_for(peer)` to each peer: refused if `me` is not
+    /// in the file or the secret cannot be had.
+    fn new(
+        file: &'a ClusterFile,
+        me: u16,
+        info_for: &'a (dyn Fn(u16) -> Vec<u8> + Sync),
+    ) -> Result<Local<'a>, RendezvousError> {
+        if file.node(me).is_none() {
+            return Err(RendezvousError::NotAMember(me));
+        }
+        let secret = file.secret().map_err(RendezvousError::NoSecret)?;
+        Ok(Local {
+            file,
+            me,
+            secret,
+            info_for,
+        })
+    }
+
     /// The transcript of an exchange between `dialer` and `listener` with these nonces.
     fn transcript<'b>(
         &'b self,
@@ -173,15 +192,7 @@ pub fn exchange_on(
     info_for: impl Fn(u16) -> Vec<u8> + Sync,
     timeout: Duration,
 ) -> Result<BTreeMap<u16, Vec<u8>>, RendezvousError> {
-    if file.node(me).is_none() {
-        return Err(RendezvousError::NotAMember(me));
-    }
-    let local = Local {
-        file,
-        me,
-        secret: file.secret().map_err(RendezvousError::NoSecret)?,
-        info_for: &info_for,
-    };
+    let local = Local::new(file, me, &info_for)?;
     let deadline = Instant::now() + timeout;
     let (listened, dialed) = std::thread::scope(|scope| {
         let accepting = scope.spawn(|| accept_higher(&local, listener, deadline));

@@ -7,8 +7,8 @@ use super::*;
 
 const SECRET: &str = "the cluster's secret";
 
-/// A cluster file of `n` nodes on free loopback ports.
-fn file(n: u16, cluster_id: &str) -> ClusterFile {
+/// A cluster file of `n` nodes on free loopback ports (the joiners' tests use it too).
+pub(crate) fn file(n: u16, cluster_id: &str) -> ClusterFile {
     let mut text = format!("cluster_id = \"{cluster_id}\"\nsecret = \"{SECRET}\"\n");
     for id in 0..n {
         let port = TcpListener::bind("127.0.0.1:0")

@@ -15,21 +15,22 @@
 
 mod node_procs;
 
-use node_procs::{Entry, Node, assert_gap_free, cluster_file, device_present, rate, wait_for};
+use node_procs::{
+    Entry, FIRST_COMMIT_WITHIN, NEW_ENTRIES_WITHIN, Node, assert_gap_free, cluster_file,
+    device_present, proposed_since, rate, wait_for,
+};
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 const LEADER_VALUES: &str = "500";
 const SURVIVOR_VALUES: &str = "50000";
-const FIRST_COMMIT_WITHIN: Duration = Duration::from_secs(180);
 /// Node 0 is killed once it has applied this many commands, or this long after its first.
 const KILL_AFTER_COMMANDS: usize = 300;
 const KILL_AFTER_TIME: Duration = Duration::from_secs(20);
-/// After the kill, each survivor must apply this many commands a survivor proposed…
+/// After the kill, each survivor must apply this many commands a survivor proposed
+/// (within `NEW_ENTRIES_WITHIN`).
 const NEW_COMMANDS: usize = 200;
-/// …within this long.
-const NEW_COMMANDS_WITHIN: Duration = Duration::from_secs(150);
 
 /// The hex of node `id`'s `n`-th generated 16-byte value.
 fn value_hex(id: u16, n: u64) -> String {
@@ -75,13 +76,7 @@ fn embedded_nodes_survive_the_leaders_death_and_lose_no_acknowledged_command() {
     let log0 = n0.kill();
     let killed = Instant::now();
     // What node 0's handle acknowledged: its receipts resolved as committed.
-    let acknowledged: Vec<u64> = reports0
-        .lock()
-        .unwrap()
-        .iter()
-        .filter(|r| r["slot"].is_u64())
-        .filter_map(|r| r["proposal"].as_u64())
-        .collect();
+    let acknowledged = node_procs::acknowledged(&reports0);
     println!(
         "killed node 0 after it applied {} commands ({:.0} commands/s), {} of its own acknowledged",
         log0.len(),
@@ -91,16 +86,10 @@ fn embedded_nodes_survive_the_leaders_death_and_lose_no_acknowledged_command() {
     assert!(!acknowledged.is_empty(), "node 0 led first and committed");
 
     let (e1, e2) = (Arc::clone(&n1.entries), Arc::clone(&n2.entries));
-    let new = |log: &Mutex<Vec<Entry>>| {
-        log.lock()
-            .unwrap()
-            .iter()
-            .filter(|e| e.at >= killed && matches!(e.proposer(), Some(1 | 2)))
-            .count()
-    };
+    let new = |log: &Mutex<Vec<Entry>>| proposed_since(log, killed, &[1, 2]);
     wait_for(
         &mut [&mut n1, &mut n2],
-        NEW_COMMANDS_WITHIN,
+        NEW_ENTRIES_WITHIN,
         "commands proposed by a survivor",
         || new(&e1) >= NEW_COMMANDS && new(&e2) >= NEW_COMMANDS,
     );

@@ -16,7 +16,10 @@
 
 mod node_procs;
 
-use node_procs::{Entry, Node, assert_gap_free, cluster_file, device_present, wait_for};
+use node_procs::{
+    Entry, FIRST_COMMIT_WITHIN, NEW_ENTRIES_WITHIN, Node, assert_gap_free, cluster_file,
+    device_present, proposed_since, wait_for,
+};
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -24,27 +27,46 @@ use std::time::{Duration, Instant};
 /// Node 0 proposes this many values, so that it still decides while node 2 rejoins.
 const LEADER_VALUES: &str = "1000000";
 const SURVIVOR_VALUES: &str = "50000";
-const FIRST_COMMIT_WITHIN: Duration = Duration::from_secs(180);
 /// Node 2 is killed once node 0 has applied this many entries.
 const ENTRIES_BEFORE: usize = 200;
 /// The new process must vote, and have applied as far as node 0 had at its start, in
 /// this long.
 const JOIN_WITHIN: Duration = Duration::from_secs(150);
-/// After the leader's kill, each survivor applies this many entries a survivor proposed…
+/// After the leader's kill, each survivor applies this many entries a survivor proposed
+/// (within `NEW_ENTRIES_WITHIN`).
 const NEW_ENTRIES: usize = 100;
-/// …within this long.
-const NEW_ENTRIES_WITHIN: Duration = Duration::from_secs(150);
 
-#[test]
-fn a_fresh_process_replaces_a_follower_and_survives_the_leaders_death() {
+/// The scenario up to the new process voting.
+struct Replaced {
+    _dir: tempfile::TempDir,
+    n0: Node,
+    n1: Node,
+    new2: Node,
+    /// What the killed node 2 applied.
+    old2: Vec<Entry>,
+    /// When the new process started.
+    started: Instant,
+}
+
+/// Three nodes started with `args` and their values; node 2 killed once node 0 applied
+/// [`ENTRIES_BEFORE`], and a fresh process started in its place with `--join`. Returns
+/// once the new process votes and has applied as far as node 0 had at its start (entries
+/// are numbered: slots, or with `--embed` commands); `None` without a device.
+fn replace_node_2(cluster_id: &str, args: &[&str]) -> Option<Replaced> {
     if !device_present() {
-        return;
+        return None;
     }
     let dir = tempfile::tempdir().expect("a temporary directory");
-    let config = cluster_file(dir.path(), "node-replace-test");
-    let mut n0 = Node::spawn(&config, 0, &["--values", LEADER_VALUES]);
-    let mut n1 = Node::spawn(&config, 1, &["--values", SURVIVOR_VALUES]);
-    let mut n2 = Node::spawn(&config, 2, &["--values", SURVIVOR_VALUES]);
+    let config = cluster_file(dir.path(), cluster_id);
+    let with = |values, more: &[&'static str]| {
+        let mut all = args.to_vec();
+        all.extend(["--values", values]);
+        all.extend(more);
+        all
+    };
+    let mut n0 = Node::spawn(&config, 0, &with(LEADER_VALUES, &[]));
+    let mut n1 = Node::spawn(&config, 1, &with(SURVIVOR_VALUES, &[]));
+    let mut n2 = Node::spawn(&config, 2, &with(SURVIVOR_VALUES, &[]));
     let e0 = Arc::clone(&n0.entries);
     wait_for(
         &mut [&mut n0, &mut n1, &mut n2],
@@ -58,22 +80,65 @@ fn a_fresh_process_replaces_a_follower_and_survives_the_leaders_death() {
         old2.len(),
         n0.entries().len()
     );
-
-    // A fresh process in node 2's place.
     let started = Instant::now();
-    let mut new2 = Node::spawn(&config, 2, &["--values", SURVIVOR_VALUES, "--join"]);
-    let at_start = n0.entries().len();
-    let e2 = Arc::clone(&new2.entries);
-    let reports = Arc::clone(&new2.reports);
+    let mut new2 = Node::spawn(&config, 2, &with(SURVIVOR_VALUES, &["--join"]));
+    let at_start = n0.entries().len() as u64;
+    let (e2, reports) = (Arc::clone(&new2.entries), Arc::clone(&new2.reports));
     wait_for(
         &mut [&mut n0, &mut n1, &mut new2],
         JOIN_WITHIN,
         "the new node 2 voting and caught up with node 0's log at its start",
         || {
             let voting = reports.lock().unwrap().iter().any(|r| r["voting"].is_u64());
-            voting && e2.lock().unwrap().len() >= at_start
+            let last = e2.lock().unwrap().last().map(|e| e.slot + 1);
+            voting && last.is_some_and(|n| n >= at_start)
         },
     );
+    Some(Replaced {
+        _dir: dir,
+        n0,
+        n1,
+        new2,
+        old2,
+        started,
+    })
+}
+
+/// Kills node 0 and waits until node 1 and the new node 2 each applied [`NEW_ENTRIES`]
+/// entries one of them proposed: node 0's log, and when it was killed.
+fn leader_dies(n0: Node, n1: &mut Node, new2: &mut Node) -> (Vec<Entry>, Instant) {
+    let log0 = n0.kill();
+    let killed = Instant::now();
+    let (e1, e2) = (Arc::clone(&n1.entries), Arc::clone(&new2.entries));
+    wait_for(
+        &mut [n1, new2],
+        NEW_ENTRIES_WITHIN,
+        "entries proposed by a survivor after the leader's kill",
+        || {
+            proposed_since(&e1, killed, &[1, 2]) >= NEW_ENTRIES
+                && proposed_since(&e2, killed, &[1, 2]) >= NEW_ENTRIES
+        },
+    );
+    println!(
+        "after the leader's kill: {NEW_ENTRIES} survivor entries on each survivor in {:.1} s",
+        killed.elapsed().as_secs_f64()
+    );
+    (log0, killed)
+}
+
+#[test]
+fn a_fresh_process_replaces_a_follower_and_survives_the_leaders_death() {
+    let Some(Replaced {
+        _dir,
+        n0,
+        mut n1,
+        mut new2,
+        old2,
+        started,
+    }) = replace_node_2("node-replace-test", &[])
+    else {
+        return;
+    };
     let (joined, _) = new2
         .reported("joined")
         .expect("the new process reports its incarnation");
@@ -98,29 +163,9 @@ fn a_fresh_process_replaces_a_follower_and_survives_the_leaders_death() {
     );
 
     // The leader dies; node 1 and the new node 2 go on.
-    let log0 = n0.kill();
-    let killed = Instant::now();
-    let (e1, e2) = (Arc::clone(&n1.entries), Arc::clone(&new2.entries));
-    let new = |log: &std::sync::Mutex<Vec<Entry>>| {
-        log.lock()
-            .unwrap()
-            .iter()
-            .filter(|e| e.at >= killed && matches!(e.proposer(), Some(1 | 2)))
-            .count()
-    };
-    wait_for(
-        &mut [&mut n1, &mut new2],
-        NEW_ENTRIES_WITHIN,
-        "entries proposed by a survivor after the leader's kill",
-        || new(&e1) >= NEW_ENTRIES && new(&e2) >= NEW_ENTRIES,
-    );
-    println!(
-        "after the leader's kill: {NEW_ENTRIES} survivor entries on each survivor in {:.1} s",
-        killed.elapsed().as_secs_f64()
-    );
+    let (log0, _) = leader_dies(n0, &mut n1, &mut new2);
     let log1 = n1.kill();
     let log2 = new2.kill();
-
     // Gap-free from each log's first slot (the new process starts where the log or a
     // snapshot it copied starts); agreement slot by slot.
     assert_gap_free(0, &log0);
@@ -179,72 +224,25 @@ fn a_fresh_process_replaces_a_follower_and_survives_the_leaders_death() {
 /// handle acknowledged is on node 1.
 #[test]
 fn an_embedded_replacement_votes_and_the_survivors_go_on() {
-    if !device_present() {
+    let Some(Replaced {
+        _dir,
+        n0,
+        mut n1,
+        mut new2,
+        old2,
+        started,
+    }) = replace_node_2("node-replace-embed-test", &["--embed"])
+    else {
         return;
-    }
-    let dir = tempfile::tempdir().expect("a temporary directory");
-    let config = cluster_file(dir.path(), "node-replace-embed-test");
-    let embed = |values| vec!["--embed", "--values", values];
-    let mut n0 = Node::spawn(&config, 0, &embed(LEADER_VALUES));
-    let mut n1 = Node::spawn(&config, 1, &embed(SURVIVOR_VALUES));
-    let mut n2 = Node::spawn(&config, 2, &embed(SURVIVOR_VALUES));
-    let e0 = Arc::clone(&n0.entries);
-    wait_for(
-        &mut [&mut n0, &mut n1, &mut n2],
-        FIRST_COMMIT_WITHIN,
-        "commands applied by node 0 before node 2's kill",
-        || e0.lock().unwrap().len() >= ENTRIES_BEFORE,
-    );
-    let old2 = n2.kill();
-    let started = Instant::now();
-    let mut args = embed(SURVIVOR_VALUES);
-    args.push("--join");
-    let mut new2 = Node::spawn(&config, 2, &args);
-    let at_start = n0.entries().len() as u64;
-    let (e2, reports) = (Arc::clone(&new2.entries), Arc::clone(&new2.reports));
-    wait_for(
-        &mut [&mut n0, &mut n1, &mut new2],
-        JOIN_WITHIN,
-        "the new node 2 voting and caught up with node 0's commands at its start",
-        || {
-            let voting = reports.lock().unwrap().iter().any(|r| r["voting"].is_u64());
-            voting
-                && e2
-                    .lock()
-                    .unwrap()
-                    .last()
-                    .is_some_and(|e| e.slot + 1 >= at_start)
-        },
-    );
+    };
     let (_, voted) = new2.reported("voting").expect("checked above");
     println!(
         "embedded replacement: new node 2 voted {:.3} s after its start",
         voted.duration_since(started).as_secs_f64()
     );
     let reports0 = Arc::clone(&n0.reports);
-    let log0 = n0.kill();
-    let killed = Instant::now();
-    let acknowledged: BTreeSet<u64> = reports0
-        .lock()
-        .unwrap()
-        .iter()
-        .filter(|r| r["slot"].is_u64())
-        .filter_map(|r| r["proposal"].as_u64())
-        .collect();
-    let (e1, e2) = (Arc::clone(&n1.entries), Arc::clone(&new2.entries));
-    let new = |log: &std::sync::Mutex<Vec<Entry>>| {
-        log.lock()
-            .unwrap()
-            .iter()
-            .filter(|e| e.at >= killed && matches!(e.proposer(), Some(1 | 2)))
-            .count()
-    };
-    wait_for(
-        &mut [&mut n1, &mut new2],
-        NEW_ENTRIES_WITHIN,
-        "commands proposed by a survivor after the leader's kill",
-        || new(&e1) >= NEW_ENTRIES && new(&e2) >= NEW_ENTRIES,
-    );
+    let (log0, killed) = leader_dies(n0, &mut n1, &mut new2);
+    let acknowledged = node_procs::acknowledged(&reports0);
     let (log1, log2) = (n1.kill(), new2.kill());
     // Numbered without gaps from each log's first command (the new process may start
     // from a snapshot); the same number is the same command everywhere; none twice.

@@ -80,3 +80,13 @@ pub enum RdmaError {
         cause: Box<RdmaError>,
     },
 }
+
+impl RdmaError {
+    /// The refusal of a multi-word `operation` (`GetWords`, `LoadWords`) of no words.
+    pub fn no_words(operation: &'static str) -> RdmaError {
+        RdmaError::Unsupported {
+            operation,
+            backend: "a copy of no words",
+        }
+    }
+}

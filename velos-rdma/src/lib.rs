@@ -51,6 +51,8 @@
 //! ```
 #![deny(unsafe_code)]
 
+#[cfg(any(feature = "mem", feature = "verbs"))]
+mod copy;
 pub mod doorbell;
 mod endpoint;
 mod error;

@@ -21,6 +21,31 @@ pub const HEARTBEAT_PERIOD: &str = "2ms";
 pub const FAILURE_TIMEOUT: &str = "1s";
 /// Log slots: room for everything a test can decide, even on fast hardware.
 pub const SLOTS: &str = "65536";
+/// How long the processes may take to connect and decide a first entry.
+pub const FIRST_COMMIT_WITHIN: Duration = Duration::from_secs(180);
+/// After a kill, how long the survivors have to apply entries one of them proposed.
+pub const NEW_ENTRIES_WITHIN: Duration = Duration::from_secs(150);
+
+/// The proposals a node's handle acknowledged as committed (`--embed`: its
+/// `{"proposal": K, "slot": S}` reports), by proposal number.
+pub fn acknowledged(reports: &Mutex<Vec<serde_json::Value>>) -> Vec<u64> {
+    reports
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|r| r["slot"].is_u64())
+        .filter_map(|r| r["proposal"].as_u64())
+        .collect()
+}
+
+/// How many entries of `log` read at or after `since` one of `proposers` proposed.
+pub fn proposed_since(log: &Mutex<Vec<Entry>>, since: Instant, proposers: &[u16]) -> usize {
+    log.lock()
+        .unwrap()
+        .iter()
+        .filter(|e| e.at >= since && e.proposer().is_some_and(|p| proposers.contains(&p)))
+        .count()
+}
 
 /// A cluster file for three nodes on free ports of 127.0.0.1 in `dir`; its path.
 pub fn cluster_file(dir: &std::path::Path, cluster_id: &str) -> String {

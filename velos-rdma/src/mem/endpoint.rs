@@ -287,28 +287,10 @@ impl<'f> MemEndpoint<'f> {
                 Ok(Reply::Done)
             }
             Op::LoadWords { loc, count } => {
-                // Every word is checked before any is read (the last bounds them all).
-                let last = loc.word_after((count as usize).saturating_sub(1));
-                self.local_word(last)?;
-                if count == 0 {
-                    return Err(RdmaError::Unsupported {
-                        operation: "LoadWords",
-                        backend: "a read of no words",
-                    });
-                }
-                let words = (0..count as usize)
-                    .map(|i| Ok(self.local_word(loc.word_after(i))?.load(Ordering::SeqCst)))
-                    .collect::<Result<Vec<u64>, RdmaError>>()?;
-                Ok(Reply::Words(words.into()))
+                crate::copy::load_words(|loc| self.local_word(loc), loc, count)
             }
             Op::StoreWords { loc, ref words } => {
-                // Every word is checked before any is written (the last bounds them all).
-                self.local_word(loc.word_after(words.len().saturating_sub(1)))?;
-                for (i, &value) in words.as_slice().iter().enumerate() {
-                    self.local_word(loc.word_after(i))?
-                        .store(value, Ordering::SeqCst);
-                }
-                Ok(Reply::Done)
+                crate::copy::store_words(|loc| self.local_word(loc), loc, words)
             }
             Op::Cas { loc, expected, new } => Ok(Reply::Value(
                 self.local_word(loc)?

@@ -198,10 +198,7 @@ impl Access {
                 ..
             } => {
                 if count == 0 {
-                    return Err(RdmaError::Unsupported {
-                        operation: "GetWords",
-                        backend: "a read of no words",
-                    });
+                    return Err(RdmaError::no_words("GetWords"));
                 }
                 // The local words are the thread's node's (checked at post): the last
                 // must be there too.

@@ -60,7 +60,7 @@ pub(super) trait Host: Debug + Sync {
     }
 
     /// Replaces thread `thread`'s connection towards `peer` by one to a new process in
-    /// its place, described by `info` (see `VerbsNode::rejoined`): the new connection,
+    /// its place, described by `info` (see `VerbsNode`'s): the new connection,
     /// parked, and this node's information for the new process.
     fn replace_peer(
         &self,

@@ -429,70 +429,6 @@ impl VerbsNode {
         Ok(VerbsEndpoint::new(self, self.id, lane))
     }
 
-    /// Connects a new process in `peer`'s place (its information `info`) to `thread` of
-    /// this node: a new requester on `cq` (the thread's completion queue), connected to
-    /// the new process's responder for this node, and a new responder for it, connected to
-    /// its requester; the old ones are destroyed, so the old process can no longer reach
-    /// this node's memory nor be reached. Returns the new requester's connection, *parked*
-    /// (it refuses every request until [`Connection::unpark`]), and what the new process
-    /// needs to connect to this node.
-    fn rejoined(
-        &self,
-        peer: NodeId,
-        thread: u16,
-        cq: &Arc<ExtendedCompletionQueue>,
-        info: &PeerInfo,
-    ) -> Result<(Connection, PeerInfo), VerbsError> {
-        if peer == self.id || !self.layout().has_node(peer) {
-            return Err(VerbsError::UnknownNode { node: peer });
-        }
-        if self.threads != 1 {
-            return Err(VerbsError::BadNodeInfo {
-                reason: format!(
-                    "a new process joins nodes of one thread only (this one runs {})",
-                    self.threads
-                ),
-            });
-        }
-        if info.info.node != peer {
-            return Err(VerbsError::PeerMismatch {
-                key: peer.0,
-                found: info.info.node,
-            });
-        }
-        self.check_peer(peer, info)?;
-        let (me, t) = (self.id.index(), usize::from(thread));
-        let gid = Gid { raw: info.info.gid };
-        let far = |qpn| RemoteQp {
-            gid,
-            lid: info.info.lid,
-            qpn,
-        };
-        let mut connection =
-            Connection::unconnected(&self.device, cq, peer, self.options.queue_depth)?;
-        connection.connect_to(&self.device, far(info.info.responders[me][t]))?;
-        let mut responder = create_responder(&self.device, &self.responder_cq)?;
-        bring_up(
-            &mut responder,
-            &self.device,
-            far(info.info.requesters[me][t]),
-        )?;
-        lock(&self.requesters)[peer.index()][t] = connection.qp_number();
-        // The old responder goes (destroyed): the old process's requests fail.
-        lock(&self.responders)[peer.index()][t] = responder;
-        match &mut *lock(&self.connected) {
-            Connected::Yes(infos) => infos[peer.index()] = info.clone(),
-            _ => return Err(VerbsError::NotConnected),
-        }
-        connection.park();
-        let mine = self.local_info_for(peer);
-        assert_eq!(
-            mine.info.requesters[peer.index()][t],
-            connection.qp_number()
-        );
-        Ok((connection, mine))
-    }
-
     /// Reads this node's word at `loc`, for inspection (not an operation of any thread).
     ///
     /// # Errors
@@ -567,6 +503,13 @@ impl Host for VerbsNode {
         }
     }
 
+    /// Connects a new process in `peer`'s place (its information `info`) to `thread` of
+    /// this node: a new requester on `cq` (the thread's completion queue), connected to
+    /// the new process's responder for this node, and a new responder for it, connected to
+    /// its requester; the old ones are destroyed, so the old process can no longer reach
+    /// this node's memory nor be reached. Returns the new requester's connection, *parked*
+    /// (it refuses every request until [`Connection::unpark`]), and what the new process
+    /// needs to connect to this node.
     fn replace_peer(
         &self,
         peer: NodeId,
@@ -574,7 +517,54 @@ impl Host for VerbsNode {
         cq: &Arc<ExtendedCompletionQueue>,
         info: &PeerInfo,
     ) -> Result<(Connection, PeerInfo), VerbsError> {
-        self.rejoined(peer, thread, cq, info)
+        if peer == self.id || !self.layout().has_node(peer) {
+            return Err(VerbsError::UnknownNode { node: peer });
+        }
+        if self.threads != 1 {
+            return Err(VerbsError::BadNodeInfo {
+                reason: format!(
+                    "a new process joins nodes of one thread only (this one runs {})",
+                    self.threads
+                ),
+            });
+        }
+        if info.info.node != peer {
+            return Err(VerbsError::PeerMismatch {
+                key: peer.0,
+                found: info.info.node,
+            });
+        }
+        self.check_peer(peer, info)?;
+        let (me, t) = (self.id.index(), usize::from(thread));
+        let gid = Gid { raw: info.info.gid };
+        let far = |qpn| RemoteQp {
+            gid,
+            lid: info.info.lid,
+            qpn,
+        };
+        let mut connection =
+            Connection::unconnected(&self.device, cq, peer, self.options.queue_depth)?;
+        connection.connect_to(&self.device, far(info.info.responders[me][t]))?;
+        let mut responder = create_responder(&self.device, &self.responder_cq)?;
+        bring_up(
+            &mut responder,
+            &self.device,
+            far(info.info.requesters[me][t]),
+        )?;
+        lock(&self.requesters)[peer.index()][t] = connection.qp_number();
+        // The old responder goes (destroyed): the old process's requests fail.
+        lock(&self.responders)[peer.index()][t] = responder;
+        match &mut *lock(&self.connected) {
+            Connected::Yes(infos) => infos[peer.index()] = info.clone(),
+            _ => return Err(VerbsError::NotConnected),
+        }
+        connection.park();
+        let mine = self.local_info_for(peer);
+        assert_eq!(
+            mine.info.requesters[peer.index()][t],
+            connection.qp_number()
+        );
+        Ok((connection, mine))
     }
 
     fn queue_depth(&self) -> u32 {

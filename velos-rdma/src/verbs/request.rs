@@ -93,10 +93,7 @@ impl Request {
                 ..
             } => {
                 if count == 0 {
-                    return Err(RdmaError::Unsupported {
-                        operation: "GetWords",
-                        backend: "a read of no words",
-                    });
+                    return Err(RdmaError::no_words("GetWords"));
                 }
                 (
                     remote,

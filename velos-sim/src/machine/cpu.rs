@@ -76,10 +76,7 @@ impl<P: Process> Machine<P> {
                     .and(self.check_local(node, last))
                 {
                     Err(e) => Reply::Failed(e),
-                    Ok(()) if count == 0 => Reply::Failed(RdmaError::Unsupported {
-                        operation: "LoadWords",
-                        backend: "a read of no words",
-                    }),
+                    Ok(()) if count == 0 => Reply::Failed(RdmaError::no_words("LoadWords")),
                     // That many loads in a row, in address order.
                     Ok(()) => Reply::Words(
                         (0..count as usize)
@@ -394,10 +391,7 @@ impl<P: Process> Machine<P> {
     ) -> Reply {
         let node = self.threads[t].node;
         if count == 0 {
-            return Reply::Failed(RdmaError::Unsupported {
-                operation: "GetWords",
-                backend: "a read of no words",
-            });
+            return Reply::Failed(RdmaError::no_words("GetWords"));
         }
         if let Err(e) = self.check_local(node, local.word_after(count as usize - 1)) {
             return Reply::Failed(e);
