@@ -157,13 +157,14 @@ if [ -x "$SHARE/cluster/node_replace" ]; then
     log=$OUT/replace.txt
     (cd /tmp && VELOS_BIN=$SHARE/cluster/velos timeout "$TEST_TIMEOUT" \
         "$SHARE/cluster/node_replace" --nocapture --test-threads=1) > "$log" 2>&1; rc=$?
-    grep -E '^(test result:|killed|replacement|after the|embedded replacement)' "$log" | sed 's/^/    /'
-    sed -n 's/^replacement: .* applied its first entry \([0-9.]*\) s after its start and voted \([0-9.]*\) s after it.*/\1 \2/p' "$log" \
+    # (With --nocapture a test's first line follows its "test … ..." header.)
+    grep -oE '(test result:|killed node|replacement:|after the|embedded replacement).*' "$log" | sed 's/^/    /'
+    sed -n 's/^\(.* \)\{0,1\}replacement: .* applied its first entry \([0-9.]*\) s after its start and voted \([0-9.]*\) s after it.*/\2 \3/p' "$log" \
         | while read -r a v; do
             echo "@@ METRIC replace_first_applied_s=$a"
             echo "@@ METRIC replace_first_vote_s=$v"
         done
-    sed -n 's/^embedded replacement: new node 2 voted \([0-9.]*\) s after its start$/\1/p' "$log" \
+    sed -n 's/^.*embedded replacement: new node 2 voted \([0-9.]*\) s after its start$/\1/p' "$log" \
         | while read -r v; do echo "@@ METRIC replace_embedded_first_vote_s=$v"; done
     if [ $rc -eq 0 ] && grep -q '^test result: ok. 2 passed' "$log"; then
         pass replace
