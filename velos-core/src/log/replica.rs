@@ -511,19 +511,16 @@ impl Replica {
             Then::TransferHeader => self.transfer_header(value.expect("a load")),
             Then::TransferLength => self.transfer_length(value.expect("a load")),
             Then::TransferWord(i) => self.transfer_word(i, value.expect("a load")),
-            Then::TransferWords => match &reply {
-                Reply::Words(words) => self.transfer_words(words.as_slice()),
-                other => panic!("a load of words: {other:?}"),
-            },
+            Then::TransferWords => self.transfer_words(reply),
             Then::TransferBankTest(b) => {
-                if reply != Reply::Value(0) {
+                if !matches!(reply, Reply::Value(0)) {
                     self.snap.transfer_poisoned[b as usize] = None;
                 }
             }
             // Complete (failures taken with it) or not yet: then at the next heartbeat.
-            Then::PutsTest => self.reap_puts = reply == Reply::Value(0),
+            Then::PutsTest => self.reap_puts = matches!(reply, Reply::Value(0)),
             Then::BankTest(b, bit) => {
-                if reply != Reply::Value(0) {
+                if !matches!(reply, Reply::Value(0)) {
                     self.learn.poisoned[b as usize] &= !bit;
                 }
             }
@@ -634,7 +631,9 @@ impl Replica {
 
 impl Process for Replica {
     fn resume(&mut self, reply: Reply) -> Step {
-        if reply != Reply::Start {
+        // (`matches!`, not `!=`: comparing replies calls their `PartialEq`, out of line
+        // since a reply may hold words.)
+        if !matches!(reply, Reply::Start) {
             let then = std::mem::replace(&mut self.then, Then::Ignore);
             self.absorb(then, reply);
         }

@@ -135,6 +135,16 @@ impl Replica {
     /// Stores the next chunk of the snapshot being written, if one is; after its last
     /// word, the header, and publishes the point (the next heartbeat carries it).
     pub(super) fn write_snapshot_chunk(&mut self) {
+        if self.snap.writing.is_some() {
+            self.write_next_chunk();
+        }
+    }
+
+    /// [`Replica::write_snapshot_chunk`] with a snapshot being written (off the decision
+    /// path: kept out of line, so that the turn that checks for it stays small).
+    #[cold]
+    #[inline(never)]
+    fn write_next_chunk(&mut self) {
         let Some(mut w) = self.snap.writing.take() else {
             return;
         };

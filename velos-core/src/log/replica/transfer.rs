@@ -174,6 +174,7 @@ impl Replica {
     }
 
     /// The gets of the copy's stage completed (`Value(1)`), failed, or not yet.
+    #[inline(never)]
     pub(super) fn transfer_tested(&mut self, reply: Reply) {
         let Some(t) = &mut self.snap.transfer else {
             return;
@@ -302,7 +303,14 @@ impl Replica {
     }
 
     /// The copied bank's words that hold something were loaded, from word 0 on.
-    pub(super) fn transfer_words(&mut self, words: &[u64]) {
+    /// (Off the decision path: kept out of line.)
+    #[cold]
+    #[inline(never)]
+    pub(super) fn transfer_words(&mut self, reply: Reply) {
+        let Reply::Words(words) = reply else {
+            panic!("a load of words replies words: {reply:?}");
+        };
+        let words = words.as_slice();
         let t = self.snap.transfer.as_mut().expect("a copy loading");
         assert!(
             t.words.len() > words.len(),
