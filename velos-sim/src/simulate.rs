@@ -280,6 +280,7 @@ impl<P: Process> Simulator<P> {
             Transition::Pipe(q, i) => (3 << 56) | ((q as u64) << 24) | i as u64,
             Transition::RemoteCommit(q, i) => (4 << 56) | ((q as u64) << 24) | i as u64,
             Transition::LocalCommit(q, i) => (5 << 56) | ((q as u64) << 24) | i as u64,
+            Transition::StoreBufferPost(t) => (6 << 56) | t as u64,
         };
         self.trace.word(code);
         self.trace.word(self.clock.now);

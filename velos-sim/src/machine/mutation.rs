@@ -78,11 +78,23 @@ pub enum Mutation {
     /// TSO weaker: a CPU CAS does not wait for the store buffer to drain; it reads and
     /// writes memory with the thread's own older stores still buffered.
     CasNoDrain,
+    /// Store buffer weaker: a posted remote operation may leave the store buffer ahead of
+    /// the thread's older stores still in it (its queue pair takes it while they wait).
+    PostOvertakesStore,
+    /// Rule 1 weaker for gets only: a get behind an F may act as if the F were not there
+    /// (everything else behind it still waits).
+    FenceLetsGetsPass,
+    /// Rule 2 weaker: a put's local read may overtake an older put's (the NIC reads the
+    /// later put's local word first).
+    PutReadOvertakesPutRead,
+    /// Rules 9–11 weaker: a remote atomic's read ignores its own queue pair's pending
+    /// remote writes in `rW` (it still respects `L[n]`).
+    AtomicIgnoresOwnRw,
 }
 
 impl Mutation {
     /// Every mutation.
-    pub const ALL: [Mutation; 27] = [
+    pub const ALL: [Mutation; 31] = [
         Mutation::Rule1Weaker,
         Mutation::Rule1Stronger,
         Mutation::Rule2Weaker,
@@ -110,5 +122,9 @@ impl Mutation {
         Mutation::Rule13StrongerLock,
         Mutation::MfenceNoop,
         Mutation::CasNoDrain,
+        Mutation::PostOvertakesStore,
+        Mutation::FenceLetsGetsPass,
+        Mutation::PutReadOvertakesPutRead,
+        Mutation::AtomicIgnoresOwnRw,
     ];
 }

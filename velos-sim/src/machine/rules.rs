@@ -17,11 +17,18 @@ impl<P: Process> Machine<P> {
             Transition::Pipe(q, _)
             | Transition::RemoteCommit(q, _)
             | Transition::LocalCommit(q, _) => Some(q),
-            Transition::Cpu(_) | Transition::StoreBufferHead(_) => None,
+            Transition::Cpu(_)
+            | Transition::StoreBufferHead(_)
+            | Transition::StoreBufferPost(_) => None,
         };
         match transition {
             Transition::Cpu(t) => self.cpu_step(t, now, clock),
             Transition::StoreBufferHead(t) => self.store_buffer_head(t, now, clock),
+            Transition::StoreBufferPost(t) => {
+                let i = self.post_behind_stores(t).expect("enabled");
+                let entry = self.threads[t].sb.remove(i).expect("in the buffer");
+                self.leave_store_buffer(t, entry.item, now, clock);
+            }
             Transition::Pipe(q, i) => {
                 let (_, target) = self.qp_ends(q);
                 match self.qps[q].pipe[i].item {
@@ -331,7 +338,10 @@ impl<P: Process> Machine<P> {
             !self.atomic_busy[target.index()] || self.mutation.is_some(),
             "rules 9-11: L[n] free"
         );
-        assert!(self.qps[q].rw.is_empty(), "rules 9-11: rW empty");
+        assert!(
+            self.qps[q].rw.is_empty() || self.mutated(Mutation::AtomicIgnoresOwnRw),
+            "rules 9-11: rW empty"
+        );
         let PipeItem::AtomicRead {
             local,
             remote,
@@ -419,7 +429,13 @@ impl<P: Process> Machine<P> {
             .sb
             .pop_front()
             .expect("store buffer non-empty");
-        match entry.item {
+        self.leave_store_buffer(t, entry.item, now, clock);
+    }
+
+    /// An entry leaves thread t's store buffer: a CPU write is flushed to memory, or a
+    /// remote operation enters the tail of its queue pair's pipe.
+    fn leave_store_buffer(&mut self, t: usize, item: SbEntry, now: u64, clock: &mut dyn Clock) {
+        match item {
             SbEntry::Write { loc, value } => self.write(loc, value),
             SbEntry::Remote { target, item } => {
                 let q = self.qp_index(t, target);

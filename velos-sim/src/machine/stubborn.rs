@@ -111,7 +111,7 @@ impl Agents {
 fn agent_of(transition: Transition) -> Agent {
     match transition {
         Transition::Cpu(t) => Agent::Cpu(t),
-        Transition::StoreBufferHead(t) => Agent::Sb(t),
+        Transition::StoreBufferHead(t) | Transition::StoreBufferPost(t) => Agent::Sb(t),
         Transition::Pipe(q, _) => Agent::Pipe(q),
         Transition::RemoteCommit(q, _) => Agent::Rw(q),
         Transition::LocalCommit(q, _) => Agent::Lw(q),

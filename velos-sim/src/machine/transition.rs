@@ -13,6 +13,9 @@ pub enum Transition {
     /// The head of thread t's store buffer leaves it: a CPU write is flushed to memory, or
     /// a remote operation enters the tail of its queue pair's pipe.
     StoreBufferHead(usize),
+    /// Thread t's oldest posted remote operation leaves its store buffer ahead of the
+    /// older stores still there: enabled only under [`Mutation::PostOvertakesStore`].
+    StoreBufferPost(usize),
     /// Pipe item `i` of queue pair `q` takes its step (rules 1, 2, 3, 5, 6, 7, 9–12).
     Pipe(usize, usize),
     /// Entry `i` (the head, in the model) of queue pair q's `rW` commits (rules 4 and 13).
@@ -36,6 +39,11 @@ impl<P: Process> Machine<P> {
             }
             if let Some(head) = thread.sb.front() {
                 out.push((Transition::StoreBufferHead(t), head.ready));
+            }
+            if self.mutated(Mutation::PostOvertakesStore)
+                && let Some(post) = self.post_behind_stores(t)
+            {
+                out.push((Transition::StoreBufferPost(t), thread.sb[post].ready));
             }
         }
         #[cfg(debug_assertions)]
@@ -90,6 +98,7 @@ impl<P: Process> Machine<P> {
         let lock_free = !self.atomic_busy[target.index()];
         let mut pre_put_read = false;
         let mut pre_overtakable = true;
+        let mut behind_fence = false;
         let rw_all_empty = !self.mutated(Mutation::Rule13Stronger) || self.rw_empty_towards(target);
         for (i, entry) in qp.pipe.iter().enumerate() {
             let head = i == 0;
@@ -100,6 +109,9 @@ impl<P: Process> Machine<P> {
                 PipeItem::PutRead { .. } if self.mutated(Mutation::Rule2Weaker) => !pre_put_read,
                 PipeItem::PutRead { .. } if self.mutated(Mutation::Rule2Stronger) => {
                     head && lw_clean
+                }
+                PipeItem::PutRead { .. } if self.mutated(Mutation::PutReadOvertakesPutRead) => {
+                    lw_clean
                 }
                 PipeItem::PutRead { .. } => !pre_put_read && lw_clean,
                 PipeItem::PutWrite { .. } | PipeItem::PutWords { .. }
@@ -132,16 +144,25 @@ impl<P: Process> Machine<P> {
                 PipeItem::AtomicRead { .. } if self.mutated(Mutation::Rule9Stronger) => {
                     head && rw_empty && lock_free
                 }
+                PipeItem::AtomicRead { .. } if self.mutated(Mutation::AtomicIgnoresOwnRw) => {
+                    pre_overtakable && lock_free
+                }
                 PipeItem::AtomicRead { .. } => {
                     pre_overtakable && rw_empty && lock_free && rw_all_empty
                 }
                 PipeItem::AtomicWrite { .. } if self.mutated(Mutation::Rule12Stronger) => head,
                 PipeItem::AtomicWrite { .. } => pre_overtakable,
             };
-            if enabled {
+            // (Under `FenceLetsGetsPass`, behind an F only gets may act.)
+            let passes = !behind_fence || matches!(entry.item, PipeItem::GetRead { .. });
+            if enabled && passes {
                 out.push((Transition::Pipe(q, i), entry.ready));
             }
             // Rule 1: nothing behind an F may act.
+            if matches!(entry.item, PipeItem::Fence) && self.mutated(Mutation::FenceLetsGetsPass) {
+                behind_fence = true;
+                continue; // the F itself orders nothing for the gets behind it
+            }
             if matches!(entry.item, PipeItem::Fence) && !self.mutated(Mutation::Rule1Weaker) {
                 break;
             }
@@ -220,6 +241,16 @@ impl<P: Process> Machine<P> {
             | Op::Atomic { .. }
             | Op::Rfence { .. } => true,
         }
+    }
+
+    /// The position in thread t's store buffer of its oldest posted remote operation, if
+    /// only stores are ahead of it (at least one: at the head it leaves as the head).
+    pub(crate) fn post_behind_stores(&self, t: usize) -> Option<usize> {
+        let sb = &self.threads[t].sb;
+        let i = sb
+            .iter()
+            .position(|e| matches!(e.item, SbEntry::Remote { .. }))?;
+        (i > 0).then_some(i)
     }
 
     /// rdmawait: some earlier operation of thread t with `work_id` is incomplete: still in
@@ -307,6 +338,7 @@ impl<P: Process> Machine<P> {
                 ),
                 Next::Finished | Next::Crashed => false,
             },
+            Transition::StoreBufferPost(_) => false,
             Transition::StoreBufferHead(t) => match self.threads[t].sb.front().map(|e| &e.item) {
                 Some(SbEntry::Remote { .. }) => true,
                 Some(SbEntry::Write { loc, .. }) => {
