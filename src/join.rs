@@ -121,14 +121,10 @@ pub struct Joiners {
 }
 
 impl Joiners {
-    /// Serves joiners of node `me` of `cluster` on `listener` until dropped; `wake` is
-    /// called after each request is queued (to end an idle replica's sleep).
-    pub fn serve(
-        cluster: ClusterFile,
-        me: u16,
-        listener: TcpListener,
-        wake: impl Fn() + Send + 'static,
-    ) -> std::io::Result<Joiners> {
+    /// Serves joiners of node `me` of `cluster` on `listener` until dropped (the replica's
+    /// loop takes their requests at its turns: an idle replica turns at least once a
+    /// heartbeat).
+    pub fn serve(cluster: ClusterFile, me: u16, listener: TcpListener) -> std::io::Result<Joiners> {
         listener.set_nonblocking(true)?;
         let (tx, requests) = crossbeam_channel::unbounded();
         let stop = Arc::new(AtomicBool::new(false));
@@ -158,7 +154,6 @@ impl Joiners {
                         };
                         tx.send(request)
                             .map_err(|_| "the replica stopped".to_string())?;
-                        wake();
                         answered
                             .recv_timeout(ANSWER_WITHIN)
                             .map_err(|_| "the replica did not answer".to_string())?

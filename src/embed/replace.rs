@@ -123,28 +123,21 @@ impl<S: StateMachine> Cluster<S> {
     ///
     /// [`LogConfig::members`]: velos_core::log::LogConfig::members
     pub fn add_replica(&self) -> Result<u16, Error> {
-        let (members, spare) = self.spare()?;
-        let mut with: Vec<u16> = (0..self.replicas())
-            .filter(|&r| members.contains(r))
-            .collect();
-        with.push(spare);
+        let (with, spare) = self.with_spare()?;
         self.change_members(&with)?;
         Ok(spare)
     }
 
     /// [`Cluster::add_replica`] as a future.
     pub async fn add_replica_async(&self) -> Result<u16, Error> {
-        let (members, spare) = self.spare()?;
-        let mut with: Vec<u16> = (0..self.replicas())
-            .filter(|&r| members.contains(r))
-            .collect();
-        with.push(spare);
+        let (with, spare) = self.with_spare()?;
         self.change_members_async(&with).await?;
         Ok(spare)
     }
 
-    /// The voters the leader last applied, and the lowest running replica outside them.
-    fn spare(&self) -> Result<(Members, u16), Error> {
+    /// The voters the leader last applied with the lowest running replica outside them,
+    /// and that replica.
+    fn with_spare(&self) -> Result<(Vec<u16>, u16), Error> {
         let leader = self.leader_or_why()?;
         let shown = |r: u16| &self.shown[usize::from(r)];
         let members = match shown(leader).members.load(Ordering::SeqCst) {
@@ -154,6 +147,9 @@ impl<S: StateMachine> Cluster<S> {
         let spare = (0..self.replicas())
             .find(|&r| !members.contains(r) && shown(r).status.load(Ordering::SeqCst) == UP)
             .ok_or(Error::NoSpare)?;
-        Ok((members, spare))
+        let with = (0..self.replicas())
+            .filter(|&r| members.contains(r) || r == spare)
+            .collect();
+        Ok((with, spare))
     }
 }

@@ -66,7 +66,7 @@ pub(crate) fn start<S: StateMachine>(
             // Processes that join later are met on the listener; their requests are
             // handled at the replica's turns (an idle replica turns at least every
             // `sleep_max` ns).
-            let mut joiners = match Joiners::serve(verbs.cluster.clone(), id, listener, || {}) {
+            let mut joiners = match Joiners::serve(verbs.cluster.clone(), id, listener) {
                 Ok(joiners) => joiners,
                 Err(e) => {
                     let _ = ready.send(Err(StartError::Backend(format!("rendezvous: {e}"))));

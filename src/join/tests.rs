@@ -15,7 +15,7 @@ fn file(n: u16) -> ClusterFile {
 /// Nodes 0 and 1 of `f` serving joiners.
 fn running(f: &ClusterFile) -> Vec<Joiners> {
     (0..2)
-        .map(|id| Joiners::serve(f.clone(), id, listen(f, id).unwrap(), || {}).unwrap())
+        .map(|id| Joiners::serve(f.clone(), id, listen(f, id).unwrap()).unwrap())
         .collect()
 }
 

@@ -157,7 +157,7 @@ pub fn exchange(
     info: &[u8],
     timeout: Duration,
 ) -> Result<BTreeMap<u16, Vec<u8>>, RendezvousError> {
-    exchange_on(&listen(file, me)?, file, me, |_| info.to_vec(), timeout)
+    exchange_each(file, me, |_| info.to_vec(), timeout)
 }
 
 /// Exchanges information with every other node of `file` as node `me`, sending each peer

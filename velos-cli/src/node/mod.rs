@@ -158,7 +158,7 @@ fn run_verbs(spec: &NodeSpec, mut on_event: impl FnMut(Event)) -> Result<NodeRep
     }
     let mut voting = replica.votes();
     // Processes that join later: met on the listener, handled between two operations.
-    let mut joiners = Joiners::serve(spec.cluster.clone(), spec.id, listener, || {})
+    let mut joiners = Joiners::serve(spec.cluster.clone(), spec.id, listener)
         .map_err(|e| NodeError::Rdma(format!("rendezvous: {e}")))?;
     // The endpoint's clock counts from `VerbsNode::open`, before the rendezvous (seconds
     // under emulation); restarted now, or every peer is suspected at the first turn and
@@ -175,7 +175,7 @@ fn run_verbs(spec: &NodeSpec, mut on_event: impl FnMut(Event)) -> Result<NodeRep
             Step::Done => break,
             Step::Op(op) => op,
         };
-        if op == Op::Now && joiners.pending() {
+        if matches!(op, Op::Now) && joiners.pending() {
             for (replaced, incarnation) in joiners.handle(&mut endpoint.inner, &mut replica) {
                 on_event(Event::Replaced {
                     replaced,

@@ -149,6 +149,13 @@ enum Stage {
     Loading,
 }
 
+impl Stage {
+    /// Whether the read's gets are out at its acceptor (end stamp, content, begin stamp).
+    fn at_acceptor(self) -> bool {
+        matches!(self, Stage::End | Stage::Content | Stage::Begin)
+    }
+}
+
 /// A value-buffer read: the end stamp, the content, the begin stamp (see [`super::value`]);
 /// both stamps must agree and their key be at least (`epoch`, `proposal`).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]

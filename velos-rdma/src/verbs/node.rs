@@ -376,32 +376,30 @@ impl VerbsNode {
 
     /// Checks that `peer`, the information of `node`, fits this node's layout and threads.
     fn check_peer(&self, node: NodeId, peer: &PeerInfo) -> Result<(), VerbsError> {
-        {
-            let info = &peer.info;
-            if info.nodes != self.layout().nodes() {
-                return Err(VerbsError::NodeCountMismatch {
-                    node,
-                    expected: self.layout().nodes(),
-                    found: info.nodes,
-                });
-            }
-            if info.words != self.layout().words(node) {
-                return Err(VerbsError::WordCountMismatch {
-                    node,
-                    expected: self.layout().words(node),
-                    found: info.words,
-                });
-            }
-            if info.threads != self.threads {
-                return Err(VerbsError::ThreadCountMismatch {
-                    node,
-                    expected: self.threads,
-                    found: info.threads,
-                });
-            }
-            info.check_shape()?;
-            peer.check_ranges()?;
+        let info = &peer.info;
+        if info.nodes != self.layout().nodes() {
+            return Err(VerbsError::NodeCountMismatch {
+                node,
+                expected: self.layout().nodes(),
+                found: info.nodes,
+            });
         }
+        if info.words != self.layout().words(node) {
+            return Err(VerbsError::WordCountMismatch {
+                node,
+                expected: self.layout().words(node),
+                found: info.words,
+            });
+        }
+        if info.threads != self.threads {
+            return Err(VerbsError::ThreadCountMismatch {
+                node,
+                expected: self.threads,
+                found: info.threads,
+            });
+        }
+        info.check_shape()?;
+        peer.check_ranges()?;
         Ok(())
     }
 
@@ -520,6 +518,9 @@ impl Host for VerbsNode {
         if peer == self.id || !self.layout().has_node(peer) {
             return Err(VerbsError::UnknownNode { node: peer });
         }
+        if !self.is_connected() {
+            return Err(VerbsError::NotConnected);
+        }
         if self.threads != 1 {
             return Err(VerbsError::BadNodeInfo {
                 reason: format!(
@@ -554,9 +555,8 @@ impl Host for VerbsNode {
         lock(&self.requesters)[peer.index()][t] = connection.qp_number();
         // The old responder goes (destroyed): the old process's requests fail.
         lock(&self.responders)[peer.index()][t] = responder;
-        match &mut *lock(&self.connected) {
-            Connected::Yes(infos) => infos[peer.index()] = info.clone(),
-            _ => return Err(VerbsError::NotConnected),
+        if let Connected::Yes(infos) = &mut *lock(&self.connected) {
+            infos[peer.index()] = info.clone();
         }
         connection.park();
         let mine = self.local_info_for(peer);

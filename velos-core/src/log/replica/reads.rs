@@ -131,11 +131,7 @@ impl Replica {
     /// behind it); its bank stays out of use until its gets complete.
     /// Also a read whose acceptor was replaced meanwhile ([`Replica::peer_replaced`]).
     pub(super) fn abandon_stuck_read(&mut self) {
-        let under_way = self
-            .learn
-            .reads
-            .front()
-            .filter(|r| matches!(r.stage, Stage::End | Stage::Content | Stage::Begin));
+        let under_way = self.learn.reads.front().filter(|r| r.stage.at_acceptor());
         let stuck = under_way.is_some_and(|r| {
             self.omega.suspects(r.acceptor, self.now)
                 && self.now - r.started > self.config.failure_timeout_ns

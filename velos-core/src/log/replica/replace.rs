@@ -3,7 +3,7 @@
 //! it did ([`Replica::peer_replaced`]), and the leader's two changes that make it a voter
 //! again (rule (replace)).
 
-use super::{Replica, Role, Stage};
+use super::{Replica, Role};
 use crate::log::configuration::Incarnation;
 use crate::log::membership::Members;
 use velos_rdma::Shared;
@@ -149,9 +149,12 @@ impl Replica {
         // be out now): its later gets would read the new memory, and an end stamp read
         // from the old one over a begin stamp of the new (blank, so "never written") would
         // pass for a whole read of zeros (seed 6270).
-        if self.learn.reads.front().is_some_and(|read| {
-            read.acceptor == r && matches!(read.stage, Stage::End | Stage::Content | Stage::Begin)
-        }) {
+        if self
+            .learn
+            .reads
+            .front()
+            .is_some_and(|read| read.acceptor == r && read.stage.at_acceptor())
+        {
             self.learn.read_replaced = true;
         }
         self.beat.points[usize::from(r)] = 0;

@@ -174,7 +174,6 @@ impl Replica {
     }
 
     /// The gets of the copy's stage completed (`Value(1)`), failed, or not yet.
-    #[inline(never)]
     pub(super) fn transfer_tested(&mut self, reply: Reply) {
         let Some(t) = &mut self.snap.transfer else {
             return;
