@@ -36,6 +36,21 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+/// How a verbs replica's process meets the others.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Start {
+    /// With the cluster: every process of the file starts and they meet (the log begins).
+    #[default]
+    WithCluster,
+    /// Into the running cluster, in a crashed replica's place: blank,
+    /// at `incarnation` (`None`: the start time in microseconds since the Unix epoch),
+    /// voting once the leader has made it a member through the log.
+    Join {
+        /// The new process's incarnation, above every earlier one in its place.
+        incarnation: Option<u64>,
+    },
+}
+
 /// What a joiner sends a running node (JSON, as the rendezvous's information).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum JoinMessage {
@@ -196,7 +211,7 @@ impl Drop for Joiners {
 #[cfg(feature = "verbs")]
 mod verbs;
 #[cfg(feature = "verbs")]
-pub use verbs::{Joined, join};
+pub use verbs::{Met, join, meet};
 
 #[cfg(test)]
 mod tests;

@@ -2,6 +2,7 @@
 
 use super::batch::{Packing, max_command_bytes};
 use crate::cluster_file::ClusterFile;
+pub use crate::join::Start;
 use std::time::Duration;
 use velos_core::log::{Detector, LogConfig, MAX_PENDING};
 use velos_sim::latency::LatencyModel;
@@ -34,21 +35,6 @@ pub struct VerbsConfig {
     pub rendezvous_timeout: Duration,
     /// Whether this process starts with the cluster or joins it running.
     pub start: Start,
-}
-
-/// How a verbs replica's process meets the others.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum Start {
-    /// With the cluster: every process of the file starts and they meet (the log begins).
-    #[default]
-    WithCluster,
-    /// Into the running cluster, in a crashed replica's place ([`crate::join`]): blank,
-    /// at `incarnation` (`None`: the start time in microseconds since the Unix epoch),
-    /// voting once the leader has made it a member through the log.
-    Join {
-        /// The new process's incarnation, above every earlier one in its place.
-        incarnation: Option<u64>,
-    },
 }
 
 /// The emulator backend: one thread owns the simulator and advances virtual time in

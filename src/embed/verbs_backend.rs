@@ -20,10 +20,9 @@ pub(crate) fn start<S: StateMachine>(
     driver: Driver<S>,
     inbox: Receiver<Command<S::Response>>,
 ) -> Result<JoinHandle<Option<S>>, StartError> {
-    use super::config::Start;
     use super::serve::{serve, sleep_max_ns};
-    use crate::connect::{ClockFrom, connect};
-    use crate::join::{Joiners, join};
+    use crate::connect::ClockFrom;
+    use crate::join::{Joiners, Met, meet};
     use velos_core::log::{ClientScript, Replica};
     use velos_rdma::Shared;
 
@@ -35,17 +34,33 @@ pub(crate) fn start<S: StateMachine>(
         .spawn(move || {
             // Every event of this replica's thread is inside its span.
             let _span = tracing::info_span!("velos_replica", replica = id).entered();
-            let timeout = verbs.rendezvous_timeout;
-            let met = match verbs.start {
-                Start::WithCluster => connect(&log, &verbs.cluster, id, timeout)
-                    .map(|(node, listener)| (node, listener, None)),
-                Start::Join { incarnation } => join(&log, &verbs.cluster, id, incarnation, timeout)
-                    .map(|j| (j.node, j.listener, Some(j.incarnations))),
-            };
-            let (node, listener, incarnations) = match met {
+            let met = meet(
+                &log,
+                &verbs.cluster,
+                id,
+                verbs.start,
+                verbs.rendezvous_timeout,
+            );
+            let met = match met {
                 Ok(met) => met,
                 Err(e) => {
                     let _ = ready.send(Err(StartError::Backend(e.to_string())));
+                    return None;
+                }
+            };
+            let no_client = ClientScript { count: 0, size: 10 };
+            let sleep_max = sleep_max_ns(&log);
+            let mut replica = met
+                .replica(Shared::new(log), id, no_client)
+                .expect("validated");
+            let Met { node, listener, .. } = met;
+            // Processes that join later are met on the listener; their requests are
+            // handled at the replica's turns (an idle replica turns at least every
+            // `sleep_max` ns).
+            let mut joiners = match Joiners::serve(verbs.cluster.clone(), id, listener) {
+                Ok(joiners) => joiners,
+                Err(e) => {
+                    let _ = ready.send(Err(StartError::Backend(format!("rendezvous: {e}"))));
                     return None;
                 }
             };
@@ -63,24 +78,6 @@ pub(crate) fn start<S: StateMachine>(
                     return None;
                 }
             };
-            // Processes that join later are met on the listener; their requests are
-            // handled at the replica's turns (an idle replica turns at least every
-            // `sleep_max` ns).
-            let mut joiners = match Joiners::serve(verbs.cluster.clone(), id, listener) {
-                Ok(joiners) => joiners,
-                Err(e) => {
-                    let _ = ready.send(Err(StartError::Backend(format!("rendezvous: {e}"))));
-                    return None;
-                }
-            };
-            let no_client = ClientScript { count: 0, size: 10 };
-            let sleep_max = sleep_max_ns(&log);
-            let shared = Shared::new(log);
-            let mut replica = match &incarnations {
-                None => Replica::new(shared, id, no_client),
-                Some(incarnations) => Replica::joining(shared, id, no_client, incarnations),
-            }
-            .expect("validated");
             replica.report_events(); // the driver traces them
             let _ = ready.send(Ok(()));
             let turn = |endpoint: &mut ClockFrom<_>, replica: &mut Replica| {

@@ -1,25 +1,68 @@
 //! The verbs side of joining: the joiner's connection set-up ([`join`]) and a running
 //! replica's handling of its requests ([`Joiners::handle`]).
 
-use super::{JoinAnswer, JoinMessage, Joiners};
+use super::{JoinAnswer, JoinMessage, Joiners, Start};
 use crate::cluster_file::ClusterFile;
 use crate::connect::ConnectError;
 use std::collections::BTreeMap;
 use std::net::TcpListener;
 use std::time::Duration;
-use velos_core::log::{LogConfig, Replica};
+use velos_core::log::{ClientScript, LogConfig, Replica};
 use velos_rdma::NodeId;
+use velos_rdma::Shared;
 use velos_rdma::verbs::{PeerInfo, VerbsEndpoint, VerbsNode, VerbsOptions};
 
-/// A joiner, connected to every running node.
+/// A process that met the cluster, connected to every other node.
 #[derive(Debug)]
-pub struct Joined {
+pub struct Met {
     /// Its node, ready to post to every peer.
     pub node: VerbsNode,
     /// Its rendezvous listener, for later joiners ([`Joiners::serve`]).
     pub listener: TcpListener,
-    /// Every place's incarnation, its own included (for `Replica::joining`).
-    pub incarnations: Vec<u64>,
+    /// A joiner's: every place's incarnation, its own included (for `Replica::joining`);
+    /// `None` for a process that started with the cluster.
+    pub incarnations: Option<Vec<u64>>,
+}
+
+impl Met {
+    /// This process's replica `id` of `log`: a fresh one if it started with the cluster,
+    /// else one joining in its place at the incarnations met (`Replica::joining`).
+    pub fn replica(
+        &self,
+        log: Shared<LogConfig>,
+        id: u16,
+        client: ClientScript,
+    ) -> Result<Replica, String> {
+        match &self.incarnations {
+            None => Replica::new(log, id, client),
+            Some(incarnations) => Replica::joining(log, id, client, incarnations),
+        }
+    }
+}
+
+/// Meets the cluster of `cluster` as node `id` as `start` says: with the others as they
+/// start ([`crate::connect::connect`]) or into the running cluster ([`join`]).
+///
+/// # Errors
+/// As `connect` or `join`.
+pub fn meet(
+    log: &LogConfig,
+    cluster: &ClusterFile,
+    id: u16,
+    start: Start,
+    timeout: Duration,
+) -> Result<Met, ConnectError> {
+    match start {
+        Start::WithCluster => {
+            let (node, listener) = crate::connect::connect(log, cluster, id, timeout)?;
+            Ok(Met {
+                node,
+                listener,
+                incarnations: None,
+            })
+        }
+        Start::Join { incarnation } => join(log, cluster, id, incarnation, timeout),
+    }
 }
 
 /// Joins the running cluster of `cluster` in node `id`'s place, at `incarnation`
@@ -38,7 +81,7 @@ pub fn join(
     id: u16,
     incarnation: Option<u64>,
     timeout: Duration,
-) -> Result<Joined, ConnectError> {
+) -> Result<Met, ConnectError> {
     assert!(cluster.node(id).is_some(), "the caller checked the id");
     let rdma = |e: &dyn std::fmt::Display| ConnectError::Rdma(e.to_string());
     let incarnation = incarnation.unwrap_or_else(super::incarnation_now);
@@ -76,10 +119,10 @@ pub fn join(
     let connected = JoinMessage::Connected { incarnation }.to_bytes();
     crate::rendezvous::dial_each(cluster, id, |_| connected.clone(), timeout)?;
     assert!(node.is_connected());
-    Ok(Joined {
+    Ok(Met {
         node,
         listener,
-        incarnations,
+        incarnations: Some(incarnations),
     })
 }
 

@@ -15,7 +15,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 use velos::cluster_file::ClusterFile;
 use velos::core::log::LogConfig;
-use velos_cli::node::{Client, NodeError, NodeSpec, run};
+use velos_cli::node::{Client, NodeError, NodeSpec, Start, run};
 
 /// Arguments of `velos node`.
 #[derive(Args)]
@@ -115,7 +115,13 @@ pub fn run_cli(a: NodeArgs) -> ExitCode {
         value_size: a.value_size,
         run_for: Duration::from_nanos(a.run_for),
         rendezvous_timeout: Duration::from_nanos(a.rendezvous_timeout),
-        join: a.join.then_some(a.incarnation),
+        start: if a.join {
+            Start::Join {
+                incarnation: a.incarnation,
+            }
+        } else {
+            Start::WithCluster
+        },
     };
     if let Err(e) = spec.check() {
         eprintln!("velos node: {e}");

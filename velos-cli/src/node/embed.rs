@@ -61,9 +61,7 @@ pub fn config(spec: &NodeSpec) -> Config {
     config.log = log;
     if let embed::Backend::Verbs(v) = &mut config.backend {
         v.rendezvous_timeout = spec.rendezvous_timeout;
-        if let Some(incarnation) = spec.join {
-            v.start = embed::Start::Join { incarnation };
-        }
+        v.start = spec.start;
     }
     config
 }

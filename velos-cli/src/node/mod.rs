@@ -15,6 +15,7 @@ pub use client::Client;
 pub use event::{Event, LatencySummary, NodeStatus};
 use std::time::Duration;
 use velos::cluster_file::ClusterFile;
+pub use velos::join::Start;
 use velos_core::log::LogConfig;
 
 /// What `velos node` runs.
@@ -36,9 +37,8 @@ pub struct NodeSpec {
     pub run_for: Duration,
     /// How long to wait for the other processes at connection setup.
     pub rendezvous_timeout: Duration,
-    /// `None`: start with the cluster; `Some(incarnation)`: join it running, in a crashed
-    /// replica's place, at that incarnation (`None` inside: the start time in µs).
-    pub join: Option<Option<u64>>,
+    /// With the cluster, or into it running in a crashed replica's place (`--join`).
+    pub start: Start,
 }
 
 /// Why a node could not run.
@@ -119,23 +119,19 @@ fn run_verbs(_spec: &NodeSpec, _on_event: impl FnMut(Event)) -> Result<NodeRepor
 fn run_verbs(spec: &NodeSpec, mut on_event: impl FnMut(Event)) -> Result<NodeReport, NodeError> {
     use client::Driver;
     use std::time::Instant;
-    use velos::connect::{ClockFrom, connect};
-    use velos::join::{Joiners, join};
-    use velos_core::log::{ClientScript, Replica};
+    use velos::connect::ClockFrom;
+    use velos::join::{Joiners, Met, meet};
+    use velos_core::log::ClientScript;
     use velos_rdma::{Endpoint, Op, Process, Reply, Shared, Step};
 
     let rdma = |e: &dyn std::fmt::Display| NodeError::Rdma(e.to_string());
-    let timeout = spec.rendezvous_timeout;
-    let (node, listener, incarnations) = match spec.join {
-        None => {
-            let (node, listener) = connect(&spec.log, &spec.cluster, spec.id, timeout)?;
-            (node, listener, None)
-        }
-        Some(incarnation) => {
-            let j = join(&spec.log, &spec.cluster, spec.id, incarnation, timeout)?;
-            (j.node, j.listener, Some(j.incarnations))
-        }
-    };
+    let met = meet(
+        &spec.log,
+        &spec.cluster,
+        spec.id,
+        spec.start,
+        spec.rendezvous_timeout,
+    )?;
     let client = ClientScript {
         count: if spec.client == Client::Script {
             spec.values
@@ -145,19 +141,17 @@ fn run_verbs(spec: &NodeSpec, mut on_event: impl FnMut(Event)) -> Result<NodeRep
         size: spec.value_size,
     };
     let mut driver = Driver::new(spec.client, spec.id, spec.values, spec.value_size);
-    let shared = Shared::new(spec.log.clone());
-    let mut replica = match &incarnations {
-        None => Replica::new(shared, spec.id, client),
-        Some(incarnations) => Replica::joining(shared, spec.id, client, incarnations),
-    }
-    .map_err(NodeError::Spec)?;
-    if incarnations.is_some() {
+    let mut replica = met
+        .replica(Shared::new(spec.log.clone()), spec.id, client)
+        .map_err(NodeError::Spec)?;
+    if met.incarnations.is_some() {
         on_event(Event::Joined {
             joined: replica.incarnation(),
         });
     }
     let mut voting = replica.votes();
     // Processes that join later: met on the listener, handled between two operations.
+    let Met { node, listener, .. } = met;
     let mut joiners = Joiners::serve(spec.cluster.clone(), spec.id, listener)
         .map_err(|e| NodeError::Rdma(format!("rendezvous: {e}")))?;
     // The endpoint's clock counts from `VerbsNode::open`, before the rendezvous (seconds
@@ -225,7 +219,7 @@ mod tests {
             value_size: 16,
             run_for: Duration::from_millis(1),
             rendezvous_timeout: Duration::from_millis(1),
-            join: None,
+            start: Start::WithCluster,
         }
     }
 
