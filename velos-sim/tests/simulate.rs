@@ -6,7 +6,7 @@ use velos_sim::litmus::compile::compile;
 use velos_sim::litmus::parse;
 use velos_sim::litmus::program::{Compiled, LitmusThread};
 use velos_sim::litmus::run::initial_machine;
-use velos_sim::machine::{CrashMode, Machine, Next};
+use velos_sim::machine::{CrashMode, Machine, Next, Transition};
 use velos_sim::simulate::{Fault, ScheduledFault, SimConfig, Simulator, Stop};
 
 fn machine_of(text: &str) -> Machine<LitmusThread> {
@@ -165,6 +165,55 @@ fn a_restarted_node_runs_its_new_process_on_blank_memory_and_old_operations_fail
         m.read(Loc::word(NodeId(1), 3)),
         Some(9),
         "the new process ran"
+    );
+    assert_eq!(
+        m.threads[0].process.error,
+        Some(RdmaError::WorkFailed {
+            work_id: W,
+            cause: Box::new(RdmaError::RemoteCrashed { node: NodeId(1) })
+        })
+    );
+}
+
+#[test]
+fn a_post_still_in_the_store_buffer_at_a_restart_fails_and_never_reaches_the_new_memory() {
+    // Node 0 stores locally, then posts a put to node 1: the put waits in its store buffer
+    // behind the store. Node 1 crashes and a new process starts there before the store
+    // buffer drains. The put was posted on the connection to the old process: it fails,
+    // and the new process's memory stays blank (it once landed there, and an acceptor's
+    // word named a value buffer nobody had written into the new memory).
+    let mut ops = vec![Op::Store {
+        loc: Loc::word(NodeId(0), 1),
+        value: 1,
+    }];
+    ops.extend(put_wait(1));
+    let mut m = script(2, ops);
+    let idle = |code: Vec<Op>| LitmusThread::new(code.into_iter().map(Compiled::op).collect(), 0);
+    m.spawn(NodeId(1), idle(vec![]));
+    let mut clock = velos_sim::machine::NoDelay;
+    m.fire(Transition::Cpu(0), 0, &mut clock); // the store
+    m.fire(Transition::Cpu(0), 0, &mut clock); // the put, behind it
+    assert_eq!(m.threads[0].sb.len(), 2, "both wait in the store buffer");
+    m.crash(NodeId(1), CrashMode::Hang);
+    m.restart(NodeId(1), idle(vec![]), 0);
+    assert_eq!(
+        m.threads[0].sb.len(),
+        1,
+        "the put left the store buffer, failed"
+    );
+    let mut enabled = Vec::new();
+    loop {
+        m.enabled(&mut enabled);
+        let Some(&(t, _)) = enabled.first() else {
+            break;
+        };
+        m.fire(t, 0, &mut clock);
+    }
+    assert_eq!(m.read(Loc::word(NodeId(1), 0)), Some(0), "blank memory");
+    assert_eq!(
+        m.read(Loc::word(NodeId(0), 1)),
+        Some(1),
+        "the store flushed"
     );
     assert_eq!(
         m.threads[0].process.error,

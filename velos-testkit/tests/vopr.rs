@@ -101,6 +101,12 @@ const REGRESSIONS: &[(u64, bool, &str)] = &[
         true,
         "a CAS posted into a freed cell was tested in its own turn: agreement broken",
     ),
+    (
+        143896,
+        false,
+        "a CAS still in the leader's store buffer at a restart reached the new memory, its \
+         value's put the old one: the replacement read a blank buffer for ever",
+    ),
 ];
 
 #[test]

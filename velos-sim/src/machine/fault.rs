@@ -1,6 +1,6 @@
 //! Faults the simulator injects: they reach programs through the normal error type.
 
-use super::items::{PipeItem, RemoteWrite, Timed};
+use super::items::{PipeItem, RemoteWrite, SbEntry, Timed};
 use super::state::{CrashMode, Machine, Next, NodeStatus, QpStatus};
 use velos_rdma::{NodeId, Process, RdmaError};
 
@@ -56,6 +56,7 @@ impl<P: Process> Machine<P> {
             let q = self.qp_index(other, node);
             if other != t {
                 self.fail_queue_pair(q, RdmaError::RemoteCrashed { node });
+                self.fail_posted_towards(other, node);
             }
             // Writes on their way into the old memory, the old process's own atomics
             // towards itself included (they held L[node]): gone with it.
@@ -121,6 +122,29 @@ impl<P: Process> Machine<P> {
             }
             self.qps[q].lw.clear();
         }
+    }
+
+    /// Fails thread `t`'s remote operations towards `node` that wait in its store buffer:
+    /// they were posted on the connection to the process `node` just replaced, so they
+    /// never reach the new one (a CAS accepting a value whose put went to the old memory
+    /// left the new acceptor's word naming a buffer never written, and a follower reading
+    /// it for ever: seed 143896).
+    fn fail_posted_towards(&mut self, t: usize, node: NodeId) {
+        let before = self.threads[t].sb.len();
+        let sb = std::mem::take(&mut self.threads[t].sb);
+        let (gone, kept): (Vec<_>, Vec<_>) = sb
+            .into_iter()
+            .partition(|e| matches!(&e.item, SbEntry::Remote { target, .. } if *target == node));
+        self.threads[t].sb = kept.into();
+        for entry in &gone {
+            if let SbEntry::Remote { item, .. } = &entry.item {
+                self.fail_item(t, item, RdmaError::RemoteCrashed { node });
+            }
+        }
+        assert!(
+            self.threads[t].sb.len() + gone.len() == before,
+            "every entry kept or failed"
+        );
     }
 
     pub(crate) fn fail_queue_pair(&mut self, q: usize, error: RdmaError) {
