@@ -102,6 +102,18 @@ const REGRESSIONS: &[(u64, bool, &str)] = &[
         "a CAS posted into a freed cell was tested in its own turn: agreement broken",
     ),
     (
+        54743,
+        false,
+        "Ω trusted a crashed acceptor again for a moment (a late heartbeat) and a second \
+         read towards it poisoned the last read bank: no value read ever started again",
+    ),
+    (
+        121201,
+        false,
+        "Ω trusted a crashed acceptor again for a moment (a late heartbeat) and a second \
+         read towards it poisoned the last read bank: no value read ever started again",
+    ),
+    (
         143896,
         false,
         "a CAS still in the leader's store buffer at a restart reached the new memory, its \

@@ -94,8 +94,10 @@ impl LogConfig {
 
     /// Scratch banks for value reads: a read abandoned towards an acceptor that became
     /// suspected keeps its bank until its gets complete (they could still land), which is
-    /// never if the acceptor crashed; no read starts towards a suspected acceptor, so each
-    /// of at most a minority of crashed acceptors holds at most one bank, and one is left.
+    /// never if the acceptor crashed; no read starts towards a suspected acceptor, nor
+    /// towards one whose abandoned read's gets are pending (rule (one read bank per silent
+    /// acceptor)), so each of at most a minority of crashed acceptors holds at most one
+    /// bank, and one is left.
     pub fn read_banks(&self) -> u32 {
         u32::from(self.replicas).div_ceil(2)
     }

@@ -336,7 +336,7 @@ impl Replica {
                 catch_up: None,
                 reads: VecDeque::new(),
                 read_replaced: false,
-                poisoned: vec![0; banks],
+                poisoned: vec![state::Poisoned::default(); banks],
             },
             api: Proposals {
                 client,
@@ -528,7 +528,7 @@ impl Replica {
             Then::PutsTest => self.reap_puts = matches!(reply, Reply::Value(0)),
             Then::BankTest(b, bit) => {
                 if !matches!(reply, Reply::Value(0)) {
-                    self.learn.poisoned[b as usize] &= !bit;
+                    self.learn.poisoned[b as usize].gets &= !bit;
                 }
             }
             Then::ReadWord(i) => {

@@ -2,6 +2,7 @@
 //! [`crate::log::value`]), in one of two scratch banks; a read stuck on a suspected
 //! acceptor is given up.
 
+use super::state::Poisoned;
 use super::{Purpose, Replica, Role, Stage, Then, ValueRead};
 use crate::log::config::ids;
 use crate::log::leader::Value;
@@ -139,7 +140,10 @@ impl Replica {
         let replaced = std::mem::take(&mut self.learn.read_replaced) && under_way.is_some();
         if stuck || replaced {
             let read = self.learn.reads.pop_front().expect("a read");
-            self.learn.poisoned[read.bank as usize] = 3;
+            self.learn.poisoned[read.bank as usize] = Poisoned {
+                gets: 3,
+                acceptor: read.acceptor,
+            };
             self.read_finished(read, None);
         }
     }
@@ -155,7 +159,7 @@ impl Replica {
             return;
         }
         let Some(bank) =
-            (0..self.config.read_banks()).find(|&b| self.learn.poisoned[b as usize] == 0)
+            (0..self.config.read_banks()).find(|&b| self.learn.poisoned[b as usize].gets == 0)
         else {
             return;
         };
@@ -166,9 +170,14 @@ impl Replica {
         if read.stage != Stage::Queued {
             return;
         }
-        if self.omega.suspects(read.acceptor, now) {
+        let silent = |p: &Poisoned| p.gets != 0 && p.acceptor == read.acceptor;
+        if self.omega.suspects(read.acceptor, now) || self.learn.poisoned.iter().any(silent) {
             // It may never answer and would hold a bank for good: the reader finds the
-            // value elsewhere (another majority, another holder).
+            // value elsewhere (another majority, another holder). Rule (one read bank per
+            // silent acceptor): an acceptor whose abandoned read's gets are still pending
+            // counts as silent even when Ω trusts it again (a late heartbeat of a crashed
+            // acceptor made Ω trust it for a moment, and a second read towards it
+            // poisoned the last bank: no value read ever started again, seed 54743).
             let read = self.learn.reads.pop_front().expect("a value read");
             self.read_finished(read, None);
             return;

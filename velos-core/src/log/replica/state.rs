@@ -81,9 +81,18 @@ pub(super) struct Learning {
     /// The front read's acceptor was replaced while its gets were under way: it is given
     /// up at the next turn's start ([`Replica::peer_replaced`]).
     pub(super) read_replaced: bool,
-    /// Per read bank: the gets of an abandoned read that may still land (bit 0: the
-    /// content's, bit 1: the stamp's); 0 when the bank is free.
-    pub(super) poisoned: Vec<u8>,
+    /// Per read bank: the gets of an abandoned read that may still land.
+    pub(super) poisoned: Vec<Poisoned>,
+}
+
+/// A read bank's gets that may still land, from an abandoned read.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub(super) struct Poisoned {
+    /// Bit 0: the content's gets, bit 1: the stamp's; 0 when the bank is free.
+    pub(super) gets: u8,
+    /// The acceptor they were posted to. Rule (one read bank per silent acceptor): no read
+    /// starts towards it while they are pending.
+    pub(super) acceptor: u16,
 }
 
 /// The embedding side: the built-in client, proposal ids, outcomes, shutdown.

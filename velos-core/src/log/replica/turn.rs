@@ -98,7 +98,7 @@ impl Replica {
         }
         for b in 0..self.config.read_banks() {
             // A bank is free again once the gets of its abandoned read are complete.
-            let pending = self.learn.poisoned[b as usize];
+            let pending = self.learn.poisoned[b as usize].gets;
             if pending & 1 != 0 {
                 let work_id = ids::read_content(b);
                 self.op(Op::Test { work_id }, Then::BankTest(b, 1));
