@@ -124,7 +124,11 @@ impl Clock for SimClock {
             return 0;
         }
         if self.latency.jitter_ns > 0 {
-            d += self.jitter.below(self.latency.jitter_ns + 1);
+            let bound = match self.latency.jitter_within_cost {
+                true => self.latency.jitter_ns.min(d),
+                false => self.latency.jitter_ns,
+            };
+            d += self.jitter.below(bound + 1);
         }
         if let Some(target) = target {
             for &(node, extra, until) in &self.slow {

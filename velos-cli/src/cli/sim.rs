@@ -83,6 +83,14 @@ pub struct SimArgs {
     /// Latency profile of the emulator: `cluster`, `paper-cx6`, `generic` or `uniform`.
     #[arg(long, default_value = "cluster")]
     latency: String,
+    /// Jitter in ns instead of the profile's: each step's cost gets a uniformly drawn extra
+    /// of at most this.
+    #[arg(long)]
+    jitter: Option<u64>,
+    /// Each step's extra is also at most the step's own cost (as in `velos vopr`): else a
+    /// large jitter slows every CPU step by far more than its cost.
+    #[arg(long)]
+    jitter_within_cost: bool,
     /// Timeline interval.
     #[arg(long, default_value = "100us", value_parser = parse_duration)]
     interval: u64,
@@ -255,13 +263,17 @@ pub fn run_cli(a: SimArgs) -> ExitCode {
         );
         return ExitCode::from(2);
     }
-    let Some(latency) = LatencyModel::by_name(&a.latency) else {
+    let Some(mut latency) = LatencyModel::by_name(&a.latency) else {
         eprintln!(
             "velos sim: --latency {}: profiles are cluster, paper-cx6, generic, uniform",
             a.latency
         );
         return ExitCode::from(2);
     };
+    if let Some(j) = a.jitter {
+        latency.jitter_ns = j;
+    }
+    latency.jitter_within_cost |= a.jitter_within_cost;
     if a.value_size < 10 {
         eprintln!("velos sim: --value-size must be at least 10 bytes");
         return ExitCode::from(2);
@@ -314,6 +326,12 @@ pub fn run_cli(a: SimArgs) -> ExitCode {
              --pipeline {} --latency {}",
             a.replicas, a.seed, a.duration, a.slots, a.value_size, a.pipeline, a.latency
         );
+        if let Some(j) = a.jitter {
+            replay += &format!(" --jitter {j}");
+        }
+        if a.jitter_within_cost {
+            replay += " --jitter-within-cost";
+        }
         if let Some(v) = a.values {
             replay += &format!(" --values {v}");
         }

@@ -128,6 +128,10 @@ impl Scenario {
             LatencyModel::generic()
         };
         latency.jitter_ns = [0, 50, 200, 500][rng.below(4) as usize];
+        // A step's jitter is at most its cost: a network less regular, not a CPU up to a
+        // hundred times slower (which made a replica decide about 8 times fewer slots per
+        // millisecond at 500 ns).
+        latency.jitter_within_cost = true;
         // Liveness needs a failure timeout above the delays the jitter adds (a heartbeat
         // read queued behind a pipeline of jittered operations): the adaptive detector's
         // bound grows with it.
