@@ -25,12 +25,12 @@ mod tests {
             ("accept-without-majority", false, 520),
             ("reuse-proposal", false, 2),
             ("drop-carry", true, 16),
-            ("read-without-lease", false, 20),
-            ("trust-prediction", false, 15),
+            ("read-without-lease", false, 2),
+            ("trust-prediction", false, 2),
             ("reset-with-store", false, 7),
             ("learn-from-one", false, 636),
             ("skip-fallback", true, 6),
-            ("rejoin-blank", false, 83),
+            ("rejoin-blank", false, 65),
         ];
         let names: Vec<&str> = Mutation::ALL.iter().map(|m| m.name()).collect();
         assert_eq!(
