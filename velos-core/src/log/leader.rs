@@ -11,7 +11,9 @@
 //! at the current ballot B of epoch e, no slot overflowed out of epoch e in this term, and
 //! every slot up to s − c is decided. Lemma (learning): if a replica's epoch-e word of some
 //! k ≤ s − c shows B accepted, k's value at B is the decided one. Proof: B is this leader's
-//! and fresh for the term in epoch e (ballots only grow, across terms too); k was attempted
+//! and fresh for the term in epoch e: ballots only grow within a term, and a term's start
+//! strictly above every ballot of my earlier terms (rule (fresh term), [`Leader::new`]),
+//! so no CAS at B from an earlier term of mine, still in flight, exists; k was attempted
 //! at B in epoch e; an abort at B would have moved the epoch's ballot above B before s's
 //! accept could carry B, and an overflow of k out of epoch e would have stopped every later
 //! count in e, so k was decided by its attempt at B.
@@ -31,6 +33,8 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 mod decided;
 mod overflow;
+#[cfg(test)]
+mod tests;
 
 use decided::Decided;
 
@@ -226,7 +230,14 @@ pub(super) struct Leader {
 
 impl Leader {
     /// The leader `me` of `term`, starting at slot `prefix` with ballots above `floors`
-    /// (one per epoch).
+    /// (one per epoch: the highest ballot each of my earlier terms used there).
+    ///
+    /// Rule (fresh term): every ballot of the term is strictly above its floor. An earlier
+    /// term's abandoned proposers may still have CASes in flight at its last ballot B; a
+    /// new term that prepared at B too could have its promise taken by the old term's
+    /// accept (the same word it predicts) while it accepts another value at B elsewhere:
+    /// two values under one ⟨B, me⟩, and a reader of either buffer takes it for the
+    /// chosen one (lemma (learning), rule (local adoption)).
     pub(super) fn new(
         me: u16,
         term: u64,
@@ -235,11 +246,14 @@ impl Leader {
         membership: Membership,
     ) -> Leader {
         assert!(!floors.is_empty(), "a ballot per epoch");
+        // A slot prepares above `ballot - 1`: starting at floor + 1 puts every one of
+        // this term's ballots above the floor (rule (fresh term)).
+        let ballots: Vec<u64> = floors.iter().map(|&f| f + 1).collect();
         Leader {
             me: ProposerId(me),
             term,
             overflowed: vec![false; floors.len()],
-            ballots: floors,
+            ballots,
             exhausted: None,
             overtaken: false,
             end: u64::MAX,
