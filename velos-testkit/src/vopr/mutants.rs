@@ -23,7 +23,7 @@ mod tests {
         let expected = [
             ("skip-adoption", false, 0),
             ("accept-without-majority", false, 520),
-            ("reuse-proposal", false, 2),
+            ("reuse-proposal", false, 1),
             ("drop-carry", true, 16),
             ("read-without-lease", false, 2),
             ("trust-prediction", false, 2),
