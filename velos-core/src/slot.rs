@@ -88,6 +88,12 @@ pub enum Mutation {
     /// amnesia) broken) — its blank words stand in for the promises and accepts lost.
     #[cfg(feature = "mutations")]
     RejoinBlank,
+    /// Count a promise as confirmed when its prepare CAS is posted, and adopt from the
+    /// predicted word it was built on: the prepare's optimistic prediction taken for its
+    /// result (an independent model of the protocol found agreement broken by this variant
+    /// with three proposers, or with two retries).
+    #[cfg(feature = "mutations")]
+    TrustPromise,
 }
 
 impl Mutation {
@@ -114,6 +120,8 @@ impl Mutation {
         Mutation::SkipFallback,
         #[cfg(feature = "mutations")]
         Mutation::RejoinBlank,
+        #[cfg(feature = "mutations")]
+        Mutation::TrustPromise,
     ];
 
     /// The variant's name, in kebab case (`skip-adoption`); `none` for the algorithm.
@@ -140,6 +148,8 @@ impl Mutation {
             Mutation::SkipFallback => "skip-fallback",
             #[cfg(feature = "mutations")]
             Mutation::RejoinBlank => "rejoin-blank",
+            #[cfg(feature = "mutations")]
+            Mutation::TrustPromise => "trust-promise",
         }
     }
 
@@ -583,6 +593,10 @@ impl SlotProposer {
                 false,
                 out,
             );
+            #[cfg(feature = "mutations")]
+            if self.config.mutation == Mutation::TrustPromise {
+                *promise = Some(state); // "a prediction is not a confirmation", broken
+            }
         }
         let counted = promised.iter().flatten().count();
         self.set_phase(Phase::Preparing { promised });

@@ -9,9 +9,11 @@
 //! The emulator's own exhaustive checks ([`super::consensus_checks`]) run the same slot
 //! proposer on the full model (NIC steps, puts acknowledged before they land) but stop at
 //! one slot; this model reaches the configurations the issue asks for: 2 proposers × 3
-//! acceptors × 1 and 2 slots, a retry after an abort, with and without a crashed acceptor.
-//! Agreement and validity are checked on every reachable state; every final state must
-//! have both proposers done with every slot (no deadlock).
+//! acceptors × 1 and 2 slots, a retry after an abort, with and without a crashed acceptor,
+//! and a term change of one proposer in the middle of a slot (its abandoned CASes still on
+//! the queue pairs its new term shares: `ModelConfig::term_changes`). Agreement and
+//! validity are checked on every reachable state; every final state must have both
+//! proposers done with every slot (no deadlock).
 //!
 //! Visited states are kept as 128-bit fingerprints (two independent 64-bit hashes), as
 //! explicit-state model checkers do; a collision could only hide states, never invent a
@@ -37,6 +39,16 @@ pub struct ModelConfig {
     pub attempts: u32,
     /// An acceptor that never executes anything (crashed from the start).
     pub crashed: Option<u16>,
+    /// How many times each proposer may start a new term in the middle of a slot: its
+    /// slot proposer is abandoned with its CASes still queued or in flight (they keep their
+    /// place on the queue pairs, which the new term shares), and a fresh one — predicting
+    /// ⊥ everywhere, as a new leader whose own words do not show the old term's CASes yet
+    /// — prepares the slot for a value of its own (`input_at(p, term)`), its ballot above
+    /// the old term's (rule (fresh term) of `velos_core::log::leader`).
+    pub term_changes: u32,
+    /// The new term prepares above the old term's ballot minus one, so that it may reuse it
+    /// (the rule before (fresh term)).
+    pub reuse_term_ballot: bool,
     /// A deliberately wrong variant of the protocol.
     pub mutation: Mutation,
     /// Give up after this many states.
@@ -80,7 +92,12 @@ pub enum ModelError {
 
 /// The input of proposer `p`.
 pub fn input(p: u16) -> u64 {
-    10 * (u64::from(p) + 1)
+    input_at(p, 0)
+}
+
+/// The input of proposer `p` in its term `term` (each term proposes a value of its own).
+pub fn input_at(p: u16, term: u32) -> u64 {
+    10 * (u64::from(p) + 1) + 1000 * u64::from(term)
 }
 
 /// An operation on one queue pair, towards one acceptor.
@@ -93,12 +110,14 @@ enum Msg {
     },
     Cas {
         slot: u32,
+        term: u32,
         id: u64,
         expected: u64,
         desired: u64,
     },
     Read {
         slot: u32,
+        term: u32,
         proposer: u16,
     },
 }
@@ -106,13 +125,27 @@ enum Msg {
 /// A completion waiting for its proposer.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 enum Done {
-    Cas { slot: u32, id: u64, actual: u64 },
-    Read { slot: u32, stamp: u64, value: u64 },
+    Cas {
+        slot: u32,
+        term: u32,
+        id: u64,
+        actual: u64,
+    },
+    Read {
+        slot: u32,
+        term: u32,
+        stamp: u64,
+        value: u64,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 struct Proposer {
     slot: u32,
+    /// Terms started so far (0: the first).
+    term: u32,
+    /// The highest ballot of the earlier terms.
+    floor: u64,
     sp: SlotProposer,
     attempts: u32,
     /// The read for adoption under way: the stamp it needs.
@@ -138,8 +171,18 @@ struct State {
 /// `p` takes the head completion from acceptor `a`.
 #[derive(Clone, Copy, Debug)]
 enum Step {
-    Execute { p: usize, a: usize },
-    Deliver { p: usize, a: usize },
+    Execute {
+        p: usize,
+        a: usize,
+    },
+    Deliver {
+        p: usize,
+        a: usize,
+    },
+    /// Proposer `p` starts a new term in the middle of its slot.
+    NewTerm {
+        p: usize,
+    },
 }
 
 fn slot_config(config: &ModelConfig, p: u16) -> SlotConfig {
@@ -169,6 +212,7 @@ impl Proposer {
                     desired,
                 } => self.queue[usize::from(acceptor)].push_back(Msg::Cas {
                     slot: self.slot,
+                    term: self.term,
                     id,
                     expected,
                     desired,
@@ -179,7 +223,7 @@ impl Proposer {
                     proposal,
                 } => {
                     let value = match content {
-                        Content::Mine => input(me),
+                        Content::Mine => input_at(me, self.term),
                         Content::Adopted => self.adopted,
                     };
                     self.queue[usize::from(acceptor)].push_back(Msg::Write {
@@ -196,11 +240,40 @@ impl Proposer {
                     self.reading = Some(proposal);
                     self.queue[usize::from(acceptor)].push_back(Msg::Read {
                         slot: self.slot,
+                        term: self.term,
                         proposer: proposer.0,
                     });
                 }
             }
         }
+    }
+
+    /// Whether this proposer may start a new term now: terms left, and a slot pending.
+    fn may_change_term(&self, config: &ModelConfig) -> bool {
+        self.term < config.term_changes && self.slot < config.slots
+    }
+
+    /// A new term in the middle of the slot: the slot proposer is abandoned (its operations
+    /// keep their places in the queues; their completions find nobody), and a fresh one
+    /// prepares above the old term's ballot.
+    fn new_term(&mut self, config: &ModelConfig, me: u16) {
+        assert!(self.may_change_term(config), "a term change left");
+        self.floor = self.floor.max(self.sp.proposal());
+        self.term += 1;
+        self.sp = SlotProposer::fresh(slot_config(config, me));
+        self.attempts = 1;
+        self.reading = None;
+        // `Leader::new` starts its ballots at floor + 1 and a slot prepares above
+        // `ballot - 1`; before rule (fresh term) it started at the floor itself.
+        let above = if config.reuse_term_ballot {
+            self.floor.saturating_sub(1)
+        } else {
+            self.floor
+        };
+        let mut out = Vec::new();
+        self.sp.prepare_above(above, &mut out);
+        self.post(me, out);
+        self.settle(config, me);
     }
 
     /// Local steps after a delivery: settle a decided or aborted slot, retry or move on.
@@ -220,7 +293,7 @@ impl Proposer {
                     }
                 }
                 Outcome::Decided { content, .. } => Some(Some(match content {
-                    Content::Mine => input(me),
+                    Content::Mine => input_at(me, self.term),
                     Content::Adopted => self.adopted,
                 })),
                 Outcome::Aborted if self.attempts < config.attempts => {
@@ -235,6 +308,7 @@ impl Proposer {
             };
             let Some(decision) = next else { return };
             self.decisions.push(decision);
+            self.floor = self.floor.max(self.sp.proposal());
             self.slot += 1;
             self.attempts = 0;
             self.reading = None;
@@ -260,6 +334,8 @@ impl State {
             .map(|p| {
                 let mut proposer = Proposer {
                     slot: 0,
+                    term: 0,
+                    floor: 0,
                     sp: SlotProposer::fresh(slot_config(config, p)),
                     attempts: 1,
                     reading: None,
@@ -305,9 +381,15 @@ impl State {
         let live = |a: usize| config.crashed != Some(a as u16);
         let acceptors = usize::from(config.acceptors);
         for (p, proposer) in self.proposers.iter().enumerate() {
+            // A term change is p's local step too, dependent on its deliveries only.
             let delivers: Vec<Step> = (0..acceptors)
                 .filter(|&a| !proposer.done[a].is_empty())
                 .map(|a| Step::Deliver { p, a })
+                .chain(
+                    proposer
+                        .may_change_term(config)
+                        .then_some(Step::NewTerm { p }),
+                )
                 .collect();
             let closed = (0..acceptors)
                 .all(|a| !live(a) || proposer.queue[a].is_empty() || !proposer.done[a].is_empty());
@@ -316,7 +398,9 @@ impl State {
             }
         }
         let quiescent = |r: &Proposer| {
-            (0..acceptors).all(|b| r.done[b].is_empty() && (!live(b) || r.queue[b].is_empty()))
+            !r.may_change_term(config)
+                && (0..acceptors)
+                    .all(|b| r.done[b].is_empty() && (!live(b) || r.queue[b].is_empty()))
         };
         let ample = (0..acceptors)
             .filter(|&a| live(a))
@@ -348,6 +432,9 @@ impl State {
                     steps.push(Step::Deliver { p, a });
                 }
             }
+            if proposer.may_change_term(config) {
+                steps.push(Step::NewTerm { p });
+            }
         }
         steps
     }
@@ -365,6 +452,7 @@ impl State {
                     }
                     Msg::Cas {
                         slot,
+                        term,
                         id,
                         expected,
                         desired,
@@ -374,11 +462,25 @@ impl State {
                         if actual == expected {
                             *word = desired;
                         }
-                        Some(Done::Cas { slot, id, actual })
+                        Some(Done::Cas {
+                            slot,
+                            term,
+                            id,
+                            actual,
+                        })
                     }
-                    Msg::Read { slot, proposer } => {
+                    Msg::Read {
+                        slot,
+                        term,
+                        proposer,
+                    } => {
                         let (stamp, value) = self.buffers[a][usize::from(proposer)][slot as usize];
-                        Some(Done::Read { slot, stamp, value })
+                        Some(Done::Read {
+                            slot,
+                            term,
+                            stamp,
+                            value,
+                        })
                     }
                 };
                 if let Some(done) = done {
@@ -391,8 +493,10 @@ impl State {
                 let done = proposer.done[a].pop_front().expect("an enabled step");
                 let mut out = Vec::new();
                 match done {
-                    // A completion of a slot already settled: nothing to count.
-                    Done::Cas { slot, .. } | Done::Read { slot, .. } if slot != proposer.slot => {}
+                    // A completion of a slot already settled, or of an abandoned term:
+                    // nothing to count.
+                    Done::Cas { slot, term, .. } | Done::Read { slot, term, .. }
+                        if (slot, term) != (proposer.slot, proposer.term) => {}
                     Done::Cas { id, actual, .. } => {
                         proposer.sp.on_cas(a as u16, id, actual, &[], &mut out);
                     }
@@ -407,11 +511,14 @@ impl State {
                 proposer.post(me, out);
                 proposer.settle(config, me);
             }
+            Step::NewTerm { p } => self.proposers[p].new_term(config, p as u16),
         }
     }
 
     fn violation(&self, config: &ModelConfig) -> Option<String> {
-        let inputs: BTreeSet<u64> = (0..config.proposers).map(input).collect();
+        let inputs: BTreeSet<u64> = (0..config.proposers)
+            .flat_map(|p| (0..=config.term_changes).map(move |t| input_at(p, t)))
+            .collect();
         for s in 0..config.slots as usize {
             let decided: BTreeSet<u64> = self
                 .proposers
@@ -513,9 +620,21 @@ mod tests {
             slots,
             attempts,
             crashed,
+            term_changes: 0,
+            reuse_term_ballot: false,
             mutation: Mutation::None,
             max_states: 10_000_000,
             reduce: true,
+        }
+    }
+
+    /// `config` with one term change per proposer (`reuse`: the new term may prepare at
+    /// the old term's ballot).
+    fn with_term_change(config: ModelConfig, reuse: bool) -> ModelConfig {
+        ModelConfig {
+            term_changes: 1,
+            reuse_term_ballot: reuse,
+            ..config
         }
     }
 
@@ -544,6 +663,41 @@ mod tests {
             assert_eq!(r.states, pinned, "{config:?}: states (pinned)");
         }
         r
+    }
+
+    // A term change: a proposer abandons its slot proposer in the middle of the slot, its
+    // CASes still queued or in flight on the queue pairs the new term shares, and starts
+    // again for a value of its own. Agreement holds whether the new term's ballot is fresh
+    // (rule (fresh term)) or may be the old term's: the old term's CASes at an acceptor
+    // execute before any of the new term's there (one queue pair), so a prepare at the
+    // old ballot fails wherever the old term's succeeded, and no ballot gathers two
+    // majorities of promises. The rule makes lemma (learning) literal, not this safe.
+
+    #[test]
+    fn a_term_change_with_the_old_terms_cases_in_flight_agrees() {
+        check(
+            with_term_change(config(1, 1, None), false),
+            false,
+            1_394_291,
+        );
+    }
+
+    #[test]
+    fn a_term_change_and_a_retry_with_a_crashed_acceptor_agree() {
+        check(
+            with_term_change(config(1, 2, Some(2)), false),
+            false,
+            1_172_311,
+        );
+    }
+
+    #[test]
+    fn a_term_change_at_the_old_terms_ballot_agrees_too() {
+        check(
+            with_term_change(config(1, 2, Some(2)), true),
+            false,
+            1_409_994,
+        );
     }
 
     // With one retry, a proposer that aborted retries at once, its other CASes still in
@@ -635,6 +789,7 @@ mod tests {
             Mutation::SkipAdoption,
             Mutation::AcceptWithoutMajority,
             Mutation::ReuseProposal,
+            Mutation::TrustPromise,
         ] {
             let result = explore(&ModelConfig {
                 mutation,

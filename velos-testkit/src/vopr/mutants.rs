@@ -31,6 +31,7 @@ mod tests {
             ("learn-from-one", false, 636),
             ("skip-fallback", true, 6),
             ("rejoin-blank", false, 65),
+            ("trust-promise", false, 2),
         ];
         let names: Vec<&str> = Mutation::ALL.iter().map(|m| m.name()).collect();
         assert_eq!(
