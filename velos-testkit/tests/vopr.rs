@@ -102,6 +102,48 @@ const REGRESSIONS: &[(u64, bool, &str)] = &[
         "a CAS posted into a freed cell was tested in its own turn: agreement broken",
     ),
     (
+        21199,
+        false,
+        "the log stopped: a new leader's adoption read of a crashed leader's buffer failed \
+         for ever (a torn rewrite with different content, suspected) — on an older build, \
+         whose scenarios have moved since",
+    ),
+    (
+        23613,
+        false,
+        "the log stopped — on an older build, whose scenarios have moved since",
+    ),
+    (
+        24068,
+        false,
+        "the log stopped — on an older build, whose scenarios have moved since",
+    ),
+    (
+        32748,
+        false,
+        "the log stopped — on an older build, whose scenarios have moved since",
+    ),
+    (
+        73354,
+        false,
+        "the log stopped — on an older build, whose scenarios have moved since",
+    ),
+    (
+        81807,
+        false,
+        "the log stopped — on an older build, whose scenarios have moved since",
+    ),
+    (
+        82093,
+        false,
+        "the log stopped — on an older build, whose scenarios have moved since",
+    ),
+    (
+        83285,
+        false,
+        "the log stopped — on an older build, whose scenarios have moved since",
+    ),
+    (
         54743,
         false,
         "Ω trusted a crashed acceptor again for a moment (a late heartbeat) and a second \
