@@ -232,12 +232,14 @@ impl Leader {
     /// The leader `me` of `term`, starting at slot `prefix` with ballots above `floors`
     /// (one per epoch: the highest ballot each of my earlier terms used there).
     ///
-    /// Rule (fresh term): every ballot of the term is strictly above its floor. An earlier
-    /// term's abandoned proposers may still have CASes in flight at its last ballot B; a
-    /// new term that prepared at B too could have its promise taken by the old term's
-    /// accept (the same word it predicts) while it accepts another value at B elsewhere:
-    /// two values under one ⟨B, me⟩, and a reader of either buffer takes it for the
-    /// chosen one (lemma (learning), rule (local adoption)).
+    /// Rule (fresh term): every ballot of the term is strictly above its floor, so that no
+    /// CAS an earlier term of mine abandoned in flight is at one of this term's ballots
+    /// (lemma (learning) needs B fresh for the term). Reusing the old term's last ballot B
+    /// would still be safe, but only through the queue pairs: both terms post on the same
+    /// ones, so the old term's CASes at an acceptor execute before the new term's, a
+    /// prepare at B fails wherever the old term's succeeded, and B never gathers two
+    /// majorities of promises (the exhaustive model checks both: velos-testkit's
+    /// `protocol_model`, term changes).
     pub(super) fn new(
         me: u16,
         term: u64,
