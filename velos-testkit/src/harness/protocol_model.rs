@@ -15,16 +15,16 @@
 //! validity are checked on every reachable state; every final state must have both
 //! proposers done with every slot (no deadlock).
 //!
-//! Visited states are kept as 128-bit fingerprints (two independent 64-bit hashes), as
+//! Visited states are kept as 128-bit fingerprints (XXH3-128 of the state), as
 //! explicit-state model checkers do; a collision could only hide states, never invent a
 //! violation.
 
-use std::collections::hash_map::DefaultHasher;
 use std::collections::{BTreeSet, HashSet, VecDeque};
-use std::hash::{Hash, Hasher};
+use std::hash::Hash;
 use velos_core::proposal::{Numbering, ProposerId};
 use velos_core::slot::{Content, Mutation, Outcome, SlotCommand, SlotConfig, SlotProposer};
 use velos_core::word::WordLayout;
+use xxhash_rust::xxh3::Xxh3Default;
 
 /// A configuration to explore.
 #[derive(Clone, Copy, Debug)]
@@ -536,12 +536,10 @@ impl State {
     }
 
     fn fingerprint(&self) -> u128 {
-        let mut a = DefaultHasher::new();
-        let mut b = DefaultHasher::new();
-        0xa5a5_u16.hash(&mut b);
-        self.hash(&mut a);
-        self.hash(&mut b);
-        u128::from(a.finish()) << 64 | u128::from(b.finish())
+        // One pass of XXH3's 128-bit hash (SipHash twice took most of the search's time).
+        let mut h = Xxh3Default::new();
+        self.hash(&mut h);
+        h.digest128()
     }
 }
 
@@ -731,7 +729,7 @@ mod tests {
         check(config(2, 2, Some(2)), false, 189_412);
     }
 
-    /// A retry with all three acceptors up: about 5 minutes and 2 GB in release mode.
+    /// A retry with all three acceptors up: about 2.5 minutes and 1.7 GB in release mode.
     #[test]
     fn two_proposers_one_slot_with_a_retry_agree() {
         let config = ModelConfig {
