@@ -109,41 +109,6 @@ const REGRESSIONS: &[(u64, bool, &str)] = &[
          whose scenarios have moved since",
     ),
     (
-        23613,
-        false,
-        "the log stopped — on an older build, whose scenarios have moved since",
-    ),
-    (
-        24068,
-        false,
-        "the log stopped — on an older build, whose scenarios have moved since",
-    ),
-    (
-        32748,
-        false,
-        "the log stopped — on an older build, whose scenarios have moved since",
-    ),
-    (
-        73354,
-        false,
-        "the log stopped — on an older build, whose scenarios have moved since",
-    ),
-    (
-        81807,
-        false,
-        "the log stopped — on an older build, whose scenarios have moved since",
-    ),
-    (
-        82093,
-        false,
-        "the log stopped — on an older build, whose scenarios have moved since",
-    ),
-    (
-        83285,
-        false,
-        "the log stopped — on an older build, whose scenarios have moved since",
-    ),
-    (
         54743,
         false,
         "Ω trusted a crashed acceptor again for a moment (a late heartbeat) and a second \
@@ -163,10 +128,21 @@ const REGRESSIONS: &[(u64, bool, &str)] = &[
     ),
 ];
 
+/// Seeds that stopped the log in an older build's 0..100000 run, as 21199 above (the
+/// campaign's scenarios have moved since).
+const STOPPED_THE_LOG: &[u64] = &[23613, 24068, 32748, 73354, 81807, 82093, 83285];
+
 #[test]
 fn seeds_that_once_broke_run_clean() {
     let mut broken = Vec::new();
-    for &(seed, overflow, what) in REGRESSIONS {
+    let stopped = STOPPED_THE_LOG.iter().map(|&seed| {
+        (
+            seed,
+            false,
+            "the log stopped — on an older build, whose scenarios have moved since",
+        )
+    });
+    for (seed, overflow, what) in REGRESSIONS.iter().copied().chain(stopped) {
         let report =
             velos_testkit::vopr::run_mutant(seed, velos_testkit::vopr::Mutation::None, overflow);
         if !report.violations.is_empty() {

@@ -130,20 +130,20 @@ impl<P: Process> Machine<P> {
     /// left the new acceptor's word naming a buffer never written, and a follower reading
     /// it for ever: seed 143896).
     fn fail_posted_towards(&mut self, t: usize, node: NodeId) {
-        let before = self.threads[t].sb.len();
-        let sb = std::mem::take(&mut self.threads[t].sb);
-        let (gone, kept): (Vec<_>, Vec<_>) = sb
-            .into_iter()
-            .partition(|e| matches!(&e.item, SbEntry::Remote { target, .. } if *target == node));
-        self.threads[t].sb = kept.into();
-        for entry in &gone {
-            if let SbEntry::Remote { item, .. } = &entry.item {
-                self.fail_item(t, item, RdmaError::RemoteCrashed { node });
+        for entry in std::mem::take(&mut self.threads[t].sb) {
+            match &entry.item {
+                SbEntry::Remote { target, item } if *target == node => {
+                    self.fail_item(t, item, RdmaError::RemoteCrashed { node });
+                }
+                _ => self.threads[t].sb.push_back(entry),
             }
         }
         assert!(
-            self.threads[t].sb.len() + gone.len() == before,
-            "every entry kept or failed"
+            !self.threads[t]
+                .sb
+                .iter()
+                .any(|e| matches!(&e.item, SbEntry::Remote { target, .. } if *target == node)),
+            "restart: nothing posted to the old process is left to reach the new one"
         );
     }
 
