@@ -69,6 +69,14 @@ fn script(nodes: u16, ops: Vec<Op>) -> Machine<LitmusThread> {
 
 const W: WorkId = WorkId(1);
 
+/// The error of `put_wait(1)` whose target node 1 crashed (or was replaced) under it.
+fn put_to_crashed_node_1() -> Option<RdmaError> {
+    Some(RdmaError::WorkFailed {
+        work_id: W,
+        cause: Box::new(RdmaError::RemoteCrashed { node: NodeId(1) }),
+    })
+}
+
 /// Node `node` crashes at `at_ns`.
 fn crash_of(node: u16, at_ns: u64, mode: CrashMode) -> ScheduledFault {
     ScheduledFault {
@@ -112,13 +120,7 @@ fn crash_with_error_mode_fails_the_wait() {
     let mut sim = Simulator::new(script(2, put_wait(1)), config);
     assert_eq!(sim.run(u64::MAX, 1000), Stop::Complete);
     let error = sim.machine().threads[0].process.error.clone();
-    assert_eq!(
-        error,
-        Some(RdmaError::WorkFailed {
-            work_id: W,
-            cause: Box::new(RdmaError::RemoteCrashed { node: NodeId(1) })
-        })
-    );
+    assert_eq!(error, put_to_crashed_node_1());
 }
 
 #[test]
@@ -166,13 +168,7 @@ fn a_restarted_node_runs_its_new_process_on_blank_memory_and_old_operations_fail
         Some(9),
         "the new process ran"
     );
-    assert_eq!(
-        m.threads[0].process.error,
-        Some(RdmaError::WorkFailed {
-            work_id: W,
-            cause: Box::new(RdmaError::RemoteCrashed { node: NodeId(1) })
-        })
-    );
+    assert_eq!(m.threads[0].process.error, put_to_crashed_node_1());
 }
 
 #[test]
@@ -215,13 +211,7 @@ fn a_post_still_in_the_store_buffer_at_a_restart_fails_and_never_reaches_the_new
         Some(1),
         "the store flushed"
     );
-    assert_eq!(
-        m.threads[0].process.error,
-        Some(RdmaError::WorkFailed {
-            work_id: W,
-            cause: Box::new(RdmaError::RemoteCrashed { node: NodeId(1) })
-        })
-    );
+    assert_eq!(m.threads[0].process.error, put_to_crashed_node_1());
 }
 
 #[test]
