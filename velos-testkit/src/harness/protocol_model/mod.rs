@@ -1,4 +1,4 @@
-//! Exhaustive checks of the slot protocol (Algorithm 5, [`SlotProposer`]) one level above
+//! Exhaustive checks of the slot protocol (Algorithm 5, [`SlotProposer`](velos_core::slot::SlotProposer)) one level above
 //! the rdma-rmw emulator: acceptor words are updated by atomic CAS, and each proposer's
 //! operations towards one acceptor execute and complete in posting order (one queue pair:
 //! the value write before its CAS, the CAS before a later read). Those are the two
@@ -8,16 +8,27 @@
 //!
 //! The emulator's own exhaustive checks ([`super::consensus_checks`]) run the same slot
 //! proposer on the full model (NIC steps, puts acknowledged before they land) but stop at
-//! one slot; this model reaches the configurations the issue asks for: 2 proposers × 3
-//! acceptors × 1 and 2 slots, a retry after an abort, with and without a crashed acceptor,
-//! and a term change of one proposer in the middle of a slot (its abandoned CASes still on
-//! the queue pairs its new term shares: `ModelConfig::term_changes`). Agreement and
-//! validity are checked on every reachable state; every final state must have both
-//! proposers done with every slot (no deadlock).
+//! one slot; this model reaches 2 proposers × 3 acceptors × 2 slots with a retry, 1 slot
+//! with two retries, 3 proposers, a crashed acceptor, and a term change of one proposer in
+//! the middle of a slot (its abandoned CASes still on the queue pairs its new term shares:
+//! `ModelConfig::term_changes`). Agreement and validity are checked on every reachable
+//! state; every final state must have every proposer done with every slot (no deadlock).
 //!
-//! Visited states are kept as 128-bit fingerprints (XXH3-128 of the state), as
-//! explicit-state model checkers do; a collision could only hide states, never invent a
-//! violation.
+//! Three things make the large configurations complete searches rather than samples:
+//! * the quotient (`State::quotient`): steps that change nothing a later step reads are
+//!   taken at once (completions of an earlier slot or term, superseded CAS completions),
+//!   and what no later step reads is blanked (a finished slot's words and buffers, a
+//!   finished proposer's slot proposer, operations queued at a crashed acceptor);
+//! * persistent sets, built as stubborn sets over the model's operations
+//!   (`reduction.rs`): at one acceptor only two proposers' CASes of one slot, or a write
+//!   and a read of one buffer, are dependent; a proposer's local steps depend on each
+//!   other; a proposer past its last accept posts nothing more for the slot;
+//! * a compact search (`search.rs`): states are kept as 128-bit fingerprints (XXH3-128),
+//!   as explicit-state model checkers do — a collision could only hide states, never
+//!   invent a violation — in one table shared by a depth-first search per core.
+//!
+//! Both reductions are checked against every interleaving of the unreduced model wherever
+//! that is within reach, with and without each mutant (`tests.rs`).
 
 use std::collections::BTreeSet;
 use velos_core::slot::Mutation;
@@ -49,7 +60,7 @@ pub struct ModelConfig {
     pub mutation: Mutation,
     /// Give up after this many states.
     pub max_states: usize,
-    /// Explore persistent sets only ([`reduction`]); without, every interleaving.
+    /// Explore persistent sets only (`reduction.rs`); without, every interleaving.
     pub reduce: bool,
     /// Explore each state's representative: without what no later step reads
     /// (`State::quotient`).
@@ -107,7 +118,7 @@ mod state;
 #[cfg(test)]
 mod tests;
 
-/// Explores every reachable state of `config` (see [`search`]).
+/// Explores every reachable state of `config` (`search.rs`).
 pub fn explore(config: &ModelConfig) -> Result<ModelReport, ModelError> {
     search::explore(config)
 }

@@ -18,7 +18,8 @@ impl State {
     /// selective search reaches every final state; agreement and validity are stable
     /// (decisions are only appended), so a state breaking them leads to a final state
     /// breaking them: preserving every final state is enough, checked by
-    /// `the_reduction_keeps_every_outcome`.
+    /// `the_reductions_keep_every_outcome`. Among the candidate sets: a singleton if there is
+    /// one, else a proposer's local steps alone, else the smallest.
     pub(super) fn steps(&self, config: &ModelConfig) -> Vec<Step> {
         if !config.reduce {
             return self.all_steps(config);
@@ -66,7 +67,9 @@ impl State {
 
     /// Whether proposer `q` may still post an operation for slot `slot`: it has a local
     /// step ahead (a completion to take, one to come, a term change) and has not moved
-    /// past the slot.
+    /// past the slot. Rule (spent attempt): a slot proposer that posted its accept posts
+    /// nothing more in that attempt (`on_cas` then only counts or aborts), so with no
+    /// retry and no term change left it posts nothing more for the slot.
     fn may_post(&self, config: &ModelConfig, q: usize, slot: u32) -> bool {
         let r = &self.proposers[q];
         let live = |a: usize| config.crashed != Some(a as u16);

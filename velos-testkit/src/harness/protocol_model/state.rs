@@ -342,58 +342,70 @@ impl State {
             proposers,
         }
     }
+
+    /// Acceptor `a` executes the head of proposer `p`'s queue towards it.
+    fn apply_execute(&mut self, p: usize, a: usize) {
+        let msg = self.proposers[p].queue[a]
+            .pop_front()
+            .expect("an enabled step");
+        let done = match msg {
+            Msg::Write { slot, stamp, value } => {
+                // Rule (invisible write) reads a blank buffer as never written.
+                assert!(stamp > 0, "a value is written under a proposal number");
+                self.buffers[a][p][slot as usize] = (stamp, value);
+                None
+            }
+            Msg::Cas {
+                slot,
+                term,
+                attempt,
+                id,
+                expected,
+                desired,
+            } => {
+                let word = &mut self.words[a][slot as usize];
+                let actual = *word;
+                if actual == expected {
+                    let pair = |w: u64| {
+                        let s = WordLayout::PAPER.decode(w);
+                        (s.min_proposal, s.accepted_proposal)
+                    };
+                    assert!(
+                        desired == expected || pair(desired) > pair(expected),
+                        "rule (dead CAS): a word that changes raises its (promise, accepted) pair"
+                    );
+                    *word = desired;
+                }
+                Some(Done::Cas {
+                    slot,
+                    term,
+                    attempt,
+                    id,
+                    actual,
+                })
+            }
+            Msg::Read {
+                slot,
+                term,
+                proposer,
+            } => {
+                let (stamp, value) = self.buffers[a][usize::from(proposer)][slot as usize];
+                Some(Done::Read {
+                    slot,
+                    term,
+                    stamp,
+                    value,
+                })
+            }
+        };
+        if let Some(done) = done {
+            self.proposers[p].done[a].push_back(done);
+        }
+    }
+
     pub(super) fn apply(&mut self, config: &ModelConfig, step: Step) {
         match step {
-            Step::Execute { p, a } => {
-                let msg = self.proposers[p].queue[a]
-                    .pop_front()
-                    .expect("an enabled step");
-                let done = match msg {
-                    Msg::Write { slot, stamp, value } => {
-                        // Rule (invisible write) reads a blank buffer as never written.
-                        assert!(stamp > 0, "a value is written under a proposal number");
-                        self.buffers[a][p][slot as usize] = (stamp, value);
-                        None
-                    }
-                    Msg::Cas {
-                        slot,
-                        term,
-                        attempt,
-                        id,
-                        expected,
-                        desired,
-                    } => {
-                        let word = &mut self.words[a][slot as usize];
-                        let actual = *word;
-                        if actual == expected {
-                            *word = desired;
-                        }
-                        Some(Done::Cas {
-                            slot,
-                            term,
-                            attempt,
-                            id,
-                            actual,
-                        })
-                    }
-                    Msg::Read {
-                        slot,
-                        term,
-                        proposer,
-                    } => {
-                        let (stamp, value) = self.buffers[a][usize::from(proposer)][slot as usize];
-                        Some(Done::Read {
-                            slot,
-                            term,
-                            stamp,
-                            value,
-                        })
-                    }
-                };
-                if let Some(done) = done {
-                    self.proposers[p].done[a].push_back(done);
-                }
-            }
+            Step::Execute { p, a } => self.apply_execute(p, a),
             Step::Deliver { p, a } => {
                 let me = p as u16;
                 let proposer = &mut self.proposers[p];
@@ -428,6 +440,7 @@ impl State {
     /// Replaces the state by the representative of its class: states that differ only in
     /// what no later step can read reach the same decisions and final states.
     pub(super) fn quotient(&mut self, config: &ModelConfig) {
+        self.execute_dead(config);
         for proposer in &mut self.proposers {
             proposer.drop_stale();
             if let Some(c) = config.crashed {
@@ -455,6 +468,51 @@ impl State {
                     for b in &mut self.buffers[a] {
                         b[s as usize] = (0, 0);
                     }
+                }
+            }
+        }
+    }
+
+    /// Rule (dead CAS): executes at once every CAS at the head of a queue that fails
+    /// whenever it runs and whose completion nobody reads. A successful CAS that changes a
+    /// word raises its (promise, accepted proposal) pair, so a word never returns to a
+    /// pair it has passed: a CAS expecting a pair at or below the word's, and not the word
+    /// itself, fails now and for ever. Its completion is read by nobody when it is of an
+    /// earlier slot or term (rule (stale completion)) or has a newer CAS of its slot
+    /// proposer behind it (rule (superseded completion)). Such an execution changes
+    /// nothing any step reads.
+    fn execute_dead(&mut self, config: &ModelConfig) {
+        let layout = WordLayout::PAPER;
+        let pair = |w: u64| {
+            let s = layout.decode(w);
+            (s.min_proposal, s.accepted_proposal)
+        };
+        for p in 0..self.proposers.len() {
+            for a in 0..usize::from(config.acceptors) {
+                if config.crashed == Some(a as u16) {
+                    continue;
+                }
+                loop {
+                    let proposer = &self.proposers[p];
+                    let Some(&Msg::Cas {
+                        slot,
+                        term,
+                        expected,
+                        ..
+                    }) = proposer.queue[a].front()
+                    else {
+                        break;
+                    };
+                    let word = self.words[a][slot as usize];
+                    let dead = expected != word && pair(expected) <= pair(word);
+                    let current = (slot, term) == (proposer.slot, proposer.term);
+                    let superseded = proposer.queue[a].iter().skip(1).any(
+                        |m| matches!(*m, Msg::Cas { slot: s, term: t, .. } if (s, t) == (slot, term)),
+                    );
+                    if !dead || (current && !superseded) {
+                        break;
+                    }
+                    self.apply_execute(p, a);
                 }
             }
         }

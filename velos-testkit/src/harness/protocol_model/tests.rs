@@ -66,7 +66,7 @@ fn check(config: ModelConfig, both: bool, pinned: usize) -> ModelReport {
 
 #[test]
 fn a_term_change_with_the_old_terms_cases_in_flight_agrees() {
-    check(with_term_change(config(1, 1, None), false), false, 24_322);
+    check(with_term_change(config(1, 1, None), false), false, 8_008);
 }
 
 #[test]
@@ -74,17 +74,30 @@ fn a_term_change_and_a_retry_with_a_crashed_acceptor_agree() {
     check(
         with_term_change(config(1, 2, Some(2)), false),
         false,
-        148_967,
+        77_175,
+    );
+}
+
+#[test]
+fn a_term_change_in_either_of_two_slots_agrees() {
+    check(with_term_change(config(2, 1, None), false), false, 43_056);
+}
+
+/// A term change and a retry, every acceptor up: about 4 minutes and 1.1 GB on one core
+/// in release mode.
+#[test]
+#[ignore = "about 4 minutes: run by hand (README)"]
+fn a_term_change_and_a_retry_agree() {
+    check(
+        largest(with_term_change(config(1, 2, None), false)),
+        false,
+        27_432_567,
     );
 }
 
 #[test]
 fn a_term_change_at_the_old_terms_ballot_agrees_too() {
-    check(
-        with_term_change(config(1, 2, Some(2)), true),
-        false,
-        163_632,
-    );
+    check(with_term_change(config(1, 2, Some(2)), true), false, 87_179);
 }
 
 // With one retry, a proposer that aborted retries at once, its other CASes still in
@@ -94,32 +107,32 @@ fn a_term_change_at_the_old_terms_ballot_agrees_too() {
 
 #[test]
 fn two_proposers_one_slot_agree() {
-    check(config(1, 1, None), false, 1_188);
+    check(config(1, 1, None), false, 762);
 }
 
 #[test]
 fn two_proposers_one_slot_with_a_retry_and_a_crashed_acceptor_agree() {
-    check(config(1, 2, Some(2)), false, 1_340);
+    check(config(1, 2, Some(2)), false, 1_170);
 }
 
 #[test]
 fn two_proposers_one_slot_with_two_retries_and_a_crashed_acceptor_both_decide() {
-    check(config(1, 3, Some(2)), true, 15_481);
+    check(config(1, 3, Some(2)), true, 13_853);
 }
 
 #[test]
 fn two_proposers_two_slots_agree() {
-    check(config(2, 1, None), false, 4_749);
+    check(config(2, 1, None), false, 3_045);
 }
 
 #[test]
 fn two_proposers_two_slots_with_a_retry_and_a_crashed_acceptor_agree() {
-    check(config(2, 2, Some(2)), false, 13_322);
+    check(config(2, 2, Some(2)), false, 11_595);
 }
 
 #[test]
 fn two_proposers_one_slot_with_a_retry_agree() {
-    check(config(1, 2, None), false, 283_142);
+    check(config(1, 2, None), false, 184_421);
 }
 
 // The three largest configurations, every acceptor up. Each search runs on every core
@@ -129,16 +142,16 @@ fn two_proposers_one_slot_with_a_retry_agree() {
 /// core in release mode.
 #[test]
 fn two_proposers_two_slots_with_a_retry_agree() {
-    check(largest(config(2, 2, None)), false, 10_066_249);
+    check(largest(config(2, 2, None)), false, 6_452_755);
 }
 
-/// 2 proposers × 3 acceptors × 1 slot with two retries: about 5 minutes and 1.3 GB on one
+/// 2 proposers × 3 acceptors × 1 slot with two retries: about 5 minutes and 1.2 GB on one
 /// core in release mode. Run it with `cargo test --release -p velos-testkit --lib
 /// protocol_model -- --ignored`.
 #[test]
 #[ignore = "about 5 minutes: run by hand (README)"]
 fn two_proposers_one_slot_with_two_retries_agree() {
-    check(largest(config(1, 3, None)), true, 46_300_753);
+    check(largest(config(1, 3, None)), true, 29_926_746);
 }
 
 /// Every mutant breaks agreement in each of the three largest configurations (a
