@@ -21,8 +21,6 @@ pub(super) enum Msg {
     Cas {
         slot: u32,
         term: u32,
-        /// The slot proposer's attempt that posted it.
-        attempt: u32,
         id: u64,
         expected: u64,
         desired: u64,
@@ -40,7 +38,6 @@ pub(super) enum Done {
     Cas {
         slot: u32,
         term: u32,
-        attempt: u32,
         id: u64,
         actual: u64,
     },
@@ -129,7 +126,6 @@ impl Proposer {
                 } => self.queue[usize::from(acceptor)].push_back(Msg::Cas {
                     slot: self.slot,
                     term: self.term,
-                    attempt: self.sp.attempt(),
                     id,
                     expected,
                     desired,
@@ -293,7 +289,6 @@ impl Proposer {
             self.slot += 1;
             self.attempts = 0;
             self.accepting = false;
-            self.accepting = false;
             self.reading = None;
             if self.slot < config.slots {
                 self.sp = SlotProposer::fresh(slot_config(config, me));
@@ -358,7 +353,6 @@ impl State {
             Msg::Cas {
                 slot,
                 term,
-                attempt,
                 id,
                 expected,
                 desired,
@@ -379,7 +373,6 @@ impl State {
                 Some(Done::Cas {
                     slot,
                     term,
-                    attempt,
                     id,
                     actual,
                 })
