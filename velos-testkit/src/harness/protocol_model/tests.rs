@@ -154,6 +154,15 @@ fn two_proposers_one_slot_with_two_retries_agree() {
     check(largest(config(1, 3, None)), true, 29_926_746);
 }
 
+/// 3 proposers × 3 acceptors × 1 slot with a retry: not complete yet (past 100 M states).
+/// Run it by hand with `cargo test --release -p velos-testkit --lib
+/// three_proposers_one_slot_with_a_retry_agree -- --ignored --nocapture`.
+#[test]
+#[ignore = "not complete yet: past 100 M states"]
+fn three_proposers_one_slot_with_a_retry_agree() {
+    check(largest(three_proposers(config(1, 2, None))), false, 0);
+}
+
 /// Every mutant breaks agreement in each of the three largest configurations (a
 /// violation is found long before the state count of a complete search).
 #[test]
@@ -290,43 +299,5 @@ fn each_mutation_breaks_agreement() {
             }
             other => panic!("{mutation:?} not caught: {other:?}"),
         }
-    }
-}
-
-mod probe {
-    use super::*;
-    #[test]
-    #[ignore]
-    fn probe() {
-        let v = |k: &str, d: u64| {
-            std::env::var(k)
-                .ok()
-                .and_then(|x| x.parse().ok())
-                .unwrap_or(d)
-        };
-        let config = ModelConfig {
-            proposers: v("P", 2) as u16,
-            acceptors: 3,
-            slots: v("S", 1) as u32,
-            attempts: v("A", 2) as u32,
-            crashed: None,
-            term_changes: v("TC", 0) as u32,
-            reuse_term_ballot: false,
-            mutation: std::env::var("M")
-                .ok()
-                .and_then(|m| Mutation::from_name(&m))
-                .unwrap_or(Mutation::None),
-            max_states: v("B", 30_000_000) as usize,
-            reduce: true,
-            quotient: true,
-            threads: v("T", 1) as usize,
-        };
-        let t = std::time::Instant::now();
-        let r = explore(&config);
-        eprintln!(
-            "PROBE {config:?}: {:?} in {:?}",
-            r.map(|r| (r.states, r.finals)),
-            t.elapsed()
-        );
     }
 }
