@@ -175,7 +175,7 @@ impl Proposer {
     ///   flight, and the completion counts for nothing — it is of an earlier attempt, or
     ///   it is this attempt's prepare and the accept behind it means the prepare phase is
     ///   over. It posts nothing and leaves the outcome alone, asserted below.
-    pub(super) fn drop_stale(&mut self) {
+    pub(super) fn take_unobservable(&mut self) {
         let now = (self.slot, self.term);
         for done in &mut self.done {
             done.retain(|d| match *d {
@@ -435,7 +435,7 @@ impl State {
     pub(super) fn quotient(&mut self, config: &ModelConfig) {
         self.execute_dead(config);
         for proposer in &mut self.proposers {
-            proposer.drop_stale();
+            proposer.take_unobservable();
             if let Some(c) = config.crashed {
                 // Never executed: nothing reads it.
                 proposer.queue[usize::from(c)].clear();

@@ -83,8 +83,8 @@ fn a_term_change_in_either_of_two_slots_agrees() {
     check(with_term_change(config(2, 1, None), false), false, 43_056);
 }
 
-/// A term change and a retry, every acceptor up: about 4 minutes and 1.1 GB on one core
-/// in release mode.
+/// A term change and a retry, every acceptor up: about 4 minutes on two cores in release
+/// mode.
 #[test]
 #[ignore = "about 4 minutes: run by hand (README)"]
 fn a_term_change_and_a_retry_agree() {
@@ -138,15 +138,15 @@ fn two_proposers_one_slot_with_a_retry_agree() {
 // The three largest configurations, every acceptor up. Each search runs on every core
 // (the counts do not depend on it).
 
-/// 2 proposers × 3 acceptors × 2 slots with a retry: about a minute and 0.5 GB on one
-/// core in release mode.
+/// 2 proposers × 3 acceptors × 2 slots with a retry: about 25 s on two cores in release
+/// mode.
 #[test]
 fn two_proposers_two_slots_with_a_retry_agree() {
     check(largest(config(2, 2, None)), false, 6_452_755);
 }
 
-/// 2 proposers × 3 acceptors × 1 slot with two retries: about 5 minutes and 1.2 GB on one
-/// core in release mode. Run it with `cargo test --release -p velos-testkit --lib
+/// 2 proposers × 3 acceptors × 1 slot with two retries: about 3 minutes and 1.2 GB on two
+/// cores in release mode. Run it with `cargo test --release -p velos-testkit --lib
 /// protocol_model -- --ignored`.
 #[test]
 #[ignore = "about 5 minutes: run by hand (README)"]
