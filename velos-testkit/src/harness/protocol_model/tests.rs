@@ -154,11 +154,11 @@ fn two_proposers_one_slot_with_two_retries_agree() {
     check(largest(config(1, 3, None)), true, 29_926_746);
 }
 
-/// 3 proposers × 3 acceptors × 1 slot with a retry: about an hour and 9 GB on two cores in
+/// 3 proposers × 3 acceptors × 1 slot with a retry: about 35 minutes and 9 GB on two cores in
 /// release mode. Run it by hand with `cargo test --release -p velos-testkit --lib
 /// three_proposers_one_slot_with_a_retry_agree -- --ignored --nocapture`.
 #[test]
-#[ignore = "about an hour and 9 GB: run by hand (README)"]
+#[ignore = "about 35 minutes and 9 GB: run by hand (README)"]
 fn three_proposers_one_slot_with_a_retry_agree() {
     check(
         largest(three_proposers(config(1, 2, None))),
