@@ -34,7 +34,6 @@ impl State {
                 Seed::Exec(p, a) => self.exec_enabled(config, p, a),
             })
             .collect();
-        // A singleton first, then a proposer's local steps alone, then the smallest set.
         let mut sets = Vec::with_capacity(seeds.len());
         for seed in seeds {
             let set = self.closure(config, seed);

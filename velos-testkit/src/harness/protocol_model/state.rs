@@ -98,6 +98,12 @@ pub(super) enum Step {
     },
 }
 
+/// A word's (promise, accepted proposal) pair: what a changing CAS raises (rule (dead CAS)).
+fn progress(word: u64) -> (u64, u64) {
+    let s = WordLayout::PAPER.decode(word);
+    (s.min_proposal, s.accepted_proposal)
+}
+
 pub(super) fn slot_config(config: &ModelConfig, p: u16) -> SlotConfig {
     SlotConfig {
         layout: WordLayout::PAPER,
@@ -293,7 +299,6 @@ impl Proposer {
             if self.slot < config.slots {
                 self.sp = SlotProposer::fresh(slot_config(config, me));
                 self.attempts = 1;
-                self.accepting = false;
                 let mut out = Vec::new();
                 self.sp.prepare(&mut out);
                 self.post(me, out);
@@ -360,12 +365,8 @@ impl State {
                 let word = &mut self.words[a][slot as usize];
                 let actual = *word;
                 if actual == expected {
-                    let pair = |w: u64| {
-                        let s = WordLayout::PAPER.decode(w);
-                        (s.min_proposal, s.accepted_proposal)
-                    };
                     assert!(
-                        desired == expected || pair(desired) > pair(expected),
+                        desired == expected || progress(desired) > progress(expected),
                         "rule (dead CAS): a word that changes raises its (promise, accepted) pair"
                     );
                     *word = desired;
@@ -475,11 +476,6 @@ impl State {
     /// proposer behind it (rule (superseded completion)). Such an execution changes
     /// nothing any step reads.
     fn execute_dead(&mut self, config: &ModelConfig) {
-        let layout = WordLayout::PAPER;
-        let pair = |w: u64| {
-            let s = layout.decode(w);
-            (s.min_proposal, s.accepted_proposal)
-        };
         for p in 0..self.proposers.len() {
             for a in 0..usize::from(config.acceptors) {
                 if config.crashed == Some(a as u16) {
@@ -497,7 +493,7 @@ impl State {
                         break;
                     };
                     let word = self.words[a][slot as usize];
-                    let dead = expected != word && pair(expected) <= pair(word);
+                    let dead = expected != word && progress(expected) <= progress(word);
                     let current = (slot, term) == (proposer.slot, proposer.term);
                     let superseded = proposer.queue[a].iter().skip(1).any(
                         |m| matches!(*m, Msg::Cas { slot: s, term: t, .. } if (s, t) == (slot, term)),

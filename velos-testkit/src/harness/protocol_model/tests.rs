@@ -149,7 +149,7 @@ fn two_proposers_two_slots_with_a_retry_agree() {
 /// cores in release mode. Run it with `cargo test --release -p velos-testkit --lib
 /// protocol_model -- --ignored`.
 #[test]
-#[ignore = "about 5 minutes: run by hand (README)"]
+#[ignore = "about 3 minutes: run by hand (README)"]
 fn two_proposers_one_slot_with_two_retries_agree() {
     check(largest(config(1, 3, None)), true, 29_926_746);
 }
@@ -176,18 +176,22 @@ fn each_mutation_breaks_agreement_in_the_largest_configurations() {
         config(1, 3, None),
         three_proposers(config(1, 2, None)),
     ] {
-        for mutation in MUTANTS {
-            // One thread: the depth-first order, and so the first error found, is fixed.
-            match explore(&ModelConfig {
-                mutation,
-                threads: 1,
-                ..largest(config)
-            }) {
-                Err(ModelError::Violation { violation, trace }) => {
-                    eprintln!("{mutation:?}: {violation} after {} steps", trace.len());
-                }
-                other => panic!("{mutation:?} not caught in {config:?}: {other:?}"),
+        // One thread: the depth-first order, and so the first error found, is fixed.
+        each_mutation_breaks_agreement_in(ModelConfig {
+            threads: 1,
+            ..largest(config)
+        });
+    }
+}
+
+/// Every mutant of [`MUTANTS`] breaks agreement in `config`.
+fn each_mutation_breaks_agreement_in(config: ModelConfig) {
+    for mutation in MUTANTS {
+        match explore(&ModelConfig { mutation, ..config }) {
+            Err(ModelError::Violation { violation, trace }) => {
+                eprintln!("{mutation:?}: {violation} after {} steps", trace.len());
             }
+            other => panic!("{mutation:?} not caught in {config:?}: {other:?}"),
         }
     }
 }
@@ -294,16 +298,5 @@ const MUTANTS: [Mutation; 5] = [
 /// The checks have teeth: each deliberately wrong variant breaks agreement somewhere.
 #[test]
 fn each_mutation_breaks_agreement() {
-    for mutation in MUTANTS {
-        let result = explore(&ModelConfig {
-            mutation,
-            ..config(1, 2, None)
-        });
-        match result {
-            Err(ModelError::Violation { violation, trace }) => {
-                eprintln!("{mutation:?}: {violation} after {} steps", trace.len());
-            }
-            other => panic!("{mutation:?} not caught: {other:?}"),
-        }
-    }
+    each_mutation_breaks_agreement_in(config(1, 2, None));
 }
