@@ -162,7 +162,10 @@ fn normal_closure(package: &str, features: &[&str]) -> BTreeSet<String> {
         "none",
         "--format",
         "{p}",
-        "--offline",
+        // Not `--offline`: a feature's dependencies (the verbs backend's bindgen, say) are
+        // in no cache until something fetched them, and this test must pass on a machine
+        // that never built that feature. `--locked` keeps it to Cargo.lock's versions.
+        "--locked",
     ];
     args.extend(features);
     cargo(&args)
