@@ -153,15 +153,7 @@ fn the_engine_builds_the_programming_model_alone() {
 /// The packages `package` pulls in as normal dependencies, however indirectly.
 fn normal_closure(package: &str, features: &[&str]) -> BTreeSet<String> {
     let mut args = vec![
-        "tree",
-        "-p",
-        package,
-        "-e",
-        "normal",
-        "--prefix",
-        "none",
-        "--format",
-        "{p}",
+        "tree", "-p", package, "-e", "normal", "--prefix", "none", "--format", "{p}",
         // Not `--offline`: a feature's dependencies (the verbs backend's bindgen, say) are
         // in no cache until something fetched them, and this test must pass on a machine
         // that never built that feature. `--locked` keeps it to Cargo.lock's versions.

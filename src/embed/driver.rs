@@ -577,9 +577,14 @@ impl<S: StateMachine> Driver<S> {
         let applied = self.slots_applied;
         let later = replica.memberships.last().map_or(0, |&(slot, _)| slot);
         let now_members = replica.members_at(applied);
+        // A leader that removed itself steps down at its next turn: the change resolves
+        // after that, so that no command reaches it in between.
+        let handed_over = !replica.is_leader() || now_members.contains(self.me);
         let (done, waiting): (Vec<_>, Vec<_>) = std::mem::take(&mut self.changes_decided)
             .into_iter()
-            .partition(|&(slot, m, _, _)| slot < applied && (now_members == m || later > slot));
+            .partition(|&(slot, m, _, _)| {
+                slot < applied && (now_members == m || later > slot) && handed_over
+            });
         self.changes_decided = waiting;
         for (slot, members, at, completer) in done {
             tracing::info!(

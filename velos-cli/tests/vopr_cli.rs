@@ -29,6 +29,12 @@ fn thousand_seeds(flags: &[&str]) {
     let ops = summary["operations"].as_u64().expect("a count");
     assert!(ops > 10_000, "the clients worked: {ops} operations");
     assert_eq!(summary["operations_completed"].as_u64(), Some(ops));
+    let after_join = summary["crashes_after_join"].as_u64().expect("a count");
+    assert!(
+        after_join >= 10,
+        "premise: the failure model's schedule ran — a leader crashed after a replacement \
+         joined in {after_join} seeds"
+    );
     println!(
         "1000 seeds {flags:?}, {ops} client operations: {:.1} seeds/s",
         summary["seeds_per_s"].as_f64().expect("a rate")

@@ -26,7 +26,13 @@ pub enum Fault {
         /// Target node.
         to: NodeId,
     },
-    /// Every step on a queue pair towards `node` costs `extra_ns` more for `duration_ns`.
+    /// Every step on a queue pair towards `node` costs `extra_ns` more for `duration_ns`:
+    /// a slow peer or link (a gray failure). The steps charged are the queue pair's own —
+    /// the wire, the remote memory access, the acknowledgement —, never the doorbell that
+    /// hands a request to the poster's NIC: on a NIC, requests towards a peer that stops
+    /// answering fill that queue pair's send queue while the thread goes on posting to the
+    /// others. (Charging the doorbell stalled the poster's whole store buffer behind one
+    /// slow target, so one slow replica stopped every replica that posted to it.)
     Delay {
         /// The slowed node.
         node: NodeId,

@@ -336,8 +336,64 @@ fn delay_fault_adds_exactly_its_cost() {
     });
     let mut sim = Simulator::new(script(2, put_wait(1)), config);
     assert_eq!(sim.run(u64::MAX, 1000), Stop::Complete);
-    // Three delayed steps on the queue pair towards node 1: doorbell, wire, wire back.
-    assert_eq!(sim.now(), base + 300);
+    // Two delayed steps on the queue pair towards node 1: the wire there and back (the
+    // doorbell is the poster's own step).
+    assert_eq!(sim.now(), base + 200);
+}
+
+/// A slow peer is a gray failure of its queue pairs only: a post towards it does not hold
+/// up the poster's later posts to another node (the store buffer hands each to the NIC at
+/// the doorbell's own cost), so a put to node 2 posted after one to the slowed node 1
+/// completes at the undelayed time.
+#[test]
+fn a_slow_peer_does_not_hold_up_posts_to_the_others() {
+    const W2: WorkId = WorkId(2);
+    let ops = vec![
+        Op::PutInline {
+            remote: Loc::word(NodeId(1), 0),
+            value: 5,
+            work_id: W,
+        },
+        Op::PutInline {
+            remote: Loc::word(NodeId(2), 0),
+            value: 6,
+            work_id: W2,
+        },
+        Op::Wait { work_id: W2 },
+    ];
+    let time = |delay: bool| {
+        let mut config = SimConfig::new(3, LatencyModel::uniform());
+        if delay {
+            config
+                .faults
+                .push(ScheduledFault::delay(1, 0, 1_000_000, 10_000_000));
+        }
+        let mut sim = Simulator::new(script(3, ops.clone()), config);
+        // The first whole nanosecond by which the thread's wait returned.
+        let finished = (1..100u64)
+            .find(|&t| {
+                sim.run(t, u64::MAX);
+                sim.machine().threads[0].next == Next::Finished
+            })
+            .expect("the wait returns within 100 ns");
+        let m = sim.machine();
+        assert_eq!(m.threads[0].process.error, None);
+        assert_eq!(m.read(Loc::word(NodeId(2), 0)), Some(6), "the put landed");
+        (finished, m.read(Loc::word(NodeId(1), 0)))
+    };
+    let (healthy, landed) = time(false);
+    assert_eq!(
+        landed,
+        Some(5),
+        "premise: without the delay, both puts land"
+    );
+    let (slowed, pending) = time(true);
+    assert_eq!(
+        pending,
+        Some(0),
+        "premise: the put to the slow node is still on its way"
+    );
+    assert_eq!(slowed, healthy, "node 2's put is not held up by node 1's");
 }
 
 #[test]

@@ -136,28 +136,34 @@ fn assert_the_mutant_is_caught(mut s: ClusterSpec) {
 }
 
 /// The lease's "backed for D" wait under a delay fault: every queue pair towards the old
-/// leader, or towards both followers, costs 10 µs more per step for 300 µs from 100 µs —
-/// the followers read the leader's heartbeat late (and it theirs), suspect it and elect
-/// another while the old leader still runs and serves reads from what it believes its
-/// lease. No read anyone serves misses an entry applied before it was asked, and the
-/// mutant that reads without a lease is caught in the same runs.
+/// leader costs 10 µs more per step for 300 µs from 100 µs — the followers read the
+/// leader's heartbeat late, suspect it and elect another while the old leader still runs
+/// and serves reads from what it believes its lease. No read anyone serves misses an entry
+/// applied before it was asked, and the mutant that reads without a lease is caught in the
+/// same runs. (A delay towards both followers instead slows the majority the leader needs
+/// but deposes nobody — their reads of the leader are not slowed —: reads are served and
+/// none is stale, but it gives the mutant nothing to catch.)
 #[test]
 fn a_delay_on_the_old_leaders_queue_pairs_serves_no_stale_read() {
     let towards_leader = vec![(0u16, 100_000u64, 10_000u64, 300_000u64)];
-    let towards_followers = vec![(1, 100_000, 10_000, 300_000), (2, 100_000, 10_000, 300_000)];
     let mut changed = 0;
-    for seed in 0..6 {
-        for delays in [&towards_leader, &towards_followers] {
-            let mut s = spec(seed, 3);
-            s.delays = delays.clone();
-            let report = check(&s);
-            assert!(report.lease_reads.0 > 50, "seed {seed}: reads served");
-            changed += usize::from(report.leader_changes.len() >= 2);
-            assert_the_mutant_is_caught(s);
-        }
+    for seed in 0..12 {
+        let mut s = spec(seed, 3);
+        s.delays = towards_leader.clone();
+        let report = check(&s);
+        assert!(report.lease_reads.0 > 50, "seed {seed}: reads served");
+        changed += usize::from(report.leader_changes.len() >= 2);
+        assert_the_mutant_is_caught(s);
     }
     assert!(
         changed >= 10,
         "the delay moved the leadership in {changed} of 12 runs"
     );
+    let towards_followers = vec![(1, 100_000, 10_000, 300_000), (2, 100_000, 10_000, 300_000)];
+    for seed in 0..6 {
+        let mut s = spec(seed, 3);
+        s.delays = towards_followers.clone();
+        let report = check(&s);
+        assert!(report.lease_reads.0 > 50, "seed {seed}: reads served");
+    }
 }

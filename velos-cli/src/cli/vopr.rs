@@ -66,6 +66,8 @@ struct Summary {
     violating_seeds: Vec<Violating>,
     operations: u64,
     operations_completed: u64,
+    /// Seeds whose leader crashed after a replacement joined (the budget it returned).
+    crashes_after_join: u64,
     elapsed_s: f64,
     seeds_per_s: f64,
     /// Ctrl-C stopped the run before the range's end (`seeds` counts those that ran).
@@ -221,6 +223,7 @@ pub fn run_cli(a: VoprArgs) -> ExitCode {
             .collect(),
         operations: reports.iter().map(|r| r.operations[0] as u64).sum(),
         operations_completed: reports.iter().map(|r| r.operations[1] as u64).sum(),
+        crashes_after_join: reports.iter().filter(|r| r.crashed_after_join).count() as u64,
         elapsed_s: elapsed,
         seeds_per_s: total as f64 / elapsed.max(1e-9),
         interrupted,
@@ -249,13 +252,14 @@ pub fn run_cli(a: VoprArgs) -> ExitCode {
             println!("  replay: {}", replay(r.seed));
         }
         println!(
-            "{} seeds ({}..{end}), {} violating; {} client operations, {} completed; \
-             {:.1} s, {:.1} seeds/s",
+            "{} seeds ({}..{end}), {} violating; {} client operations, {} completed; {} \
+             leader crashes after a replacement joined; {:.1} s, {:.1} seeds/s",
             total,
             first,
             bad.len(),
             summary.operations,
             summary.operations_completed,
+            summary.crashes_after_join,
             elapsed,
             summary.seeds_per_s
         );

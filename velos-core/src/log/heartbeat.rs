@@ -2,13 +2,18 @@
 //! snapshot point (every instance below it is in its latest snapshot, [`super::ring`]),
 //! the leader it trusts (for leases, see [`super::lease`]) and its heartbeat counter, so
 //! that one read tells whether it is alive, how far it could serve a snapshot, and whom it
-//! follows. `point:34 | trust:6 | version:8 | beat:16`. The trust version grows (wrapping)
-//! every time the trusted leader changes, so that two reads showing the same leader and
-//! version prove the replica trusted that leader all along in between. The counter wraps;
-//! Ω only needs the word to change every period.
+//! follows, and whether it could lead itself. `point:34 | trust:6 | version:8 | unable:1 |
+//! beat:15`. The trust version grows (wrapping) every time the trusted leader changes, so
+//! that two reads showing the same leader and version prove the replica trusted that leader
+//! all along in between. `unable` is set while the replica cannot lead (it does not vote in
+//! its next slot, or lags behind a peer's snapshot): rule (able leader), [`super::omega`]. The
+//! counter wraps; Ω only needs the word to change every period.
 
-/// Bits of the heartbeat counter.
+/// Bits of the flag and the heartbeat counter together.
 pub const BEAT_BITS: u32 = 16;
+/// The flag saying the replica cannot lead, above the counter (so a replica that can
+/// lead writes the same word as before the flag existed).
+const UNABLE: u64 = 1 << (BEAT_BITS - 1);
 /// Bits of the trust version.
 pub const VERSION_BITS: u32 = 8;
 /// Bits of the trusted leader (0: none, 1 + id otherwise).
@@ -25,7 +30,9 @@ pub struct Heartbeat {
     pub trust: Option<u16>,
     /// How many times (wrapping) its trusted leader changed.
     pub version: u8,
-    /// Its counter (wrapping at [`BEAT_BITS`]).
+    /// It cannot lead now (rule (able leader)).
+    pub unable: bool,
+    /// Its counter (wrapping at `BEAT_BITS - 1` bits).
     pub beat: u64,
 }
 
@@ -35,13 +42,14 @@ impl Heartbeat {
         assert!(self.point < 1 << POINT_BITS, "a snapshot point of 34 bits");
         let trust = self.trust.map_or(0, |l| u64::from(l) + 1);
         assert!(trust < 1 << TRUST_BITS, "a trusted leader of at most 62");
-        let beat = self.beat & ((1 << BEAT_BITS) - 1);
+        let beat = self.beat & (UNABLE - 1) | if self.unable { UNABLE } else { 0 };
         let version = u64::from(self.version) << BEAT_BITS;
         let word = self.point << (BEAT_BITS + VERSION_BITS + TRUST_BITS)
             | trust << (BEAT_BITS + VERSION_BITS)
             | version
             | beat;
         debug_assert_eq!(Heartbeat::of(word).point, self.point, "round trip");
+        debug_assert_eq!(Heartbeat::of(word).unable, self.unable, "round trip");
         word
     }
 
@@ -52,7 +60,8 @@ impl Heartbeat {
             point: word >> (BEAT_BITS + VERSION_BITS + TRUST_BITS),
             trust: trust.checked_sub(1).map(|l| l as u16),
             version: (word >> BEAT_BITS) as u8,
-            beat: word & ((1 << BEAT_BITS) - 1),
+            unable: word & UNABLE != 0,
+            beat: word & (UNABLE - 1),
         }
     }
 }
@@ -67,17 +76,23 @@ mod tests {
             point: 123,
             trust: Some(4),
             version: 201,
-            beat: (1 << BEAT_BITS) + 5,
+            unable: true,
+            beat: (1 << BEAT_BITS) + UNABLE + 5,
         };
         let back = Heartbeat::of(h.word());
         assert_eq!(
-            (back.point, back.trust, back.version, back.beat),
-            (123, Some(4), 201, 5)
+            (back.point, back.trust, back.version, back.unable, back.beat),
+            (123, Some(4), 201, true, 5),
+            "the counter wraps below the flag"
         );
+        let able = Heartbeat { unable: false, ..h };
+        assert!(!Heartbeat::of(able.word()).unable);
+        assert_eq!(h.word() - able.word(), UNABLE, "one bit apart");
         let none = Heartbeat {
             point: 0,
             trust: None,
             version: 0,
+            unable: false,
             beat: 1,
         };
         assert_eq!(Heartbeat::of(none.word()).trust, None);

@@ -1,7 +1,24 @@
 //! Ω, the leader oracle: every replica bumps a heartbeat counter in its own memory; the
 //! others read it over RDMA and suspect a replica whose counter has not changed for the
-//! failure timeout. The leader is the lowest id not suspected (Mu's rule, with a timeout in
-//! nanoseconds of the node's clock instead of a score; both are configuration).
+//! failure timeout. The leader is chosen among the members that are not suspected and can
+//! lead; among those, the lowest that claims the lead already, else the lowest (Mu's
+//! lowest-id rule, with a timeout in nanoseconds of the node's clock instead of a score;
+//! both are configuration).
+//!
+//! Rule (able leader): a replica that cannot lead — it does not vote in its next slot (a
+//! replacement still catching up to the configuration that names it, a member removed),
+//! or has not caught up (a peer it trusts holds a snapshot past its next slot) — says so
+//! in its heartbeat word, and Ω passes it over. Deferring to it stopped the log: the others
+//! waited for a leader that never led (a replacement with a lower id than the acting
+//! leader's, after that leader crashed).
+//!
+//! Rule (sticky leader): a replica whose heartbeat names itself as the leader it trusts
+//! claims the lead (it leads: it can); while a claimant is trusted, Ω keeps it, the lowest
+//! if several claim (two leaders after a partition: the higher steps down). A replica with
+//! a lower id that becomes able — a replacement in the crashed former leader's place —
+//! does not take the lead from a working leader: a hand-over is a window in which nobody
+//! takes proposals. When no claimant is trusted, the lowest able member is chosen; when
+//! none is able either, the lowest trusted member, as before these rules.
 //!
 //! The timeout is fixed ([`Detector::Fixed`]: the configured failure timeout) or adaptive
 //! ([`Detector::Adaptive`], the default): per peer, a decaying maximum of the gaps seen
@@ -57,6 +74,12 @@ pub struct Omega {
     /// The replicas that may lead (the members of the replica's next slot,
     /// [`super::membership`]).
     members: Members,
+    /// Per replica: its last heartbeat said it can lead (rule (able leader)); for me, what
+    /// I know of myself.
+    able: Vec<bool>,
+    /// Per replica: its last heartbeat named itself as the leader it trusts (rule (sticky
+    /// leader)); for me, whether I lead.
+    claims: Vec<bool>,
 }
 
 impl Omega {
@@ -88,7 +111,24 @@ impl Omega {
             changed_at: vec![now; n],
             seen: vec![false; n],
             gap: vec![0; n],
+            able: vec![true; n],
+            claims: vec![false; n],
         }
+    }
+
+    /// What replica `peer`'s last heartbeat said of its standing, or (for me) what I know
+    /// of mine: whether it can lead, and whether it claims the lead.
+    pub fn standing(&mut self, peer: u16, able: bool, claims: bool) {
+        let p = usize::from(peer);
+        self.able[p] = able;
+        self.claims[p] = claims;
+    }
+
+    /// A fresh process took replica `peer`'s place: it cannot lead until its heartbeat says
+    /// it can.
+    pub fn replaced(&mut self, peer: u16) {
+        assert_ne!(peer, self.me, "a peer is replaced, not myself");
+        self.standing(peer, false, false);
     }
 
     /// Replica `peer`'s counter read `counter` at `now`.
@@ -130,22 +170,24 @@ impl Omega {
             && now.saturating_sub(self.changed_at[usize::from(peer)]) > self.timeout(peer)
     }
 
-    /// The leader at `now`: the lowest member not suspected (the lowest member if I am
-    /// not one and suspect them all).
+    /// The leader at `now`, among the members not suspected: the lowest claimant, else
+    /// the lowest that can lead (rules (sticky leader) and (able leader)), else the lowest
+    /// (the lowest member if I suspect them all).
     pub fn leader(&self, now: u64) -> u16 {
         let first = self
             .members
             .iter()
             .next()
             .expect("a configuration has a member");
-        let leader = self
-            .members
-            .iter()
-            .find(|&p| !self.suspects(p, now))
+        let trusted = || self.members.iter().filter(|&p| !self.suspects(p, now));
+        let leader = trusted()
+            .find(|&p| self.claims[usize::from(p)])
+            .or_else(|| trusted().find(|&p| self.able[usize::from(p)]))
+            .or_else(|| trusted().next())
             .unwrap_or(first);
         assert!(
-            !self.members.contains(self.me) || leader <= self.me,
-            "Ω: a member's leader is itself or below it"
+            self.members.contains(leader),
+            "Ω: the leader is a member of my next slot"
         );
         leader
     }
@@ -186,6 +228,40 @@ mod tests {
             "a counter that moves again restores trust"
         );
         assert!(!omega.suspects(2, 10_000), "never myself");
+    }
+
+    #[test]
+    fn a_replica_that_cannot_lead_is_passed_over_and_a_working_leader_keeps_the_lead() {
+        let mut omega = Omega::new(2, 3, (100, 10), Detector::Fixed, 0);
+        omega.standing(2, true, false);
+        // Rule (able leader): 0 crashes after 60; 1 (a replacement catching up) cannot
+        // lead.
+        omega.observe(0, 1, 60);
+        omega.observe(1, 1, 150);
+        omega.standing(1, false, false);
+        assert_eq!(omega.leader(150), 0, "0 is not suspected yet");
+        assert_eq!(omega.leader(161), 2, "0 suspected, 1 unable: I lead");
+        omega.standing(2, true, true);
+        // Rule (sticky leader): 1 becomes able, with a lower id than mine; I keep leading.
+        omega.observe(1, 2, 170);
+        omega.standing(1, true, false);
+        assert_eq!(omega.leader(171), 2, "a claimant keeps the lead");
+        omega.standing(2, true, false);
+        assert_eq!(omega.leader(171), 1, "without a claimant, the lowest able");
+        // A claimant that lags behind a configuration change keeps the lead it has.
+        omega.standing(2, false, true);
+        assert_eq!(omega.leader(171), 2, "a claimant, able or not");
+        // Two claimants (after a partition): the lower one.
+        omega.standing(2, true, true);
+        omega.standing(1, true, true);
+        assert_eq!(omega.leader(171), 1, "the lowest claimant");
+        // Nobody able: the lowest trusted member, as before the rule.
+        omega.standing(1, false, false);
+        omega.standing(2, false, false);
+        assert_eq!(omega.leader(171), 1);
+        omega.replaced(1);
+        omega.observe(0, 9, 200);
+        assert_eq!(omega.leader(201), 0, "0 back and able (never heard unable)");
     }
 
     #[test]

@@ -549,6 +549,7 @@ impl Replica {
         );
         self.omega.observe(a, word, self.now);
         let beat = Heartbeat::of(word);
+        self.omega.standing(a, !beat.unable, beat.trust == Some(a));
         let p = &mut self.beat.points[usize::from(a)];
         *p = (*p).max(beat.point); // points only grow
         if self.is_leader() {

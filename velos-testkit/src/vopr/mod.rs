@@ -51,6 +51,7 @@ pub fn run_mutant(seed: u64, mutation: Mutation, overflow: bool) -> RunReport {
             faults,
             operations: [0, 0],
             entries: 0,
+            crashed_after_join: false,
             end_ns: 0,
             violations: vec![format!("invariant: the run panicked: {message}")],
             history: Vec::new(),

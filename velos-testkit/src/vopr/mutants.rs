@@ -22,7 +22,7 @@ mod tests {
         // (mutant, near-overflow starts, first seed that catches it)
         let expected = [
             ("skip-adoption", false, 0),
-            ("accept-without-majority", false, 520),
+            ("accept-without-majority", false, 246),
             ("reuse-proposal", false, 1),
             ("drop-carry", true, 16),
             ("read-without-lease", false, 2),
@@ -30,7 +30,7 @@ mod tests {
             ("reset-with-store", false, 7),
             ("learn-from-one", false, 636),
             ("skip-fallback", true, 6),
-            ("rejoin-blank", false, 65),
+            ("rejoin-blank", false, 111),
             ("trust-promise", false, 2),
         ];
         let names: Vec<&str> = Mutation::ALL.iter().map(|m| m.name()).collect();

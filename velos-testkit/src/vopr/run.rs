@@ -60,6 +60,10 @@ pub struct RunReport {
     pub operations: [usize; 2],
     /// Log entries the most advanced replica applied.
     pub entries: usize,
+    /// A leader crashed after a replacement joined ([`FaultPlan::CrashLeaderAfterJoin`]
+    /// fired): the schedule the README's failure model allows and a stricter budget never
+    /// tried.
+    pub crashed_after_join: bool,
     /// Virtual time at the end (ns).
     pub end_ns: u64,
     /// One line per violation, prefixed with the property.
@@ -147,7 +151,9 @@ fn scheduled(scenario: &Scenario) -> Vec<ScheduledFault> {
         .faults
         .iter()
         .filter_map(|f| match *f {
-            FaultPlan::CrashLeader { .. } | FaultPlan::Restart { .. } => None,
+            FaultPlan::CrashLeader { .. }
+            | FaultPlan::Restart { .. }
+            | FaultPlan::CrashLeaderAfterJoin { .. } => None,
             FaultPlan::Crash {
                 replica,
                 at_ns,
@@ -198,6 +204,49 @@ fn scheduled(scenario: &Scenario) -> Vec<ScheduledFault> {
         .collect()
 }
 
+/// A [`FaultPlan::CrashLeaderAfterJoin`] under way: the replica replaced, and when every
+/// live replica was first seen counting its replacement.
+struct AfterJoin {
+    after_ns: Option<u64>,
+    replaced: Option<u16>,
+    joined_at: Option<u64>,
+    fired: bool,
+}
+
+impl AfterJoin {
+    fn new(scenario: &Scenario) -> AfterJoin {
+        let after_ns = scenario.faults.iter().find_map(|f| match *f {
+            FaultPlan::CrashLeaderAfterJoin { after_ns } => Some(after_ns),
+            _ => None,
+        });
+        AfterJoin {
+            after_ns,
+            replaced: None,
+            joined_at: None,
+            fired: false,
+        }
+    }
+
+    /// Whether the leader's crash is due now (once): the replacement votes and every
+    /// live replica counts it in its next slot (all applied past the change naming it),
+    /// and `after_ns` passed since that was first seen.
+    fn due(&mut self, sim: &Simulator<Replica>, now: u64) -> bool {
+        let (Some(after_ns), Some(r)) = (self.after_ns, self.replaced) else {
+            return false;
+        };
+        let m = sim.machine();
+        let live = || m.threads.iter().filter(|t| m.is_up(t.node));
+        if self.joined_at.is_none() && live().all(|t| t.process.voters().contains(r)) {
+            self.joined_at = Some(now);
+        }
+        let due = self.joined_at.is_some_and(|at| now >= at + after_ns);
+        if due {
+            self.after_ns = None; // once
+        }
+        due
+    }
+}
+
 /// Runs `scenario` and checks it.
 pub fn run(scenario: &Scenario) -> RunReport {
     let no_client = ClientScript { count: 0, size: 10 };
@@ -224,9 +273,10 @@ pub fn run(scenario: &Scenario) -> RunReport {
         })
         .collect();
     leader_crashes.sort_unstable();
-    // Restarts, done when due at a visit: (time, replica, whether the replacement starts
-    // — else the crash).
-    let mut restarts: Vec<(u64, u16, bool)> = scenario
+    // Restarts, done when due at a visit: (time, replica, in the leader's place, whether
+    // the replacement starts — else the crash). A crash in the leader's place names its
+    // replica once it happens.
+    let mut restarts: Vec<(u64, u16, bool, bool)> = scenario
         .faults
         .iter()
         .filter_map(|f| match *f {
@@ -234,12 +284,17 @@ pub fn run(scenario: &Scenario) -> RunReport {
                 replica,
                 at_ns,
                 after_ns,
-            } => Some([(at_ns, replica, false), (at_ns + after_ns, replica, true)]),
+                leader,
+            } => Some([
+                (at_ns, replica, leader, false),
+                (at_ns + after_ns, replica, leader, true),
+            ]),
             _ => None,
         })
         .flatten()
         .collect();
     restarts.sort_unstable();
+    let mut after_join = AfterJoin::new(scenario);
     // The processes replaced, as they were at their crash: their logs are checked too.
     let mut retired: Vec<Replica> = Vec::new();
     let stop_starting = scenario.safety_ns + scenario.liveness_ops_ns;
@@ -256,20 +311,33 @@ pub fn run(scenario: &Scenario) -> RunReport {
             crash_leader(&mut sim);
         }
         while restarts.first().is_some_and(|&(at, ..)| at <= now) {
-            let (_, r, starts) = restarts.remove(0);
+            let (_, planned, leader, starts) = restarts.remove(0);
             if !starts {
-                let mode = CrashMode::Hang;
-                sim.inject(Fault::Crash {
-                    node: NodeId(r),
-                    mode,
-                });
+                let r = match leader.then(|| crash_leader(&mut sim)).flatten() {
+                    Some(r) => r,
+                    None => {
+                        sim.inject(Fault::Crash {
+                            node: NodeId(planned),
+                            mode: CrashMode::Hang,
+                        });
+                        planned
+                    }
+                };
+                for later in restarts.iter_mut().filter(|e| e.1 == planned && e.3) {
+                    later.1 = r; // its replacement starts in the same place
+                }
                 continue;
             }
+            let r = planned;
             assert!(!sim.machine().is_up(NodeId(r)), "its crash came first");
             retired.push(restart(log, &spec.client, &mut sim, r));
+            after_join.replaced = Some(r);
             services.restart(usize::from(r));
             let per = log.epochs as usize * log.slots as usize;
             promises.forget(usize::from(r) * per..(usize::from(r) + 1) * per);
+        }
+        if now < scenario.safety_ns && after_join.due(&sim, now) {
+            after_join.fired = crash_leader(&mut sim).is_some();
         }
         services.visit(&mut sim);
         let service = (&services.kv[..], &services.next[..]);
@@ -332,7 +400,9 @@ pub fn run(scenario: &Scenario) -> RunReport {
             .drain(..)
             .map(|l| format!("promises: {l}")),
     );
-    report(scenario, &sim, (clients, &retired), violations)
+    let mut report = report(scenario, &sim, (clients, &retired), violations);
+    report.crashed_after_join = after_join.fired;
+    report
 }
 
 /// The checks of a finished run.
@@ -392,6 +462,7 @@ fn report(
         faults: scenario.faults.len(),
         operations: [history.len(), completed],
         entries: logs.iter().map(|l| l.entries.len()).max().unwrap_or(0),
+        crashed_after_join: false,
         end_ns: sim.now(),
         violations,
         history,

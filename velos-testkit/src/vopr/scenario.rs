@@ -46,16 +46,28 @@ pub enum FaultPlan {
         /// How long.
         duration_ns: u64,
     },
-    /// `replica` crashes at `at_ns` (operations towards it hang) and a fresh process
+    /// `replica` — or, with `leader`, whichever replica leads at `at_ns` (`replica` if
+    /// none does) — crashes at `at_ns` (operations towards it hang) and a fresh process
     /// starts in its place `after_ns` later, on blank memory, at the next incarnation: it
     /// joins through the log (`velos_core::log::configuration`). Charged to the budget
-    /// for good, like a crash: the old incarnation is lost to the slots that named it.
+    /// until the replacement votes and every live replica applied past the change that
+    /// names it (the README's failure model): the budget is then back, and a
+    /// [`FaultPlan::CrashLeaderAfterJoin`] may spend it.
     Restart {
         /// The replica.
         replica: u16,
         /// When it crashes.
         at_ns: u64,
         /// How long until its replacement starts.
+        after_ns: u64,
+        /// The leader's place instead of `replica`'s.
+        leader: bool,
+    },
+    /// `after_ns` after the restart's replacement votes and every live replica counts it
+    /// in its next slot, whichever replica leads crashes (if that is still within the
+    /// safety phase): the failure the restart's returned budget allows.
+    CrashLeaderAfterJoin {
+        /// How long after the join.
         after_ns: u64,
     },
     /// `replica`'s CPU takes no step for `duration_ns` (a descheduled process).
@@ -201,30 +213,47 @@ impl Scenario {
         out
     }
 
-    /// Replicas that fail for good (crashed, restarted, or an end of a broken queue pair).
+    /// Replicas down at once at the most (crashed, restarted and not yet joined again, or
+    /// an end of a broken queue pair).
     pub fn crashes(&self) -> usize {
         failures(&self.faults)
     }
 }
 
-/// Replicas that fail for good under `faults`.
+/// Replicas down at once, at the most, under `faults`: the permanent failures (crashes,
+/// both ends of a broken queue pair, leaders' crashes) and, until its replacement joined,
+/// a restarted replica; after the join, the leader's crash the returned budget pays for
+/// instead (the README's failure model). A crash that names a restarted replica kills
+/// its replacement: that replica counts for good.
 fn failures(faults: &[FaultPlan]) -> usize {
     let mut failed = std::collections::BTreeSet::new();
     let mut leaders = 0;
+    let (mut restarted, mut after_join) = (None, 0);
     for f in faults {
         match *f {
             FaultPlan::CrashLeader { .. } => leaders += 1,
-            FaultPlan::Crash { replica, .. } | FaultPlan::Restart { replica, .. } => {
+            FaultPlan::Crash { replica, .. } => {
                 failed.insert(replica);
             }
             FaultPlan::QueuePairError { from, to, .. } => {
                 failed.insert(from);
                 failed.insert(to);
             }
-            _ => {}
+            FaultPlan::Restart {
+                replica, leader, ..
+            } => restarted = Some((replica, leader)),
+            FaultPlan::CrashLeaderAfterJoin { .. } => after_join += 1,
+            FaultPlan::Delay { .. } | FaultPlan::Pause { .. } => {}
         }
     }
-    failed.len() + leaders
+    let permanent = failed.len() + leaders;
+    let before = match restarted {
+        // In the leader's place: whichever replica leads then, counted on its own.
+        Some((_, true)) => permanent + 1,
+        Some((replica, false)) => permanent + usize::from(!failed.contains(&replica)),
+        None => permanent,
+    };
+    before.max(permanent + after_join)
 }
 
 /// Up to six faults in `0..safety_ns`: permanent ones (crashes, broken queue pairs)
@@ -283,8 +312,10 @@ fn faults(rng: &mut Rng, replicas: u16, safety_ns: u64) -> Vec<FaultPlan> {
 }
 
 /// One seed in three, if the budget has room, a restart: a replica crashed and replaced
-/// by a fresh process within the safety phase. Drawn from a stream of its own, so that the
-/// other faults (and every scenario without a restart) stay what they were.
+/// by a fresh process within the safety phase — one restart in three in the leader's
+/// place —, and after one restart in two, once the replacement joined, the leader's crash
+/// the returned budget allows. Drawn from a stream of its own, so that the other faults
+/// (and every scenario without a restart) stay what they were.
 fn restarts(seed: u64, replicas: u16, safety_ns: u64, faults: &mut Vec<FaultPlan>) {
     let mut rng = Rng::new(seed ^ 0x7265_7374_6172_7473); // "restarts"
     if rng.below(3) != 0 {
@@ -295,12 +326,21 @@ fn restarts(seed: u64, replicas: u16, safety_ns: u64, faults: &mut Vec<FaultPlan
         20_000 + rng.below(safety_ns / 2),
         [0, 5_000, 50_000][rng.below(3) as usize],
     );
+    let leader = rng.below(3) == 0;
+    let crash_after_join = rng.below(2) == 0;
+    let after_join_ns = [0, 10_000, 100_000][rng.below(3) as usize];
     let mut with = faults.clone();
     with.push(FaultPlan::Restart {
         replica,
         at_ns,
         after_ns,
+        leader,
     });
+    if crash_after_join {
+        with.push(FaultPlan::CrashLeaderAfterJoin {
+            after_ns: after_join_ns,
+        });
+    }
     if failures(&with) <= usize::from(replicas - 1) / 2 {
         *faults = with;
     }
@@ -309,6 +349,36 @@ fn restarts(seed: u64, replicas: u16, safety_ns: u64, faults: &mut Vec<FaultPlan
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_restart_is_charged_until_its_replacement_joins() {
+        let restart = FaultPlan::Restart {
+            replica: 1,
+            at_ns: 20_000,
+            after_ns: 0,
+            leader: false,
+        };
+        let after_join = FaultPlan::CrashLeaderAfterJoin { after_ns: 10_000 };
+        let crash = |replica| FaultPlan::Crash {
+            replica,
+            at_ns: 60_000,
+            fail: true,
+        };
+        assert_eq!(failures(std::slice::from_ref(&restart)), 1);
+        // The README's rule: once the replacement joined, one more crash is survived.
+        assert_eq!(failures(&[restart.clone(), after_join.clone()]), 1);
+        // Seed 404 as first drawn: the replacement crashed too, and another replica —
+        // three of five down after the leader's crash.
+        let seed_404 = [crash(1), crash(3), restart.clone(), after_join.clone()];
+        assert_eq!(failures(&seed_404), 3);
+        let leader_place = FaultPlan::Restart {
+            replica: 1,
+            at_ns: 20_000,
+            after_ns: 0,
+            leader: true,
+        };
+        assert_eq!(failures(&[crash(1), leader_place]), 2);
+    }
 
     #[test]
     fn a_seed_picks_the_same_scenario_every_time_and_fails_a_minority_at_most() {

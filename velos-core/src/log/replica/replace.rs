@@ -94,6 +94,14 @@ impl Replica {
         self.membership.voters(self.next_apply).contains(self.me)
     }
 
+    /// The replicas whose words count in my next slot: its configuration's members,
+    /// each named at the incarnation I am connected to (rule (no amnesia)). Once every live
+    /// replica counts a replacement here, it votes and they all applied past the change
+    /// that named it.
+    pub fn voters(&self) -> Members {
+        self.membership.voters(self.next_apply)
+    }
+
     /// The incarnation of every replica's process as this replica knows it.
     pub fn incarnations(&self) -> &[Incarnation] {
         self.membership.incarnations()
@@ -158,6 +166,7 @@ impl Replica {
             self.learn.read_replaced = true;
         }
         self.beat.points[usize::from(r)] = 0;
+        self.omega.replaced(r); // it cannot lead until it says it can: rule (able leader)
         self.leasing.lease.forget(r);
         self.members_moved();
         self.moved = true;

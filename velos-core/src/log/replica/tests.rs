@@ -90,6 +90,7 @@ fn omega_bumps_the_own_heartbeat_and_reads_the_others() {
         point: 0,
         trust: Some(0),
         version: 1,
+        unable: false,
         beat: 1,
     };
     assert_eq!(

@@ -23,6 +23,9 @@ impl Replica {
             // The fenced store of my word naming me landed before this clock reading.
             self.leasing.lease.own_switch(now);
         }
+        // Rule (able leader): what Ω and my heartbeat say of me.
+        let able = self.able_to_lead();
+        self.omega.standing(self.me, able, self.is_leader());
         if now >= self.beat.next_heartbeat {
             self.beat.next_heartbeat = now + self.config.heartbeat_period_ns;
             self.beat.heartbeat += 1;
@@ -213,9 +216,19 @@ impl Replica {
             point: self.beat.points[usize::from(self.me)],
             trust,
             version: self.beat.published_trust.1,
+            unable: !self.able_to_lead(),
             beat: self.beat.heartbeat,
         }
         .word()
+    }
+
+    /// Rule (able leader): whether I could lead now — I vote in my next slot (its
+    /// configuration names me at my incarnation) and have caught up: no peer I trust holds
+    /// a snapshot past my next slot. (A replica chosen while it lagged behind a
+    /// configuration change had to copy a snapshot before it could lead — rule (stale
+    /// view) — and dropped what it had taken meanwhile.)
+    pub(super) fn able_to_lead(&self) -> bool {
+        self.votes() && !self.snapshot_past(self.next_apply)
     }
 
     /// Rule (lease-barrier): a new unbroken period of holding the lease starts a barrier
@@ -335,5 +348,11 @@ impl Replica {
             (Role::Leader(_), false) => self.step_down(),
             _ => {}
         }
+        self.omega
+            .standing(self.me, self.able_to_lead(), self.is_leader());
+        assert!(
+            !self.is_leader() || self.omega.leader(self.now) == self.me,
+            "rule (sticky leader): a leader is its own Ω's choice"
+        );
     }
 }
