@@ -1,9 +1,12 @@
-//! `velos bench join`: a follower replaced by a fresh process while the leader decides back
+//! `velos bench join`: a replica replaced by a fresh process while the leader decides back
 //! to back, on the simulator (virtual time: exact, but it does not charge the engine's own
-//! CPU). Per seed: from the replacement's start to its first vote (the leader's decision
-//! of the first slot whose configuration names it) and to its first entry applied at or
-//! past that slot (caught up); the leader's decisions per µs during the join against the
-//! 200 µs before the crash.
+//! CPU) — a follower (replica 2), or the crashed former leader (replica 0, a lower id than
+//! the acting leader's: the replacement must not take the lead, rule (sticky leader)).
+//! Per seed: from the replacement's start to its first vote (the leader's decision of the
+//! first slot whose configuration names it) and to its first entry applied at or past that
+//! slot (caught up); the acting leader's decisions per µs during the join against the
+//! 200 µs before the replacement started, and its longest gap between two decisions from
+//! then to the end of the run.
 
 use serde::Serialize;
 use velos_core::log::{ClientScript, LogConfig};
@@ -27,7 +30,14 @@ pub struct JoinConfig {
     pub after_ns: u64,
     /// The latency profile's name.
     pub latency: String,
+    /// Replace the crashed former leader (replica 0, its replacement starting
+    /// [`FAILOVER_NS`] after the crash, once replica 1 leads) instead of a follower.
+    pub former_leader: bool,
 }
+
+/// In the former leader's case, the time between its crash and its replacement's start:
+/// the failover is over by then, so what is measured is the replacement's cost alone.
+pub const FAILOVER_NS: u64 = 300_000;
 
 impl Default for JoinConfig {
     /// The setting: 3 replicas, the `cluster` profile, a 64-slot ring, 64 KiB
@@ -41,6 +51,7 @@ impl Default for JoinConfig {
             start_ns: 1_000_000,
             after_ns: 2_000_000,
             latency: "cluster".into(),
+            former_leader: false,
         }
     }
 }
@@ -61,7 +72,10 @@ pub struct JoinRun {
     pub rate_before: f64,
     /// …and from the start until the replacement caught up (or the run's end).
     pub rate_during: f64,
-    /// Whether every check of the run passed.
+    /// The acting leader's longest time without a decision from the replacement's start
+    /// to the run's end (ns).
+    pub longest_gap_ns: u64,
+    /// Whether every check of the run passed and the replacement voted.
     pub ok: bool,
 }
 
@@ -78,6 +92,10 @@ pub struct JoinReport {
     pub caught_up_ns_median: Option<u64>,
     /// Median of `rate_during / rate_before`.
     pub rate_ratio_median: f64,
+    /// Median and largest `longest_gap_ns`.
+    pub longest_gap_ns_median: Option<u64>,
+    /// The largest over the seeds.
+    pub longest_gap_ns_max: Option<u64>,
 }
 
 /// The window before the crash that the rate is measured over (ns).
@@ -98,6 +116,22 @@ fn rate(r: &ReplicaReport, from: u64, to: u64) -> f64 {
     n as f64 * 1_000.0 / (to - from).max(1) as f64
 }
 
+/// The longest time without an entry applied by `r` in `[from, to]` (ns), the window's
+/// ends counting as boundaries.
+fn longest_gap(r: &ReplicaReport, from: u64, to: u64) -> u64 {
+    let inside = r
+        .applied_at
+        .iter()
+        .copied()
+        .filter(|&t| t >= from && t <= to);
+    let (mut last, mut gap) = (from, 0);
+    for t in inside.chain([to]) {
+        gap = gap.max(t - last);
+        last = t;
+    }
+    gap
+}
+
 /// Runs seed `seed` of `config`.
 pub fn run_seed(config: &JoinConfig, seed: u64) -> anyhow::Result<JoinRun> {
     let mut log = LogConfig::new(3, config.slots, 16);
@@ -108,13 +142,20 @@ pub fn run_seed(config: &JoinConfig, seed: u64) -> anyhow::Result<JoinRun> {
         count: u64::MAX,
         size: 16,
     };
-    let start = config.start_ns;
+    // (replaced, acting leader, when the replacement starts after the crash)
+    let (id, acting, delay) = match config.former_leader {
+        true => (0, 1, FAILOVER_NS),
+        false => (2, 0, 0),
+    };
+    let crash = config.start_ns;
+    let start = crash + delay;
+    let end_ns = start + config.after_ns;
     let spec = ClusterSpec {
         latency,
         snapshot_every: Some(config.snapshot_every),
         snapshot_bytes: config.snapshot_bytes as usize,
-        replace: vec![(2, start, 0)],
-        ..ClusterSpec::new(log.clone(), seed, start + config.after_ns, client)
+        replace: vec![(id, crash, delay)],
+        ..ClusterSpec::new(log.clone(), seed, end_ns, client)
     };
     let report = run(&spec);
     let find = |id: u16, incarnation: u64| {
@@ -123,14 +164,14 @@ pub fn run_seed(config: &JoinConfig, seed: u64) -> anyhow::Result<JoinRun> {
             .iter()
             .find(|r| (r.id, r.incarnation) == (id, incarnation))
     };
-    let leader = find(0, 0).ok_or_else(|| anyhow::anyhow!("no replica 0"))?;
-    let new = find(2, 1).ok_or_else(|| anyhow::anyhow!("no replacement"))?;
-    // The configuration that adds it back: the last change the leader applied, naming 2.
+    let leader = find(acting, 0).ok_or_else(|| anyhow::anyhow!("no replica {acting}"))?;
+    let new = find(id, 1).ok_or_else(|| anyhow::anyhow!("no replacement"))?;
+    // The configuration that adds it back: the last change the leader applied, naming it.
     let voting_from = leader
         .memberships
         .iter()
         .rev()
-        .find(|&&(slot, mask)| mask & 0b100 != 0 && slot > 0)
+        .find(|&&(slot, mask)| mask & (1 << id) != 0 && slot > 0)
         .map(|&(slot, _)| slot + u64::from(log.pipeline));
     let decided_at = |r: &ReplicaReport, from: u64| {
         r.applied
@@ -141,7 +182,7 @@ pub fn run_seed(config: &JoinConfig, seed: u64) -> anyhow::Result<JoinRun> {
     };
     let vote_ns = voting_from.and_then(|s| decided_at(leader, s));
     let caught_up_ns = voting_from.and_then(|s| decided_at(new, s));
-    let end = caught_up_ns.map_or(start + config.after_ns, |c| start + c.max(1));
+    let end = caught_up_ns.map_or(end_ns, |c| start + c.max(1));
     Ok(JoinRun {
         seed,
         vote_ns,
@@ -149,7 +190,9 @@ pub fn run_seed(config: &JoinConfig, seed: u64) -> anyhow::Result<JoinRun> {
         installs: new.installs.len(),
         rate_before: rate(leader, start.saturating_sub(BEFORE_NS), start),
         rate_during: rate(leader, start, end),
-        ok: report.ok(),
+        longest_gap_ns: longest_gap(leader, start, end_ns),
+        // A join whose replacement never voted measured nothing.
+        ok: report.ok() && vote_ns.is_some(),
     })
 }
 
@@ -167,6 +210,8 @@ pub fn measure(config: &JoinConfig) -> anyhow::Result<JoinReport> {
         vote_ns_median: median(runs.iter().filter_map(|r| r.vote_ns).collect()),
         caught_up_ns_median: median(runs.iter().filter_map(|r| r.caught_up_ns).collect()),
         rate_ratio_median: median(ratios).unwrap_or(0.0),
+        longest_gap_ns_median: median(runs.iter().map(|r| r.longest_gap_ns).collect()),
+        longest_gap_ns_max: runs.iter().map(|r| r.longest_gap_ns).max(),
         runs,
     })
 }

@@ -7,6 +7,9 @@ use crate::slot::Mutation;
 use crate::word::WordLayout;
 use velos_rdma::{Loc, WorkId};
 
+/// Slots one bulk catch-up reads at most (`replica/bulk.rs`).
+pub const BULK_SLOTS: u32 = 64;
+
 /// How a Velos log is set up: the same on every replica.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct LogConfig {
@@ -138,7 +141,9 @@ impl LogConfig {
                 + n * self.epochs
                 + self.read_banks() * (2 + self.value_words())
                 + 1
-                + self.read_banks() * (4 + self.snapshot_words()),
+                + self.read_banks() * (4 + self.snapshot_words())
+                + n * self.epochs * BULK_SLOTS
+                + BULK_SLOTS * (2 + self.value_words()),
             snapshot_words: self.snapshot_words(),
         }
     }
@@ -249,6 +254,15 @@ pub(super) mod ids {
         WorkId(CATCH_UP + u32::from(a))
     }
 
+    /// The word reads of a bulk catch-up at acceptor a: `BULK_WORDS + a`.
+    pub const BULK_WORDS: u32 = 4_000;
+    /// The value reads of a bulk catch-up.
+    pub const BULK_VALUES: WorkId = WorkId(5_000);
+
+    pub fn bulk_words(a: u16) -> WorkId {
+        WorkId(BULK_WORDS + u32::from(a))
+    }
+
     /// The gets of a snapshot copy into incoming bank b: `TRANSFER + b`.
     pub const TRANSFER: u32 = 3_000;
 
@@ -320,6 +334,29 @@ impl Scratch {
         assert!(i < per_bank, "word {i} of a snapshot bank of {per_bank}");
         self.shape
             .scratch(self.me, self.value_banks_end() + 1 + bank * per_bank + i)
+    }
+
+    fn bulk_base(&self) -> u32 {
+        let banks = u32::from(self.shape.nodes).div_ceil(2);
+        self.value_banks_end() + 1 + banks * self.shape.snapshot_bank_words()
+    }
+
+    /// Where acceptor `a`'s words of `epoch` land in a bulk catch-up (a region per
+    /// acceptor, [`BULK_SLOTS`] words per epoch).
+    pub(super) fn bulk_words(&self, a: u16, epoch: u32) -> Loc {
+        let i = (u32::from(a) * self.shape.epochs + epoch) * BULK_SLOTS;
+        self.shape.scratch(self.me, self.bulk_base() + i)
+    }
+
+    /// Word `i` of the buffers a bulk catch-up reads (each a begin stamp, the content, an
+    /// end stamp).
+    pub(super) fn bulk_values(&self, i: u32) -> Loc {
+        let words = self.n() * self.shape.epochs * BULK_SLOTS;
+        assert!(
+            i < BULK_SLOTS * (2 + self.shape.value_words),
+            "word {i} of the bulk buffers"
+        );
+        self.shape.scratch(self.me, self.bulk_base() + words + i)
     }
 
     /// Word `i` of a value read into `bank` (0: the begin stamp, then the content, then

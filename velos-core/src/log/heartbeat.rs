@@ -6,7 +6,7 @@
 //! beat:15`. The trust version grows (wrapping) every time the trusted leader changes, so
 //! that two reads showing the same leader and version prove the replica trusted that leader
 //! all along in between. `unable` is set while the replica cannot lead (it does not vote in
-//! its next slot, or lags behind a peer's snapshot): rule (able leader), [`super::omega`]. The
+//! its next slot): rule (able leader), [`super::omega`]. The
 //! counter wraps; Ω only needs the word to change every period.
 
 /// Bits of the flag and the heartbeat counter together.

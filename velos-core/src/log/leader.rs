@@ -406,11 +406,17 @@ impl Leader {
         index
     }
 
-    /// Whether a configuration entry of mine is in a slot of the window, not decided yet.
+    /// Whether a configuration entry of mine is in a slot of the window, or decided and
+    /// not applied yet.
     pub(super) fn config_in_window(&self) -> bool {
-        self.window
-            .values()
-            .any(|r| matches!(&r.mine, Some(Some(p)) if p.value.config))
+        // A configuration decided above my prefix is not in effect anywhere yet either:
+        // one proposed meanwhile was computed from the configuration before it (two
+        // removals of one replica decided, seed 2 of `tests/replacement.rs`).
+        self.decided.holds_config()
+            || self
+                .window
+                .values()
+                .any(|r| matches!(&r.mine, Some(Some(p)) if p.value.config))
     }
 
     /// Whether the window holds a slot that nothing fills yet (no value of mine, nothing

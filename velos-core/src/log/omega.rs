@@ -6,9 +6,8 @@
 //! both are configuration).
 //!
 //! Rule (able leader): a replica that cannot lead — it does not vote in its next slot (a
-//! replacement still catching up to the configuration that names it, a member removed),
-//! or has not caught up (a peer it trusts holds a snapshot past its next slot) — says so
-//! in its heartbeat word, and Ω passes it over. Deferring to it stopped the log: the others
+//! replacement still catching up to the configuration that names it, a member removed) —
+//! says so in its heartbeat word, and Ω passes it over. Deferring to it stopped the log: the others
 //! waited for a leader that never led (a replacement with a lower id than the acting
 //! leader's, after that leader crashed).
 //!

@@ -20,6 +20,7 @@ use std::collections::{BTreeMap, VecDeque};
 use velos_rdma::{Op, Process, Reply, Shared, Step};
 
 mod api;
+mod bulk;
 mod follow;
 mod leading;
 mod publish;
@@ -123,6 +124,12 @@ enum Then {
     TransferWords,
     TransferBankTest(u32),
     PutsTest,
+    BulkWordsTest(u16),
+    BulkWords(u16),
+    BulkValuesTest,
+    BulkValues,
+    BulkPendingWords(u16),
+    BulkPendingValues,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -334,6 +341,7 @@ impl Replica {
                 written: BTreeMap::new(),
                 spare_written: Default::default(),
                 catch_up: None,
+                bulk: Default::default(),
                 reads: VecDeque::new(),
                 read_replaced: false,
                 poisoned: vec![state::Poisoned::default(); banks],
@@ -531,6 +539,12 @@ impl Replica {
                     self.learn.poisoned[b as usize].gets &= !bit;
                 }
             }
+            Then::BulkWordsTest(a) => self.bulk_words_tested(a, reply),
+            Then::BulkWords(a) => self.bulk_words(a, reply),
+            Then::BulkValuesTest => self.bulk_values_tested(reply),
+            Then::BulkValues => self.bulk_values(reply),
+            Then::BulkPendingWords(a) => self.learn.bulk.words_complete(a, &reply),
+            Then::BulkPendingValues => self.learn.bulk.values_complete(&reply),
             Then::ReadWord(i) => {
                 let read = self.learn.reads.front_mut().expect("a value read");
                 read.words[i as usize] = value;

@@ -370,6 +370,17 @@ pub fn check(
             }
         }
     }
+    // Lemma (one change at a time): each configuration decided adds or removes exactly
+    // one replica of the one decided before it (a change computed from a configuration
+    // already replaced, or the same change decided twice, breaks it).
+    for ((a, (before, _)), (b, (after, _))) in configs.iter().zip(configs.iter().skip(1)) {
+        if (before ^ after).count_ones() != 1 {
+            membership = false;
+            failures.push(format!(
+                "slot {b}: members {after:#x} after {before:#x} at slot {a}: not one change"
+            ));
+        }
+    }
     for r in replicas {
         let applied: BTreeSet<u64> = r.applied.iter().map(|&(s, _)| s).collect();
         let own: BTreeSet<u64> = r.memberships.iter().map(|&(s, _)| s).collect();

@@ -35,6 +35,12 @@ impl Decided {
         }
     }
 
+    /// Whether a decided slot holds a configuration entry (not applied yet: it takes
+    /// effect only once applied, so another change must wait for it).
+    pub(super) fn holds_config(&self) -> bool {
+        self.0.iter().any(|(_, v)| v.config)
+    }
+
     /// The lowest decided slot.
     pub(super) fn first(&self) -> Option<u64> {
         self.0.front().map(|&(s, _)| s)

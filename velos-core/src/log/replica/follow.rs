@@ -28,7 +28,7 @@ impl Replica {
     pub(super) fn follow(&mut self) {
         let k = self.next_apply;
         let end = !self.ring.recycles() && k >= u64::from(self.config.slots);
-        if end || !self.learn.reads.is_empty() {
+        if end || !self.learn.reads.is_empty() || self.learn.bulk.under_way.is_some() {
             return;
         }
         if self.snap.behind && self.snap.transfer.is_none() && !self.snapshot_past(k) {
@@ -129,7 +129,12 @@ impl Replica {
             _ if self.now.saturating_sub(self.learn.last_progress)
                 > self.config.catch_up_after_ns =>
             {
-                self.start_catch_up(k);
+                if self.bulk_usable(k) {
+                    self.learn.catch_up = None;
+                    self.start_bulk(k);
+                } else {
+                    self.start_catch_up(k);
+                }
             }
             _ => {}
         }

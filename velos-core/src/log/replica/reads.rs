@@ -60,16 +60,6 @@ impl Replica {
         let read = self.learn.reads.pop_front().expect("a value read");
         let words: Vec<u64> = read.words.iter().map(|w| w.expect("loaded")).collect();
         let (begin, end) = (words[0], words[words.len() - 1]);
-        let (tag, k, field) = unstamp(end);
-        let (len, config) = (
-            field & !(CONFIG_FLAG | RESTAMP_FLAG),
-            field & CONFIG_FLAG != 0,
-        );
-        let fits = len <= self.config.max_value_bytes as usize;
-        let consistent = consistent(begin, end);
-        // A stamp of another lap is another instance's value (lemma (consistent read)).
-        let lap = tag == self.ring.tag(read.slot);
-        let ok = consistent && lap && k >= key(read.epoch, read.proposal) && fits;
         // Rule (overtaken buffer): a learner's buffer stamped for a later lap was reused by
         // its proposer, who opens a position's next instance only once the previous one is
         // retired (lemma (overtaken)): a majority's snapshots hold the slot, so copy one.
@@ -80,7 +70,33 @@ impl Replica {
         if read.purpose == Purpose::Learn && (later(begin) || later(end)) {
             self.snap.behind = true;
         }
-        let value = ok.then(|| {
+        let value = self.buffer_value(read.slot, (read.epoch, read.proposal), &words);
+        self.read_finished(read, value);
+    }
+
+    /// What a buffer image of `slot` read for (`epoch`, `proposal`) — begin stamp,
+    /// content, end stamp, read in the order end, content, begin — holds: the value and
+    /// its stamps' key, if both stamps agree, are of the slot's lap, their key is at least
+    /// (`epoch`, `proposal`) and the length fits; else nothing. (A learner also checks
+    /// rule (overtaken buffer) on it.)
+    pub(super) fn buffer_value(
+        &self,
+        slot: u64,
+        (epoch, proposal): (u32, u64),
+        words: &[u64],
+    ) -> Option<(Value, u64)> {
+        let (begin, end) = (words[0], words[words.len() - 1]);
+        let (tag, k, field) = unstamp(end);
+        let (len, config) = (
+            field & !(CONFIG_FLAG | RESTAMP_FLAG),
+            field & CONFIG_FLAG != 0,
+        );
+        let fits = len <= self.config.max_value_bytes as usize;
+        let consistent = consistent(begin, end);
+        // A stamp of another lap is another instance's value (lemma (consistent read)).
+        let lap = tag == self.ring.tag(slot);
+        let ok = consistent && lap && k >= key(epoch, proposal) && fits;
+        ok.then(|| {
             let origin = words[1];
             let bytes = from_words(&words[2..words.len() - 1], len);
             (
@@ -91,8 +107,7 @@ impl Replica {
                 },
                 k,
             )
-        });
-        self.read_finished(read, value);
+        })
     }
 
     /// A read ended with the value and its stamps' key, or failed (`None`).

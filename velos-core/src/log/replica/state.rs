@@ -77,6 +77,8 @@ pub(super) struct Learning {
     /// Cleared `Written`s of applied slots, for the next slots written.
     pub(super) spare_written: crate::spare::Spare<Written>,
     pub(super) catch_up: Option<CatchUp>,
+    /// Bulk catch-ups (see [`super::bulk`]).
+    pub(super) bulk: super::bulk::BulkState,
     pub(super) reads: VecDeque<ValueRead>,
     /// The front read's acceptor was replaced while its gets were under way: it is given
     /// up at the next turn's start ([`Replica::peer_replaced`]).

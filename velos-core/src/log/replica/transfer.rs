@@ -108,6 +108,7 @@ impl Replica {
         );
         self.snap.behind = true;
         self.learn.catch_up = None;
+        self.learn.bulk.abandon();
         self.learn.repair = None;
         if self.snap.transfer.is_some() {
             return; // under way: the turn's tests move it

@@ -84,6 +84,7 @@ impl Replica {
         }
         self.abandon_stuck_read();
         self.test_transfer();
+        self.test_bulk();
         match self.learn.reads.front().map(|r| (r.stage, r.bank)) {
             Some((Stage::Content, b)) => self.op(
                 Op::Test {
@@ -222,13 +223,24 @@ impl Replica {
         .word()
     }
 
-    /// Rule (able leader): whether I could lead now — I vote in my next slot (its
-    /// configuration names me at my incarnation) and have caught up: no peer I trust holds
-    /// a snapshot past my next slot. (A replica chosen while it lagged behind a
-    /// configuration change had to copy a snapshot before it could lead — rule (stale
-    /// view) — and dropped what it had taken meanwhile.)
+    /// Rule (able leader): whether I could lead — I vote in my next slot (its
+    /// configuration names me at my incarnation). Lagging behind the others is no bar: a
+    /// new leader learns the slots it lacks by adopting them (rule (stale view) covers the
+    /// one case where it cannot). Passing over a lagging voter made the views disagree
+    /// for a heartbeat and two replicas lead at once.
     pub(super) fn able_to_lead(&self) -> bool {
-        self.votes() && !self.snapshot_past(self.next_apply)
+        self.votes()
+    }
+
+    /// Whether the voters of slot `k` that I do not suspect (myself included) are a
+    /// majority of its members: a leader of `k` could be backed.
+    fn backed_at(&self, k: u64) -> bool {
+        let voters = self.membership.voters(k);
+        let live = voters
+            .iter()
+            .filter(|&a| a == self.me || !self.omega.suspects(a, self.now))
+            .count();
+        live >= self.membership.at(k).majority()
     }
 
     /// Rule (lease-barrier): a new unbroken period of holding the lease starts a barrier
@@ -301,13 +313,17 @@ impl Replica {
             self.leader_changes.push((self.now, leader));
         }
         // Rule (stale view): Ω names me by the members of my next slot, but a
-        // configuration I know takes effect after it and a live peer's snapshot is past my
-        // next slot: the log moved on under that configuration (I lag after a change, e.g.
-        // a replica replaced). I copy the snapshot before I may lead: leading the old
+        // configuration I know takes effect after it, a live peer's snapshot is past my
+        // next slot, and too few of my next slot's voters are live to back me: the log
+        // moved on under that configuration (I lag after a change, e.g. a replica
+        // replaced). I copy the snapshot before I may lead: leading the old
         // configuration's slots, which the others decided, nobody else would back me.
+        // (With a live majority of them I lead and learn those slots by adopting them:
+        // stepping down there dropped what I had taken, a removed leader's successor.)
         if leader == self.me
             && self.membership.pending_after(self.next_apply)
             && self.snapshot_past(self.next_apply)
+            && !self.backed_at(self.next_apply)
         {
             if self.is_leader() {
                 self.step_down();
@@ -322,6 +338,7 @@ impl Replica {
                 self.terms_started.push(self.now);
                 self.leasing.lease.start_term();
                 self.learn.catch_up = None;
+                self.learn.bulk.abandon();
                 self.learn
                     .reads
                     .retain(|r| r.stage != Stage::Queued || r.purpose != Purpose::Learn);

@@ -1,0 +1,446 @@
+//! Bulk catch-up: a follower in a streak of catch-ups (a replacement learning the backlog,
+//! a replica back from a pause) reads up to [`BULK_SLOTS`] slots at a time instead of one:
+//! one multi-word read of every epoch's words at every live replica, the decisions a
+//! majority shows from its next slot on, then the values of the longest run of those
+//! slots that one proposer wrote and one live holder accepted, in three multi-word reads
+//! of that holder's buffers — their end stamps, their contents, their begin stamps, each
+//! read posted once the one before completed, so every buffer is read as a single value
+//! read reads it ([`crate::log::value`]: end, content, begin). One slot at a time cost a
+//! round of word reads and three rounds of value reads per slot, and a replacement learned
+//! the backlog about 8 times slower than the leader decided.
+//!
+//! Rule (bulk checked at apply): a slot is applied only if, at that moment, the words read
+//! show it chosen under the configuration then known for it (a configuration entry
+//! applied earlier in the same run changes the members of the slots after it) and its
+//! buffer passes the checks of a single read (consistent stamps of the slot's lap, a key
+//! at least the chosen proposal's). The first slot that fails stops the run; the single
+//! catch-up (with its repair) takes over from there. A bulk that finds nothing chosen at
+//! the next slot is not tried again for that slot.
+//!
+//! Gets towards a peer that stopped answering may land late: an acceptor whose abandoned
+//! word reads are pending is not asked again until they complete (its words land in a
+//! region of its own), and no value round starts while an abandoned one is pending.
+
+use super::{Replica, Role, Then};
+use crate::log::config::{BULK_SLOTS, ids};
+use crate::log::learner::majority_decision;
+use crate::log::value::unstamp;
+use crate::proposal::ProposerId;
+use crate::word::AcceptorState;
+use velos_rdma::{Op, Reply};
+
+/// Where a bulk catch-up stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(super) enum Stage {
+    /// The word reads are out at the acceptors asked.
+    Words,
+    /// The value round `round` (0: end stamps, 1: contents, 2: begin stamps) is out.
+    Values { round: u8 },
+}
+
+/// A bulk catch-up under way.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(super) struct Bulk {
+    /// Its first slot: my next slot when it started.
+    from: u64,
+    /// Slots read (at most [`BULK_SLOTS`], within one lap of the ring).
+    count: u32,
+    stage: Stage,
+    /// Acceptors asked (bit a), and those whose words are loaded.
+    asked: u64,
+    /// Per acceptor: its words, epoch-major (`e * BULK_SLOTS + i` for slot `from + i`).
+    words: Vec<Option<Vec<u64>>>,
+    /// The run whose values are read: the holder, the proposer, and each slot's chosen
+    /// epoch and state.
+    source: u16,
+    proposer: ProposerId,
+    run: Vec<(u32, AcceptorState)>,
+    /// The run's buffers as the rounds fill them (each: begin stamp, content, end stamp).
+    image: Vec<u64>,
+    /// When it started or its last stage completed (the local clock).
+    progressed: u64,
+}
+
+/// The bulk catch-up's bookkeeping besides the one under way.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub(super) struct BulkState {
+    pub(super) under_way: Option<Box<Bulk>>,
+    /// Acceptors whose abandoned word reads may still land (bit a).
+    pending_words: u64,
+    /// An abandoned value round may still land.
+    pending_values: bool,
+    /// The slot at which a bulk found nothing chosen: not tried again there.
+    refused_at: Option<u64>,
+    /// Slots the next bulk reads: [`FIRST_BULK`] after a short run, doubled (up to
+    /// `BULK_SLOTS`) after a run that applied every slot read — a replica a few slots
+    /// behind reads a few, one far behind soon reads the most.
+    next_count: u32,
+}
+
+/// Slots the first bulk of a streak reads.
+const FIRST_BULK: u32 = 8;
+
+impl BulkState {
+    /// A test of acceptor `a`'s abandoned word reads replied: complete (or failed), its
+    /// region is free.
+    pub(super) fn words_complete(&mut self, a: u16, reply: &Reply) {
+        if !matches!(reply, Reply::Value(0)) {
+            self.pending_words &= !(1 << a);
+        }
+    }
+
+    /// A test of the abandoned value round replied.
+    pub(super) fn values_complete(&mut self, reply: &Reply) {
+        if !matches!(reply, Reply::Value(0)) {
+            self.pending_values = false;
+        }
+    }
+
+    /// Gives up the bulk under way (I lead now, copy a snapshot, or its acceptors'
+    /// memory was replaced): what it posted may still land, so its regions wait.
+    pub(super) fn abandon(&mut self) {
+        let Some(b) = self.under_way.take() else {
+            return;
+        };
+        match b.stage {
+            Stage::Words => {
+                let unloaded = (0..b.words.len())
+                    .filter(|&a| b.words[a].is_none())
+                    .fold(0u64, |m, a| m | 1 << a);
+                self.pending_words |= b.asked & unloaded;
+            }
+            Stage::Values { .. } => self.pending_values = true,
+        }
+    }
+}
+
+impl Replica {
+    /// Words per buffer image (begin stamp, content, end stamp).
+    fn buffer_words(&self) -> u32 {
+        self.config.value_words() + 2
+    }
+
+    /// Whether the next catch-up of `k` is a bulk one: in a streak of catch-ups, and
+    /// nothing abandoned earlier stands in the way (the value region, or my own words'
+    /// region: my words are always read).
+    pub(super) fn bulk_usable(&self, k: u64) -> bool {
+        let b = &self.learn.bulk;
+        self.learn.streak
+            && b.under_way.is_none()
+            && !b.pending_values
+            && b.pending_words & (1 << self.me) == 0
+            && b.refused_at != Some(k)
+            && matches!(self.role, Role::Follower)
+    }
+
+    /// Starts a bulk catch-up from my next slot `k`: every epoch's words of up to
+    /// [`BULK_SLOTS`] slots at every live replica, myself included (loopback).
+    pub(super) fn start_bulk(&mut self, k: u64) {
+        assert_eq!(k, self.next_apply, "a bulk starts at my next slot");
+        assert!(self.bulk_usable(k), "rule (bulk): nothing in the way");
+        let slots = self.config.slots;
+        let position = self.ring.position(k);
+        let ask = self.learn.bulk.next_count.clamp(FIRST_BULK, BULK_SLOTS);
+        let mut count = ask.min(slots - position);
+        if !self.ring.recycles() {
+            count = count.min(u32::try_from(u64::from(slots) - k).expect("below the slots"));
+        }
+        let pending = self.learn.bulk.pending_words;
+        let asked = (0..self.config.replicas)
+            .filter(|&a| a == self.me || !self.omega.suspects(a, self.now))
+            .filter(|&a| pending & (1 << a) == 0)
+            .fold(0u64, |m, a| m | 1 << a);
+        for a in (0..self.config.replicas).filter(|&a| asked & (1 << a) != 0) {
+            for e in 0..self.config.epochs {
+                let gets = Op::GetWords {
+                    local: self.scratch.bulk_words(a, e),
+                    remote: self.shape.epoch_word(a, position, e),
+                    count,
+                    work_id: ids::bulk_words(a),
+                };
+                self.op(gets, Then::Ignore);
+            }
+        }
+        self.learn.bulk.under_way = Some(Box::new(Bulk {
+            from: k,
+            count,
+            stage: Stage::Words,
+            asked,
+            words: vec![None; usize::from(self.config.replicas)],
+            source: self.me,
+            proposer: ProposerId(self.me),
+            run: Vec::new(),
+            image: Vec::new(),
+            progressed: self.now,
+        }));
+        self.moved = true;
+        assert!(
+            count >= 1 && asked & (1 << self.me) != 0,
+            "my own words are read"
+        );
+    }
+
+    /// The turn's part: test what is out, give up on silent acceptors, free what
+    /// abandoned reads held once they complete.
+    pub(super) fn test_bulk(&mut self) {
+        let pending = self.learn.bulk.pending_words;
+        for a in (0..self.config.replicas).filter(|&a| pending & (1 << a) != 0) {
+            let work_id = ids::bulk_words(a);
+            self.op(Op::Test { work_id }, Then::BulkPendingWords(a));
+        }
+        if self.learn.bulk.pending_values {
+            let work_id = ids::BULK_VALUES;
+            self.op(Op::Test { work_id }, Then::BulkPendingValues);
+        }
+        let Some(b) = &self.learn.bulk.under_way else {
+            return;
+        };
+        let (stage, asked, source) = (b.stage, b.asked, b.source);
+        let unloaded: Vec<bool> = b.words.iter().map(Option::is_none).collect();
+        let quiet = self.now - b.progressed > self.config.failure_timeout_ns;
+        let silent: u64 = (0..self.config.replicas)
+            .filter(|&a| quiet && self.omega.suspects(a, self.now))
+            .fold(0, |m, a| m | 1 << a);
+        let silent = |a: u16| silent & (1 << a) != 0;
+        match stage {
+            Stage::Words => {
+                for a in (0..self.config.replicas)
+                    .filter(|&a| asked & (1 << a) != 0 && unloaded[usize::from(a)])
+                {
+                    if silent(a) {
+                        // Its gets may land later: not asked again until they complete.
+                        let b = self.learn.bulk.under_way.as_mut().expect("under way");
+                        b.asked &= !(1 << a);
+                        self.learn.bulk.pending_words |= 1 << a;
+                        self.moved = true;
+                    } else {
+                        let work_id = ids::bulk_words(a);
+                        self.op(Op::Test { work_id }, Then::BulkWordsTest(a));
+                    }
+                }
+                self.bulk_words_loaded();
+            }
+            Stage::Values { .. } if silent(source) => {
+                self.learn.bulk.under_way = None;
+                self.learn.bulk.pending_values = true;
+                self.moved = true;
+            }
+            Stage::Values { .. } => {
+                let work_id = ids::BULK_VALUES;
+                self.op(Op::Test { work_id }, Then::BulkValuesTest);
+            }
+        }
+    }
+
+    /// A test of acceptor `a`'s word reads replied.
+    pub(super) fn bulk_words_tested(&mut self, a: u16, reply: Reply) {
+        let epochs = self.config.epochs;
+        let Some(b) = &mut self.learn.bulk.under_way else {
+            return;
+        };
+        match reply {
+            Reply::Value(1) => {
+                // Epoch-major, BULK_SLOTS apart: up to the last epoch's last slot read.
+                let loads = Op::LoadWords {
+                    loc: self.scratch.bulk_words(a, 0),
+                    count: (epochs - 1) * BULK_SLOTS + b.count,
+                };
+                self.op_first(loads, Then::BulkWords(a));
+            }
+            Reply::Failed(_) => {
+                b.asked &= !(1 << a); // complete, if failed: nothing more lands
+                self.bulk_words_loaded();
+            }
+            _ => {}
+        }
+    }
+
+    /// Acceptor `a`'s words were loaded.
+    pub(super) fn bulk_words(&mut self, a: u16, reply: Reply) {
+        let Reply::Words(words) = reply else {
+            panic!("a load of words replies words: {reply:?}");
+        };
+        if let Some(b) = &mut self.learn.bulk.under_way {
+            b.words[usize::from(a)] = Some(words.as_slice().to_vec());
+        }
+        self.bulk_words_loaded();
+    }
+
+    /// Slot `from + i`'s chosen epoch, state and holders as the words read show under the
+    /// configuration I know for it now.
+    fn bulk_decision(&self, b: &Bulk, i: u32) -> Option<(u32, AcceptorState, Vec<u16>)> {
+        let slot = b.from + u64::from(i);
+        let members = (self.membership.at(slot), self.membership.voters(slot));
+        (0..self.config.epochs).find_map(|e| {
+            let replies: Vec<Option<u64>> = b
+                .words
+                .iter()
+                .map(|w| w.as_ref().map(|w| w[(e * BULK_SLOTS + i) as usize]))
+                .collect();
+            let chosen =
+                majority_decision((self.config.layout, self.ring), slot, members, &replies);
+            chosen.map(|(holders, state)| (e, state, holders))
+        })
+    }
+
+    /// Once every acceptor asked answered: the run to read, or nothing chosen at the
+    /// first slot (the single catch-up takes over).
+    fn bulk_words_loaded(&mut self) {
+        let Some(b) = self.learn.bulk.under_way.take() else {
+            return;
+        };
+        let loaded = (0..self.config.replicas)
+            .filter(|&a| b.asked & (1 << a) != 0)
+            .all(|a| b.words[usize::from(a)].is_some());
+        if b.stage != Stage::Words || !loaded {
+            self.learn.bulk.under_way = Some(b);
+            return;
+        }
+        let mut b = b;
+        let Some((epoch, state, holders)) = self.bulk_decision(&b, 0) else {
+            self.learn.bulk.refused_at = Some(b.from);
+            self.moved = true;
+            return;
+        };
+        let proposer = ProposerId::from_value_tag(state.accepted_value).expect("accepted");
+        let source = holders
+            .iter()
+            .copied()
+            .find(|&a| a == self.me)
+            .or_else(|| {
+                holders
+                    .iter()
+                    .copied()
+                    .find(|&a| !self.omega.suspects(a, self.now))
+            })
+            .unwrap_or(holders[0]);
+        b.run = vec![(epoch, state)];
+        for i in 1..b.count {
+            match self.bulk_decision(&b, i) {
+                Some((e, s, h))
+                    if h.contains(&source)
+                        && ProposerId::from_value_tag(s.accepted_value) == Some(proposer) =>
+                {
+                    b.run.push((e, s));
+                }
+                _ => break,
+            }
+        }
+        (b.source, b.proposer) = (source, proposer);
+        let words = b.run.len() as u32 * self.buffer_words();
+        b.image = vec![0; words as usize];
+        b.stage = Stage::Values { round: 0 };
+        b.progressed = self.now;
+        let gets = Op::GetWords {
+            local: self.scratch.bulk_values(0),
+            remote: self
+                .shape
+                .value_stamp(source, proposer, self.ring.position(b.from)),
+            count: words,
+            work_id: ids::BULK_VALUES,
+        };
+        self.op(gets, Then::Ignore);
+        assert!(!b.run.is_empty(), "a run starts with the first slot");
+        self.learn.bulk.under_way = Some(b);
+        self.moved = true;
+    }
+
+    /// A test of the value round's read replied.
+    pub(super) fn bulk_values_tested(&mut self, reply: Reply) {
+        let per = self.buffer_words();
+        let Some(b) = &mut self.learn.bulk.under_way else {
+            return;
+        };
+        match reply {
+            Reply::Value(1) => {
+                let loads = Op::LoadWords {
+                    loc: self.scratch.bulk_values(0),
+                    count: b.run.len() as u32 * per,
+                };
+                self.op_first(loads, Then::BulkValues);
+            }
+            Reply::Failed(_) => {
+                self.learn.bulk.under_way = None; // complete, if failed: nothing lands
+                self.moved = true;
+            }
+            _ => {}
+        }
+    }
+
+    /// The value round's words were loaded: keep this round's part of each buffer (end
+    /// stamps, contents, begin stamps), post the next round, or apply.
+    pub(super) fn bulk_values(&mut self, reply: Reply) {
+        let Reply::Words(words) = reply else {
+            panic!("a load of words replies words: {reply:?}");
+        };
+        let per = self.buffer_words() as usize;
+        let Some(b) = &mut self.learn.bulk.under_way else {
+            return;
+        };
+        let Stage::Values { round } = b.stage else {
+            unreachable!("values are loaded in a value round")
+        };
+        let words = words.as_slice();
+        assert_eq!(words.len(), b.image.len(), "the run's buffers");
+        for (image, read) in b.image.chunks_mut(per).zip(words.chunks(per)) {
+            match round {
+                0 => image[per - 1] = read[per - 1],
+                1 => image[1..per - 1].copy_from_slice(&read[1..per - 1]),
+                _ => image[0] = read[0],
+            }
+        }
+        b.progressed = self.now;
+        self.moved = true;
+        if round < 2 {
+            b.stage = Stage::Values { round: round + 1 };
+            let gets = Op::GetWords {
+                local: self.scratch.bulk_values(0),
+                remote: self
+                    .shape
+                    .value_stamp(b.source, b.proposer, self.ring.position(b.from)),
+                count: b.image.len() as u32,
+                work_id: ids::BULK_VALUES,
+            };
+            self.op(gets, Then::Ignore);
+            return;
+        }
+        let b = self.learn.bulk.under_way.take().expect("under way");
+        self.apply_bulk(&b);
+    }
+
+    /// Rule (bulk checked at apply): applies the run's slots in order while each is still
+    /// chosen under the configuration known when it is applied, with the state the run
+    /// read, and its buffer is a whole value of it.
+    fn apply_bulk(&mut self, b: &Bulk) {
+        let per = self.buffer_words() as usize;
+        let before = self.next_apply;
+        for (i, (&(epoch, state), image)) in b.run.iter().zip(b.image.chunks(per)).enumerate() {
+            let slot = b.from + i as u64;
+            if slot != self.next_apply || !matches!(self.role, Role::Follower) {
+                break;
+            }
+            let same = |(e, s, _): (u32, AcceptorState, Vec<u16>)| (e, s) == (epoch, state);
+            if !self.bulk_decision(b, i as u32).is_some_and(same) {
+                break; // the configuration changed under the run
+            }
+            // Rule (overtaken buffer), as for a single read: the slot is retired.
+            let later = |w: u64| self.ring.later_tag(slot, unstamp(w).0);
+            if later(image[0]) || later(image[per - 1]) {
+                self.snap.behind = true;
+                break;
+            }
+            let value = self.buffer_value(slot, (epoch, state.accepted_proposal), image);
+            let Some((value, _)) = value else {
+                break;
+            };
+            self.learn.streak = true;
+            self.apply(slot, value);
+        }
+        let applied = self.next_apply - before;
+        self.learn.bulk.next_count = match applied == u64::from(b.count) {
+            true => (b.count * 2).min(BULK_SLOTS),
+            false => FIRST_BULK,
+        };
+        assert!(self.next_apply >= before, "rule (no holes): in order only");
+    }
+}
