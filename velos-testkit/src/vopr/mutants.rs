@@ -23,14 +23,14 @@ mod tests {
         let expected = [
             ("skip-adoption", false, 0),
             ("accept-without-majority", false, 246),
-            ("reuse-proposal", false, 1),
+            ("reuse-proposal", false, 16),
             ("drop-carry", true, 16),
             ("read-without-lease", false, 2),
-            ("trust-prediction", false, 2),
+            ("trust-prediction", false, 9),
             ("reset-with-store", false, 7),
             ("learn-from-one", false, 636),
             ("skip-fallback", true, 6),
-            ("rejoin-blank", false, 111),
+            ("rejoin-blank", false, 194),
             ("trust-promise", false, 2),
         ];
         let names: Vec<&str> = Mutation::ALL.iter().map(|m| m.name()).collect();
