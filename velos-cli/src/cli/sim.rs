@@ -11,7 +11,8 @@ use velos_testkit::harness::cluster::{ClusterReport, ClusterSpec, run};
 /// Arguments of `velos sim`.
 #[derive(Args)]
 pub struct SimArgs {
-    /// Replicas (every one an acceptor; the lowest live id leads).
+    /// Replicas (every one an acceptor; the lowest live id leads first, and keeps the lead
+    /// while it lives).
     #[arg(long, default_value_t = 3)]
     replicas: u16,
     /// The seed: it fixes the whole run.

@@ -303,17 +303,7 @@ impl Replica {
             return;
         };
         let proposer = ProposerId::from_value_tag(state.accepted_value).expect("accepted");
-        let source = holders
-            .iter()
-            .copied()
-            .find(|&a| a == self.me)
-            .or_else(|| {
-                holders
-                    .iter()
-                    .copied()
-                    .find(|&a| !self.omega.suspects(a, self.now))
-            })
-            .unwrap_or(holders[0]);
+        let source = self.holder_to_read(&holders);
         b.run = vec![(epoch, state)];
         for i in 1..b.count {
             match self.bulk_decision(&b, i) {

@@ -75,17 +75,7 @@ impl Replica {
                 });
                 if let Some((epoch, (holders, state))) = chosen {
                     self.learn.catch_up = None;
-                    let from = holders
-                        .iter()
-                        .copied()
-                        .find(|&a| a == self.me)
-                        .or_else(|| {
-                            holders
-                                .iter()
-                                .copied()
-                                .find(|&a| !self.omega.suspects(a, self.now))
-                        })
-                        .unwrap_or(holders[0]);
+                    let from = self.holder_to_read(&holders);
                     self.learn.streak = true;
                     self.learn(k, from, epoch, state);
                 } else if (0..self.config.replicas).all(|a| {
@@ -152,6 +142,20 @@ impl Replica {
             let state = ring.state(layout, k, *words.get(&k)?)?;
             state.has_accepted().then_some((e as u32, state))
         })
+    }
+
+    /// The holder of a chosen value to read it from: myself, else one I trust, else the
+    /// first (a read that then stalls is given up).
+    pub(super) fn holder_to_read(&self, holders: &[u16]) -> u16 {
+        assert!(!holders.is_empty(), "a chosen value has holders");
+        let mine = holders.iter().copied().find(|&a| a == self.me);
+        mine.or_else(|| {
+            holders
+                .iter()
+                .copied()
+                .find(|&a| !self.omega.suspects(a, self.now))
+        })
+        .unwrap_or(holders[0])
     }
 
     /// Whether a peer I trust holds a snapshot past `k`.
