@@ -373,6 +373,13 @@ fn bad_configurations_are_refused_at_start() {
         Cluster::start(config, recorders(3)),
         Err(StartError::InvalidConfig(_))
     ));
+    // A member outside the replicas: the set is named by its ids, not as a bit mask.
+    let mut config = Config::new(3);
+    config.log.members = velos::core::log::membership::Members::of(&[0, 3]);
+    match Cluster::start(config, recorders(3)) {
+        Err(StartError::InvalidConfig(why)) => assert!(why.contains("{0, 3}"), "{why}"),
+        other => panic!("refused: {:?}", other.err()),
+    }
     let mut config = Config::new(3);
     config.backend = Backend::Emulator(EmulatorConfig {
         quantum_ns: 0,
@@ -781,10 +788,13 @@ fn members_change_through_the_log(mut config: Config) {
     ));
     // The future form, driven by a minimal executor: in effect once it resolves.
     block_on(cluster.change_members_async(&[0, 1, 2, 3])).expect("3 added");
-    assert!(matches!(
-        cluster.change_members(&[1, 3]),
-        Err(Error::BadMembership(_))
-    ));
+    // Two changes at once; the reason names both sets by their ids.
+    match cluster.change_members(&[1, 3]) {
+        Err(Error::BadMembership(why)) => {
+            assert!(why.contains("from {0, 1, 2, 3} to {1, 3}"), "{why}");
+        }
+        other => panic!("refused as two changes: {other:?}"),
+    }
     cluster.change_members(&[1, 2, 3]).expect("0 removed");
     for i in 20..40 {
         cluster.submit(command("m", i)).expect("committed");

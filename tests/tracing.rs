@@ -119,7 +119,9 @@ fn leader_changes_crashes_and_refused_snapshots_are_events() {
     // Removing the crashed replica: every live replica hears the configuration decided.
     let live: Vec<u16> = (0..3).filter(|&r| r != leader).collect();
     cluster.change_members(&live).expect("removed");
-    let members = format!("members={}", live.iter().map(|r| 1u64 << r).sum::<u64>());
+    // Printed as ids (`{1, 2}`), not as a bit mask.
+    let ids: Vec<String> = live.iter().map(u16::to_string).collect();
+    let members = format!("members={{{}}} ", ids.join(", "));
     for r in &live {
         let who = format!("replica={r} ");
         wait_for(

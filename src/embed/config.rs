@@ -1,6 +1,7 @@
 //! How an embedded cluster is set up: the log, the batching, the backend.
 
 use super::batch::{Packing, max_command_bytes};
+use super::error::member_ids;
 use crate::cluster_file::ClusterFile;
 pub use crate::join::Start;
 use std::time::Duration;
@@ -228,7 +229,8 @@ impl Config {
 
     /// Checks the configuration; the reason if it is unusable.
     pub fn validate(&self) -> Result<(), String> {
-        self.log.validate()?;
+        // The log names a bad member set as a bit mask: shown as ids.
+        self.log.validate().map_err(|why| member_ids(&why))?;
         if self.batch.max_commands == 0 {
             return Err("batch.max_commands must be positive".into());
         }

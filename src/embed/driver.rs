@@ -6,7 +6,7 @@
 
 use super::batch::{self, Packing, Queue};
 use super::config::Config;
-use super::error::Error;
+use super::error::{Error, member_ids};
 use super::metrics::Metrics;
 use super::receipt::{AnswerTx, CommitInfo, Completer};
 use super::session::{self, Sessions, Verdict};
@@ -590,7 +590,7 @@ impl<S: StateMachine> Driver<S> {
             tracing::info!(
                 replica = self.me,
                 slot,
-                members = members.0,
+                members = %members,
                 "membership change in effect"
             );
             completer.complete(Ok(CommitInfo {
@@ -630,7 +630,7 @@ impl<S: StateMachine> Driver<S> {
             ProposeError::ShuttingDown => Error::ShuttingDown,
             ProposeError::Exhausted { slot } => Error::Exhausted { slot },
             ProposeError::Deposed => Error::OutcomeUnknown,
-            ProposeError::BadMembership(why) => Error::BadMembership(why),
+            ProposeError::BadMembership(why) => Error::BadMembership(member_ids(&why)),
             ProposeError::ChangePending => Error::ChangePending,
         }
     }

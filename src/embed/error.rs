@@ -1,6 +1,7 @@
 //! What can go wrong when proposing, and why a cluster does not start.
 
 use std::time::Duration;
+use velos_core::log::membership::Members;
 
 /// Why a command was not committed, or what is known of it.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -159,4 +160,44 @@ fn refused_suffix(refused: &Option<String>) -> String {
     refused.as_ref().map_or_else(String::new, |why| {
         format!("; this replica's last snapshot was refused: {why}")
     })
+}
+
+/// `why` (the engine's reason for refusing a membership change) with every member set it
+/// names as a bit mask (`0x5`) written as the replicas' ids (`{0, 2}`).
+pub(crate) fn member_ids(why: &str) -> String {
+    let mut out = String::with_capacity(why.len());
+    let mut rest = why;
+    while let Some(at) = rest.find("0x") {
+        out.push_str(&rest[..at]);
+        let digits = rest[at + 2..]
+            .find(|c: char| !c.is_ascii_hexdigit())
+            .unwrap_or(rest.len() - at - 2);
+        let hex = &rest[at + 2..at + 2 + digits];
+        match u64::from_str_radix(hex, 16) {
+            Ok(mask) => out.push_str(&Members(mask).to_string()),
+            Err(_) => out.push_str(&rest[at..at + 2 + digits]),
+        }
+        rest = &rest[at + 2 + digits..];
+    }
+    out.push_str(rest);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn member_masks_in_a_reason_become_ids() {
+        assert_eq!(
+            member_ids("from 0x7 to 0xa: one replica added or removed at a time, one left"),
+            "from {0, 1, 2} to {1, 3}: one replica added or removed at a time, one left"
+        );
+        assert_eq!(member_ids("no set here"), "no set here");
+        assert_eq!(
+            member_ids("a lone 0x"),
+            "a lone 0x",
+            "no digits: left alone"
+        );
+    }
 }
