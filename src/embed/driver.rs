@@ -10,12 +10,12 @@ use super::error::{Error, member_ids};
 use super::metrics::Metrics;
 use super::receipt::{AnswerTx, CommitInfo, Completer};
 use super::session::{self, Sessions, Verdict};
+use super::shown::{CRASHED, STOPPED, Shown, UP};
 use super::state_machine::{Position, StateMachine};
-use super::watch::LeaderWatch;
 use std::any::Any;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU16, AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 use velos_core::log::membership::Members;
 use velos_core::log::{ProposeError, Replica};
@@ -52,44 +52,6 @@ pub(crate) enum Command<R> {
     },
     /// Stop the replica.
     Shutdown,
-}
-
-/// Replica states in [`Shown::status`].
-pub(crate) const UP: u8 = 0;
-pub(crate) const CRASHED: u8 = 1;
-pub(crate) const STOPPED: u8 = 2;
-
-/// What the handle sees of a replica, updated by its driver.
-#[derive(Debug, Default)]
-pub(crate) struct Shown {
-    pub(crate) leader: AtomicU16,
-    pub(crate) leading: AtomicBool,
-    pub(crate) status: AtomicU8,
-    pub(crate) slots_applied: AtomicU64,
-    pub(crate) commands_applied: AtomicU64,
-    /// The voters of the last configuration that took effect here (a bit per replica; 0:
-    /// none yet, the log's initial members).
-    pub(crate) members: AtomicU64,
-    /// Bumped when `leader`, `leading` or `status` changes (one watch per cluster).
-    pub(crate) watch: Arc<LeaderWatch>,
-}
-
-impl Shown {
-    /// Shows `leader` and `leading`; the watch moves if either changed.
-    fn show_leadership(&self, leader: u16, leading: bool) {
-        let old_leader = self.leader.swap(leader, Ordering::SeqCst);
-        let old_leading = self.leading.swap(leading, Ordering::SeqCst);
-        if old_leader != leader || old_leading != leading {
-            self.watch.bump();
-        }
-    }
-
-    /// Shows `status` (and no leadership); the watch moves.
-    pub(crate) fn show_status(&self, status: u8) {
-        self.status.store(status, Ordering::SeqCst);
-        self.leading.store(false, Ordering::SeqCst);
-        self.watch.bump();
-    }
 }
 
 /// A proposed batch: each command's arrival time and completer, in batch order.
@@ -607,8 +569,11 @@ impl<S: StateMachine> Driver<S> {
             replica.next_apply(),
             "every slot the engine applied was taken"
         );
+        // Takes proposals: the role is held and Ω still names it (`take` refuses
+        // otherwise; a role Ω no longer names is left at the next turn).
+        let leader = replica.leader();
         self.shown
-            .show_leadership(replica.leader(), replica.is_leader());
+            .show_leadership(leader, leader == self.me && replica.is_leader());
     }
 
     /// The error for a batch the engine refused to take (a full log names why this

@@ -2,11 +2,12 @@
 //! one process per replica (over real RDMA: [`Backend::Verbs`]).
 
 use super::config::{Backend, Config, Start};
-use super::driver::{Command, Driver, Framed, STOPPED, Shown};
+use super::driver::{Command, Driver, Framed};
 use super::error::{Error, StartError};
-use super::handle::{Role, admit, read_job, role_of};
+use super::handle::read_job;
 use super::metrics::{Metrics, MetricsSnapshot};
 use super::receipt::{Answer, Outcome, Receipt, answer, pair};
+use super::shown::{Role, STOPPED, Shown, admit, role_of};
 use super::state_machine::StateMachine;
 use super::verbs_backend;
 use crossbeam_channel::{Receiver, Sender, unbounded};

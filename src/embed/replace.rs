@@ -2,11 +2,12 @@
 //! log (rule (no amnesia) of `velos_core::log::configuration`); [`Cluster::add_replica`]:
 //! a spare running replica made a voter.
 
-use super::driver::{CRASHED, Command, Driver, UP};
+use super::driver::{Command, Driver};
 use super::error::Error;
 use super::handle::{Cluster, Inboxes, Runner};
 use super::mem_backend;
 use super::receipt::{Answer, answer};
+use super::shown::{CRASHED, UP};
 use super::state_machine::StateMachine;
 use std::sync::atomic::Ordering;
 use velos_core::log::membership::Members;
