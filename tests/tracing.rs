@@ -1,10 +1,12 @@
 //! The embedding reports what a service must hear through `tracing`: a leader change, a
-//! crash, a snapshot the log refused, and the engine's own events (a term begun, a
-//! configuration decided), each replica's thread in its span. A minimal subscriber records
-//! every event and span of the run.
+//! crash, a snapshot the log refused, a gap without a replica that takes proposals, and
+//! the engine's own events (a term begun, a configuration decided), each replica's thread
+//! in its span. A minimal subscriber records every event and span of the run; the tests
+//! take turns (each clears the record and shuts its cluster down before the next).
 
 use std::fmt::Write as _;
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU16, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, Once};
 use std::time::{Duration, Instant};
 use tracing::field::{Field, Visit};
 use tracing::span::{Attributes, Id, Record};
@@ -15,6 +17,20 @@ use velos::embed::{Cluster, Config, Position, RestoreError, StateMachine};
 static EVENTS: Mutex<Vec<(Level, String)>> = Mutex::new(Vec::new());
 /// Every span created: its name and its fields as `name=value` text.
 static SPANS: Mutex<Vec<(&'static str, String)>> = Mutex::new(Vec::new());
+/// Held by the test that runs: one at a time.
+static TURN: Mutex<()> = Mutex::new(());
+
+/// The recorder installed (once), the record cleared, and this test's turn.
+fn recording() -> MutexGuard<'static, ()> {
+    static INSTALL: Once = Once::new();
+    INSTALL.call_once(|| {
+        tracing::subscriber::set_global_default(Recorder).expect("the only subscriber")
+    });
+    let turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
+    EVENTS.lock().unwrap().clear();
+    SPANS.lock().unwrap().clear();
+    turn
+}
 
 struct Recorder;
 
@@ -90,7 +106,7 @@ impl StateMachine for Ballast {
 
 #[test]
 fn leader_changes_crashes_and_refused_snapshots_are_events() {
-    tracing::subscriber::set_global_default(Recorder).expect("the only subscriber");
+    let _turn = recording();
     let mut config = Config::new(3);
     config.snapshot_every_slots = 8;
     let too_large = config.log.max_snapshot_bytes as usize + 1;
@@ -145,5 +161,110 @@ fn leader_changes_crashes_and_refused_snapshots_are_events() {
         events < 200,
         "events at the edges, not per decision: {events}"
     );
+    cluster.shutdown();
+}
+
+/// Applies nothing; while `held` is set, a replica other than `free` that applies the
+/// command `hold` stays in `apply` — its whole thread with it — and counts itself in
+/// `entered`.
+struct Gate {
+    me: u16,
+    free: Arc<AtomicU16>,
+    held: Arc<AtomicBool>,
+    entered: Arc<AtomicU32>,
+}
+
+impl StateMachine for Gate {
+    type Response = ();
+
+    fn apply(&mut self, _: Position, command: &[u8]) {
+        if command == b"hold" && self.free.load(Ordering::SeqCst) != self.me {
+            self.entered.fetch_add(1, Ordering::SeqCst);
+            while self.held.load(Ordering::SeqCst) {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+    }
+    fn snapshot(&self) -> Vec<u8> {
+        Vec::new()
+    }
+    fn restore(&mut self, _: &[u8]) -> Result<(), RestoreError> {
+        Ok(())
+    }
+}
+
+/// The number after `name=` in an event of `level` holding every one of `needles`.
+fn field(level: Level, needles: &[&str], name: &str) -> f64 {
+    wait_for(level, needles);
+    let events = EVENTS.lock().unwrap();
+    let (_, text) = events
+        .iter()
+        .find(|(l, t)| *l == level && needles.iter().all(|n| t.contains(n)))
+        .expect("seen");
+    let at = text.find(&format!("{name}=")).expect("the field") + name.len() + 1;
+    let value = text[at..].split(' ').next().expect("a value");
+    value
+        .parse()
+        .unwrap_or_else(|e| panic!("{name}={value}: {e}"))
+}
+
+/// A failover is a gap in which no replica takes proposals: once it lasts longer than the
+/// failure timeout (50 ms) the embedding warns, and when proposals resume it tells how
+/// long the gap was. The gap is made longer than the timeout for sure: the leader crashes
+/// while both followers are held inside `apply` for twice the timeout (so nobody can take
+/// over), then they are let go and elect a leader.
+#[test]
+fn a_gap_without_a_leader_longer_than_the_failure_timeout_is_reported() {
+    let _turn = recording();
+    let config = Config::new(3);
+    let timeout_ms = config.log.failure_timeout_ns as f64 / 1e6;
+    let (free, held, entered) = (
+        Arc::new(AtomicU16::new(u16::MAX)),
+        Arc::new(AtomicBool::new(true)),
+        Arc::new(AtomicU32::new(0)),
+    );
+    let gates = (0..3).map(|me| Gate {
+        me,
+        free: free.clone(),
+        held: held.clone(),
+        entered: entered.clone(),
+    });
+    let cluster = Cluster::start(config, gates).expect("valid");
+    let leader = cluster.submit(b"x".to_vec()).expect("committed").leader;
+    let gap = "no replica has taken proposals for longer than the failure timeout";
+    free.store(leader, Ordering::SeqCst);
+    cluster.submit(b"hold".to_vec()).expect("committed");
+    let start = Instant::now();
+    while entered.load(Ordering::SeqCst) < 2 {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "the followers apply"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    EVENTS.lock().unwrap().clear(); // the start's election is not this test's gap
+    cluster.crash(leader).expect("up");
+    // The length of the gap this test is about, not a wait for something to happen.
+    std::thread::sleep(Duration::from_millis(2 * timeout_ms as u64));
+    held.store(false, Ordering::SeqCst);
+    let next = cluster
+        .submit(b"after".to_vec())
+        .expect("committed by the next leader")
+        .leader;
+    assert_ne!(next, leader);
+    let so_far = field(Level::WARN, &[gap], "for_ms");
+    assert!(so_far > timeout_ms, "warned past the timeout: {so_far} ms");
+    assert_eq!(field(Level::WARN, &[gap], "failure_timeout_ms"), timeout_ms);
+    let resumed = "proposals resume";
+    let lasted = field(Level::INFO, &[resumed], "gap_ms");
+    assert!(
+        lasted >= 2.0 * timeout_ms && lasted >= so_far,
+        "the gap lasted the hold at least: {lasted} ms"
+    );
+    let count = |needle: &str| {
+        let events = EVENTS.lock().unwrap();
+        events.iter().filter(|(_, t)| t.contains(needle)).count()
+    };
+    assert_eq!((count(gap), count(resumed)), (1, 1), "one gap, told once");
     cluster.shutdown();
 }

@@ -572,8 +572,10 @@ impl<S: StateMachine> Driver<S> {
         // Takes proposals: the role is held and Ω still names it (`take` refuses
         // otherwise; a role Ω no longer names is left at the next turn).
         let leader = replica.leader();
+        let leading = leader == self.me && replica.is_leader();
         self.shown
-            .show_leadership(leader, leader == self.me && replica.is_leader());
+            .show_leadership(self.me, (leader, leading), now_ns);
+        self.shown.watch.check_gap(now_ns);
     }
 
     /// The error for a batch the engine refused to take (a full log names why this
@@ -696,7 +698,7 @@ impl<S: StateMachine> Driver<S> {
             tracing::debug!(replica = self.me, "stopped");
         }
         let status = if crashed { CRASHED } else { STOPPED };
-        self.shown.show_status(status);
+        self.shown.show_status(self.me, status, Some(now_ns));
         let error = if crashed {
             Error::Unavailable { replica: self.me }
         } else {

@@ -3,6 +3,7 @@
 use super::config::{Backend, Config};
 use super::driver::{Command, Driver, Framed, ReadJob};
 use super::error::{Error, StartError};
+use super::gaps::{Clock, Gaps};
 use super::metrics::{Metrics, MetricsSnapshot};
 use super::receipt::{Answer, Outcome, Receipt, answer, pair};
 use super::retry::{self, Call, Then};
@@ -113,7 +114,14 @@ impl<S: StateMachine> Cluster<S> {
         }
         config.validate().map_err(StartError::InvalidConfig)?;
         let metrics = Arc::new(Metrics::new());
-        let watch = Arc::new(LeaderWatch::default());
+        // Every replica's view is here: the watch reports gaps without a leader, on the
+        // clock the replicas share (each mem thread's clock starts with the thread).
+        let clock = match config.backend {
+            Backend::Emulator(_) => Clock::Backend,
+            _ => Clock::Wall(Instant::now()),
+        };
+        let gaps = Gaps::new(clock, config.log.failure_timeout_ns);
+        let watch = Arc::new(LeaderWatch::with_gaps(gaps));
         let shown: Arc<[Arc<Shown>]> = machines
             .iter()
             .map(|_| {
@@ -544,7 +552,7 @@ impl<S: StateMachine> Cluster<S> {
             return Err(Error::Unavailable { replica });
         }
         // Seen at once by the handle (leader queries skip it), before the runner acts.
-        shown.show_status(CRASHED);
+        shown.show_status(replica, CRASHED, None);
         // In effect before this returns: on `mem` the node's memory goes now (its thread
         // stops when it reads the command); the emulator's runner takes commands in order,
         // so the crash comes before any later proposal.

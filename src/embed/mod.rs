@@ -23,8 +23,13 @@
 //!   lets the oldest command wait at most [`BatchConfig::max_delay`] for company. Every
 //!   command gets its own receipt; `apply` sees commands, never batches, and never the
 //!   no-ops a new leader writes.
-//! * **Query**: [`Cluster::leader`], [`Cluster::role`], [`Cluster::applied_commands`],
-//!   [`Cluster::metrics`] (commits, aborts, leader changes, batches, latency histogram).
+//! * **Query**: [`Cluster::leader`] (a replica that takes proposals, or none during a
+//!   failover), [`Cluster::role`], [`Cluster::applied_commands`], [`Cluster::metrics`]
+//!   (commits, aborts, leader changes, batches, latency histogram).
+//! * **Watch** through `tracing`: leadership taken and lost, crashes, refused snapshots,
+//!   the engine's terms and configurations; and availability — a `WARN` once no replica
+//!   has taken proposals for longer than the log's failure timeout, an `INFO` with the
+//!   gap's length (`gap_ms`) when proposals resume.
 //! * **Stop**: [`Cluster::crash`] one replica (tests, demos), [`Cluster::shutdown`] all of
 //!   them, getting the state machines back.
 //!
@@ -66,6 +71,7 @@ mod driver;
 mod emulator_backend;
 mod error;
 mod events;
+mod gaps;
 mod handle;
 mod mem_backend;
 mod metrics;

@@ -89,7 +89,7 @@ impl<S: StateMachine> Cluster<S> {
                 )
                 .expect("a replica thread starts");
                 threads[i] = Some(thread);
-                shown.show_status(UP);
+                shown.show_status(replica, UP, None);
                 for peer in (0..self.replicas()).filter(|&p| p != replica) {
                     self.send(
                         peer,
@@ -101,7 +101,7 @@ impl<S: StateMachine> Cluster<S> {
                 }
             }
             (Inboxes::Shared(_, replacements), _) => {
-                shown.show_status(UP);
+                shown.show_status(replica, UP, None);
                 // The runner starts it and tells the engines between two quanta.
                 let _ = replacements.send((replica, incarnation, driver));
             }

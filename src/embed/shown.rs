@@ -44,19 +44,26 @@ pub(crate) struct Shown {
 }
 
 impl Shown {
-    /// Shows `leader` and `leading`; the watch moves if either changed.
-    pub(crate) fn show_leadership(&self, leader: u16, leading: bool) {
+    /// Shows that replica `me` trusts `leader` and whether it takes proposals, at `now`
+    /// (its backend's clock); the watch moves if either changed.
+    pub(crate) fn show_leadership(&self, me: u16, (leader, leading): (u16, bool), now: u64) {
         let old_leader = self.leader.swap(leader, Ordering::SeqCst);
         let old_leading = self.leading.swap(leading, Ordering::SeqCst);
+        if old_leading != leading {
+            self.watch.leading_changed(me, leading, Some(now));
+        }
         if old_leader != leader || old_leading != leading {
             self.watch.bump();
         }
     }
 
-    /// Shows `status` (and no leadership); the watch moves.
-    pub(crate) fn show_status(&self, status: u8) {
+    /// Shows that replica `me` is in `status` (and takes no proposals), at `now` if the
+    /// caller has the backend's clock; the watch moves.
+    pub(crate) fn show_status(&self, me: u16, status: u8, now: Option<u64>) {
         self.status.store(status, Ordering::SeqCst);
-        self.leading.store(false, Ordering::SeqCst);
+        if self.leading.swap(false, Ordering::SeqCst) {
+            self.watch.leading_changed(me, false, now);
+        }
         self.watch.bump();
     }
 
@@ -108,17 +115,17 @@ mod tests {
     fn the_leader_is_a_live_replica_that_takes_proposals_never_one_merely_trusted() {
         let shown = cluster(3);
         // Replicas 1 and 2 trust 0, which has not taken the role up yet.
-        shown[1].show_leadership(0, false);
-        shown[2].show_leadership(0, false);
+        shown[1].show_leadership(1, (0, false), 0);
+        shown[2].show_leadership(2, (0, false), 0);
         assert_eq!(leader_of(&shown), None, "trusted is not leading");
-        shown[0].show_leadership(0, true);
+        shown[0].show_leadership(0, (0, true), 0);
         assert_eq!(leader_of(&shown), Some(0));
         assert_eq!(role_of(&shown[0]), Role::Leader);
         // Crashed: its view is stale, the others still trust it.
-        shown[0].show_status(CRASHED);
+        shown[0].show_status(0, CRASHED, None);
         assert_eq!(leader_of(&shown), None);
         assert_eq!(role_of(&shown[0]), Role::Crashed);
-        shown[2].show_leadership(2, true);
+        shown[2].show_leadership(2, (2, true), 0);
         assert_eq!(leader_of(&shown), Some(2));
     }
 }
