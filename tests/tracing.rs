@@ -5,13 +5,13 @@
 //! take turns (each clears the record and shuts its cluster down before the next).
 
 use std::fmt::Write as _;
-use std::sync::atomic::{AtomicBool, AtomicU16, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU16, AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Once};
 use std::time::{Duration, Instant};
 use tracing::field::{Field, Visit};
 use tracing::span::{Attributes, Id, Record};
 use tracing::{Event, Level, Metadata, Subscriber};
-use velos::embed::{Cluster, Config, Position, RestoreError, StateMachine};
+use velos::embed::{Cluster, Config, Error, Position, RestoreError, StateMachine};
 
 /// Every event seen: its level and its fields as `name=value` text.
 static EVENTS: Mutex<Vec<(Level, String)>> = Mutex::new(Vec::new());
@@ -86,9 +86,9 @@ fn wait_for(level: Level, needles: &[&str]) {
     }
 }
 
-/// A state machine whose snapshot is `size` bytes.
+/// A state machine whose snapshot is `size` bytes (shared: the test changes it).
 struct Ballast {
-    size: usize,
+    size: Arc<AtomicUsize>,
 }
 
 impl StateMachine for Ballast {
@@ -96,33 +96,26 @@ impl StateMachine for Ballast {
 
     fn apply(&mut self, _: Position, _: &[u8]) {}
     fn snapshot(&self) -> Vec<u8> {
-        vec![0; self.size]
+        vec![0; self.size.load(Ordering::SeqCst)]
     }
-    fn restore(&mut self, bytes: &[u8]) -> Result<(), RestoreError> {
-        self.size = bytes.len();
+    fn restore(&mut self, _: &[u8]) -> Result<(), RestoreError> {
         Ok(())
     }
 }
 
+fn ballast(size: &Arc<AtomicUsize>) -> impl Iterator<Item = Ballast> {
+    (0..3).map(|_| Ballast { size: size.clone() })
+}
+
 #[test]
-fn leader_changes_crashes_and_refused_snapshots_are_events() {
+fn leader_changes_crashes_and_configurations_are_events() {
     let _turn = recording();
-    let mut config = Config::new(3);
-    config.snapshot_every_slots = 8;
-    let too_large = config.log.max_snapshot_bytes as usize + 1;
-    let cluster =
-        Cluster::start(config, (0..3).map(|_| Ballast { size: too_large })).expect("valid");
+    let cluster = Cluster::start(Config::new(3), ballast(&Arc::default())).expect("valid");
     let leader = cluster.submit(b"x".to_vec()).expect("committed").leader;
     let me = format!("replica={leader} ");
     wait_for(Level::INFO, &["message=leads: takes proposals", &me]);
     // The engine's own events: its term began.
     wait_for(Level::INFO, &["message=term begins", &me, "from_slot=0"]);
-    for _ in 0..16 {
-        cluster.submit(b"x".to_vec()).expect("committed");
-    }
-    // Each replica's snapshot every 8 slots is refused, and says why.
-    let larger = format!("larger than the log's {}", too_large - 1);
-    wait_for(Level::WARN, &["snapshot refused", &larger]);
     cluster.crash(leader).expect("crashed");
     wait_for(Level::WARN, &["message=crashed", &me]);
     cluster
@@ -161,6 +154,39 @@ fn leader_changes_crashes_and_refused_snapshots_are_events() {
         events < 200,
         "events at the edges, not per decision: {events}"
     );
+    cluster.shutdown();
+}
+
+/// A state that grows past the log's snapshot banks: its snapshot is refused with a
+/// warning naming the sizes, commands fail at once (`SnapshotTooLarge`), and once the
+/// state shrinks and a snapshot fits again (reads through the log fill the slots to the
+/// next one), commands commit again.
+#[test]
+fn a_refused_snapshot_is_an_event_and_commands_wait_for_one_that_fits() {
+    let _turn = recording();
+    let mut config = Config::new(3);
+    config.snapshot_every_slots = 8;
+    let too_large = config.log.max_snapshot_bytes as usize + 1;
+    let size = Arc::new(AtomicUsize::new(0));
+    let cluster = Cluster::start(config, ballast(&size)).expect("valid");
+    cluster.submit(b"x".to_vec()).expect("committed");
+    size.store(too_large, Ordering::SeqCst);
+    let refused = (0..16).find_map(|_| cluster.submit(b"x".to_vec()).err());
+    assert!(
+        matches!(refused, Some(Error::SnapshotTooLarge { .. })),
+        "{refused:?}"
+    );
+    // Each replica's snapshot is refused, and says why.
+    let larger = format!("larger than the log's {}", too_large - 1);
+    wait_for(Level::WARN, &["snapshot refused", &larger]);
+    size.store(0, Ordering::SeqCst);
+    let mut reads = 0;
+    while let Err(e) = cluster.submit(b"x".to_vec()) {
+        assert!(matches!(e, Error::SnapshotTooLarge { .. }), "{e}");
+        cluster.read(|_: &Ballast| ()).expect("a read takes a slot");
+        reads += 1;
+        assert!(reads <= 32, "a snapshot every 8 slots fits again");
+    }
     cluster.shutdown();
 }
 

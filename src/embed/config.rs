@@ -2,6 +2,8 @@
 
 use super::batch::{Packing, max_command_bytes};
 use super::error::member_ids;
+use super::session::Sessions;
+use super::state_machine::StateMachine;
 use crate::cluster_file::ClusterFile;
 pub use crate::join::Start;
 use std::time::Duration;
@@ -121,9 +123,11 @@ pub struct Config {
     /// Every this many slots each replica hands its state machine's snapshot to the log
     /// (0: never, and the log ends after `log.slots` entries): the log's ring then reuses
     /// slots once a majority's snapshots hold them, and a replica that falls off the ring
-    /// copies a peer's. A snapshot must fit `log.max_snapshot_bytes` (a larger one is not
-    /// taken: [`MetricsSnapshot::snapshots_refused`](super::MetricsSnapshot), and
-    /// [`Error::LogFull`](super::Error::LogFull) names it). Size `log.max_snapshot_bytes`
+    /// copies a peer's. A snapshot must fit `log.max_snapshot_bytes`: the start refuses a
+    /// state machine whose first snapshot would not, and once a later one is refused
+    /// ([`MetricsSnapshot::snapshots_refused`](super::MetricsSnapshot)) commands fail at
+    /// once with [`Error::SnapshotTooLarge`](super::Error::SnapshotTooLarge), which names
+    /// the sizes, until one fits again. Size `log.max_snapshot_bytes`
     /// for the state: each replica registers two banks of it and `⌈replicas / 2⌉`
     /// incoming ones (the pages are touched only as snapshots fill them); a 64 MiB state
     /// works (`tests/large_snapshots.rs`). The replica writes a snapshot into its bank
@@ -225,6 +229,32 @@ impl Config {
     /// The largest command a batch can hold.
     pub fn max_command_bytes(&self) -> usize {
         max_command_bytes(self.packing().max_bytes).unwrap_or(0)
+    }
+
+    /// Whether replica `replica`'s state machine, as it starts, fits a snapshot (the
+    /// state and the empty session table) when snapshots are taken; the reason if not:
+    /// its first snapshot would be refused and the log could never reuse a slot.
+    pub(crate) fn check_snapshot<S: StateMachine>(
+        &self,
+        replica: u16,
+        machine: &S,
+    ) -> Result<(), String> {
+        if self.snapshot_every_slots == 0 {
+            return Ok(()); // no snapshot is ever taken
+        }
+        let state = machine.snapshot().len();
+        let table = Sessions::<S::Response>::new(self.max_sessions).snapshot(Vec::new());
+        let bytes = state + table.len();
+        let max = self.log.max_snapshot_bytes as usize;
+        if bytes > max {
+            return Err(format!(
+                "replica {replica}'s state machine snapshots to {bytes} bytes at the start \
+                 ({state} of state, 4 for the empty session table), more than \
+                 log.max_snapshot_bytes ({max}): raise max_snapshot_bytes to at least \
+                 {bytes}, or set snapshot_every_slots to 0 (a log of log.slots entries)"
+            ));
+        }
+        Ok(())
     }
 
     /// Checks the configuration; the reason if it is unusable.

@@ -18,7 +18,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 use velos_core::log::membership::Members;
-use velos_core::log::{ProposeError, Replica};
+use velos_core::log::{ProposeError, Replica, SnapshotError};
 
 /// A read waiting to run on a replica's state machine: it is given the state (the
 /// cluster's `S`, as `Any`) or the reason it cannot be read there.
@@ -90,6 +90,10 @@ pub(crate) struct Driver<S: StateMachine> {
     /// Why the last snapshot handed to the log was refused (`None` once one is taken):
     /// [`Error::LogFull`] names it.
     snapshot_refused: Option<String>,
+    /// The last snapshot was refused for its size ([`Error::SnapshotTooLarge`]): the log
+    /// cannot recycle its slots until one fits. Shown to the handle, which fails
+    /// commands with it at once.
+    too_large: Option<Error>,
     slots_applied: u64,
     commands_applied: u64,
     /// Reads asked of the engine's lease, by read id.
@@ -138,6 +142,7 @@ impl<S: StateMachine> Driver<S> {
             snapshot_every,
             last_snapshot: 0,
             snapshot_refused: None,
+            too_large: None,
             slots_applied: 0,
             commands_applied: 0,
             lease_reads: HashMap::new(),
@@ -446,7 +451,9 @@ impl<S: StateMachine> Driver<S> {
         let due = self.snapshot_every > 0
             && self.slots_applied >= self.last_snapshot + self.snapshot_every;
         if due && replica.snapshot_writing().is_none() {
-            let snapshot = self.sessions.snapshot(self.machine.snapshot());
+            let state = self.machine.snapshot();
+            let state_bytes = state.len();
+            let snapshot = self.sessions.snapshot(state);
             let taken = replica.snapshot_taken(self.slots_applied, snapshot);
             if let Err(e) = &taken {
                 // The ring cannot recycle slots this snapshot would have covered: without
@@ -459,6 +466,18 @@ impl<S: StateMachine> Driver<S> {
                 );
             }
             self.metrics.snapshot_handed(taken.is_ok());
+            // The size is checked first: any other outcome says it fits.
+            self.too_large = match &taken {
+                Err(SnapshotError::TooLarge { len, max }) => Some(Error::SnapshotTooLarge {
+                    replica: self.me,
+                    bytes: *len,
+                    state_bytes,
+                    sessions: self.sessions.len(),
+                    max: *max,
+                }),
+                _ => None,
+            };
+            self.shown.show_too_large(self.too_large.clone());
             self.snapshot_refused = taken.err().map(|e| e.to_string());
             self.last_snapshot = self.slots_applied;
         }
@@ -591,9 +610,10 @@ impl<S: StateMachine> Driver<S> {
             ProposeError::ValueTooLarge { .. } | ProposeError::Busy(_) => {
                 Error::Unavailable { replica: self.me }
             }
-            ProposeError::LogFull => Error::LogFull {
+            // Full for good: the snapshot that would free slots does not fit.
+            ProposeError::LogFull => self.too_large.clone().unwrap_or(Error::LogFull {
                 snapshot_refused: self.snapshot_refused.clone(),
-            },
+            }),
             ProposeError::ShuttingDown => Error::ShuttingDown,
             ProposeError::Exhausted { slot } => Error::Exhausted { slot },
             ProposeError::Deposed => Error::OutcomeUnknown,

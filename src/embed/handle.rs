@@ -8,7 +8,7 @@ use super::metrics::{Metrics, MetricsSnapshot};
 use super::receipt::{Answer, Outcome, Receipt, answer, pair};
 use super::retry::{self, Call, Then};
 use super::session;
-use super::shown::{CRASHED, Role, Shown, UP, admit, leader_of, role_of};
+use super::shown::{CRASHED, Role, Shown, UP, admit, leader_of, role_of, too_large};
 use super::state_machine::StateMachine;
 use super::watch::LeaderWatch;
 use super::{emulator_backend, mem_backend};
@@ -113,6 +113,12 @@ impl<S: StateMachine> Cluster<S> {
             )));
         }
         config.validate().map_err(StartError::InvalidConfig)?;
+        for (i, machine) in machines.iter().enumerate() {
+            let replica = u16::try_from(i).expect("validated: at most 64 replicas");
+            config
+                .check_snapshot(replica, machine)
+                .map_err(StartError::InvalidConfig)?;
+        }
         let metrics = Arc::new(Metrics::new());
         // Every replica's view is here: the watch reports gaps without a leader, on the
         // clock the replicas share (each mem thread's clock starts with the thread).
@@ -124,12 +130,7 @@ impl<S: StateMachine> Cluster<S> {
         let watch = Arc::new(LeaderWatch::with_gaps(gaps));
         let shown: Arc<[Arc<Shown>]> = machines
             .iter()
-            .map(|_| {
-                Arc::new(Shown {
-                    watch: Arc::clone(&watch),
-                    ..Shown::default()
-                })
-            })
+            .map(|_| Arc::new(Shown::watched_by(Arc::clone(&watch))))
             .collect();
         let drivers: Vec<Driver<S>> = machines
             .into_iter()
@@ -229,6 +230,9 @@ impl<S: StateMachine> Cluster<S> {
                 other => other,
             });
         }
+        if let Err(e) = too_large(&self.shown) {
+            return self.refuse(e); // permanent: a retry would only wait for the ring to fill
+        }
         let (receipt, completer) = pair(replica, self.config.wait_timeout);
         self.send(replica, Command::Propose(command, completer));
         receipt
@@ -285,11 +289,14 @@ impl<S: StateMachine> Cluster<S> {
     }
 
     /// Proposes `command` at whichever replica leads, again while leadership moves or the
-    /// log is full (the refusals that say it was not proposed), until it commits or the
-    /// wait timeout has passed — then the last refusal is returned ([`Error::LogFull`]
-    /// naming a refused snapshot, [`Error::NoLeader`], …), or [`Error::TimedOut`] if the
-    /// last attempt was a wait that ran out. An [`Error::OutcomeUnknown`] is returned, not
-    /// retried: proposing it again could apply it twice.
+    /// log is full waiting for snapshots (the refusals that say it was not proposed and
+    /// pass), until it commits or the wait timeout has passed — then the last refusal is
+    /// returned ([`Error::LogFull`], [`Error::NoLeader`], …), or [`Error::TimedOut`] if
+    /// the last attempt was a wait that ran out. Refusals that do not pass are returned at
+    /// once: [`Error::SnapshotTooLarge`] from the first command after a replica's snapshot
+    /// was refused for its size (the log could never reuse its slots), a command too
+    /// large, … An [`Error::OutcomeUnknown`] is returned, not retried: proposing it again
+    /// could apply it twice.
     pub fn submit(&self, command: Vec<u8>) -> Outcome<S::Response> {
         self.retry(Call::Command, &mut 0, |left| {
             self.propose_async(command.clone()).wait_timeout(left)

@@ -5,8 +5,8 @@
 
 use super::error::Error;
 use super::watch::LeaderWatch;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU16, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 /// Replica states in [`Shown::status`].
 pub(crate) const UP: u8 = 0;
@@ -41,9 +41,20 @@ pub(crate) struct Shown {
     pub(crate) members: AtomicU64,
     /// Bumped when `leader`, `leading` or `status` changes (one watch per cluster).
     pub(crate) watch: Arc<LeaderWatch>,
+    /// Its last snapshot was refused for its size: `too_large_error` holds why.
+    too_large: AtomicBool,
+    too_large_error: Mutex<Option<Error>>,
 }
 
 impl Shown {
+    /// A replica's view, up, that moves `watch`.
+    pub(crate) fn watched_by(watch: Arc<LeaderWatch>) -> Shown {
+        Shown {
+            watch,
+            ..Shown::default()
+        }
+    }
+
     /// Shows that replica `me` trusts `leader` and whether it takes proposals, at `now`
     /// (its backend's clock); the watch moves if either changed.
     pub(crate) fn show_leadership(&self, me: u16, (leader, leading): (u16, bool), now: u64) {
@@ -60,11 +71,37 @@ impl Shown {
     /// Shows that replica `me` is in `status` (and takes no proposals), at `now` if the
     /// caller has the backend's clock; the watch moves.
     pub(crate) fn show_status(&self, me: u16, status: u8, now: Option<u64>) {
+        if status == UP {
+            self.show_too_large(None); // a fresh process: no snapshot refused yet
+        }
         self.status.store(status, Ordering::SeqCst);
         if self.leading.swap(false, Ordering::SeqCst) {
             self.watch.leading_changed(me, false, now);
         }
         self.watch.bump();
+    }
+
+    /// Shows whether the replica's last snapshot was refused for its size
+    /// ([`Error::SnapshotTooLarge`]; `None`: it fit).
+    pub(crate) fn show_too_large(&self, refused: Option<Error>) {
+        let mut error = self
+            .too_large_error
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        self.too_large.store(refused.is_some(), Ordering::SeqCst);
+        *error = refused;
+    }
+
+    /// Why the replica's last snapshot was refused for its size, if it was.
+    fn too_large(&self) -> Option<Error> {
+        if !self.too_large.load(Ordering::SeqCst) {
+            return None; // every command asks: one load while snapshots fit
+        }
+        let error = self
+            .too_large_error
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        error.clone()
     }
 
     fn up(&self) -> bool {
@@ -103,6 +140,13 @@ pub(crate) fn admit(shown: &Shown, replica: u16, len: usize, max: usize) -> Resu
     Ok(())
 }
 
+/// The first refusal of a snapshot for its size among the live replicas of `shown`: a
+/// command would only help fill a log that cannot recycle its slots.
+pub(crate) fn too_large(shown: &[Arc<Shown>]) -> Result<(), Error> {
+    let refused = shown.iter().filter(|s| s.up()).find_map(|s| s.too_large());
+    refused.map_or(Ok(()), Err)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -127,5 +171,24 @@ mod tests {
         assert_eq!(role_of(&shown[0]), Role::Crashed);
         shown[2].show_leadership(2, (2, true), 0);
         assert_eq!(leader_of(&shown), Some(2));
+    }
+
+    #[test]
+    fn a_snapshot_refused_for_its_size_refuses_commands_while_its_replica_lives() {
+        let shown = cluster(3);
+        assert_eq!(too_large(&shown), Ok(()));
+        let refused = Error::SnapshotTooLarge {
+            replica: 1,
+            bytes: 9,
+            state_bytes: 5,
+            sessions: 0,
+            max: 8,
+        };
+        shown[1].show_too_large(Some(refused.clone()));
+        assert_eq!(too_large(&shown), Err(refused));
+        shown[1].show_status(1, CRASHED, None);
+        assert_eq!(too_large(&shown), Ok(()), "a crashed replica's is gone");
+        shown[1].show_status(1, UP, None);
+        assert_eq!(too_large(&shown), Ok(()), "its replacement has none yet");
     }
 }
