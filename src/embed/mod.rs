@@ -14,7 +14,8 @@
 //! * **Propose**: [`Cluster::submit`] (the leader found, retried while leadership moves,
 //!   bounded by [`Config::wait_timeout`]), [`Cluster::propose`] (blocking, once),
 //!   [`Cluster::propose_async`] (a [`Receipt`], which is a [`Future`]
-//!   usable from any executor, or blocks with a bound), [`Cluster::propose_at`] (one
+//!   usable from any executor, blocks with a bound, or is looked at without waiting:
+//!   [`Receipt::try_get`]), [`Cluster::propose_at`] (one
 //!   replica; a follower refuses with [`Error::NotLeader`], it does not forward). A
 //!   receipt resolves once the command is committed and applied at the leader, with
 //!   [`StateMachine::apply`]'s answer there ([`CommitInfo::response`]).
