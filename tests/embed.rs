@@ -644,6 +644,74 @@ fn sessions_write_through_a_leader_crash_and_apply_each_command_once() {
     }
 }
 
+/// Whether `T` may move into a spawned task (checked when the test compiles).
+fn send_static<T: Send + 'static>(_: &T) {}
+
+/// A session that shares the cluster through an `Arc` is `Send + 'static`, and so are its
+/// futures' tasks: two clients move theirs into tasks — threads running the minimal
+/// executor here, as a runtime's spawned tasks would — and submit with `submit_async`
+/// through a leader crash; a command whose outcome was unknown is sent again by the
+/// future itself, and every command is applied exactly once on every survivor. A
+/// resubmitted command answers with its first application's response.
+#[test]
+fn owned_sessions_move_into_tasks_and_apply_each_command_once_through_a_crash() {
+    let cluster = Arc::new(Cluster::start(Config::new(3), recorders(3)).expect("valid"));
+    let leader = cluster.submit(b"w".to_vec()).expect("a leader").leader;
+    let mut fresh = cluster.owned_session();
+    assert_eq!(
+        block_on(fresh.resubmit_async()),
+        Err(Error::NothingToResubmit)
+    );
+    let first = block_on(fresh.submit_async(command("f", 0))).expect("committed");
+    let again = block_on(fresh.resubmit_async()).expect("committed");
+    assert_eq!(
+        again.response, first.response,
+        "applied once: its first answer"
+    );
+    let done = Arc::new(AtomicU64::new(0));
+    let clients: Vec<_> = (0..2u32)
+        .map(|c| {
+            let mut session = cluster.owned_session();
+            let done = Arc::clone(&done);
+            let task = async move {
+                for i in 0..100 {
+                    let info = session
+                        .submit_async(command(&format!("t{c}"), i))
+                        .await
+                        .unwrap_or_else(|e| panic!("client {c}, command {i}: {e}"));
+                    assert_eq!(info.response.1, command(&format!("t{c}"), i));
+                    done.fetch_add(1, Ordering::SeqCst);
+                }
+                session.resends()
+            };
+            send_static(&task);
+            thread::spawn(move || block_on(task))
+        })
+        .collect();
+    wait_until("a fifth of the commands", || {
+        done.load(Ordering::SeqCst) >= 40
+    });
+    cluster.crash(leader).expect("up");
+    for client in clients {
+        client.join().expect("every command committed");
+    }
+    cluster
+        .catch_up(Duration::from_secs(60))
+        .expect("the survivors catch up");
+    drop(fresh); // a session holds the cluster: the last one gone, it can be shut down
+    let cluster = Arc::try_unwrap(cluster).unwrap_or_else(|_| panic!("the last handle"));
+    for m in cluster.shutdown().iter().flatten() {
+        let seen = |c: Vec<u8>| commands(m).iter().filter(|x| **x == c).count();
+        assert_eq!(seen(command("f", 0)), 1, "resubmitted, applied once");
+        for c in 0..2u32 {
+            for i in 0..100 {
+                let n = seen(command(&format!("t{c}"), i));
+                assert_eq!(n, 1, "client {c}, command {i}: applied {n} times");
+            }
+        }
+    }
+}
+
 #[test]
 fn mem_after_the_leader_crashes_submit_continues() {
     after_the_leader_crashes_submit_continues(Config::new(3));

@@ -288,6 +288,28 @@ impl<S: StateMachine> Cluster<S> {
         })
     }
 
+    /// [`Cluster::submit_in_session`] as a future: at the leader, again at the next one
+    /// while leadership moves (no polling), sent again at once on an unknown outcome
+    /// (counted in `resends`); no bound of its own.
+    pub(crate) async fn submit_in_session_async(
+        &self,
+        id: u64,
+        seq: u64,
+        command: &[u8],
+        resends: &mut u64,
+    ) -> Outcome<S::Response> {
+        let bytes = session::wrap(id, seq, command);
+        let envelope = bytes.len() - command.len();
+        self.at_leader(Call::SessionCommand, resends, |leader| {
+            let framed = Framed {
+                bytes: bytes.clone(),
+                session: true,
+            };
+            self.propose_framed(leader, framed, envelope)
+        })
+        .await
+    }
+
     /// Proposes `command` at whichever replica leads, again while leadership moves or the
     /// log is full waiting for snapshots (the refusals that say it was not proposed and
     /// pass), until it commits or the wait timeout has passed — then the last refusal is
@@ -456,7 +478,7 @@ impl<S: StateMachine> Cluster<S> {
     /// read; a session's command, counted in `resends`). Other errors are returned —
     /// [`Error::LogFull`] and [`Error::ChangePending`] too: waiting them out needs a timer,
     /// which this crate, tied to no runtime, does not have.
-    pub(super) async fn at_leader<T, F: Future<Output = Result<T, Error>>>(
+    async fn at_leader<T, F: Future<Output = Result<T, Error>>>(
         &self,
         call: Call,
         resends: &mut u64,

@@ -19,6 +19,11 @@
 //!   replica; a follower refuses with [`Error::NotLeader`], it does not forward). A
 //!   receipt resolves once the command is committed and applied at the leader, with
 //!   [`StateMachine::apply`]'s answer there ([`CommitInfo::response`]).
+//! * **At most once**: a client [`Session`] ([`Cluster::session`]) sends a command again
+//!   after an unknown outcome and the replicas apply it once; an [`OwnedSession`]
+//!   ([`Cluster::owned_session`], the cluster shared through an `Arc`) is
+//!   `Send + 'static` and moves into a spawned task. Both submit blocking or as futures
+//!   (`submit_async`, `resubmit_async`).
 //! * **Batching and pipelining**: the leader's replica packs waiting commands into one log
 //!   entry ([`batch`]: a tag byte and length-prefixed frames, never more than the log's
 //!   `max_value_bytes`), keeps up to [`BatchConfig::max_in_flight`] batches undecided, and
@@ -165,7 +170,7 @@ mod state_machine;
 mod verbs_backend;
 mod watch;
 
-pub use client_session::Session;
+pub use client_session::{OwnedSession, Session};
 pub use config::{Backend, BatchConfig, Config, EmulatorConfig, Start, VerbsConfig};
 pub use error::{Error, StartError};
 pub use handle::{Cluster, LeaderFuture};
