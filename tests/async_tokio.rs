@@ -3,6 +3,7 @@
 //! Each await is bounded by the runtime's timer.
 
 use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
 use velos::embed::{Cluster, Config, Position, RestoreError, StateMachine};
 
@@ -82,4 +83,30 @@ async fn every_waiting_call_has_a_future_form_driven_by_tokio() {
         let machine = machine.as_ref().expect("none crashed");
         assert_eq!(machine.total, 12, "replica {r} applied both commands");
     }
+}
+
+/// An owned session (the cluster shared through an `Arc`) moves into `tokio::spawn`ed
+/// tasks, which submit with `submit_async` and `resubmit_async`: each command is applied
+/// once (a resubmitted one answers its first application's total).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn owned_sessions_submit_from_spawned_tasks() {
+    let cluster =
+        Arc::new(Cluster::start(Config::new(3), (0..3).map(|_| Sum::default())).expect("valid"));
+    let tasks: Vec<_> = (0..4u8)
+        .map(|_| {
+            let mut session = cluster.owned_session();
+            tokio::spawn(async move {
+                let first = session.submit_async(vec![1]).await.expect("committed");
+                let again = session.resubmit_async().await.expect("committed");
+                assert_eq!(again.response, first.response, "applied once");
+            })
+        })
+        .collect();
+    for task in tasks {
+        within("a spawned session", task)
+            .await
+            .expect("the task ran");
+    }
+    let total = within("read_async", cluster.read_async(|s: &Sum| s.total)).await;
+    assert_eq!(total, Ok(4), "four commands, each once");
 }

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU16, Ordering};
 use std::time::{Duration, Instant};
-use velos::embed::{Cluster, Config, Error, Position, RestoreError, StateMachine};
+use velos::embed::{Cluster, Config, Error, Position, RestoreError, StartError, StateMachine};
 
 /// The state's size.
 const STATE: usize = 64 << 20;
@@ -117,16 +117,32 @@ fn a_64_mib_state_recycles_the_ring_and_a_lagging_follower_copies_it() {
     }
 }
 
-/// A state machine whose snapshots are larger than the log's banks.
-struct Ballast;
+/// A state machine whose snapshot is `base` bytes and `growth` more per command applied.
+struct Ballast {
+    base: usize,
+    growth: usize,
+    applied: usize,
+}
+
+impl Ballast {
+    fn new(base: usize, growth: usize) -> Ballast {
+        Ballast {
+            base,
+            growth,
+            applied: 0,
+        }
+    }
+}
 
 impl StateMachine for Ballast {
     type Response = ();
 
-    fn apply(&mut self, _: Position, _: &[u8]) {}
+    fn apply(&mut self, _: Position, _: &[u8]) {
+        self.applied += 1;
+    }
 
     fn snapshot(&self) -> Vec<u8> {
-        vec![7; 4097]
+        vec![7; self.base + self.growth * self.applied]
     }
 
     fn restore(&mut self, _: &[u8]) -> Result<(), RestoreError> {
@@ -134,32 +150,85 @@ impl StateMachine for Ballast {
     }
 }
 
+/// A state machine whose very first snapshot would not fit is refused at the start, the
+/// knob and the sizes named (before, the cluster started, and its ring filled for good).
+/// Without snapshots nothing is checked.
 #[test]
-fn when_snapshots_are_refused_the_full_log_says_why() {
+fn a_state_whose_snapshot_cannot_fit_is_refused_at_the_start() {
+    let mut config = Config::new(3);
+    config.log.max_snapshot_bytes = 4096;
+    match Cluster::start(config.clone(), (0..3).map(|_| Ballast::new(4093, 0))) {
+        Err(StartError::InvalidConfig(why)) => {
+            // The state's bytes and the empty session table's count.
+            let named = "snapshots to 4097 bytes at the start (4093 of state";
+            assert!(why.contains(named), "{why}");
+            assert!(why.contains("max_snapshot_bytes (4096)"), "{why}");
+        }
+        other => panic!("refused at the start: {:?}", other.err()),
+    }
+    let fits = Cluster::start(config.clone(), (0..3).map(|_| Ballast::new(4092, 0)));
+    fits.expect("4096 bytes fit").shutdown();
+    config.snapshot_every_slots = 0;
+    let never = Cluster::start(config, (0..3).map(|_| Ballast::new(4093, 0)));
+    never.expect("no snapshot is taken").shutdown();
+}
+
+/// A state that grows past `max_snapshot_bytes`: the first command after its snapshot was
+/// refused fails at once, naming the knob and the sizes, long before the ring (32 slots)
+/// fills and well within the wait timeout. Before, `submit` kept committing until the
+/// ring was full, then retried `LogFull` for the whole wait timeout.
+#[test]
+fn a_snapshot_refused_for_its_size_fails_the_next_command_at_once() {
     let mut config = Config::new(3);
     config.log.slots = 32;
     config.log.max_snapshot_bytes = 4096;
     config.snapshot_every_slots = 4;
     config.batch.max_commands = 1;
-    config.wait_timeout = Duration::from_millis(500);
-    let cluster = Cluster::start(config, (0..3).map(|_| Ballast)).expect("valid");
+    config.wait_timeout = Duration::from_secs(30);
+    // 3,000 bytes at first; past 4,096 after 11 commands.
+    let cluster = Cluster::start(config, (0..3).map(|_| Ballast::new(3000, 100))).expect("valid");
     let mut committed = 0;
-    let error = loop {
+    let (error, took) = loop {
+        let start = Instant::now();
         match cluster.submit(vec![1]) {
             Ok(_) => committed += 1,
-            Err(e) => break e,
+            Err(e) => break (e, start.elapsed()),
         }
-        assert!(committed <= 32, "the ring cannot recycle: it fills");
+        assert!(committed < 32, "the ring cannot recycle: it fills");
     };
-    // The log's bytes are the state's and the (empty) session table's count.
-    let why = "a snapshot of 4101 bytes is larger than the log's 4096";
-    assert!(
-        matches!(&error, Error::LogFull { snapshot_refused: Some(w) } if w.contains(why)),
-        "{error}"
+    assert!(took < Duration::from_secs(5), "at once, not after {took:?}");
+    let Error::SnapshotTooLarge {
+        bytes,
+        state_bytes,
+        sessions,
+        max,
+        ..
+    } = error
+    else {
+        panic!("a snapshot too large: {error}");
+    };
+    assert_eq!((sessions, max), (0, 4096));
+    assert_eq!(
+        bytes,
+        state_bytes + 4,
+        "the state and the empty session table"
     );
     assert!(
-        error.to_string().contains(why),
-        "the message names it: {error}"
+        bytes > 4096 && committed >= 11,
+        "{bytes} bytes after {committed}"
+    );
+    let text = error.to_string();
+    assert!(
+        text.contains(&format!("raise max_snapshot_bytes to at least {bytes}")),
+        "{text}"
+    );
+    assert!(error.not_proposed(), "nothing was proposed");
+    assert!(
+        matches!(
+            cluster.propose(vec![1]),
+            Err(Error::SnapshotTooLarge { .. })
+        ),
+        "and again, until a snapshot fits"
     );
     assert!(cluster.metrics().snapshots_refused > 0);
     cluster.shutdown();

@@ -1,6 +1,9 @@
 //! How an embedded cluster is set up: the log, the batching, the backend.
 
 use super::batch::{Packing, max_command_bytes};
+use super::error::member_ids;
+use super::session::Sessions;
+use super::state_machine::StateMachine;
 use crate::cluster_file::ClusterFile;
 pub use crate::join::Start;
 use std::time::Duration;
@@ -120,9 +123,11 @@ pub struct Config {
     /// Every this many slots each replica hands its state machine's snapshot to the log
     /// (0: never, and the log ends after `log.slots` entries): the log's ring then reuses
     /// slots once a majority's snapshots hold them, and a replica that falls off the ring
-    /// copies a peer's. A snapshot must fit `log.max_snapshot_bytes` (a larger one is not
-    /// taken: [`MetricsSnapshot::snapshots_refused`](super::MetricsSnapshot), and
-    /// [`Error::LogFull`](super::Error::LogFull) names it). Size `log.max_snapshot_bytes`
+    /// copies a peer's. A snapshot must fit `log.max_snapshot_bytes`: the start refuses a
+    /// state machine whose first snapshot would not, and once a later one is refused
+    /// ([`MetricsSnapshot::snapshots_refused`](super::MetricsSnapshot)) commands fail at
+    /// once with [`Error::SnapshotTooLarge`](super::Error::SnapshotTooLarge), which names
+    /// the sizes, until one fits again. Size `log.max_snapshot_bytes`
     /// for the state: each replica registers two banks of it and `⌈replicas / 2⌉`
     /// incoming ones (the pages are touched only as snapshots fill them); a 64 MiB state
     /// works (`tests/large_snapshots.rs`). The replica writes a snapshot into its bank
@@ -144,7 +149,16 @@ impl Config {
     /// `replicas` replicas on the in-process backend, with timing for threads on a real
     /// clock: heartbeats every 200 µs, a fixed failure timeout of 50 ms (threads can be
     /// descheduled for milliseconds; an adaptive timeout would suspect them), idle pauses
-    /// of 20 µs, catch-up reads after 2 ms; 16384 slots of 256 bytes, 8 pre-prepared.
+    /// of 20 µs, catch-up reads after 2 ms; 16,384 slots of 256 bytes, 8 pre-prepared;
+    /// no leases.
+    ///
+    /// Its limits: a command of at most 253 bytes (233 in a client session, whose
+    /// envelope takes up to 20), batches of at most 64 commands and 256 bytes (25 commands
+    /// of 9 bytes), snapshots — the state and 24 bytes per client session kept — of at
+    /// most 1 MiB (taken every 4,096 slots; the start refuses a state that does not fit,
+    /// and commands fail at once once a snapshot was refused), 65,536 sessions kept,
+    /// waits of at most 10 s. Every default and what follows from it:
+    /// [limits and defaults](super#limits-and-defaults).
     pub fn new(replicas: u16) -> Config {
         let mut log = LogConfig::new(replicas, 1 << 14, 256);
         log.max_snapshot_bytes = 1 << 20;
@@ -165,7 +179,8 @@ impl Config {
     }
 
     /// `replicas` replicas on the emulator with `seed`, with the engine's own (virtual,
-    /// microsecond) timing and 1024 slots.
+    /// microsecond) timing ([`LogConfig::new`]), 1,024 slots, 64 KiB snapshots every 256
+    /// slots ([limits and defaults](super#limits-and-defaults)).
     pub fn emulator(replicas: u16, seed: u64) -> Config {
         let mut log = LogConfig::new(replicas, 1 << 10, 256);
         log.max_snapshot_bytes = 1 << 16;
@@ -226,9 +241,36 @@ impl Config {
         max_command_bytes(self.packing().max_bytes).unwrap_or(0)
     }
 
+    /// Whether replica `replica`'s state machine, as it starts, fits a snapshot (the
+    /// state and the empty session table) when snapshots are taken; the reason if not:
+    /// its first snapshot would be refused and the log could never reuse a slot.
+    pub(crate) fn check_snapshot<S: StateMachine>(
+        &self,
+        replica: u16,
+        machine: &S,
+    ) -> Result<(), String> {
+        if self.snapshot_every_slots == 0 {
+            return Ok(()); // no snapshot is ever taken
+        }
+        let state = machine.snapshot().len();
+        let table = Sessions::<S::Response>::new(self.max_sessions).snapshot(Vec::new());
+        let bytes = state + table.len();
+        let max = self.log.max_snapshot_bytes as usize;
+        if bytes > max {
+            return Err(format!(
+                "replica {replica}'s state machine snapshots to {bytes} bytes at the start \
+                 ({state} of state, 4 for the empty session table), more than \
+                 log.max_snapshot_bytes ({max}): raise max_snapshot_bytes to at least \
+                 {bytes}, or set snapshot_every_slots to 0 (a log of log.slots entries)"
+            ));
+        }
+        Ok(())
+    }
+
     /// Checks the configuration; the reason if it is unusable.
     pub fn validate(&self) -> Result<(), String> {
-        self.log.validate()?;
+        // The log names a bad member set as a bit mask: shown as ids.
+        self.log.validate().map_err(|why| member_ids(&why))?;
         if self.batch.max_commands == 0 {
             return Err("batch.max_commands must be positive".into());
         }
@@ -269,5 +311,49 @@ impl Config {
             _ => {}
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::embed::batch::BatchBuilder;
+    use crate::embed::session::ENVELOPE_BYTES_MAX;
+
+    /// The module docs' "Limits and defaults" state these numbers (their doc test pins the
+    /// settings; this pins what follows from them, and runs with the unit tests).
+    #[test]
+    fn the_limits_the_docs_state_follow_from_the_defaults() {
+        let c = Config::new(3);
+        assert_eq!(c.max_command_bytes(), 253);
+        assert_eq!(c.max_command_bytes() - ENVELOPE_BYTES_MAX, 233);
+        let per_batch = |n: usize| {
+            let mut b = BatchBuilder::new(c.log.max_value_bytes as usize);
+            (0..).take_while(|_| b.push(&vec![0; n])).count()
+        };
+        assert_eq!((per_batch(9), per_batch(1)), (25, 127));
+        assert_eq!(per_batch(127), 255 / 128);
+        assert_eq!(per_batch(128), 1, "130 bytes each from 128 on");
+        let max = c.log.max_snapshot_bytes as usize;
+        assert_eq!(max, 1_048_576);
+        assert_eq!(
+            (max - 4) / 24,
+            43_690,
+            "sessions in a snapshot without state"
+        );
+        assert!(
+            c.max_sessions * 24 + 4 > max,
+            "the default table can outgrow it"
+        );
+        let replicas = usize::from(c.log.replicas);
+        assert_eq!(
+            (2 + replicas.div_ceil(2)) * max,
+            4 << 20,
+            "registered banks"
+        );
+        assert_eq!(
+            (c.log.heartbeat_period_ns, c.log.failure_timeout_ns),
+            (200_000, 50_000_000)
+        );
     }
 }

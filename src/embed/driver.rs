@@ -6,19 +6,19 @@
 
 use super::batch::{self, Packing, Queue};
 use super::config::Config;
-use super::error::Error;
+use super::error::{Error, member_ids};
 use super::metrics::Metrics;
 use super::receipt::{AnswerTx, CommitInfo, Completer};
 use super::session::{self, Sessions, Verdict};
+use super::shown::{CRASHED, STOPPED, Shown, UP};
 use super::state_machine::{Position, StateMachine};
-use super::watch::LeaderWatch;
 use std::any::Any;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU16, AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 use velos_core::log::membership::Members;
-use velos_core::log::{ProposeError, Replica};
+use velos_core::log::{ProposeError, Replica, SnapshotError};
 
 /// A read waiting to run on a replica's state machine: it is given the state (the
 /// cluster's `S`, as `Any`) or the reason it cannot be read there.
@@ -52,44 +52,6 @@ pub(crate) enum Command<R> {
     },
     /// Stop the replica.
     Shutdown,
-}
-
-/// Replica states in [`Shown::status`].
-pub(crate) const UP: u8 = 0;
-pub(crate) const CRASHED: u8 = 1;
-pub(crate) const STOPPED: u8 = 2;
-
-/// What the handle sees of a replica, updated by its driver.
-#[derive(Debug, Default)]
-pub(crate) struct Shown {
-    pub(crate) leader: AtomicU16,
-    pub(crate) leading: AtomicBool,
-    pub(crate) status: AtomicU8,
-    pub(crate) slots_applied: AtomicU64,
-    pub(crate) commands_applied: AtomicU64,
-    /// The voters of the last configuration that took effect here (a bit per replica; 0:
-    /// none yet, the log's initial members).
-    pub(crate) members: AtomicU64,
-    /// Bumped when `leader`, `leading` or `status` changes (one watch per cluster).
-    pub(crate) watch: Arc<LeaderWatch>,
-}
-
-impl Shown {
-    /// Shows `leader` and `leading`; the watch moves if either changed.
-    fn show_leadership(&self, leader: u16, leading: bool) {
-        let old_leader = self.leader.swap(leader, Ordering::SeqCst);
-        let old_leading = self.leading.swap(leading, Ordering::SeqCst);
-        if old_leader != leader || old_leading != leading {
-            self.watch.bump();
-        }
-    }
-
-    /// Shows `status` (and no leadership); the watch moves.
-    pub(crate) fn show_status(&self, status: u8) {
-        self.status.store(status, Ordering::SeqCst);
-        self.leading.store(false, Ordering::SeqCst);
-        self.watch.bump();
-    }
 }
 
 /// A proposed batch: each command's arrival time and completer, in batch order.
@@ -128,6 +90,10 @@ pub(crate) struct Driver<S: StateMachine> {
     /// Why the last snapshot handed to the log was refused (`None` once one is taken):
     /// [`Error::LogFull`] names it.
     snapshot_refused: Option<String>,
+    /// The last snapshot was refused for its size ([`Error::SnapshotTooLarge`]): the log
+    /// cannot recycle its slots until one fits. Shown to the handle, which fails
+    /// commands with it at once.
+    too_large: Option<Error>,
     slots_applied: u64,
     commands_applied: u64,
     /// Reads asked of the engine's lease, by read id.
@@ -176,6 +142,7 @@ impl<S: StateMachine> Driver<S> {
             snapshot_every,
             last_snapshot: 0,
             snapshot_refused: None,
+            too_large: None,
             slots_applied: 0,
             commands_applied: 0,
             lease_reads: HashMap::new(),
@@ -484,7 +451,9 @@ impl<S: StateMachine> Driver<S> {
         let due = self.snapshot_every > 0
             && self.slots_applied >= self.last_snapshot + self.snapshot_every;
         if due && replica.snapshot_writing().is_none() {
-            let snapshot = self.sessions.snapshot(self.machine.snapshot());
+            let state = self.machine.snapshot();
+            let state_bytes = state.len();
+            let snapshot = self.sessions.snapshot(state);
             let taken = replica.snapshot_taken(self.slots_applied, snapshot);
             if let Err(e) = &taken {
                 // The ring cannot recycle slots this snapshot would have covered: without
@@ -497,6 +466,18 @@ impl<S: StateMachine> Driver<S> {
                 );
             }
             self.metrics.snapshot_handed(taken.is_ok());
+            // The size is checked first: any other outcome says it fits.
+            self.too_large = match &taken {
+                Err(SnapshotError::TooLarge { len, max }) => Some(Error::SnapshotTooLarge {
+                    replica: self.me,
+                    bytes: *len,
+                    state_bytes,
+                    sessions: self.sessions.len(),
+                    max: *max,
+                }),
+                _ => None,
+            };
+            self.shown.show_too_large(self.too_large.clone());
             self.snapshot_refused = taken.err().map(|e| e.to_string());
             self.last_snapshot = self.slots_applied;
         }
@@ -590,7 +571,7 @@ impl<S: StateMachine> Driver<S> {
             tracing::info!(
                 replica = self.me,
                 slot,
-                members = members.0,
+                members = %members,
                 "membership change in effect"
             );
             completer.complete(Ok(CommitInfo {
@@ -607,8 +588,13 @@ impl<S: StateMachine> Driver<S> {
             replica.next_apply(),
             "every slot the engine applied was taken"
         );
+        // Takes proposals: the role is held and Ω still names it (`take` refuses
+        // otherwise; a role Ω no longer names is left at the next turn).
+        let leader = replica.leader();
+        let leading = leader == self.me && replica.is_leader();
         self.shown
-            .show_leadership(replica.leader(), replica.is_leader());
+            .show_leadership(self.me, (leader, leading), now_ns);
+        self.shown.watch.check_gap(now_ns);
     }
 
     /// The error for a batch the engine refused to take (a full log names why this
@@ -624,13 +610,14 @@ impl<S: StateMachine> Driver<S> {
             ProposeError::ValueTooLarge { .. } | ProposeError::Busy(_) => {
                 Error::Unavailable { replica: self.me }
             }
-            ProposeError::LogFull => Error::LogFull {
+            // Full for good: the snapshot that would free slots does not fit.
+            ProposeError::LogFull => self.too_large.clone().unwrap_or(Error::LogFull {
                 snapshot_refused: self.snapshot_refused.clone(),
-            },
+            }),
             ProposeError::ShuttingDown => Error::ShuttingDown,
             ProposeError::Exhausted { slot } => Error::Exhausted { slot },
             ProposeError::Deposed => Error::OutcomeUnknown,
-            ProposeError::BadMembership(why) => Error::BadMembership(why),
+            ProposeError::BadMembership(why) => Error::BadMembership(member_ids(&why)),
             ProposeError::ChangePending => Error::ChangePending,
         }
     }
@@ -731,7 +718,7 @@ impl<S: StateMachine> Driver<S> {
             tracing::debug!(replica = self.me, "stopped");
         }
         let status = if crashed { CRASHED } else { STOPPED };
-        self.shown.show_status(status);
+        self.shown.show_status(self.me, status, Some(now_ns));
         let error = if crashed {
             Error::Unavailable { replica: self.me }
         } else {

@@ -1,6 +1,7 @@
 //! What can go wrong when proposing, and why a cluster does not start.
 
 use std::time::Duration;
+use velos_core::log::membership::Members;
 
 /// Why a command was not committed, or what is known of it.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -91,10 +92,12 @@ pub enum Error {
         session: u64,
     },
     /// Every slot of the log's ring is in use: slots are recycled only behind a snapshot
-    /// that a majority holds (every [`Config::snapshot_every_slots`](super::Config)), so a
-    /// state machine whose snapshots are refused — larger than the log's
-    /// `max_snapshot_bytes` — fills it. The refusal is named here when the replica that
-    /// answers had its last snapshot refused (and in a `tracing` warning when it was).
+    /// that a majority holds (every [`Config::snapshot_every_slots`](super::Config)).
+    /// Normally a passing state — the replicas are still writing the snapshots that free
+    /// slots — which [`Cluster::submit`](super::Cluster::submit) waits out. (A snapshot
+    /// refused for its size never frees any: that is [`Error::SnapshotTooLarge`].) A
+    /// snapshot refused for another reason is named here when the replica that answers
+    /// had its last one refused (and in a `tracing` warning when it was).
     #[error(
         "the log is full: no snapshot a majority holds lets its slots be reused{}",
         refused_suffix(snapshot_refused)
@@ -103,6 +106,32 @@ pub enum Error {
         /// Why the answering replica's last snapshot was refused, if it was (the
         /// [`SnapshotError`](crate::core::log::SnapshotError), as text).
         snapshot_refused: Option<String>,
+    },
+    /// A replica's snapshot — the state machine's, with the client sessions' table — is
+    /// larger than the log's snapshot banks, so the log refused it and cannot reuse the
+    /// slots it would have covered: the ring would fill. Commands fail with this at once
+    /// from the refusal on (reads too once the ring is full), until a replica's snapshot
+    /// fits again. Raise [`LogConfig::max_snapshot_bytes`](super::LogConfig) to at least
+    /// `bytes` (each replica registers two banks of it and `⌈replicas / 2⌉` incoming ones),
+    /// or shrink the state; the session table takes 24 bytes per session kept
+    /// ([`Config::max_sessions`](super::Config)) and 4 more.
+    #[error(
+        "replica {replica}'s snapshot of {bytes} bytes ({state_bytes} of state, {sessions} \
+         client sessions) is larger than LogConfig::max_snapshot_bytes ({max}): raise \
+         max_snapshot_bytes to at least {bytes} (or lower Config::max_sessions, 24 bytes \
+         each); the log cannot reuse its slots without snapshots"
+    )]
+    SnapshotTooLarge {
+        /// The replica whose snapshot was refused.
+        replica: u16,
+        /// The snapshot's size: the state's bytes, 24 per session, 4 for their count.
+        bytes: usize,
+        /// The state machine's part ([`StateMachine::snapshot`](super::StateMachine)).
+        state_bytes: usize,
+        /// Client sessions in the table.
+        sessions: usize,
+        /// [`LogConfig::max_snapshot_bytes`](super::LogConfig).
+        max: usize,
     },
     /// A slot used up its proposal numbers in every epoch of the overflow fallback: the
     /// log cannot grow past it.
@@ -135,6 +164,7 @@ impl Error {
                 | Error::NoLeader
                 | Error::ShuttingDown
                 | Error::LogFull { .. }
+                | Error::SnapshotTooLarge { .. }
                 | Error::BadMembership(_)
                 | Error::ChangePending
                 | Error::Exhausted { .. }
@@ -159,4 +189,44 @@ fn refused_suffix(refused: &Option<String>) -> String {
     refused.as_ref().map_or_else(String::new, |why| {
         format!("; this replica's last snapshot was refused: {why}")
     })
+}
+
+/// `why` (the engine's reason for refusing a membership change) with every member set it
+/// names as a bit mask (`0x5`) written as the replicas' ids (`{0, 2}`).
+pub(crate) fn member_ids(why: &str) -> String {
+    let mut out = String::with_capacity(why.len());
+    let mut rest = why;
+    while let Some(at) = rest.find("0x") {
+        out.push_str(&rest[..at]);
+        let digits = rest[at + 2..]
+            .find(|c: char| !c.is_ascii_hexdigit())
+            .unwrap_or(rest.len() - at - 2);
+        let hex = &rest[at + 2..at + 2 + digits];
+        match u64::from_str_radix(hex, 16) {
+            Ok(mask) => out.push_str(&Members(mask).to_string()),
+            Err(_) => out.push_str(&rest[at..at + 2 + digits]),
+        }
+        rest = &rest[at + 2 + digits..];
+    }
+    out.push_str(rest);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn member_masks_in_a_reason_become_ids() {
+        assert_eq!(
+            member_ids("from 0x7 to 0xa: one replica added or removed at a time, one left"),
+            "from {0, 1, 2} to {1, 3}: one replica added or removed at a time, one left"
+        );
+        assert_eq!(member_ids("no set here"), "no set here");
+        assert_eq!(
+            member_ids("a lone 0x"),
+            "a lone 0x",
+            "no digits: left alone"
+        );
+    }
 }

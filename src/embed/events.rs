@@ -79,7 +79,7 @@ pub(crate) fn trace(me: u16, event: &Event) {
         Event::MembersChanged { slot, members } => tracing::info!(
             replica = me,
             from_slot = slot,
-            members = members.0,
+            members = %members,
             "configuration decided"
         ),
         _ => tracing::debug!(replica = me, ?event, "engine event"),

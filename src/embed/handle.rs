@@ -1,11 +1,14 @@
 //! [`Cluster`]: the handle of an embedded cluster — start, propose, query, crash, stop.
 
 use super::config::{Backend, Config};
-use super::driver::{CRASHED, Command, Driver, Framed, ReadJob, STOPPED, Shown, UP};
+use super::driver::{Command, Driver, Framed, ReadJob};
 use super::error::{Error, StartError};
+use super::gaps::{Clock, Gaps};
 use super::metrics::{Metrics, MetricsSnapshot};
 use super::receipt::{Answer, Outcome, Receipt, answer, pair};
+use super::retry::{self, Call, Then};
 use super::session;
+use super::shown::{CRASHED, Role, Shown, UP, admit, leader_of, role_of, too_large};
 use super::state_machine::StateMachine;
 use super::watch::LeaderWatch;
 use super::{emulator_backend, mem_backend};
@@ -21,30 +24,6 @@ use velos_core::log::membership::Members;
 use velos_rdma::NodeId;
 use velos_rdma::mem::MemFabric;
 
-/// What a replica is doing, as the handle last saw it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Role {
-    /// It leads: it takes proposals.
-    Leader,
-    /// It follows: proposals there are refused with [`Error::NotLeader`].
-    Follower,
-    /// It was crashed ([`Cluster::crash`]).
-    Crashed,
-    /// It stopped (the cluster is shutting down).
-    Stopped,
-}
-
-/// Whether `replica` (as `shown`) takes a command of `len` bytes (at most `max`).
-pub(crate) fn admit(shown: &Shown, replica: u16, len: usize, max: usize) -> Result<(), Error> {
-    if len > max {
-        return Err(Error::CommandTooLarge { len, max });
-    }
-    if shown.status.load(Ordering::SeqCst) != UP {
-        return Err(Error::Unavailable { replica });
-    }
-    Ok(())
-}
-
 /// A read job running `query` on `replica`'s state machine, and its answer (which says
 /// [`Error::Unavailable`] if the job is dropped unrun: the replica's runner is gone).
 pub(crate) fn read_job<S: StateMachine, R: Send + 'static>(
@@ -56,16 +35,6 @@ pub(crate) fn read_job<S: StateMachine, R: Send + 'static>(
         tx.send(state.map(|s| query(s.downcast_ref::<S>().expect("the state machine's type"))));
     });
     (job, answer)
-}
-
-/// A replica's role as `shown` says.
-pub(crate) fn role_of(shown: &Shown) -> Role {
-    match shown.status.load(Ordering::SeqCst) {
-        CRASHED => Role::Crashed,
-        STOPPED => Role::Stopped,
-        _ if shown.leading.load(Ordering::SeqCst) => Role::Leader,
-        _ => Role::Follower,
-    }
 }
 
 pub(super) enum Inboxes<S: StateMachine> {
@@ -144,16 +113,24 @@ impl<S: StateMachine> Cluster<S> {
             )));
         }
         config.validate().map_err(StartError::InvalidConfig)?;
+        for (i, machine) in machines.iter().enumerate() {
+            let replica = u16::try_from(i).expect("validated: at most 64 replicas");
+            config
+                .check_snapshot(replica, machine)
+                .map_err(StartError::InvalidConfig)?;
+        }
         let metrics = Arc::new(Metrics::new());
-        let watch = Arc::new(LeaderWatch::default());
+        // Every replica's view is here: the watch reports gaps without a leader, on the
+        // clock the replicas share (each mem thread's clock starts with the thread).
+        let clock = match config.backend {
+            Backend::Emulator(_) => Clock::Backend,
+            _ => Clock::Wall(Instant::now()),
+        };
+        let gaps = Gaps::new(clock, config.log.failure_timeout_ns);
+        let watch = Arc::new(LeaderWatch::with_gaps(gaps));
         let shown: Arc<[Arc<Shown>]> = machines
             .iter()
-            .map(|_| {
-                Arc::new(Shown {
-                    watch: Arc::clone(&watch),
-                    ..Shown::default()
-                })
-            })
+            .map(|_| Arc::new(Shown::watched_by(Arc::clone(&watch))))
             .collect();
         let drivers: Vec<Driver<S>> = machines
             .into_iter()
@@ -253,17 +230,11 @@ impl<S: StateMachine> Cluster<S> {
                 other => other,
             });
         }
+        if let Err(e) = too_large(&self.shown) {
+            return self.refuse(e); // permanent: a retry would only wait for the ring to fill
+        }
         let (receipt, completer) = pair(replica, self.config.wait_timeout);
-        // A send fails only when the replica's runner is gone: the completer, dropped
-        // unsent, refuses the receipt.
-        let _ = match &self.inboxes {
-            Inboxes::PerReplica { inboxes, .. } => inboxes[usize::from(replica)]
-                .send(Command::Propose(command, completer))
-                .map_err(drop),
-            Inboxes::Shared(inbox, _) => inbox
-                .send((replica, Command::Propose(command, completer)))
-                .map_err(drop),
-        };
+        self.send(replica, Command::Propose(command, completer));
         receipt
     }
 
@@ -303,7 +274,7 @@ impl<S: StateMachine> Cluster<S> {
     ) -> Outcome<S::Response> {
         let bytes = session::wrap(id, seq, command);
         let envelope = bytes.len() - command.len();
-        self.retry(Some(resends), |left| {
+        self.retry(Call::SessionCommand, resends, |left| {
             let framed = Framed {
                 bytes: bytes.clone(),
                 session: true,
@@ -317,62 +288,53 @@ impl<S: StateMachine> Cluster<S> {
         })
     }
 
+    /// [`Cluster::submit_in_session`] as a future: at the leader, again at the next one
+    /// while leadership moves (no polling), sent again at once on an unknown outcome
+    /// (counted in `resends`); no bound of its own.
+    pub(crate) async fn submit_in_session_async(
+        &self,
+        id: u64,
+        seq: u64,
+        command: &[u8],
+        resends: &mut u64,
+    ) -> Outcome<S::Response> {
+        let bytes = session::wrap(id, seq, command);
+        let envelope = bytes.len() - command.len();
+        self.at_leader(Call::SessionCommand, resends, |leader| {
+            let framed = Framed {
+                bytes: bytes.clone(),
+                session: true,
+            };
+            self.propose_framed(leader, framed, envelope)
+        })
+        .await
+    }
+
     /// Proposes `command` at whichever replica leads, again while leadership moves or the
-    /// log is full (the refusals that say it was not proposed), until it commits or the
-    /// wait timeout has passed — then the last refusal is returned ([`Error::LogFull`]
-    /// naming a refused snapshot, [`Error::NoLeader`], …), or [`Error::TimedOut`] if the
-    /// last attempt was a wait that ran out. An [`Error::OutcomeUnknown`] is returned, not
-    /// retried: proposing it again could apply it twice.
+    /// log is full waiting for snapshots (the refusals that say it was not proposed and
+    /// pass), until it commits or the wait timeout has passed — then the last refusal is
+    /// returned ([`Error::LogFull`], [`Error::NoLeader`], …), or [`Error::TimedOut`] if
+    /// the last attempt was a wait that ran out. Refusals that do not pass are returned at
+    /// once: [`Error::SnapshotTooLarge`] from the first command after a replica's snapshot
+    /// was refused for its size (the log could never reuse its slots), a command too
+    /// large, … An [`Error::OutcomeUnknown`] is returned, not retried: proposing it again
+    /// could apply it twice.
     pub fn submit(&self, command: Vec<u8>) -> Outcome<S::Response> {
-        self.retry(None, |left| {
+        self.retry(Call::Command, &mut 0, |left| {
             self.propose_async(command.clone()).wait_timeout(left)
         })
     }
 
-    /// Runs `attempt` (given the time left) again while it fails with a refusal that says
-    /// nothing was done — leadership moving, the replica down, the log's ring waiting for
-    /// snapshots to free slots, another membership change under way — a little later each
-    /// time (bounded), until the wait timeout has passed. With `resends`, an unknown
-    /// outcome is tried again at once too, and counted there: only for a session's
-    /// command, which applies at most once however often it is sent.
+    /// Runs `attempt` of `call` (given the time left) again as [`retry::then`] says,
+    /// within the wait timeout ([`retry::retry`]); a session command's resends are
+    /// counted in `resends`.
     fn retry<T>(
         &self,
-        mut resends: Option<&mut u64>,
-        mut attempt: impl FnMut(Duration) -> Result<T, Error>,
+        call: Call,
+        resends: &mut u64,
+        attempt: impl FnMut(Duration) -> Result<T, Error>,
     ) -> Result<T, Error> {
-        let timeout = self.config.wait_timeout;
-        let start = Instant::now();
-        let mut pause = Duration::from_micros(50);
-        // The last refusal: when the time is up it says why nothing was done (the log
-        // full, and why its snapshots were refused; no leader), which a bare `TimedOut`
-        // would not.
-        let mut refused = None;
-        loop {
-            let left = timeout.saturating_sub(start.elapsed());
-            if left.is_zero() {
-                return Err(refused.unwrap_or(Error::TimedOut { after: timeout }));
-            }
-            match attempt(left) {
-                Err(
-                    e @ (Error::NotLeader { .. }
-                    | Error::Unavailable { .. }
-                    | Error::NoLeader
-                    | Error::LogFull { .. }
-                    | Error::ChangePending),
-                ) => {
-                    refused = Some(e);
-                    thread::sleep(pause.min(left));
-                    pause = (pause * 2).min(Duration::from_millis(5));
-                }
-                Err(Error::OutcomeUnknown) if resends.is_some() => {
-                    if let Some(n) = resends.as_deref_mut() {
-                        *n += 1;
-                    }
-                }
-                Err(Error::TimedOut { .. }) => return Err(Error::TimedOut { after: timeout }),
-                other => return other,
-            }
-        }
+        retry::retry(self.config.wait_timeout, call, resends, attempt)
     }
 
     /// Changes which replicas vote to `members` through the log (see
@@ -389,7 +351,7 @@ impl<S: StateMachine> Cluster<S> {
             });
         }
         let members = Members::of(members);
-        self.retry(None, |left| {
+        self.retry(Call::MembersChange, &mut 0, |left| {
             let leader = self.leader_or_why()?;
             let (receipt, completer) = pair(leader, left);
             self.send(leader, Command::Members(members, completer));
@@ -401,14 +363,16 @@ impl<S: StateMachine> Cluster<S> {
     /// every command committed before the read was asked, and its answer is returned.
     /// With leader leases on (`config.log.lease_ns > 0`) the leader answers from its lease
     /// at once; otherwise (or while it holds none) the read goes through the log: an empty
-    /// marker entry is committed first. Retried while leadership moves, up to the wait
-    /// timeout.
+    /// marker entry is committed first. A read has no side effect, so it is asked again
+    /// — of the next leader — while leadership moves and when the leader it was asked of
+    /// crashes or loses its role before answering (which a command reports as
+    /// [`Error::OutcomeUnknown`]), up to the wait timeout.
     pub fn read<R: Send + 'static>(
         &self,
         query: impl Fn(&S) -> R + Send + Sync + 'static,
     ) -> Result<R, Error> {
         let query = Arc::new(query);
-        self.retry(None, |left| {
+        self.retry(Call::Read, &mut 0, |left| {
             let leader = self.leader_or_why()?;
             let (job, answer) = read_job(leader, Arc::clone(&query));
             self.send(leader, Command::Read(job));
@@ -417,13 +381,14 @@ impl<S: StateMachine> Cluster<S> {
     }
 
     /// [`Cluster::read`] as a future: asked of the leader, and again of the next one
-    /// while leadership moves (no polling, no runtime; no bound of its own).
+    /// while leadership moves or when the leader crashes or loses its role before
+    /// answering (no polling, no runtime; no bound of its own).
     pub async fn read_async<R: Send + 'static>(
         &self,
         query: impl Fn(&S) -> R + Send + Sync + 'static,
     ) -> Result<R, Error> {
         let query = Arc::new(query);
-        self.at_leader(|leader| {
+        self.at_leader(Call::Read, &mut 0, |leader| {
             let (job, answer) = read_job(leader, Arc::clone(&query));
             self.send(leader, Command::Read(job));
             answer
@@ -437,26 +402,19 @@ impl<S: StateMachine> Cluster<S> {
         (shown.status.load(Ordering::SeqCst) == UP).then(|| shown.leader.load(Ordering::SeqCst))
     }
 
-    /// The replica that leads: a live one that says it leads, else the one the first
-    /// live replica trusts if that one is live; `None` while no live replica is known to
-    /// lead (a failover under way, or every replica down). [`Cluster::wait_for_leader`]
-    /// and [`Cluster::leader_async`] wait for one.
+    /// The replica that takes proposals: a live one whose driver shows it holds the
+    /// leader's role and Ω names it — never one that is merely trusted (the followers
+    /// name a replica before it took the role up, and a crashed one until they miss its
+    /// heartbeat). `None` while no live replica takes proposals (a failover under way,
+    /// or every replica down). [`Cluster::wait_for_leader`] and [`Cluster::leader_async`]
+    /// wait for one; [`Cluster::leader_seen_by`] tells whom a replica trusts.
     pub fn leader(&self) -> Option<u16> {
-        let live = |r: u16| {
-            self.shown(r)
-                .is_some_and(|s| s.status.load(Ordering::SeqCst) == UP)
-        };
-        let leading = (0..self.replicas())
-            .find(|&r| live(r) && self.shown[usize::from(r)].leading.load(Ordering::SeqCst));
-        leading.or_else(|| {
-            (0..self.replicas())
-                .find_map(|r| self.leader_seen_by(r))
-                .filter(|&l| live(l))
-        })
+        leader_of(&self.shown)
     }
 
-    /// Blocks until a live replica leads (at most `timeout`, then
-    /// [`Error::TimedOut`]); that replica.
+    /// Blocks until a live replica takes proposals (at most `timeout`, then
+    /// [`Error::TimedOut`]; [`Error::NoReplicaUp`] once every replica is down): that
+    /// replica, as [`Cluster::leader`] names it.
     pub fn wait_for_leader(&self, timeout: Duration) -> Result<u16, Error> {
         let start = Instant::now();
         loop {
@@ -488,8 +446,10 @@ impl<S: StateMachine> Cluster<S> {
     /// timer, which this crate, tied to no runtime, does not have). An
     /// [`Error::OutcomeUnknown`] is returned, not retried.
     pub async fn submit_async(&self, command: Vec<u8>) -> Outcome<S::Response> {
-        self.at_leader(|leader| self.propose_at(leader, command.clone()))
-            .await
+        self.at_leader(Call::Command, &mut 0, |leader| {
+            self.propose_at(leader, command.clone())
+        })
+        .await
     }
 
     /// [`Cluster::change_members`] as a future: proposed at the leader, and again at the
@@ -504,7 +464,7 @@ impl<S: StateMachine> Cluster<S> {
             });
         }
         let members = Members::of(members);
-        self.at_leader(|leader| {
+        self.at_leader(Call::MembersChange, &mut 0, |leader| {
             let (receipt, completer) = pair(leader, self.config.wait_timeout);
             self.send(leader, Command::Members(members, completer));
             receipt
@@ -512,10 +472,16 @@ impl<S: StateMachine> Cluster<S> {
         .await
     }
 
-    /// Runs `attempt` at the leader, and again at the next one each time it is refused
-    /// because leadership moved (waiting for the replicas to show the change, no polling).
+    /// Runs `attempt` of `call` at the leader, and again as [`retry::then`] says: at the
+    /// next leader once the replicas show leadership moved (no polling) after a refusal
+    /// because it moved; at once after an unknown outcome where a copy is harmless (a
+    /// read; a session's command, counted in `resends`). Other errors are returned —
+    /// [`Error::LogFull`] and [`Error::ChangePending`] too: waiting them out needs a timer,
+    /// which this crate, tied to no runtime, does not have.
     async fn at_leader<T, F: Future<Output = Result<T, Error>>>(
         &self,
+        call: Call,
+        resends: &mut u64,
         mut attempt: impl FnMut(u16) -> F,
     ) -> Result<T, Error> {
         loop {
@@ -523,15 +489,23 @@ impl<S: StateMachine> Cluster<S> {
             let Some(leader) = self.leader_async().await else {
                 return Err(Error::NoReplicaUp);
             };
-            match attempt(leader).await {
-                Err(Error::NotLeader { .. } | Error::Unavailable { .. } | Error::NoLeader) => {
+            let error = match attempt(leader).await {
+                Err(e) => e,
+                done => return done,
+            };
+            match (retry::then(call, &error), error) {
+                (Then::Resend, _) => *resends += u64::from(call == Call::SessionCommand),
+                (
+                    Then::Later,
+                    Error::NotLeader { .. } | Error::Unavailable { .. } | Error::NoLeader,
+                ) => {
                     WatchFuture {
                         watch: self.watch(),
                         seen,
                     }
                     .await;
                 }
-                other => return other,
+                (_, error) => return Err(error),
             }
         }
     }
@@ -607,7 +581,7 @@ impl<S: StateMachine> Cluster<S> {
             return Err(Error::Unavailable { replica });
         }
         // Seen at once by the handle (leader queries skip it), before the runner acts.
-        shown.show_status(CRASHED);
+        shown.show_status(replica, CRASHED, None);
         // In effect before this returns: on `mem` the node's memory goes now (its thread
         // stops when it reads the command); the emulator's runner takes commands in order,
         // so the crash comes before any later proposal.
@@ -619,7 +593,8 @@ impl<S: StateMachine> Cluster<S> {
     }
 
     pub(super) fn send(&self, replica: u16, command: Command<S::Response>) {
-        // The runner is gone only after a shutdown: nothing left to tell.
+        // A send fails only when the runner is gone (after a shutdown): the command,
+        // dropped unsent, answers its caller with an error.
         let _ = match &self.inboxes {
             Inboxes::PerReplica { inboxes, .. } => {
                 inboxes[usize::from(replica)].send(command).map_err(drop)

@@ -1,8 +1,9 @@
 //! Velos embedded in a Rust service: a [`Cluster`] of replicas of one log, each applying
 //! the committed commands to its own copy of the service's [`StateMachine`].
 //!
-//! * **Start** from a [`Config`]: the log's knobs ([`LogConfig`](velos_core::log::LogConfig),
-//!   with real-time defaults from [`Config::new`]), batching ([`BatchConfig`]) and the
+//! * **Start** from a [`Config`]: the log's knobs ([`LogConfig`], with real-time
+//!   defaults from [`Config::new`]: [limits and defaults](#limits-and-defaults)),
+//!   batching ([`BatchConfig`]) and the
 //!   [`Backend`]: threads over the in-process RDMA backend (the default), or the
 //!   rdma-rmw emulator in virtual time for tests ([`Config::emulator`]).
 //! * **One replica per process** over real RDMA: [`Node::start`] with
@@ -13,18 +14,29 @@
 //! * **Propose**: [`Cluster::submit`] (the leader found, retried while leadership moves,
 //!   bounded by [`Config::wait_timeout`]), [`Cluster::propose`] (blocking, once),
 //!   [`Cluster::propose_async`] (a [`Receipt`], which is a [`Future`]
-//!   usable from any executor, or blocks with a bound), [`Cluster::propose_at`] (one
+//!   usable from any executor, blocks with a bound, or is looked at without waiting:
+//!   [`Receipt::try_get`]), [`Cluster::propose_at`] (one
 //!   replica; a follower refuses with [`Error::NotLeader`], it does not forward). A
 //!   receipt resolves once the command is committed and applied at the leader, with
 //!   [`StateMachine::apply`]'s answer there ([`CommitInfo::response`]).
+//! * **At most once**: a client [`Session`] ([`Cluster::session`]) sends a command again
+//!   after an unknown outcome and the replicas apply it once; an [`OwnedSession`]
+//!   ([`Cluster::owned_session`], the cluster shared through an `Arc`) is
+//!   `Send + 'static` and moves into a spawned task. Both submit blocking or as futures
+//!   (`submit_async`, `resubmit_async`).
 //! * **Batching and pipelining**: the leader's replica packs waiting commands into one log
 //!   entry ([`batch`]: a tag byte and length-prefixed frames, never more than the log's
 //!   `max_value_bytes`), keeps up to [`BatchConfig::max_in_flight`] batches undecided, and
 //!   lets the oldest command wait at most [`BatchConfig::max_delay`] for company. Every
 //!   command gets its own receipt; `apply` sees commands, never batches, and never the
 //!   no-ops a new leader writes.
-//! * **Query**: [`Cluster::leader`], [`Cluster::role`], [`Cluster::applied_commands`],
-//!   [`Cluster::metrics`] (commits, aborts, leader changes, batches, latency histogram).
+//! * **Query**: [`Cluster::leader`] (a replica that takes proposals, or none during a
+//!   failover), [`Cluster::role`], [`Cluster::applied_commands`], [`Cluster::metrics`]
+//!   (commits, aborts, leader changes, batches, latency histogram).
+//! * **Watch** through `tracing`: leadership taken and lost, crashes, refused snapshots,
+//!   the engine's terms and configurations; and availability — a `WARN` once no replica
+//!   has taken proposals for longer than the log's failure timeout, an `INFO` with the
+//!   gap's length (`gap_ms`) when proposals resume.
 //! * **Stop**: [`Cluster::crash`] one replica (tests, demos), [`Cluster::shutdown`] all of
 //!   them, getting the state machines back.
 //!
@@ -59,6 +71,81 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+//!
+//! # Limits and defaults
+//!
+//! [`Config::new`] (replicas as threads on a real clock) sets the log ([`LogConfig`],
+//! `config.log`) to:
+//!
+//! | knob | default | what it means |
+//! |---|---|---|
+//! | `slots` | 16,384 | positions of the log's ring, reused behind snapshots |
+//! | `max_value_bytes` | 256 | one log entry: a batch (below) |
+//! | `max_snapshot_bytes` | 1 MiB (1,048,576) | the largest snapshot: the state and the session table; each replica registers two banks of it and `⌈replicas / 2⌉` incoming ones (4 MiB with three replicas) |
+//! | `pipeline` | 8 | slots the leader keeps prepared or accepting at once |
+//! | `heartbeat_period_ns` | 200 µs | how often a replica bumps its heartbeat and reads the others' |
+//! | `failure_timeout_ns` | 50 ms | a replica whose heartbeat has not moved this long is suspected: a crashed leader is replaced after about this long (the gap is reported, see **Watch**) |
+//! | `detector` | [`Detector::Fixed`] | the timeout above as is (threads can be descheduled for milliseconds; an adaptive one would suspect them) |
+//! | `lease_ns` | 0: no leases | reads go through the log, an empty marker entry each; at most the failure timeout |
+//! | `idle_pause_ns` | 20 µs | an idle replica's pause between polls |
+//! | `catch_up_after_ns` | 2 ms | a follower that learned nothing this long reads the next slot from a majority |
+//! | `epochs` | 2 | acceptor words per slot (the overflow fallback) |
+//! | `layout` | `WordLayout::VELOS` | the acceptor word's fields |
+//! | `members` | every replica | the first voters |
+//!
+//! and the rest of the [`Config`] to: batches ([`BatchConfig::default`]) of at most 64
+//! commands (`max_commands`) and the entry's bytes (`max_bytes`: 0), sent as soon as the
+//! pipeline has room (`max_delay`: zero), 8 undecided at most (`max_in_flight`), held back
+//! while the best live follower is 64 slots behind (`follower_lag_slots_max`); waits of
+//! 10 s at most (`wait_timeout`); a snapshot every 4,096 slots (`snapshot_every_slots`,
+//! a quarter of the ring); 65,536 client sessions kept (`max_sessions`).
+//!
+//! What follows for a command:
+//!
+//! * it holds at most 253 bytes ([`Config::max_command_bytes`]): the entry's 256 less the
+//!   batch's tag byte and the command's 2-byte length. A command of a client session
+//!   carries its session's id and sequence number too (LEB128, 20 bytes at most, 10 to 12
+//!   usually), so 233 bytes always fit.
+//! * a batch takes waiting commands while they fit: a command of `n` bytes takes `n + 1`
+//!   of the entry's 255 after the tag (`n + 2` from 128 bytes on), so a batch holds at
+//!   most `⌊255 / (n + 1)⌋` of them — 25 commands of 9 bytes, 127 of 1 byte — and never
+//!   more than `max_commands`.
+//! * a snapshot holds the state machine's bytes, then 24 bytes per session kept and 4 for
+//!   their count: 65,536 sessions take 1.5 MiB, more than the 1 MiB of a snapshot, so a
+//!   service that keeps more than 43,690 sessions alive (fewer with a state of its own)
+//!   must raise `max_snapshot_bytes` or lower `max_sessions`. A snapshot that does not fit is refused
+//!   and commands fail at once with [`Error::SnapshotTooLarge`], which names the sizes.
+//!
+//! [`Config::emulator`] keeps [`LogConfig::new`]'s timing, in virtual time: heartbeats
+//! every 1 µs, a failure timeout of 20 µs at most (adaptive: 3 times the largest recent
+//! heartbeat gap, at least 4 periods), idle pauses of 200 ns, catch-up reads after 10 µs;
+//! with 1,024 slots, 64 KiB snapshots, a pipeline of 8 and a snapshot every 256 slots.
+//!
+//! ```
+//! # use std::time::Duration;
+//! # use velos::embed::{Config, Detector};
+//! // The numbers above, as Config::new sets them.
+//! let c = Config::new(3);
+//! let log = &c.log;
+//! assert_eq!((log.slots, log.max_value_bytes, log.max_snapshot_bytes), (16_384, 256, 1 << 20));
+//! assert_eq!((log.pipeline, log.epochs, log.lease_ns), (8, 2, 0));
+//! assert_eq!((log.heartbeat_period_ns, log.failure_timeout_ns), (200_000, 50_000_000));
+//! assert_eq!(log.detector, Detector::Fixed);
+//! assert_eq!((log.idle_pause_ns, log.catch_up_after_ns), (20_000, 2_000_000));
+//! assert_eq!(log.members.len(), 3);
+//! let b = c.batch;
+//! assert_eq!((b.max_commands, b.max_bytes, b.max_delay), (64, 0, Duration::ZERO));
+//! assert_eq!((b.max_in_flight, b.follower_lag_slots_max), (8, 64));
+//! assert_eq!(c.wait_timeout, Duration::from_secs(10));
+//! assert_eq!((c.snapshot_every_slots, c.max_sessions), (4_096, 65_536));
+//! assert_eq!(c.max_command_bytes(), 253);
+//! let e = Config::emulator(3, 1).log;
+//! assert_eq!((e.heartbeat_period_ns, e.failure_timeout_ns), (1_000, 20_000));
+//! assert_eq!((e.idle_pause_ns, e.catch_up_after_ns), (200, 10_000));
+//! assert_eq!((e.slots, e.max_snapshot_bytes, e.pipeline), (1_024, 1 << 16, 8));
+//! assert_eq!(Config::emulator(3, 1).snapshot_every_slots, 256);
+//! ```
+
 pub mod batch;
 mod client_session;
 mod config;
@@ -66,6 +153,7 @@ mod driver;
 mod emulator_backend;
 mod error;
 mod events;
+mod gaps;
 mod handle;
 mod mem_backend;
 mod metrics;
@@ -74,17 +162,23 @@ mod node;
 mod node_tests;
 mod receipt;
 mod replace;
+mod retry;
 pub(crate) mod serve;
 mod session;
+mod shown;
 mod state_machine;
 mod verbs_backend;
 mod watch;
 
-pub use client_session::Session;
+pub use client_session::{OwnedSession, Session};
 pub use config::{Backend, BatchConfig, Config, EmulatorConfig, Start, VerbsConfig};
 pub use error::{Error, StartError};
-pub use handle::{Cluster, LeaderFuture, Role};
+pub use handle::{Cluster, LeaderFuture};
 pub use metrics::MetricsSnapshot;
 pub use node::Node;
 pub use receipt::{Answer, CommitInfo, Outcome, Receipt};
+pub use shown::Role;
 pub use state_machine::{Position, RestoreError, StateMachine};
+/// The log's configuration (`Config::log`): its defaults under [`Config::new`] are listed
+/// in [limits and defaults](self#limits-and-defaults).
+pub use velos_core::log::{Detector, LogConfig};

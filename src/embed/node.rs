@@ -2,11 +2,12 @@
 //! one process per replica (over real RDMA: [`Backend::Verbs`]).
 
 use super::config::{Backend, Config, Start};
-use super::driver::{Command, Driver, Framed, STOPPED, Shown};
+use super::driver::{Command, Driver, Framed};
 use super::error::{Error, StartError};
-use super::handle::{Role, admit, read_job, role_of};
+use super::handle::read_job;
 use super::metrics::{Metrics, MetricsSnapshot};
 use super::receipt::{Answer, Outcome, Receipt, answer, pair};
+use super::shown::{Role, STOPPED, Shown, admit, role_of, too_large};
 use super::state_machine::StateMachine;
 use super::verbs_backend;
 use crossbeam_channel::{Receiver, Sender, unbounded};
@@ -94,6 +95,9 @@ impl<S: StateMachine> Node<S> {
                     .into(),
             ));
         };
+        config
+            .check_snapshot(verbs.id, &machine)
+            .map_err(StartError::InvalidConfig)?;
         let (id, log) = (verbs.id, config.log.clone());
         Node::launch(
             config,
@@ -181,7 +185,9 @@ impl<S: StateMachine> Node<S> {
     /// Proposes `command` here: a receipt to block on or `.await`. Refused with
     /// [`Error::NotLeader`] unless this replica leads.
     pub fn propose_async(&self, command: Vec<u8>) -> Receipt<S::Response> {
-        match admit(&self.shown, self.id, command.len(), self.max_command) {
+        let admitted = admit(&self.shown, self.id, command.len(), self.max_command)
+            .and_then(|()| too_large(std::slice::from_ref(&self.shown)));
+        match admitted {
             Err(e) => {
                 self.metrics.refused(1);
                 Receipt::ready(Err(e))

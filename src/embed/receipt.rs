@@ -97,6 +97,14 @@ impl<T> Cell<T> {
         }
     }
 
+    /// The value, if delivered and not taken, left in place.
+    fn peek(&self) -> Option<T>
+    where
+        T: Clone,
+    {
+        self.lock().outcome.clone()
+    }
+
     fn poll_take(&self, cx: &mut Context<'_>) -> Poll<T> {
         let mut state = self.lock();
         match state.outcome.take() {
@@ -210,6 +218,18 @@ impl<R> Receipt<R> {
     pub fn is_ready(&self) -> bool {
         self.cell.lock().outcome.is_some()
     }
+
+    /// The outcome if it is known, without waiting and without taking it: `None` while
+    /// the command is undecided; then a copy, as often as asked, and `wait` or `.await`
+    /// still return it. (`None` again once `.await` on a `&mut Receipt` took it.) A
+    /// response that is not `Clone`: [`Receipt::is_ready`], then `wait_timeout` with
+    /// [`Duration::ZERO`] takes it.
+    pub fn try_get(&self) -> Option<Outcome<R>>
+    where
+        R: Clone,
+    {
+        self.cell.peek()
+    }
 }
 
 impl<R> Future for Receipt<R> {
@@ -274,6 +294,18 @@ impl<T> Answer<T> {
     pub fn is_ready(&self) -> bool {
         self.cell.lock().outcome.is_some()
     }
+
+    /// The answer if it is known, without waiting and without taking it: `None` until
+    /// then; then a copy, as often as asked, and `wait_timeout` or `.await` still return
+    /// it. (`None` again once `.await` on a `&mut Answer` took it.) An answer that is not
+    /// `Clone`: [`Answer::is_ready`], then `wait_timeout` with [`Duration::ZERO`] takes
+    /// it.
+    pub fn try_get(&self) -> Option<Result<T, Error>>
+    where
+        T: Clone,
+    {
+        self.cell.peek()
+    }
 }
 
 impl<T> Future for Answer<T> {
@@ -313,6 +345,34 @@ mod tests {
         let (_tx, a) = answer::<u8>(1);
         let bound = Duration::from_millis(1);
         assert_eq!(a.wait_timeout(bound), Err(Error::TimedOut { after: bound }));
+    }
+
+    #[test]
+    fn try_get_tells_a_known_outcome_without_taking_it() {
+        let (r, c) = pair::<u8>(0, Duration::from_secs(5));
+        assert_eq!(r.try_get(), None, "undecided");
+        let info = CommitInfo {
+            position: Position { slot: 3, index: 0 },
+            batch_commands: 1,
+            leader: 0,
+            latency: Duration::ZERO,
+            response: 7,
+        };
+        c.complete(Ok(info));
+        assert_eq!(r.try_get(), Some(Ok(info)));
+        assert_eq!(r.try_get(), Some(Ok(info)), "as often as asked");
+        assert_eq!(r.wait(), Ok(info), "still there to wait for");
+        let (tx, a) = answer::<String>(1);
+        assert_eq!(a.try_get(), None);
+        tx.send(Err(Error::NoLeader));
+        assert_eq!(a.try_get(), Some(Err(Error::NoLeader)));
+        assert_eq!(a.wait_timeout(Duration::ZERO), Err(Error::NoLeader));
+        // A non-Clone answer is taken by a wait of zero once it is ready.
+        let (tx, a) = answer::<std::sync::Mutex<u8>>(1);
+        tx.send(Ok(std::sync::Mutex::new(4)));
+        assert!(a.is_ready());
+        let taken = a.wait_timeout(Duration::ZERO).expect("ready");
+        assert_eq!(*taken.lock().unwrap(), 4);
     }
 
     #[test]

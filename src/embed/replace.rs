@@ -2,11 +2,12 @@
 //! log (rule (no amnesia) of `velos_core::log::configuration`); [`Cluster::add_replica`]:
 //! a spare running replica made a voter.
 
-use super::driver::{CRASHED, Command, Driver, UP};
+use super::driver::{Command, Driver};
 use super::error::Error;
 use super::handle::{Cluster, Inboxes, Runner};
 use super::mem_backend;
 use super::receipt::{Answer, answer};
+use super::shown::{CRASHED, UP};
 use super::state_machine::StateMachine;
 use std::sync::atomic::Ordering;
 use velos_core::log::membership::Members;
@@ -88,7 +89,7 @@ impl<S: StateMachine> Cluster<S> {
                 )
                 .expect("a replica thread starts");
                 threads[i] = Some(thread);
-                shown.show_status(UP);
+                shown.show_status(replica, UP, None);
                 for peer in (0..self.replicas()).filter(|&p| p != replica) {
                     self.send(
                         peer,
@@ -100,7 +101,7 @@ impl<S: StateMachine> Cluster<S> {
                 }
             }
             (Inboxes::Shared(_, replacements), _) => {
-                shown.show_status(UP);
+                shown.show_status(replica, UP, None);
                 // The runner starts it and tells the engines between two quanta.
                 let _ = replacements.send((replica, incarnation, driver));
             }

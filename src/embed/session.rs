@@ -126,8 +126,7 @@ impl<R: Clone> Sessions<R> {
     }
 
     /// Sessions kept.
-    #[cfg(test)]
-    fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.last.len()
     }
 

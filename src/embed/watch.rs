@@ -1,7 +1,9 @@
 //! Who leads, watched without polling: every replica's driver bumps a version when what it
 //! shows of leadership changes (the leader it trusts, whether it leads, whether it is up);
-//! a blocked caller waits on a condition variable, a future registers its waker.
+//! a blocked caller waits on a condition variable, a future registers its waker. A
+//! cluster's watch also keeps its [`Gaps`]: how long no replica has taken proposals.
 
+use super::gaps::Gaps;
 use std::sync::{Condvar, Mutex, MutexGuard};
 use std::task::Waker;
 use std::time::{Duration, Instant};
@@ -11,6 +13,8 @@ use std::time::{Duration, Instant};
 pub(crate) struct LeaderWatch {
     state: Mutex<WatchState>,
     moved: Condvar,
+    /// The gaps without a replica that takes proposals, if this watch sees every replica.
+    gaps: Option<Gaps>,
 }
 
 #[derive(Debug, Default)]
@@ -20,6 +24,28 @@ struct WatchState {
 }
 
 impl LeaderWatch {
+    /// A watch that also reports the gaps without a replica that takes proposals.
+    pub(crate) fn with_gaps(gaps: Gaps) -> LeaderWatch {
+        LeaderWatch {
+            gaps: Some(gaps),
+            ..LeaderWatch::default()
+        }
+    }
+
+    /// Replica `replica` started or stopped taking proposals, at `now` if known.
+    pub(crate) fn leading_changed(&self, replica: u16, leading: bool, now: Option<u64>) {
+        if let Some(gaps) = &self.gaps {
+            gaps.leading_changed(replica, leading, now);
+        }
+    }
+
+    /// A driver's turn at `now`: an open gap is told once it is longer than the timeout.
+    pub(crate) fn check_gap(&self, now: u64) {
+        if let Some(gaps) = &self.gaps {
+            gaps.check(now);
+        }
+    }
+
     fn lock(&self) -> MutexGuard<'_, WatchState> {
         // Nobody panics holding it; a poisoned lock still holds a consistent state.
         self.state.lock().unwrap_or_else(|e| e.into_inner())

@@ -67,6 +67,20 @@ impl Members {
     }
 }
 
+impl std::fmt::Display for Members {
+    /// The members' ids, in order: `{0, 2}` (`{}` for none).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("{")?;
+        for (i, r) in self.iter().enumerate() {
+            if i > 0 {
+                f.write_str(", ")?;
+            }
+            write!(f, "{r}")?;
+        }
+        f.write_str("}")
+    }
+}
+
 /// The number of a process behind a replica's memory: 0 for the processes a log starts
 /// with, larger for each process that starts blank in a replica's place.
 pub type Incarnation = u64;
@@ -187,6 +201,13 @@ mod tests {
             Configuration::first(Members::all(10), 10).to_entry().len(),
             2
         );
+    }
+
+    #[test]
+    fn members_print_as_their_ids() {
+        assert_eq!(Members::of(&[0, 2]).to_string(), "{0, 2}");
+        assert_eq!(Members::of(&[63]).to_string(), "{63}");
+        assert_eq!(Members::default().to_string(), "{}");
     }
 
     #[test]
