@@ -25,6 +25,7 @@ use velos_core::log::{ProposeError, Replica, SnapshotError};
 pub(crate) type ReadJob = Box<dyn FnOnce(Result<&dyn Any, Error>) + Send>;
 
 /// A command on its way to a batch: its bytes, a session frame if `session`.
+#[derive(Clone)]
 pub(crate) struct Framed {
     pub(crate) bytes: Vec<u8>,
     pub(crate) session: bool,

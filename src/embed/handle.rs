@@ -272,13 +272,9 @@ impl<S: StateMachine> Cluster<S> {
         command: &[u8],
         resends: &mut u64,
     ) -> Outcome<S::Response> {
-        let bytes = session::wrap(id, seq, command);
-        let envelope = bytes.len() - command.len();
+        let (framed, envelope) = session_framed(id, seq, command);
         self.retry(Call::SessionCommand, resends, |left| {
-            let framed = Framed {
-                bytes: bytes.clone(),
-                session: true,
-            };
+            let framed = framed.clone();
             match self.leader_or_why() {
                 Ok(leader) => self
                     .propose_framed(leader, framed, envelope)
@@ -298,14 +294,9 @@ impl<S: StateMachine> Cluster<S> {
         command: &[u8],
         resends: &mut u64,
     ) -> Outcome<S::Response> {
-        let bytes = session::wrap(id, seq, command);
-        let envelope = bytes.len() - command.len();
+        let (framed, envelope) = session_framed(id, seq, command);
         self.at_leader(Call::SessionCommand, resends, |leader| {
-            let framed = Framed {
-                bytes: bytes.clone(),
-                session: true,
-            };
-            self.propose_framed(leader, framed, envelope)
+            self.propose_framed(leader, framed.clone(), envelope)
         })
         .await
     }
@@ -720,4 +711,18 @@ impl Future for WatchFuture<'_> {
             Poll::Ready(())
         }
     }
+}
+
+/// Session `id`'s command `seq` in its envelope, framed for proposal, and the envelope's
+/// length.
+fn session_framed(id: u64, seq: u64, command: &[u8]) -> (Framed, usize) {
+    let bytes = session::wrap(id, seq, command);
+    let envelope = bytes.len() - command.len();
+    (
+        Framed {
+            bytes,
+            session: true,
+        },
+        envelope,
+    )
 }
