@@ -24,18 +24,22 @@
 use super::{Replica, Role, Then};
 use crate::log::config::{BULK_SLOTS, ids};
 use crate::log::learner::majority_decision;
-use crate::log::value::unstamp;
 use crate::proposal::ProposerId;
 use crate::word::AcceptorState;
 use velos_rdma::{Op, Reply};
 
-/// Where a bulk catch-up stands.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub(super) enum Stage {
-    /// The word reads are out at the acceptors asked.
-    Words,
-    /// The value round `round` (0: end stamps, 1: contents, 2: begin stamps) is out.
-    Values { round: u8 },
+/// The run whose values a bulk catch-up reads, once its words are loaded.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(super) struct Run {
+    /// The holder read from, and the proposer whose buffers hold the values.
+    source: u16,
+    proposer: ProposerId,
+    /// Each slot's chosen epoch and state, from the bulk's first slot on.
+    slots: Vec<(u32, AcceptorState)>,
+    /// The buffers as the rounds fill them (each: begin stamp, content, end stamp).
+    image: Vec<u64>,
+    /// The value round out: 0 end stamps, 1 contents, 2 begin stamps.
+    round: u8,
 }
 
 /// A bulk catch-up under way.
@@ -45,18 +49,12 @@ pub(super) struct Bulk {
     from: u64,
     /// Slots read (at most [`BULK_SLOTS`], within one lap of the ring).
     count: u32,
-    stage: Stage,
-    /// Acceptors asked (bit a), and those whose words are loaded.
+    /// Acceptors asked (bit a).
     asked: u64,
     /// Per acceptor: its words, epoch-major (`e * BULK_SLOTS + i` for slot `from + i`).
     words: Vec<Option<Vec<u64>>>,
-    /// The run whose values are read: the holder, the proposer, and each slot's chosen
-    /// epoch and state.
-    source: u16,
-    proposer: ProposerId,
-    run: Vec<(u32, AcceptorState)>,
-    /// The run's buffers as the rounds fill them (each: begin stamp, content, end stamp).
-    image: Vec<u64>,
+    /// `None` while the word reads are out; then the run whose values are read.
+    values: Option<Run>,
     /// When it started or its last stage completed (the local clock).
     progressed: u64,
 }
@@ -102,15 +100,19 @@ impl BulkState {
         let Some(b) = self.under_way.take() else {
             return;
         };
-        match b.stage {
-            Stage::Words => {
-                let unloaded = (0..b.words.len())
-                    .filter(|&a| b.words[a].is_none())
-                    .fold(0u64, |m, a| m | 1 << a);
-                self.pending_words |= b.asked & unloaded;
-            }
-            Stage::Values { .. } => self.pending_values = true,
+        match b.values {
+            None => self.pending_words |= b.asked & b.unloaded(),
+            Some(_) => self.pending_values = true,
         }
+    }
+}
+
+impl Bulk {
+    /// The acceptors whose words are not loaded (bit a).
+    fn unloaded(&self) -> u64 {
+        (0..self.words.len())
+            .filter(|&a| self.words[a].is_none())
+            .fold(0, |m, a| m | 1 << a)
     }
 }
 
@@ -164,13 +166,9 @@ impl Replica {
         self.learn.bulk.under_way = Some(Box::new(Bulk {
             from: k,
             count,
-            stage: Stage::Words,
             asked,
             words: vec![None; usize::from(self.config.replicas)],
-            source: self.me,
-            proposer: ProposerId(self.me),
-            run: Vec::new(),
-            image: Vec::new(),
+            values: None,
             progressed: self.now,
         }));
         self.moved = true;
@@ -195,40 +193,55 @@ impl Replica {
         let Some(b) = &self.learn.bulk.under_way else {
             return;
         };
-        let (stage, asked, source) = (b.stage, b.asked, b.source);
-        let unloaded: Vec<bool> = b.words.iter().map(Option::is_none).collect();
+        let waiting = b.asked & b.unloaded();
+        let source = b.values.as_ref().map(|r| r.source);
         let quiet = self.now - b.progressed > self.config.failure_timeout_ns;
         let silent: u64 = (0..self.config.replicas)
             .filter(|&a| quiet && self.omega.suspects(a, self.now))
             .fold(0, |m, a| m | 1 << a);
         let silent = |a: u16| silent & (1 << a) != 0;
-        match stage {
-            Stage::Words => {
-                for a in (0..self.config.replicas)
-                    .filter(|&a| asked & (1 << a) != 0 && unloaded[usize::from(a)])
-                {
+        match source {
+            None => {
+                let mut dropped = false;
+                for a in (0..self.config.replicas).filter(|&a| waiting & (1 << a) != 0) {
                     if silent(a) {
                         // Its gets may land later: not asked again until they complete.
                         let b = self.learn.bulk.under_way.as_mut().expect("under way");
                         b.asked &= !(1 << a);
                         self.learn.bulk.pending_words |= 1 << a;
-                        self.moved = true;
+                        dropped = true;
                     } else {
                         let work_id = ids::bulk_words(a);
                         self.op(Op::Test { work_id }, Then::BulkWordsTest(a));
                     }
                 }
-                self.bulk_words_loaded();
+                if dropped {
+                    self.moved = true;
+                    self.bulk_words_loaded();
+                }
             }
-            Stage::Values { .. } if silent(source) => {
+            Some(source) if silent(source) => {
                 self.learn.bulk.under_way = None;
                 self.learn.bulk.pending_values = true;
                 self.moved = true;
             }
-            Stage::Values { .. } => {
+            Some(_) => {
                 let work_id = ids::BULK_VALUES;
                 self.op(Op::Test { work_id }, Then::BulkValuesTest);
             }
+        }
+    }
+
+    /// The multi-word read of a value round: the run's buffers at its holder, from the
+    /// bulk's first slot on.
+    fn value_round(&self, from: u64, run: &Run) -> Op {
+        Op::GetWords {
+            local: self.scratch.bulk_values(0),
+            remote: self
+                .shape
+                .value_stamp(run.source, run.proposer, self.ring.position(from)),
+            count: run.image.len() as u32,
+            work_id: ids::BULK_VALUES,
         }
     }
 
@@ -286,17 +299,11 @@ impl Replica {
     /// Once every acceptor asked answered: the run to read, or nothing chosen at the
     /// first slot (the single catch-up takes over).
     fn bulk_words_loaded(&mut self) {
-        let Some(b) = self.learn.bulk.under_way.take() else {
-            return;
-        };
-        let loaded = (0..self.config.replicas)
-            .filter(|&a| b.asked & (1 << a) != 0)
-            .all(|a| b.words[usize::from(a)].is_some());
-        if b.stage != Stage::Words || !loaded {
-            self.learn.bulk.under_way = Some(b);
+        let ready = |b: &Bulk| b.values.is_none() && b.asked & b.unloaded() == 0;
+        if !self.learn.bulk.under_way.as_deref().is_some_and(ready) {
             return;
         }
-        let mut b = b;
+        let mut b = self.learn.bulk.under_way.take().expect("under way");
         let Some((epoch, state, holders)) = self.bulk_decision(&b, 0) else {
             self.learn.bulk.refused_at = Some(b.from);
             self.moved = true;
@@ -304,33 +311,29 @@ impl Replica {
         };
         let proposer = ProposerId::from_value_tag(state.accepted_value).expect("accepted");
         let source = self.holder_to_read(&holders);
-        b.run = vec![(epoch, state)];
+        let mut slots = vec![(epoch, state)];
         for i in 1..b.count {
             match self.bulk_decision(&b, i) {
                 Some((e, s, h))
                     if h.contains(&source)
                         && ProposerId::from_value_tag(s.accepted_value) == Some(proposer) =>
                 {
-                    b.run.push((e, s));
+                    slots.push((e, s));
                 }
                 _ => break,
             }
         }
-        (b.source, b.proposer) = (source, proposer);
-        let words = b.run.len() as u32 * self.buffer_words();
-        b.image = vec![0; words as usize];
-        b.stage = Stage::Values { round: 0 };
-        b.progressed = self.now;
-        let gets = Op::GetWords {
-            local: self.scratch.bulk_values(0),
-            remote: self
-                .shape
-                .value_stamp(source, proposer, self.ring.position(b.from)),
-            count: words,
-            work_id: ids::BULK_VALUES,
+        let words = slots.len() * self.buffer_words() as usize;
+        let run = Run {
+            source,
+            proposer,
+            slots,
+            image: vec![0; words],
+            round: 0,
         };
-        self.op(gets, Then::Ignore);
-        assert!(!b.run.is_empty(), "a run starts with the first slot");
+        self.op(self.value_round(b.from, &run), Then::Ignore);
+        b.values = Some(run);
+        b.progressed = self.now;
         self.learn.bulk.under_way = Some(b);
         self.moved = true;
     }
@@ -341,11 +344,12 @@ impl Replica {
         let Some(b) = &mut self.learn.bulk.under_way else {
             return;
         };
+        let run = b.values.as_ref().expect("a value round is out");
         match reply {
             Reply::Value(1) => {
                 let loads = Op::LoadWords {
                     loc: self.scratch.bulk_values(0),
-                    count: b.run.len() as u32 * per,
+                    count: run.slots.len() as u32 * per,
                 };
                 self.op_first(loads, Then::BulkValues);
             }
@@ -367,13 +371,14 @@ impl Replica {
         let Some(b) = &mut self.learn.bulk.under_way else {
             return;
         };
-        let Stage::Values { round } = b.stage else {
-            unreachable!("values are loaded in a value round")
-        };
+        let run = b
+            .values
+            .as_mut()
+            .expect("values are loaded in a value round");
         let words = words.as_slice();
-        assert_eq!(words.len(), b.image.len(), "the run's buffers");
-        for (image, read) in b.image.chunks_mut(per).zip(words.chunks(per)) {
-            match round {
+        assert_eq!(words.len(), run.image.len(), "the run's buffers");
+        for (image, read) in run.image.chunks_mut(per).zip(words.chunks(per)) {
+            match run.round {
                 0 => image[per - 1] = read[per - 1],
                 1 => image[1..per - 1].copy_from_slice(&read[1..per - 1]),
                 _ => image[0] = read[0],
@@ -381,17 +386,11 @@ impl Replica {
         }
         b.progressed = self.now;
         self.moved = true;
-        if round < 2 {
-            b.stage = Stage::Values { round: round + 1 };
-            let gets = Op::GetWords {
-                local: self.scratch.bulk_values(0),
-                remote: self
-                    .shape
-                    .value_stamp(b.source, b.proposer, self.ring.position(b.from)),
-                count: b.image.len() as u32,
-                work_id: ids::BULK_VALUES,
-            };
-            self.op(gets, Then::Ignore);
+        if run.round < 2 {
+            run.round += 1;
+            let b = self.learn.bulk.under_way.as_deref().expect("under way");
+            let run = b.values.as_ref().expect("a run");
+            self.op(self.value_round(b.from, run), Then::Ignore);
             return;
         }
         let b = self.learn.bulk.under_way.take().expect("under way");
@@ -404,7 +403,9 @@ impl Replica {
     fn apply_bulk(&mut self, b: &Bulk) {
         let per = self.buffer_words() as usize;
         let before = self.next_apply;
-        for (i, (&(epoch, state), image)) in b.run.iter().zip(b.image.chunks(per)).enumerate() {
+        let run = b.values.as_ref().expect("the values were read");
+        for (i, (&(epoch, state), image)) in run.slots.iter().zip(run.image.chunks(per)).enumerate()
+        {
             let slot = b.from + i as u64;
             if slot != self.next_apply || !matches!(self.role, Role::Follower) {
                 break;
@@ -414,8 +415,7 @@ impl Replica {
                 break; // the configuration changed under the run
             }
             // Rule (overtaken buffer), as for a single read: the slot is retired.
-            let later = |w: u64| self.ring.later_tag(slot, unstamp(w).0);
-            if later(image[0]) || later(image[per - 1]) {
+            if self.overtaken(slot, image) {
                 self.snap.behind = true;
                 break;
             }

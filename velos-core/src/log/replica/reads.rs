@@ -59,19 +59,25 @@ impl Replica {
     pub(super) fn read_done(&mut self) {
         let read = self.learn.reads.pop_front().expect("a value read");
         let words: Vec<u64> = read.words.iter().map(|w| w.expect("loaded")).collect();
-        let (begin, end) = (words[0], words[words.len() - 1]);
         // Rule (overtaken buffer): a learner's buffer stamped for a later lap was reused by
         // its proposer, who opens a position's next instance only once the previous one is
         // retired (lemma (overtaken)): a majority's snapshots hold the slot, so copy one.
         // Learning it again from the same words would read the same buffer for ever: my
         // acceptor's word can still show the slot decided while the later lap's CAS missed
         // it (seed 8199).
-        let later = |w: u64| self.ring.later_tag(read.slot, unstamp(w).0);
-        if read.purpose == Purpose::Learn && (later(begin) || later(end)) {
+        if read.purpose == Purpose::Learn && self.overtaken(read.slot, &words) {
             self.snap.behind = true;
         }
         let value = self.buffer_value(read.slot, (read.epoch, read.proposal), &words);
         self.read_finished(read, value);
+    }
+
+    /// Whether a buffer image of `slot` (begin stamp, content, end stamp) carries a stamp
+    /// of a later lap: its proposer reused it, so the slot is retired (rule (overtaken
+    /// buffer)).
+    pub(super) fn overtaken(&self, slot: u64, words: &[u64]) -> bool {
+        let later = |w: u64| self.ring.later_tag(slot, unstamp(w).0);
+        later(words[0]) || later(words[words.len() - 1])
     }
 
     /// What a buffer image of `slot` read for (`epoch`, `proposal`) — begin stamp,
