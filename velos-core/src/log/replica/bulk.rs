@@ -221,8 +221,7 @@ impl Replica {
                 }
             }
             Some(source) if silent(source) => {
-                self.learn.bulk.under_way = None;
-                self.learn.bulk.pending_values = true;
+                self.learn.bulk.abandon();
                 self.moved = true;
             }
             Some(_) => {
