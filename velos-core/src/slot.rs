@@ -94,6 +94,11 @@ pub enum Mutation {
     /// with three proposers, or with two retries).
     #[cfg(feature = "mutations")]
     TrustPromise,
+    /// Rule (sticky leader) broken: nobody's heartbeat claims the lead, so Ω moves it to
+    /// the lowest able replica — from a working leader to a replacement the moment it
+    /// votes (a liveness mutant: a hand-over on every change).
+    #[cfg(feature = "mutations")]
+    HandOver,
 }
 
 impl Mutation {
@@ -122,6 +127,8 @@ impl Mutation {
         Mutation::RejoinBlank,
         #[cfg(feature = "mutations")]
         Mutation::TrustPromise,
+        #[cfg(feature = "mutations")]
+        Mutation::HandOver,
     ];
 
     /// The variant's name, in kebab case (`skip-adoption`); `none` for the algorithm.
@@ -150,6 +157,8 @@ impl Mutation {
             Mutation::RejoinBlank => "rejoin-blank",
             #[cfg(feature = "mutations")]
             Mutation::TrustPromise => "trust-promise",
+            #[cfg(feature = "mutations")]
+            Mutation::HandOver => "hand-over",
         }
     }
 

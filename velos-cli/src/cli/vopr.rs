@@ -68,6 +68,13 @@ struct Summary {
     operations_completed: u64,
     /// Seeds whose leader crashed after a replacement joined (the budget it returned).
     crashes_after_join: u64,
+    /// The longest commit gap while operations waited and no fault was active, over
+    /// every seed (ns), and its seed.
+    longest_gap_ns: u64,
+    longest_gap_seed: u64,
+    /// Seeds in which the gap check charged a visit (an operation waited outside every
+    /// fault's window): its premise.
+    gap_checked_seeds: u64,
     elapsed_s: f64,
     seeds_per_s: f64,
     /// Ctrl-C stopped the run before the range's end (`seeds` counts those that ran).
@@ -210,6 +217,9 @@ pub fn run_cli(a: VoprArgs) -> ExitCode {
         .iter()
         .filter(|r| !r.violations.is_empty())
         .collect();
+    let longest = reports
+        .iter()
+        .max_by_key(|r| (r.longest_gap.1, u64::MAX - r.seed));
     let summary = Summary {
         seeds: total,
         first_seed: first,
@@ -224,6 +234,9 @@ pub fn run_cli(a: VoprArgs) -> ExitCode {
         operations: reports.iter().map(|r| r.operations[0] as u64).sum(),
         operations_completed: reports.iter().map(|r| r.operations[1] as u64).sum(),
         crashes_after_join: reports.iter().filter(|r| r.crashed_after_join).count() as u64,
+        longest_gap_ns: longest.map_or(0, |r| r.longest_gap.1),
+        longest_gap_seed: longest.map_or(first, |r| r.seed),
+        gap_checked_seeds: reports.iter().filter(|r| r.gap_visits > 0).count() as u64,
         elapsed_s: elapsed,
         seeds_per_s: total as f64 / elapsed.max(1e-9),
         interrupted,
@@ -253,13 +266,17 @@ pub fn run_cli(a: VoprArgs) -> ExitCode {
         }
         println!(
             "{} seeds ({}..{end}), {} violating; {} client operations, {} completed; {} \
-             leader crashes after a replacement joined; {:.1} s, {:.1} seeds/s",
+             leader crashes after a replacement joined; longest commit gap outside faults \
+             {} ns (seed {}; {} seeds checked); {:.1} s, {:.1} seeds/s",
             total,
             first,
             bad.len(),
             summary.operations,
             summary.operations_completed,
             summary.crashes_after_join,
+            summary.longest_gap_ns,
+            summary.longest_gap_seed,
+            summary.gap_checked_seeds,
             elapsed,
             summary.seeds_per_s
         );

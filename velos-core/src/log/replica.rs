@@ -563,7 +563,8 @@ impl Replica {
         );
         self.omega.observe(a, word, self.now);
         let beat = Heartbeat::of(word);
-        self.omega.standing(a, !beat.unable, beat.trust == Some(a));
+        let claims = self.claims(beat.trust == Some(a));
+        self.omega.standing(a, !beat.unable, claims);
         let p = &mut self.beat.points[usize::from(a)];
         *p = (*p).max(beat.point); // points only grow
         if self.is_leader() {

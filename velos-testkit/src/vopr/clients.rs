@@ -13,7 +13,7 @@ use velos_sim::machine::Machine;
 use velos_sim::rng::Rng;
 
 /// A proposal older than this without an outcome is made again (ns).
-const RETRY_NS: u64 = 100_000;
+pub(super) const RETRY_NS: u64 = 100_000;
 
 /// A get served from the leader's lease: asked, then answered with the index it must
 /// see (`velos_core::log::lease`).
@@ -71,6 +71,8 @@ pub struct Clients {
     /// Gets are asked of the leader's lease first.
     leases: bool,
     history: Vec<HistoryOp>,
+    /// Operations completed so far.
+    completed: usize,
     /// Every value proposed (hex): what validity allows.
     proposed: Vec<String>,
 }
@@ -93,6 +95,7 @@ impl Clients {
             think_ns_max: scenario.think_ns_max,
             leases: scenario.log.lease_ns > 0,
             history: Vec::new(),
+            completed: 0,
             proposed: Vec::new(),
         }
     }
@@ -279,6 +282,7 @@ impl Clients {
         let entry = &mut self.history[o.index];
         assert!(entry.response_ns.is_none(), "an operation completes once");
         entry.response_ns = Some(now);
+        self.completed += 1;
         if let Some(value) = got {
             entry.value = value;
         }
@@ -339,6 +343,16 @@ impl Clients {
             at: None,
             index: self.history.len() - 1,
         });
+    }
+
+    /// Operations completed so far.
+    pub fn completed(&self) -> usize {
+        self.completed
+    }
+
+    /// Whether some operation is outstanding.
+    pub fn waiting(&self) -> bool {
+        self.clients.iter().any(|c| c.outstanding.is_some())
     }
 
     /// The operations still outstanding: `(client, seq, invoked at)`.

@@ -7,6 +7,7 @@
 //! the command that replays it.
 
 mod clients;
+mod gaps;
 pub mod kv;
 mod mutants;
 mod run;
@@ -52,6 +53,8 @@ pub fn run_mutant(seed: u64, mutation: Mutation, overflow: bool) -> RunReport {
             operations: [0, 0],
             entries: 0,
             crashed_after_join: false,
+            longest_gap: (0, 0),
+            gap_visits: 0,
             end_ns: 0,
             violations: vec![format!("invariant: the run panicked: {message}")],
             history: Vec::new(),

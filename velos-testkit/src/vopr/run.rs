@@ -4,6 +4,7 @@
 //! ones in which every operation must complete; then every checker.
 
 use super::clients::Clients;
+use super::gaps::CommitGaps;
 use super::kv::KvMachine;
 use super::scenario::{FaultPlan, Scenario};
 use crate::check::{self, AppliedLog};
@@ -64,6 +65,12 @@ pub struct RunReport {
     /// fired): the schedule the README's failure model allows and a stricter budget never
     /// tried.
     pub crashed_after_join: bool,
+    /// The longest commit gap while operations waited and no fault was active: (its
+    /// start, its length) in ns ([`super::gaps`]).
+    pub longest_gap: (u64, u64),
+    /// Visits at which such a gap was charged: the check's premise (an operation waited
+    /// outside every fault's window).
+    pub gap_visits: u64,
     /// Virtual time at the end (ns).
     pub end_ns: u64,
     /// One line per violation, prefixed with the property.
@@ -295,6 +302,7 @@ pub fn run(scenario: &Scenario) -> RunReport {
         .collect();
     restarts.sort_unstable();
     let mut after_join = AfterJoin::new(scenario);
+    let mut gaps = CommitGaps::new(scenario);
     // The processes replaced, as they were at their crash: their logs are checked too.
     let mut retired: Vec<Replica> = Vec::new();
     let stop_starting = scenario.safety_ns + scenario.liveness_ops_ns;
@@ -338,10 +346,20 @@ pub fn run(scenario: &Scenario) -> RunReport {
         }
         if now < scenario.safety_ns && after_join.due(&sim, now) {
             after_join.fired = crash_leader(&mut sim).is_some();
+            gaps.fault_at(now);
         }
         services.visit(&mut sim);
         let service = (&services.kv[..], &services.next[..]);
         clients.visit(now, sim.machine_mut(), service, now < stop_starting);
+        let m = sim.machine();
+        let applied = m
+            .threads
+            .iter()
+            .filter(|t| m.is_up(t.node))
+            .map(|t| t.process.next_apply())
+            .max()
+            .unwrap_or(0);
+        gaps.visit(now, (applied, clients.completed()), clients.waiting());
         if now >= stop_starting && clients.idle() {
             break;
         }
@@ -394,6 +412,7 @@ pub fn run(scenario: &Scenario) -> RunReport {
             sim.now().saturating_sub(scenario.safety_ns)
         ));
     }
+    violations.extend(gaps.violation());
     violations.extend(
         promises
             .violations
@@ -402,6 +421,8 @@ pub fn run(scenario: &Scenario) -> RunReport {
     );
     let mut report = report(scenario, &sim, (clients, &retired), violations);
     report.crashed_after_join = after_join.fired;
+    report.longest_gap = gaps.longest;
+    report.gap_visits = gaps.charged_visits;
     report
 }
 
@@ -463,6 +484,8 @@ fn report(
         operations: [history.len(), completed],
         entries: logs.iter().map(|l| l.entries.len()).max().unwrap_or(0),
         crashed_after_join: false,
+        longest_gap: (0, 0),
+        gap_visits: 0,
         end_ns: sim.now(),
         violations,
         history,

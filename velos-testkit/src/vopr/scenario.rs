@@ -314,7 +314,8 @@ fn faults(rng: &mut Rng, replicas: u16, safety_ns: u64) -> Vec<FaultPlan> {
 /// One seed in three, if the budget has room, a restart: a replica crashed and replaced
 /// by a fresh process within the safety phase — one restart in three in the leader's
 /// place —, and after one restart in two, once the replacement joined, the leader's crash
-/// the returned budget allows. Drawn from a stream of its own, so that the other faults
+/// the returned budget allows; where the budget allows it, the leader's crash before the
+/// replacement votes. Drawn from a stream of its own, so that the other faults
 /// (and every scenario without a restart) stay what they were.
 fn restarts(seed: u64, replicas: u16, safety_ns: u64, faults: &mut Vec<FaultPlan>) {
     let mut rng = Rng::new(seed ^ 0x7265_7374_6172_7473); // "restarts"
@@ -341,8 +342,23 @@ fn restarts(seed: u64, replicas: u16, safety_ns: u64, faults: &mut Vec<FaultPlan
             after_ns: after_join_ns,
         });
     }
-    if failures(&with) <= usize::from(replicas - 1) / 2 {
-        *faults = with;
+    // With five replicas, one restart in two also crashes the leader just after the
+    // replacement starts, before it votes (two of five down: the budget allows it): Ω
+    // must not choose the replacement while it cannot lead (rule (able leader)).
+    let before_join = rng.below(2) == 0;
+    let before_ns = [0, 2_000, 10_000][rng.below(3) as usize];
+    let budget = usize::from(replicas - 1) / 2;
+    if failures(&with) > budget {
+        return;
+    }
+    *faults = with;
+    let crash = FaultPlan::CrashLeader {
+        at_ns: at_ns + after_ns + before_ns,
+    };
+    let mut more = faults.clone();
+    more.push(crash);
+    if before_join && failures(&more) <= budget {
+        *faults = more;
     }
 }
 

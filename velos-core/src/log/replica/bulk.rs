@@ -69,6 +69,17 @@ pub(super) struct BulkState {
     pending_values: bool,
     /// The slot at which a bulk found nothing chosen: not tried again there.
     refused_at: Option<u64>,
+    /// Rule (term catch-up): Ω chose me and this was my next slot when my latest bulk
+    /// started ([`Replica::ready_to_lead`]).
+    term_from: Option<u64>,
+    /// Slots of the latest bulk that found nothing chosen at its first slot in which a
+    /// live peer accepted a pair of this lap that my own words lack: how far the others
+    /// are ahead of me, as far as one read shows (rule (up-to-date leader)).
+    ahead: u32,
+    /// Rule (up-to-date leader): I passed the lead at this next slot of mine…
+    passed_at: Option<u64>,
+    /// …and say I cannot lead until then (local clock).
+    lagging_until: u64,
     /// Slots the next bulk reads: [`FIRST_BULK`] after a short run, doubled (up to
     /// `BULK_SLOTS`) after a run that applied every slot read — a replica a few slots
     /// behind reads a few, one far behind soon reads the most.
@@ -126,12 +137,15 @@ impl Replica {
     /// nothing abandoned earlier stands in the way (the value region, or my own words'
     /// region: my words are always read).
     pub(super) fn bulk_usable(&self, k: u64) -> bool {
+        self.learn.streak && self.learn.bulk.refused_at != Some(k) && self.bulk_free()
+    }
+
+    /// Whether nothing stands in the way of a bulk (see [`Replica::bulk_usable`]).
+    fn bulk_free(&self) -> bool {
         let b = &self.learn.bulk;
-        self.learn.streak
-            && b.under_way.is_none()
+        b.under_way.is_none()
             && !b.pending_values
             && b.pending_words & (1 << self.me) == 0
-            && b.refused_at != Some(k)
             && matches!(self.role, Role::Follower)
     }
 
@@ -139,7 +153,7 @@ impl Replica {
     /// [`BULK_SLOTS`] slots at every live replica, myself included (loopback).
     pub(super) fn start_bulk(&mut self, k: u64) {
         assert_eq!(k, self.next_apply, "a bulk starts at my next slot");
-        assert!(self.bulk_usable(k), "rule (bulk): nothing in the way");
+        assert!(self.bulk_free(), "rule (bulk): nothing in the way");
         let slots = self.config.slots;
         let position = self.ring.position(k);
         let ask = self.learn.bulk.next_count.clamp(FIRST_BULK, BULK_SLOTS);
@@ -176,6 +190,85 @@ impl Replica {
             count >= 1 && asked & (1 << self.me) != 0,
             "my own words are read"
         );
+    }
+
+    /// Slots of `b` in which a live peer's words show a pair of this lap accepted and
+    /// mine show none (rule (up-to-date leader)).
+    fn ahead_of_me(&self, b: &Bulk) -> u32 {
+        let (layout, ring) = (self.config.layout, self.ring);
+        let epochs = self.config.epochs as usize;
+        let accepted = |a: usize, i: u32| {
+            let words = b.words[a].as_deref().unwrap_or_default();
+            (0..epochs).any(|e| {
+                let w = words.get(e * BULK_SLOTS as usize + i as usize).copied();
+                w.and_then(|w| ring.state(layout, b.from + u64::from(i), w))
+                    .is_some_and(|s| s.has_accepted())
+            })
+        };
+        let me = usize::from(self.me);
+        let ahead = (0..b.count)
+            .filter(|&i| !accepted(me, i) && (0..b.words.len()).any(|a| a != me && accepted(a, i)))
+            .count() as u32;
+        assert!(ahead <= b.count, "slots of the bulk");
+        ahead
+    }
+
+    /// Rule (up-to-date leader): whether I say I cannot lead because the others are well
+    /// ahead of me ([`Replica::ready_to_lead`]).
+    pub(super) fn lagging(&self) -> bool {
+        self.now < self.learn.bulk.lagging_until
+    }
+
+    /// Rule (term catch-up): whether I may start leading now that Ω chose me. A replica
+    /// that lags behind the others (back from a pause, say) first learns in bulk what a
+    /// majority already decided from its next slot on — many slots per read — instead of
+    /// adopting slot after slot in its window, one value read each (a leader 45 slots
+    /// behind took about 7 µs a slot, and the log stood still meanwhile: the campaign's
+    /// seeds 15 and 203 with its commit-gap check). An up-to-date replica pays one round
+    /// of word reads. Each bulk moves my next slot or ends the catch-up (nothing chosen
+    /// there, or a bulk that could not run or learned nothing): it ends.
+    pub(super) fn ready_to_lead(&mut self) -> bool {
+        let k = self.next_apply;
+        if self.learn.bulk.under_way.is_some() {
+            return false; // a bulk under way ends or is given up within a failure timeout
+        }
+        let progressed = self.learn.bulk.term_from.is_none_or(|from| k > from);
+        if !progressed || !self.bulk_free() {
+            self.learn.bulk.term_from = None;
+            // Rule (up-to-date leader): the catch-up ended with live peers holding more
+            // than a window of slots accepted that I lack (decided by a majority one of
+            // whose members is gone: no read proves them, a leader must adopt each, one
+            // value read at a time), as its words show, or a live peer's snapshot is more
+            // than a window past my next slot (when no bulk could run: an abandoned one's
+            // reads still pending). I pass the lead once, for a failure timeout: my
+            // heartbeat says I cannot lead, and Ω chooses an up-to-date replica if one is
+            // able — else me again, and I lead.
+            let window = u64::from(self.config.pipeline);
+            let behind =
+                self.learn.bulk.ahead > self.config.pipeline || self.snapshot_past(k + window);
+            let b = &mut self.learn.bulk;
+            if behind && b.passed_at != Some(k) {
+                b.passed_at = Some(k);
+                b.lagging_until = self.now + self.config.failure_timeout_ns;
+                return false;
+            }
+            return true;
+        }
+        self.learn.catch_up = None;
+        // One read of a whole bulk's words: a lag of more than a window shows.
+        self.learn.bulk.next_count = BULK_SLOTS;
+        self.start_bulk(k);
+        self.learn.bulk.term_from = Some(k);
+        assert!(
+            self.learn.bulk.under_way.is_some(),
+            "rule (term catch-up): a bulk is out"
+        );
+        false
+    }
+
+    /// Ω chose another: a term catch-up under way is no longer one.
+    pub(super) fn not_chosen(&mut self) {
+        self.learn.bulk.term_from = None;
     }
 
     /// The turn's part: test what is out, give up on silent acceptors, free what
@@ -304,10 +397,12 @@ impl Replica {
         }
         let mut b = self.learn.bulk.under_way.take().expect("under way");
         let Some((epoch, state, holders)) = self.bulk_decision(&b, 0) else {
+            self.learn.bulk.ahead = self.ahead_of_me(&b);
             self.learn.bulk.refused_at = Some(b.from);
             self.moved = true;
             return;
         };
+        self.learn.bulk.ahead = 0; // something chosen: the others are not ahead here
         let proposer = ProposerId::from_value_tag(state.accepted_value).expect("accepted");
         let source = self.holder_to_read(&holders);
         let mut slots = vec![(epoch, state)];

@@ -25,7 +25,8 @@ impl Replica {
         }
         // Rule (able leader): what Ω and my heartbeat say of me.
         let able = self.able_to_lead();
-        self.omega.standing(self.me, able, self.is_leader());
+        self.omega
+            .standing(self.me, able, self.claims(self.is_leader()));
         if now >= self.beat.next_heartbeat {
             self.beat.next_heartbeat = now + self.config.heartbeat_period_ns;
             self.beat.heartbeat += 1;
@@ -224,12 +225,23 @@ impl Replica {
     }
 
     /// Rule (able leader): whether I could lead — I vote in my next slot (its
-    /// configuration names me at my incarnation). Lagging behind the others is no bar: a
-    /// new leader learns the slots it lacks by adopting them (rule (stale view) covers the
-    /// one case where it cannot). Passing over a lagging voter made the views disagree
-    /// for a heartbeat and two replicas lead at once.
+    /// configuration names me at my incarnation), and I have not just found the others
+    /// more than a window ahead of me (rule (up-to-date leader), decided by the replica
+    /// itself before it leads, so no two views disagree on who leads: passing over a
+    /// voter that others judged lagging made two replicas lead at once). Rule (stale
+    /// view) covers the case where a lagging replica cannot lead at all.
     pub(super) fn able_to_lead(&self) -> bool {
-        self.votes()
+        self.votes() && !self.lagging()
+    }
+
+    /// Rule (sticky leader): whether a replica claims the lead, given that it leads (or
+    /// its heartbeat names itself as the leader it trusts).
+    pub(super) fn claims(&self, leads: bool) -> bool {
+        #[cfg(feature = "mutations")]
+        if self.config.mutation == crate::slot::Mutation::HandOver {
+            return false;
+        }
+        leads
     }
 
     /// Whether the voters of slot `k` that I do not suspect (myself included) are a
@@ -330,9 +342,15 @@ impl Replica {
             }
             self.snap.behind = true;
         }
+        if leader != self.me {
+            self.not_chosen();
+        }
+        // A replica behind the ring copies a snapshot before it may lead; one behind the
+        // others learns in bulk first (rule (term catch-up)).
+        let ready =
+            leader == self.me && !self.is_leader() && !self.snap.behind && self.ready_to_lead();
         match (&self.role, leader == self.me) {
-            // A replica behind the ring copies a snapshot before it may lead.
-            (Role::Follower, true) if !self.snap.behind => {
+            (Role::Follower, true) if ready => {
                 self.learn.repair = None;
                 self.term += 1;
                 self.terms_started.push(self.now);
@@ -365,8 +383,8 @@ impl Replica {
             (Role::Leader(_), false) => self.step_down(),
             _ => {}
         }
-        self.omega
-            .standing(self.me, self.able_to_lead(), self.is_leader());
+        let claims = self.claims(self.is_leader());
+        self.omega.standing(self.me, self.able_to_lead(), claims);
         assert!(
             !self.is_leader() || self.omega.leader(self.now) == self.me,
             "rule (sticky leader): a leader is its own Ω's choice"

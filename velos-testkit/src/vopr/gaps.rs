@@ -1,0 +1,109 @@
+//! The campaign's commit-gap check (issue: availability): while no fault is active and
+//! some client operation waits, commits must not stop for longer than a bound. A fault
+//! is active from its start until [`settle_ns`] after its end (the failure detector's
+//! ceiling twice, and a client's retry of a lost proposal); a membership change — a
+//! replacement joining, catching up, starting to vote — is no fault: the working leader
+//! keeps deciding through it (rule (able leader), rule (sticky leader) in
+//! `paper-notes/velos.md`), so a gap there fails the run.
+
+use super::clients::RETRY_NS;
+use super::scenario::{FaultPlan, Scenario};
+
+/// The longest commit gap (ns) allowed while no fault is active, in failure timeouts: a
+/// stable leader decides a slot in a few microseconds, so a gap of this length means the
+/// log stopped with no fault to excuse it (a hand-over, a leader that cannot lead).
+pub const GAP_FAILURE_TIMEOUTS: u64 = 2;
+
+/// How long after a fault's end it still excuses a gap (ns): the detector's timeout
+/// (its ceiling is the configured failure timeout) twice — once to suspect, once more
+/// for the successor's takeover and repairs — and a client's retry of a proposal lost
+/// with the old leader.
+pub fn settle_ns(failure_timeout_ns: u64) -> u64 {
+    2 * failure_timeout_ns + RETRY_NS
+}
+
+/// The commit-gap watch of one run.
+#[derive(Clone, Debug)]
+pub struct CommitGaps {
+    /// Intervals `[from, to)` (ns) in which a fault excuses a gap.
+    excused: Vec<(u64, u64)>,
+    settle_ns: u64,
+    bound_ns: u64,
+    /// When commits last moved, or the last instant a gap could not be charged.
+    since: u64,
+    /// What had been committed then: the highest slot applied anywhere, operations done.
+    seen: (u64, usize),
+    /// The longest gap charged: (its start, its length).
+    pub longest: (u64, u64),
+    /// Gaps charged: visits with an operation waiting outside every fault's window.
+    pub charged_visits: u64,
+}
+
+impl CommitGaps {
+    /// The watch for `scenario`: each planned fault's window is known now; a leader's
+    /// crash after a join is added when it fires ([`CommitGaps::fault_at`]).
+    pub fn new(scenario: &Scenario) -> CommitGaps {
+        let settle_ns = settle_ns(scenario.log.failure_timeout_ns);
+        let excused = scenario
+            .faults
+            .iter()
+            .filter_map(|f| match *f {
+                FaultPlan::CrashLeader { at_ns }
+                | FaultPlan::Crash { at_ns, .. }
+                | FaultPlan::QueuePairError { at_ns, .. }
+                | FaultPlan::Restart { at_ns, .. } => Some((at_ns, at_ns + settle_ns)),
+                FaultPlan::Delay {
+                    at_ns, duration_ns, ..
+                }
+                | FaultPlan::Pause {
+                    at_ns, duration_ns, ..
+                } => Some((at_ns, at_ns + duration_ns + settle_ns)),
+                // Known only when it fires.
+                FaultPlan::CrashLeaderAfterJoin { .. } => None,
+            })
+            .collect();
+        CommitGaps {
+            excused,
+            settle_ns,
+            bound_ns: GAP_FAILURE_TIMEOUTS * scenario.log.failure_timeout_ns,
+            since: 0,
+            seen: (0, 0),
+            longest: (0, 0),
+            charged_visits: 0,
+        }
+    }
+
+    /// A fault not planned in advance happened at `at_ns`.
+    pub fn fault_at(&mut self, at_ns: u64) {
+        self.excused.push((at_ns, at_ns + self.settle_ns));
+    }
+
+    /// A visit at `now`: `applied`, the highest slot any live replica applied; `done`,
+    /// the operations completed; `waiting`, whether some operation is outstanding.
+    pub fn visit(&mut self, now: u64, (applied, done): (u64, usize), waiting: bool) {
+        assert!(now >= self.since, "time moves forward");
+        let excused = self.excused.iter().any(|&(a, b)| a <= now && now < b);
+        if (applied, done) != self.seen || !waiting || excused {
+            self.seen = (applied, done);
+            self.since = now;
+            return;
+        }
+        self.charged_visits += 1;
+        let gap = now - self.since;
+        if gap > self.longest.1 {
+            self.longest = (self.since, gap);
+        }
+    }
+
+    /// The violation, if the longest gap is over the bound.
+    pub fn violation(&self) -> Option<String> {
+        let (from, gap) = self.longest;
+        (gap > self.bound_ns).then(|| {
+            format!(
+                "liveness: no commit for {gap} ns from {from} ns while operations waited and \
+                 no fault was active (bound {} ns: {GAP_FAILURE_TIMEOUTS} failure timeouts)",
+                self.bound_ns
+            )
+        })
+    }
+}
