@@ -79,6 +79,9 @@ pub struct BankConfig {
     pub vote_timeout: Duration,
     /// The clients' random choices.
     pub seed: u64,
+    /// Keep the replicas' `DEBUG` events too (every aborted attempt, the lag bound's
+    /// holds); `INFO` and above are always kept.
+    pub events: bool,
     /// Sample every thread's scheduler statistics (Linux), to tell the longest gap's
     /// threads waiting for a core from running.
     pub sched: bool,
@@ -99,6 +102,7 @@ impl Default for BankConfig {
             after: Duration::from_millis(500),
             vote_timeout: Duration::from_secs(10),
             seed: 1,
+            events: false,
             sched: false,
         }
     }

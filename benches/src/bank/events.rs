@@ -10,7 +10,7 @@ use std::time::Instant;
 use tracing::field::{Field, Visit};
 use tracing::span::{Attributes, Id, Record};
 use tracing::subscriber::Interest;
-use tracing::{Event, Metadata, Subscriber};
+use tracing::{Event, Level, Metadata, Subscriber};
 
 /// One event: when, its level, its fields as `name=value` text.
 #[derive(Clone, Debug)]
@@ -38,13 +38,18 @@ fn seen() -> MutexGuard<'static, Vec<Seen>> {
     SEEN.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// Starts keeping events (the recorder installed first, unless another subscriber is):
-/// whether it is installed.
-pub fn start() -> bool {
+/// `DEBUG` events are kept too (a new configuration's aborted first attempts come one a
+/// slot: formatting each costs the replica's thread).
+static DEBUG: AtomicBool = AtomicBool::new(false);
+
+/// Starts keeping events — `INFO` and above, `DEBUG` too if `debug` — (the recorder
+/// installed first, unless another subscriber is): whether it is installed.
+pub fn start(debug: bool) -> bool {
     static INSTALLED: OnceLock<bool> = OnceLock::new();
     let installed =
         *INSTALLED.get_or_init(|| tracing::subscriber::set_global_default(Recorder).is_ok());
     seen().clear();
+    DEBUG.store(debug, Ordering::SeqCst);
     RECORDING.store(installed, Ordering::SeqCst);
     installed
 }
@@ -77,8 +82,10 @@ impl Subscriber for Recorder {
         // Asked again at every event: recording starts and stops.
         Interest::sometimes()
     }
-    fn enabled(&self, _: &Metadata<'_>) -> bool {
+    fn enabled(&self, metadata: &Metadata<'_>) -> bool {
+        let level = *metadata.level();
         RECORDING.load(Ordering::Relaxed)
+            && (level <= Level::INFO || level == Level::DEBUG && DEBUG.load(Ordering::Relaxed))
     }
     fn new_span(&self, attributes: &Attributes<'_>) -> Id {
         let mut fields = Fields(String::new());

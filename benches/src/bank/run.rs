@@ -111,9 +111,11 @@ fn write_and_replace(
     let timeout = cluster.config().wait_timeout;
     let sampled = AtomicBool::new(false);
     thread::scope(|s| {
-        let sampler = c
-            .sched
-            .then(|| s.spawn(|| Samples::run(shared.epoch, &sampled)));
+        let sampler = c.sched.then(|| {
+            let named = thread::Builder::new().name("bank-sampler".into());
+            named.spawn_scoped(s, || Samples::run(shared.epoch, &sampled))
+        });
+        let sampler = sampler.transpose().expect("the sampler starts");
         let threads: Vec<_> = (0..CLIENTS)
             .map(|i| {
                 let client = Client::new(i as u8, accounts, c.seed);
@@ -148,7 +150,7 @@ pub fn run(c: &BankConfig, index: usize) -> anyhow::Result<BankRun> {
     let mut config = Config::new(3);
     config.log.max_snapshot_bytes = u32::try_from(c.state_bytes)? + SNAPSHOT_SLACK;
     let machines = (0..3).map(|_| Bank::new(c.state_bytes));
-    events::start();
+    events::start(c.events);
     let cluster = Arc::new(Cluster::start(config, machines)?);
     cluster.wait_for_leader(Duration::from_secs(10))?;
     let shared = Shared::new();

@@ -38,7 +38,9 @@ pub struct BankArgs {
     /// The clients' random choices.
     #[arg(long, default_value_t = 1)]
     seed: u64,
-    /// Print each run's `tracing` events of the replacement's window under its line.
+    /// Keep the replicas' `DEBUG` events too (every aborted attempt, the lag bound's
+    /// holds) and print each run's events of the replacement's window, with its commit
+    /// gaps over 1 ms, under its line.
     #[arg(long)]
     events: bool,
     /// Sample every thread's scheduler statistics (Linux) and print, under the run's
@@ -93,6 +95,7 @@ impl BankArgs {
             after: Duration::from_nanos(self.after),
             vote_timeout: Duration::from_nanos(self.vote_timeout),
             seed: self.seed,
+            events: self.events,
             sched: self.sched,
         })
     }
