@@ -159,8 +159,9 @@ impl<S: StateMachine> Driver<S> {
     }
 
     /// This driver runs a replacement: `voting` is told its incarnation once a decided
-    /// configuration names it in its next slot. Until then it is shown joining, and the
-    /// follower-lag bound does not count it.
+    /// configuration names it in its next slot. Until then, and until it has caught up
+    /// with the replicas ahead of it, it is shown joining: the follower-lag bound does
+    /// not count it.
     pub(crate) fn tell_when_voting(&mut self, voting: AnswerTx<u64>) {
         self.shown.joining.store(true, Ordering::SeqCst);
         self.voting = Some(voting);
@@ -377,6 +378,19 @@ impl<S: StateMachine> Driver<S> {
         }
     }
 
+    /// Whether this replacement votes and has applied within the lag bound of every live
+    /// replica: from then on the bound counts it.
+    fn caught_up(&self, replica: &Replica) -> bool {
+        let ahead = self
+            .peers
+            .iter()
+            .filter(|p| p.status.load(Ordering::SeqCst) == UP)
+            .map(|p| p.slots_applied.load(Ordering::SeqCst))
+            .max()
+            .unwrap_or(0);
+        replica.votes() && self.slots_applied + self.lag_slots_max >= ahead
+    }
+
     /// Whether every live follower has fallen more than the bound behind this replica's
     /// log. Followers learn about one slot per turn; a leader that runs far ahead leaves
     /// its successor that many slots to decide again after a crash (a long failover), so
@@ -385,19 +399,19 @@ impl<S: StateMachine> Driver<S> {
     /// replicas, one crashed), this replica's crash stops the log whatever the lag, and
     /// holding back would only tie the log to its slowest follower (after a failover,
     /// one that fell thousands of slots behind while the other kept up: seconds). A
-    /// replacement counts from its first vote on, not while it copies a snapshot and
-    /// replays the log: counted then, it left the one follower that kept up alone to set
-    /// the log's pace, and that follower, sharing the cores with the copy, fell more than
-    /// the bound behind and held the leader's batches back for milliseconds at a time
-    /// (`velos bench bank`).
+    /// replacement counts once it votes and has caught up within the bound, not while it
+    /// copies a snapshot and replays the log: counted then, it left the one follower
+    /// that kept up alone to set the log's pace, and that follower, sharing the cores
+    /// with the copy, fell more than the bound behind and held the leader's batches back
+    /// for 10 to 20 ms at a time (`velos bench bank`).
     fn followers_behind(&self, members: Members) -> bool {
         if self.lag_slots_max == 0 {
             return false;
         }
         let me = usize::from(self.me);
         // The live followers among the members: how many, and the furthest one's slot. A
-        // replacement counts once it votes: until then it is no successor (Ω passes over
-        // it) and it copies and replays on cores its peers share.
+        // replacement counts once it votes and caught up: until then it is no successor
+        // (Ω passes over it) and it copies and replays on cores its peers share.
         let (live, best) = self
             .peers
             .iter()
@@ -427,7 +441,6 @@ impl<S: StateMachine> Driver<S> {
             }
         }
         if let Some(tx) = self.voting.take_if(|_| replica.votes()) {
-            self.shown.joining.store(false, Ordering::SeqCst);
             tracing::info!(
                 replica = self.me,
                 incarnation = replica.incarnation(),
@@ -525,6 +538,14 @@ impl<S: StateMachine> Driver<S> {
         self.shown
             .slots_applied
             .store(self.slots_applied, Ordering::SeqCst);
+        if self.shown.joining.load(Ordering::SeqCst) && self.caught_up(replica) {
+            self.shown.joining.store(false, Ordering::SeqCst);
+            tracing::debug!(
+                replica = self.me,
+                slot = self.slots_applied,
+                "replacement caught up"
+            );
+        }
         self.shown
             .commands_applied
             .store(self.commands_applied, Ordering::SeqCst);
@@ -847,18 +868,18 @@ mod tests {
             !d.followers_behind(members),
             "one live follower: no successor could decide, nothing to hold back for"
         );
-        // Replica 1's replacement, far behind: counted only once it votes.
+        // Replica 1's replacement, far behind: counted only once it caught up.
         peers[1].status.store(UP, Ordering::SeqCst);
         peers[1].slots_applied.store(0, Ordering::SeqCst);
         peers[1].joining.store(true, Ordering::SeqCst);
         assert!(
             !d.followers_behind(members),
-            "a replacement that does not vote yet is not counted"
+            "a replacement still joining is not counted"
         );
         peers[1].joining.store(false, Ordering::SeqCst);
         assert!(
             d.followers_behind(members),
-            "it votes: both followers behind"
+            "it joined: both followers behind"
         );
     }
 }
