@@ -177,6 +177,9 @@ pub struct BankRun {
     /// With [`BankConfig::sched`]: what each thread did during the longest gap of the
     /// replacement's window (ran, waited for a core).
     pub gap_threads: Vec<String>,
+    /// With [`BankConfig::sched`]: what each thread did from the `replace` call until the
+    /// replacement caught up.
+    pub joining_threads: Vec<String>,
     /// What failed, one line each (premises included).
     pub failures: Vec<String>,
     /// Every check passed and the premise holds.

@@ -176,6 +176,7 @@ pub fn run(c: &BankConfig, index: usize) -> anyhow::Result<BankRun> {
     if let Some(gap) = timeline.longest_gap(m.replace, m.window_end) {
         r.gap_threads = samples.between(gap.from, gap.from + gap.len);
     }
+    r.joining_threads = samples.between(m.replace, m.caught_up.unwrap_or(m.window_end));
     r.ok = r.failures.is_empty();
     assert!(
         !r.ok || r.vote_ms.is_some(),

@@ -44,7 +44,8 @@ pub struct BankArgs {
     #[arg(long)]
     events: bool,
     /// Sample every thread's scheduler statistics (Linux) and print, under the run's
-    /// line, what each did during the longest gap of the window (ran, waited for a core).
+    /// line, what each did during the longest gap of the window and until the
+    /// replacement caught up (ran, waited for a core).
     #[arg(long)]
     sched: bool,
     /// Print one JSON object instead of the table.
@@ -202,7 +203,16 @@ pub fn run(args: &BankArgs) -> ExitCode {
             if args.events {
                 r.events.iter().for_each(|e| println!("     {e}"));
             }
-            r.gap_threads.iter().for_each(|t| println!("     {t}"));
+            if !r.gap_threads.is_empty() {
+                println!(
+                    "     the longest gap of the window: {}",
+                    r.gap_threads.join("\n     ")
+                );
+                println!(
+                    "     until the replacement caught up: {}",
+                    r.joining_threads.join("\n     ")
+                );
+            }
             let _ = std::io::stdout().flush();
         }
     };
