@@ -200,6 +200,11 @@ impl Client {
         };
         self.log.commits.push(Commit { at_ns, leader });
         self.next = None;
+        assert_eq!(
+            self.log.commits.len() as u64,
+            self.seq,
+            "one commit per command"
+        );
         Next::Done
     }
 

@@ -97,6 +97,12 @@ fn scenario(cluster: &Cluster<Bank>, c: &BankConfig, shared: &Shared) -> anyhow:
     let after = cluster.metrics();
     m.leaderships = after.leaderships - before.leaderships;
     m.installs = after.installs - before.installs;
+    assert!(
+        m.crash < m.replace
+            && m.replace <= m.replace_returned
+            && m.replace_returned <= m.window_end,
+        "the scenario's marks in order"
+    );
     Ok(m)
 }
 
@@ -138,9 +144,14 @@ fn write_and_replace(
         let marks = scenario(cluster, c, shared);
         shared.stop.store(true, Ordering::SeqCst);
         let clients = threads.into_iter().map(|t| t.join().expect("a client"));
-        let clients = clients.collect();
+        let clients: Vec<Client> = clients.collect();
         sampled.store(true, Ordering::SeqCst);
         let samples = sampler.map(|t| t.join().expect("the sampler"));
+        assert_eq!(
+            clients.len(),
+            CLIENTS,
+            "every client stopped and handed back"
+        );
         (clients, marks, samples.unwrap_or_default())
     })
 }
@@ -187,6 +198,7 @@ pub fn run(c: &BankConfig, index: usize) -> anyhow::Result<BankRun> {
 
 /// The correctness checks: the clients' answers, every replica's final state.
 fn check(r: &mut BankRun, clients: &[Client], machines: &[Option<Bank>]) {
+    assert_eq!(machines.len(), 3, "one state per replica");
     for c in clients {
         r.wrong += c.log.wrong.len() as u64;
         r.failures.extend(c.log.wrong.iter().take(3).cloned());
@@ -228,6 +240,10 @@ fn check(r: &mut BankRun, clients: &[Client], machines: &[Option<Bank>]) {
 
 /// The measurement, from every commit's time.
 fn measure(r: &mut BankRun, clients: &[Client], m: &Marks, stopped: u64) -> Timeline {
+    assert!(
+        m.window_end <= stopped,
+        "the window closes before the clients stop"
+    );
     let commits = clients.iter().flat_map(|c| &c.log.commits);
     let timeline = Timeline::new(commits.clone().map(|c| c.at_ns).collect(), stopped);
     r.commits = timeline.len() as u64;

@@ -70,6 +70,7 @@ impl Samples {
     /// `to`: `name: ran x ms, waited y ms` for each thread that did either (the interval
     /// measured first); empty without samples around it.
     pub fn between(&self, from: u64, to: u64) -> Vec<String> {
+        assert!(from <= to, "an interval");
         let before = self.at.iter().rev().find(|(t, _)| *t <= from);
         let after = self.at.iter().find(|(t, _)| *t >= to);
         let (Some((t0, a)), Some((t1, b))) = (before, after) else {

@@ -65,8 +65,8 @@ impl BankArgs {
         if !(1..=1_000).contains(&self.runs) {
             return Err("--runs from 1 to 1000".into());
         }
-        if self.state_bytes % 8 != 0 || !(64..=1 << 30).contains(&self.state_bytes) {
-            return Err("--state-bytes a multiple of 8 from 64 to 1 GiB".into());
+        if self.state_bytes % 8 != 0 || !(64..=64 << 20).contains(&self.state_bytes) {
+            return Err("--state-bytes a multiple of 8 from 64 to 64 MiB".into());
         }
         if self.async_clients > velos_bench::bank::machine::CLIENTS {
             return Err("--async-clients at most 4 (of the four clients)".into());
