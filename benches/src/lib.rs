@@ -5,6 +5,7 @@
 //! live here only.
 #![deny(unsafe_code)]
 
+pub mod bank;
 pub mod embed;
 pub mod emulator;
 pub mod engine;

@@ -109,6 +109,8 @@ pub(crate) struct Driver<S: StateMachine> {
     changes_decided: Vec<(u64, Members, u64, Completer)>,
     /// A replacement's handle waits for it to vote: told its incarnation then.
     voting: Option<AnswerTx<u64>>,
+    /// Since when the follower-lag bound holds new batches back, if it does.
+    held_since: Option<u64>,
 }
 
 impl<S: StateMachine> Driver<S> {
@@ -152,12 +154,16 @@ impl<S: StateMachine> Driver<S> {
             changes: HashMap::new(),
             changes_decided: Vec::new(),
             voting: None,
+            held_since: None,
         }
     }
 
     /// This driver runs a replacement: `voting` is told its incarnation once a decided
-    /// configuration names it in its next slot.
+    /// configuration names it in its next slot. Until then, and until it has caught up
+    /// with the replicas ahead of it, it is shown joining: the follower-lag bound does
+    /// not count it.
     pub(crate) fn tell_when_voting(&mut self, voting: AnswerTx<u64>) {
+        self.shown.joining.store(true, Ordering::SeqCst);
         self.voting = Some(voting);
     }
 
@@ -312,9 +318,11 @@ impl<S: StateMachine> Driver<S> {
             }
         }
         let members = replica.members_at(self.slots_applied);
+        let held = leading && self.followers_behind(members);
+        self.show_held(held, now_ns);
         while self.in_flight.len() < self.max_in_flight
             && self.queue.due(&self.packing, now_ns)
-            && !self.followers_behind(members)
+            && !held
         {
             let Some((entry, mut commands)) = self.queue.pack(&self.packing) else {
                 break;
@@ -349,6 +357,40 @@ impl<S: StateMachine> Driver<S> {
         );
     }
 
+    /// Traces the lag bound's hold on new batches as it begins (`DEBUG`) and ends (with
+    /// its length).
+    fn show_held(&mut self, held: bool, now_ns: u64) {
+        match (held, self.held_since) {
+            (true, None) => {
+                self.held_since = Some(now_ns);
+                tracing::debug!(
+                    replica = self.me,
+                    slot = self.slots_applied,
+                    "holds batches back: its followers are behind"
+                );
+            }
+            (false, Some(since)) => {
+                self.held_since = None;
+                let held_us = now_ns.saturating_sub(since) / 1_000;
+                tracing::debug!(replica = self.me, held_us, "resumes batches");
+            }
+            _ => {}
+        }
+    }
+
+    /// Whether this replacement votes and has applied within the lag bound of every live
+    /// replica: from then on the bound counts it.
+    fn caught_up(&self, replica: &Replica) -> bool {
+        let ahead = self
+            .peers
+            .iter()
+            .filter(|p| p.status.load(Ordering::SeqCst) == UP)
+            .map(|p| p.slots_applied.load(Ordering::SeqCst))
+            .max()
+            .unwrap_or(0);
+        replica.votes() && self.slots_applied + self.lag_slots_max >= ahead
+    }
+
     /// Whether every live follower has fallen more than the bound behind this replica's
     /// log. Followers learn about one slot per turn; a leader that runs far ahead leaves
     /// its successor that many slots to decide again after a crash (a long failover), so
@@ -356,19 +398,29 @@ impl<S: StateMachine> Driver<S> {
     /// decide: once the live `members` without this replica are no majority (three
     /// replicas, one crashed), this replica's crash stops the log whatever the lag, and
     /// holding back would only tie the log to its slowest follower (after a failover,
-    /// one that fell thousands of slots behind while the other kept up: seconds).
+    /// one that fell thousands of slots behind while the other kept up: seconds). A
+    /// replacement counts once it votes and has caught up within the bound, not while it
+    /// copies a snapshot and replays the log: counted then, it left the one follower
+    /// that kept up alone to set the log's pace, and that follower, sharing the cores
+    /// with the copy, fell more than the bound behind and held the leader's batches back
+    /// for 10 to 20 ms at a time (`velos bench bank`).
     fn followers_behind(&self, members: Members) -> bool {
         if self.lag_slots_max == 0 {
             return false;
         }
         let me = usize::from(self.me);
-        // The live followers among the members: how many, and the furthest one's slot.
+        // The live followers among the members: how many, and the furthest one's slot. A
+        // replacement counts once it votes and caught up: until then it is no successor
+        // (Ω passes over it) and it copies and replays on cores its peers share.
         let (live, best) = self
             .peers
             .iter()
             .enumerate()
             .filter(|&(r, p)| {
-                r != me && members.contains(r as u16) && p.status.load(Ordering::SeqCst) == UP
+                r != me
+                    && members.contains(r as u16)
+                    && p.status.load(Ordering::SeqCst) == UP
+                    && !p.joining.load(Ordering::SeqCst)
             })
             .map(|(_, p)| p.slots_applied.load(Ordering::SeqCst))
             .fold((0usize, 0u64), |(n, best), s| (n + 1, best.max(s)));
@@ -486,6 +538,14 @@ impl<S: StateMachine> Driver<S> {
         self.shown
             .slots_applied
             .store(self.slots_applied, Ordering::SeqCst);
+        if self.shown.joining.load(Ordering::SeqCst) && self.caught_up(replica) {
+            self.shown.joining.store(false, Ordering::SeqCst);
+            tracing::debug!(
+                replica = self.me,
+                slot = self.slots_applied,
+                "replacement caught up"
+            );
+        }
         self.shown
             .commands_applied
             .store(self.commands_applied, Ordering::SeqCst);
@@ -807,6 +867,19 @@ mod tests {
         assert!(
             !d.followers_behind(members),
             "one live follower: no successor could decide, nothing to hold back for"
+        );
+        // Replica 1's replacement, far behind: counted only once it caught up.
+        peers[1].status.store(UP, Ordering::SeqCst);
+        peers[1].slots_applied.store(0, Ordering::SeqCst);
+        peers[1].joining.store(true, Ordering::SeqCst);
+        assert!(
+            !d.followers_behind(members),
+            "a replacement still joining is not counted"
+        );
+        peers[1].joining.store(false, Ordering::SeqCst);
+        assert!(
+            d.followers_behind(members),
+            "it joined: both followers behind"
         );
     }
 }

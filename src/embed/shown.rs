@@ -36,6 +36,9 @@ pub(crate) struct Shown {
     pub(crate) status: AtomicU8,
     pub(crate) slots_applied: AtomicU64,
     pub(crate) commands_applied: AtomicU64,
+    /// A replacement that does not vote yet or has not caught up (it copies a snapshot
+    /// and replays the log): the follower-lag bound does not count it.
+    pub(crate) joining: AtomicBool,
     /// The voters of the last configuration that took effect here (a bit per replica; 0:
     /// none yet, the log's initial members).
     pub(crate) members: AtomicU64,

@@ -18,7 +18,8 @@ enum Command {
     /// Run `.litmus` tests on the emulator (exhaustively) or on the in-process backend.
     Litmus(cli::litmus::LitmusArgs),
     /// Benchmarks: the emulator, distributed locks, decision latency and failover (beside
-    /// the Mu baseline), and the embedded engine beside OmniPaxos.
+    /// the Mu baseline), the embedded engine beside OmniPaxos, a replica's replacement
+    /// (in virtual time, and under a bank service's clients on the embedding).
     Bench(cli::bench::BenchArgs),
     /// Run a Velos cluster on the simulation driver, with crashes; check the logs.
     Sim(Box<cli::sim::SimArgs>),

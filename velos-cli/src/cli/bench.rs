@@ -56,6 +56,11 @@ enum Bench {
     /// virtual time: the replacement's first vote, its catching up, and the leader's
     /// decision rate meanwhile.
     Join(Box<super::bench_join::JoinArgs>),
+    /// A bank service on the embedding (three replicas on the in-process backend, 4 MiB
+    /// of accounts, four clients in exactly-once sessions): the leader or a follower
+    /// crashed, then replaced while the clients write; the commit gaps the replacement
+    /// causes, its first vote, and every answer checked.
+    Bank(Box<super::bench_bank::BankArgs>),
 }
 
 /// Arguments of `velos bench embed`. Unset options take the full run's values (or, with
@@ -571,5 +576,6 @@ pub fn run(args: BenchArgs) -> ExitCode {
         Bench::Failover(args) => run_failover(&args),
         Bench::Embed(args) => run_embed(&args),
         Bench::Join(args) => super::bench_join::run(&args),
+        Bench::Bank(args) => super::bench_bank::run(&args),
     }
 }

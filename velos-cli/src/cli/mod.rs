@@ -1,6 +1,7 @@
 //! The subcommands of the `velos` tool.
 
 pub mod bench;
+pub mod bench_bank;
 pub mod bench_join;
 pub mod demo;
 pub mod litmus;
