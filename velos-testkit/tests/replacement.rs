@@ -188,3 +188,50 @@ fn a_replacement_without_a_snapshot_learns_the_backlog_in_bulk() {
         );
     }
 }
+
+/// The leader changes after `from` ns, each as (who, when).
+fn leaders_after(report: &ClusterReport, from: u64) -> Vec<(u16, u64)> {
+    report
+        .leader_changes
+        .iter()
+        .filter(|c| c.at_ns > from)
+        .map(|c| (c.leader, c.at_ns))
+        .collect()
+}
+
+/// Rule (sticky leader): the crashed former leader's replacement (replica 0, a lower id
+/// than the acting leader's) votes and catches up, and the acting leader keeps the lead;
+/// the rule's wrong variant (`hand-over`: nobody claims the lead, so Ω moves it to the
+/// lowest able replica) hands it to the replacement once it votes — the check sees it.
+/// Premise: the replacement voted (its configuration took effect) and decided nothing
+/// stopped: the log keeps deciding after the join.
+#[test]
+fn the_former_leaders_replacement_does_not_take_the_lead() {
+    use velos_core::slot::Mutation;
+    let hand_over = Mutation::from_name("hand-over").expect("the tests build the mutants");
+    for seed in 0..3 {
+        let crash = 300_000;
+        let run = |mutation| {
+            let mut s = spec(seed, vec![(0, crash, 100_000)]);
+            s.log.mutation = mutation;
+            checked(&s)
+        };
+        let report = run(Mutation::None);
+        let voted = changes(&report).iter().any(|&(_, m)| m == 0b111);
+        assert!(voted, "seed {seed}: the replacement was named again");
+        let after_failover = crash + 100_000;
+        assert_eq!(
+            leaders_after(&report, after_failover),
+            vec![],
+            "seed {seed}: the acting leader kept the lead"
+        );
+        let late = last(process(&report, 1, 0));
+        assert!(late > 600, "seed {seed}: the log kept deciding ({late})");
+        let mutant = run(hand_over);
+        let moved = leaders_after(&mutant, after_failover);
+        assert!(
+            moved.iter().any(|&(l, _)| l == 0),
+            "seed {seed}: the hand-over variant gives the replacement the lead: {moved:?}"
+        );
+    }
+}

@@ -191,6 +191,14 @@ impl Omega {
         leader
     }
 
+    /// Whether a member I do not suspect, other than me, says it can lead (rule
+    /// (up-to-date leader): someone to pass the lead to).
+    pub fn able_peer(&self, now: u64) -> bool {
+        self.members
+            .iter()
+            .any(|p| p != self.me && !self.suspects(p, now) && self.able[usize::from(p)])
+    }
+
     /// The replicas that may lead from now on.
     pub fn set_members(&mut self, members: Members) {
         assert!(

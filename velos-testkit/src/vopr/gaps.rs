@@ -1,10 +1,10 @@
-//! The campaign's commit-gap check (issue: availability): while no fault is active and
-//! some client operation waits, commits must not stop for longer than a bound. A fault
-//! is active from its start until [`settle_ns`] after its end (the failure detector's
-//! ceiling twice, and a client's retry of a lost proposal); a membership change — a
-//! replacement joining, catching up, starting to vote — is no fault: the working leader
-//! keeps deciding through it (rule (able leader), rule (sticky leader) in
-//! `paper-notes/velos.md`), so a gap there fails the run.
+//! The campaign's commit-gap check: while no fault is active and some client operation
+//! waits, commits must not stop for longer than a bound. A fault is active from its start
+//! until [`settle_ns`] after its end (the failure detector's ceiling twice, and a client's
+//! retry of a lost proposal), and so is the cluster's start (nobody leads yet); a
+//! membership change — a replacement joining, catching up, starting to vote — is no
+//! fault: the working leader keeps deciding through it (rule (able leader), rule (sticky
+//! leader) in `paper-notes/velos.md`), so a gap there fails the run.
 
 use super::clients::RETRY_NS;
 use super::scenario::{FaultPlan, Scenario};
@@ -61,6 +61,8 @@ impl CommitGaps {
                 // Known only when it fires.
                 FaultPlan::CrashLeaderAfterJoin { .. } => None,
             })
+            // The start: nobody leads yet (the first election, a lease's first wait).
+            .chain([(0, settle_ns)])
             .collect();
         CommitGaps {
             excused,

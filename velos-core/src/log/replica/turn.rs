@@ -345,6 +345,9 @@ impl Replica {
         if leader != self.me {
             self.not_chosen();
         }
+        if self.is_leader() && self.pass_lead(false) {
+            self.step_down(); // rule (up-to-date leader): a leader far behind passes it
+        }
         // A replica behind the ring copies a snapshot before it may lead; one behind the
         // others learns in bulk first (rule (term catch-up)).
         let ready =
