@@ -18,12 +18,12 @@
 //! word, my seed or a's word being of another lap than the slot's — a holds a lap of the
 //! position otherwise than my acceptor does ([`Ahead::mispredicted`]; two differing states
 //! of the slot's own instance are another proposer's promise or accept of it, a conflict
-//! there, no sign of the positions ahead) —, a's words are read ahead of the window — one
-//! multi-word read of up to
-//! [`AHEAD_SLOTS`] positions, the next posted when fewer than half remain ahead of the
-//! next slot to open — and predict a's words of the slots opened while they cover them.
-//! Once a's words read equal my seeds for [`AHEAD_SLOTS`] slots opened in a row, the seeds
-//! serve again. A stable leader whose seeds are right reads nothing; aborted first
+//! there, no sign of the positions ahead) —, a's words are read ahead of the window: one
+//! multi-word read of up to [`AHEAD_SLOTS`] positions whose previous instances are decided
+//! (further ahead it would read an older lap, or an instance still under way), the next
+//! posted once less than half of what may be read is left ahead of the next slot to open.
+//! They predict a's words of the slots opened while they cover them. Once a's words read
+//! equal my seeds for [`AHEAD_SLOTS`] slots opened in a row, the seeds serve again. A stable leader whose seeds are right reads nothing; aborted first
 //! attempts after a change of leader are those of the slots opened before the first
 //! mispredicted completion came back and those opened before the first read did: about a
 //! window (`pipeline`), not a lap.
