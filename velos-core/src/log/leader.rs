@@ -29,13 +29,17 @@ use crate::freeze::Freezer;
 use crate::proposal::{Numbering, ProposerId};
 use crate::slot::{Content, Outcome, SlotCommand, SlotConfig, SlotProposer};
 use crate::spare::Spare;
+use crate::word::Lap;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
+mod ahead;
 mod decided;
 mod overflow;
 #[cfg(test)]
 mod tests;
 
+use ahead::Ahead;
+pub(super) use ahead::Read;
 use decided::Decided;
 
 /// The most acceptors a log has (its membership is a 64-bit mask).
@@ -124,6 +128,10 @@ struct Run {
     carry: Option<Value>,
     /// The carried value is my own (as `adopted_mine`).
     carry_mine: bool,
+    /// Rule (term predictions): the acceptors whose first prepare expects my seed and has
+    /// not completed yet (bit a), and that seed.
+    seeded: u64,
+    seed: u64,
 }
 
 impl Run {
@@ -142,6 +150,8 @@ impl Run {
             carried_from: 0,
             carry: None,
             carry_mine: false,
+            seeded: 0,
+            seed: 0,
         }
     }
 
@@ -158,6 +168,7 @@ impl Run {
         self.carrying = false;
         self.carry = None;
         self.carry_mine = false;
+        (self.seeded, self.seed) = (0, 0);
     }
 }
 
@@ -203,6 +214,9 @@ pub(super) struct Leader {
     /// A repair's first predictions: per epoch, per acceptor, the word its learner's
     /// catch-up just read there (`None`: not read). Empty for a leader.
     seen: Vec<Vec<Option<u64>>>,
+    /// A leader's words read ahead of its window, where its seeds mispredicted (rule
+    /// (term predictions)). Empty for a repair.
+    ahead: Ahead,
     /// Every slot below is decided and applied.
     pub prefix: u64,
     next_slot: u64,
@@ -262,6 +276,7 @@ impl Leader {
             repair: false,
             gave_up: false,
             seen: Vec::new(),
+            ahead: Ahead::default(),
             prefix,
             next_slot: prefix,
             window: BTreeMap::new(),
@@ -301,9 +316,15 @@ impl Leader {
     }
 
     /// A slot proposer for `slot` in `epoch`: a repair's predicts what its learner read
-    /// (see [`Leader::repair`]), else `fallback` (a leader's local word) or ⊥.
-    fn proposer_at(&self, cfg: SlotConfig, epoch: u32, fallback: Option<u64>) -> SlotProposer {
-        let predicted = self.predictions(cfg, epoch, fallback).collect();
+    /// (see [`Leader::repair`]), a leader's the words read ahead (rule (term
+    /// predictions)), else `fallback` (a leader's local word) or ⊥.
+    fn proposer_at(
+        &self,
+        cfg: SlotConfig,
+        (slot, epoch): (u64, u32),
+        fallback: Option<u64>,
+    ) -> SlotProposer {
+        let predicted = self.predictions(cfg, (slot, epoch), fallback).collect();
         let mut proposer = SlotProposer::new(cfg, predicted);
         self.set_up(&mut proposer);
         proposer
@@ -324,7 +345,7 @@ impl Leader {
     fn predictions(
         &self,
         cfg: SlotConfig,
-        epoch: u32,
+        (slot, epoch): (u64, u32),
         fallback: Option<u64>,
     ) -> impl Iterator<Item = u64> + '_ {
         let initial = cfg
@@ -334,7 +355,12 @@ impl Leader {
         let seen = self.seen.get(epoch as usize);
         (0..usize::from(cfg.acceptors)).map(move |a| {
             let read = seen.and_then(|words| words[a]);
-            read.or(fallback).unwrap_or(initial)
+            // Words are read ahead in epoch 0 only: a slot moves up an epoch through its
+            // own freeze, whose CASes learn the words there.
+            let ahead = (epoch == 0)
+                .then(|| self.ahead.word(a as u16, slot))
+                .flatten();
+            read.or(ahead).or(fallback).unwrap_or(initial)
         })
     }
 
@@ -490,17 +516,34 @@ impl Leader {
             && (self.repair || self.membership.voters(self.next_slot).contains(self.me.0))
         {
             let slot = self.next_slot;
+            let seed = seed(slot);
+            if seed.is_none() && !self.repair {
+                // Rule (term predictions): a leader's slot opens once its own word is
+                // loaded (in the next turn): the initial word it would predict instead is
+                // held by no acceptor of a recycled position.
+                break;
+            }
             let cfg = self.slot_config(config, slot);
             // A decided slot's run serves again (no allocation per slot).
             let mut run = match self.spare.take() {
                 Some(mut run) => {
                     run.proposer
-                        .renew(cfg, self.predictions(cfg, 0, seed(slot)));
+                        .renew(cfg, self.predictions(cfg, (slot, 0), seed));
                     self.set_up(&mut run.proposer);
                     run
                 }
-                None => Box::new(Run::new(self.proposer_at(cfg, 0, seed(slot)))),
+                None => Box::new(Run::new(self.proposer_at(cfg, (slot, 0), seed))),
             };
+            if let Some(seed) = seed.filter(|_| !self.repair) {
+                // Rule (term predictions): the first prepare's completions at the voters
+                // predicted by my seed tell whether it mirrors their words.
+                let read = (0..cfg.acceptors)
+                    .filter(|&a| self.ahead.word(a, slot).is_some())
+                    .fold(0u64, |m, a| m | 1 << a);
+                run.seeded = cfg.members & !cfg.absent & !(1 << self.me.0) & !read;
+                run.seed = seed;
+                self.ahead.opened(slot, seed);
+            }
             let mut cmds = std::mem::take(&mut self.buf);
             run.proposer
                 .prepare_above(self.ballots[0].saturating_sub(1), &mut cmds);
@@ -536,6 +579,23 @@ impl Leader {
         }
         let previous = self.previous(config, slot, epoch, run.proposer.proposal());
         let run = self.window.get_mut(&slot).expect("present");
+        if !freeze && run.seeded >> a & 1 == 1 {
+            // Rule (term predictions): the slot's first CAS towards `a` (its first
+            // prepare, which expected my seed) completed. If my seed or `a`'s word is of
+            // another lap than the slot's, `a` holds a lap of this position otherwise than
+            // my acceptor does: its words are read ahead. (Two states of this instance
+            // that differ are another proposer's promise or accept of it: a conflict here,
+            // no sign of the positions ahead.)
+            run.seeded &= !(1 << a);
+            let lap = |w| config.ring().classify(config.layout, slot, w);
+            let within = matches!(
+                (lap(run.seed), lap(actual)),
+                (Lap::Current(_), Lap::Current(_))
+            );
+            if actual != run.seed && !within {
+                self.ahead.mispredicted(a, self.next_slot);
+            }
+        }
         let mut cmds = std::mem::take(&mut self.buf);
         if freeze {
             if let Some(f) = run.freezer.as_mut().filter(|f| f.owns(a, id)) {
@@ -555,6 +615,7 @@ impl Leader {
     /// by the caller.
     pub(super) fn acceptor_replaced(&mut self, a: u16, incarnation: u64) {
         self.membership.connected(a, incarnation);
+        self.ahead.forget(a);
         for run in self.window.values_mut() {
             run.proposer.acceptor_replaced(a);
             if let Some(f) = run.freezer.as_mut() {
@@ -576,6 +637,7 @@ impl Leader {
         if epoch != run.epoch {
             return;
         }
+        run.seeded &= !(1 << a); // no word to check the seed against
         if freeze {
             if let Some(f) = run.freezer.as_mut().filter(|f| f.owns(a, id)) {
                 f.on_cas_lost(a, id);

@@ -19,6 +19,7 @@ use crate::proposal::ProposerId;
 use std::collections::{BTreeMap, VecDeque};
 use velos_rdma::{Op, Process, Reply, Shared, Step};
 
+mod ahead;
 mod api;
 mod bulk;
 mod follow;
@@ -130,6 +131,8 @@ enum Then {
     BulkValues,
     BulkPendingWords(u16),
     BulkPendingValues,
+    AheadTest(u16),
+    AheadWords(u16),
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -545,6 +548,8 @@ impl Replica {
             Then::BulkValues => self.bulk_values(reply),
             Then::BulkPendingWords(a) => self.learn.bulk.words_complete(a, &reply),
             Then::BulkPendingValues => self.learn.bulk.values_complete(&reply),
+            Then::AheadTest(a) => self.ahead_tested(a, reply),
+            Then::AheadWords(a) => self.ahead_words(a, reply),
             Then::ReadWord(i) => {
                 let read = self.learn.reads.front_mut().expect("a value read");
                 read.words[i as usize] = value;

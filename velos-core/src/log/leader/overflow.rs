@@ -131,13 +131,14 @@ impl Leader {
     ) {
         let cfg = self.slot_config(config, slot);
         let from = self.window[&slot].epoch;
-        let mut proposer = self.proposer_at(cfg, from + 1, None);
+        let mut proposer = self.proposer_at(cfg, (slot, from + 1), None);
         let run = self.window.get_mut(&slot).expect("present");
         assert!(
             run.freezer.as_ref().is_some_and(|f| f.outcome().is_some()),
             "Freeze: a majority frozen before the next epoch"
         );
         run.epoch += 1;
+        run.seeded = 0; // its next epoch is predicted afresh, not by my seed
         run.freezer = None;
         (run.carry, run.carry_mine) = carry.map_or((None, false), |(v, m)| (Some(v), m));
         run.adopted = None;

@@ -97,6 +97,19 @@ impl BulkState {
         }
     }
 
+    /// Reads into the word regions of `acceptors` (bit a) that someone else posted and
+    /// gave up (a leader's reads ahead, `replica/ahead.rs`) may still land: those regions
+    /// wait for them as for this catch-up's own abandoned reads.
+    pub(super) fn landing(&mut self, acceptors: u64) {
+        self.pending_words |= acceptors;
+    }
+
+    /// Whether acceptor `a`'s word region may take a read now: no read abandoned there
+    /// may still land, and no bulk catch-up is under way (a leader runs none).
+    pub(super) fn region_free(&self, a: u16) -> bool {
+        self.pending_words & (1 << a) == 0 && self.under_way.is_none()
+    }
+
     /// A test of the abandoned value round replied.
     pub(super) fn values_complete(&mut self, reply: &Reply) {
         if !matches!(reply, Reply::Value(0)) {

@@ -200,6 +200,7 @@ impl Replica {
             if !leader.has_prepared_room() {
                 leader.open_slots(&self.config, room, seed, &mut cmds);
             }
+            self.post_ahead(&mut leader);
         }
         if std::mem::take(&mut progress.dueling) {
             // Rule (duel): two replicas that both believe they lead (a broken link hides

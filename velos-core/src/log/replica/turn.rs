@@ -86,6 +86,7 @@ impl Replica {
         self.abandon_stuck_read();
         self.test_transfer();
         self.test_bulk();
+        self.test_ahead();
         match self.learn.reads.front().map(|r| (r.stage, r.bank)) {
             Some((Stage::Content, b)) => self.op(
                 Op::Test {
@@ -130,9 +131,16 @@ impl Replica {
             // Rule (seed only what opens): a leader learns its slots from its own CASes;
             // its local words only seed the predictions of the slots it opens this turn
             // (epoch 0: a slot moves up an epoch through its own freeze). Loading the
-            // whole look-ahead every turn cost two dozen loads per decision.
+            // whole look-ahead every turn cost two dozen loads per decision. Every slot it
+            // may open is loaded (rule (term predictions): none opens unseeded), bounded
+            // only by a ring that ends — not by the follower's look-ahead, which a
+            // pipeline deeper than it passes.
             let opening = l.opening(self.config.pipeline);
-            for slot in opening.start..opening.end.min(end) {
+            let last = match self.ring.recycles() {
+                true => opening.end,
+                false => opening.end.min(u64::from(self.config.slots)),
+            };
+            for slot in opening.start..last {
                 let loc = self.shape.epoch_word(self.me, self.ring.position(slot), 0);
                 self.op(Op::Load { loc }, Then::LocalWord(slot, 0));
             }
@@ -299,6 +307,7 @@ impl Replica {
         for (floor, &b) in self.ballot_floor.iter_mut().zip(&l.ballots) {
             *floor = (*floor).max(b);
         }
+        self.end_reads_ahead(&l);
         assert_eq!(l.prefix, self.next_apply, "the leader applied its prefix");
         self.snap.behind |= l.overtaken;
         let (term, overtaken, before) = (l.term, l.overtaken, self.api.results.len());
