@@ -34,11 +34,11 @@ mod tests {
             ("reuse-proposal", false, 1),
             ("drop-carry", true, 16),
             ("read-without-lease", false, 12),
-            ("trust-prediction", false, 9),
+            ("trust-prediction", false, 2),
             ("reset-with-store", false, 7),
             ("learn-from-one", false, 245),
             ("skip-fallback", true, 6),
-            ("rejoin-blank", false, 194),
+            ("rejoin-blank", false, 569),
             ("trust-promise", false, 2),
         ];
         let names: Vec<&str> = Mutation::ALL.iter().map(|m| m.name()).collect();
