@@ -66,7 +66,7 @@ pub struct RunReport {
     /// tried.
     pub crashed_after_join: bool,
     /// The longest commit gap while operations waited and no fault was active: (its
-    /// start, its length) in ns ([`super::gaps`]).
+    /// start, its length) in ns (the campaign's commit-gap check).
     pub longest_gap: (u64, u64),
     /// Visits at which such a gap was charged: the check's premise (an operation waited
     /// outside every fault's window).
