@@ -22,7 +22,7 @@ mod tests {
     /// Mutants of a liveness rule that the campaign does not catch, and the test that
     /// does: `hand-over` (rule (sticky leader) broken) moves the lead to a replacement
     /// that votes, which costs less than the commit-gap bound in the emulator (none of
-    /// seeds 0..1500 fails); `tests/replacement.rs` sees the hand-over itself.
+    /// seeds 0..800 fails); `tests/replacement.rs` sees the hand-over itself.
     const CHECKED_ELSEWHERE: [&str; 1] = ["hand-over"];
 
     #[test]
