@@ -24,6 +24,7 @@ mod api;
 mod bulk;
 mod follow;
 mod leading;
+mod passing;
 mod publish;
 mod reads;
 mod replace;

@@ -64,25 +64,25 @@ pub(super) struct Bulk {
 pub(super) struct BulkState {
     pub(super) under_way: Option<Box<Bulk>>,
     /// Acceptors whose abandoned word reads may still land (bit a).
-    pending_words: u64,
+    pub(super) pending_words: u64,
     /// An abandoned value round may still land.
-    pending_values: bool,
+    pub(super) pending_values: bool,
     /// The slot at which a bulk found nothing chosen: not tried again there.
-    refused_at: Option<u64>,
+    pub(super) refused_at: Option<u64>,
     /// Rule (term catch-up): Ω chose me and this was my next slot when my latest bulk
     /// started ([`Replica::ready_to_lead`]).
-    term_from: Option<u64>,
+    pub(super) term_from: Option<u64>,
     /// Slots of the latest bulk that found nothing chosen at its first slot in which a
     /// live peer accepted a pair of this lap that my own words lack: how far the others
     /// are ahead of me, as far as one read shows (rule (up-to-date leader)).
-    ahead: u32,
+    pub(super) ahead: u32,
     /// Rule (up-to-date leader): I passed the lead and say I cannot lead until then (local
     /// clock).
-    lagging_until: u64,
+    pub(super) lagging_until: u64,
     /// Slots the next bulk reads: [`FIRST_BULK`] after a short run, doubled (up to
     /// `BULK_SLOTS`) after a run that applied every slot read — a replica a few slots
     /// behind reads a few, one far behind soon reads the most.
-    next_count: u32,
+    pub(super) next_count: u32,
 }
 
 /// Slots the first bulk of a streak reads.
@@ -153,7 +153,7 @@ impl Replica {
     }
 
     /// Whether nothing stands in the way of a bulk (see [`Replica::bulk_usable`]).
-    fn bulk_free(&self) -> bool {
+    pub(super) fn bulk_free(&self) -> bool {
         let b = &self.learn.bulk;
         b.under_way.is_none()
             && !b.pending_values
@@ -223,86 +223,6 @@ impl Replica {
             .count() as u32;
         assert!(ahead <= b.count, "slots of the bulk");
         ahead
-    }
-
-    /// Rule (up-to-date leader): whether I say I cannot lead because the others are well
-    /// ahead of me ([`Replica::ready_to_lead`]).
-    pub(super) fn lagging(&self) -> bool {
-        self.now < self.learn.bulk.lagging_until
-    }
-
-    /// Rule (term catch-up): whether I may start leading now that Ω chose me. A replica
-    /// whose heartbeats show a live peer's snapshot more than a window past its next slot
-    /// lags behind the others (back from a pause, say): it first learns in bulk what a
-    /// majority already decided from its next slot on — many slots per read — instead of
-    /// adopting slot after slot in its window, one value read each (a leader 45 slots
-    /// behind took about 7 µs a slot, and the log stood still meanwhile: the campaign's
-    /// seeds 15 and 203 with its commit-gap check). A replica the heartbeats show up to
-    /// date leads at once, as before (no extra round at a failover). Each bulk moves my
-    /// next slot or ends the catch-up: it ends.
-    pub(super) fn ready_to_lead(&mut self) -> bool {
-        if self.lagging() {
-            return false; // I passed the lead (rule (up-to-date leader)): Ω moves off me
-        }
-        let k = self.next_apply;
-        let window = u64::from(self.config.pipeline);
-        let behind = self.snapshot_past(k + window);
-        if !behind && self.learn.bulk.term_from.is_none() {
-            return true;
-        }
-        if self.learn.bulk.under_way.is_some() {
-            return false; // a bulk under way ends or is given up within a failure timeout
-        }
-        let progressed = self.learn.bulk.term_from.is_none_or(|from| k > from);
-        if behind && progressed && self.bulk_free() {
-            self.learn.catch_up = None;
-            // One read of a whole bulk's words: a lag of more than a window shows.
-            self.learn.bulk.next_count = BULK_SLOTS;
-            self.start_bulk(k);
-            self.learn.bulk.term_from = Some(k);
-            assert!(
-                self.learn.bulk.under_way.is_some(),
-                "rule (term catch-up): a bulk is out"
-            );
-            return false;
-        }
-        self.learn.bulk.term_from = None;
-        let b = &self.learn.bulk;
-        let unprovable = b.refused_at == Some(k) && b.ahead > self.config.pipeline;
-        !self.pass_lead(unprovable)
-    }
-
-    /// Rule (up-to-date leader): whether I pass the lead now — I am more than a window
-    /// behind (a trusted peer's snapshot is past my next slot by more than a window, or
-    /// `unprovable`: my last bulk found nothing chosen there while live peers held more
-    /// than a window of slots accepted that I lack — decided by a majority one of whose
-    /// members is gone, which no read proves and a leader can only adopt, one value read
-    /// each), a trusted peer says it can lead, and I did not pass within the last two
-    /// failure timeouts. I then say I cannot lead for a failure timeout: Ω chooses an
-    /// up-to-date replica (else me again, and I lead). I decide it of myself, so no two
-    /// views disagree on who leads (judging others' lag did). A leader that finds itself
-    /// behind this way steps down ([`super::Replica::follow_omega`]): a replica that led
-    /// far behind (Ω chose it while the up-to-date one was paused) adopted slot after slot
-    /// at about 4 µs each, for 386 µs (`velos vopr --seeds 5108..5109`).
-    pub(super) fn pass_lead(&mut self, unprovable: bool) -> bool {
-        let window = u64::from(self.config.pipeline);
-        let behind = unprovable || self.snapshot_past(self.next_apply + window);
-        let timeout = self.config.failure_timeout_ns;
-        let rested = self.now >= self.learn.bulk.lagging_until.saturating_add(timeout);
-        let pass = behind && rested && self.omega.able_peer(self.now);
-        if pass {
-            self.learn.bulk.lagging_until = self.now + timeout;
-        }
-        assert!(
-            !pass || self.lagging(),
-            "rule (up-to-date leader): I say I cannot lead"
-        );
-        pass
-    }
-
-    /// Ω chose another: a term catch-up under way is no longer one.
-    pub(super) fn not_chosen(&mut self) {
-        self.learn.bulk.term_from = None;
     }
 
     /// The turn's part: test what is out, give up on silent acceptors, free what
