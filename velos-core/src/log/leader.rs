@@ -353,13 +353,12 @@ impl Leader {
             .encode(AcceptorState::initial(cfg.tag))
             .expect("the tag fits the layout");
         let seen = self.seen.get(epoch as usize);
+        // Words are read ahead in epoch 0 only: a slot moves up an epoch through its own
+        // freeze, whose CASes learn the words there.
+        let ahead = (epoch == 0 && !self.ahead.idle()).then_some(&self.ahead);
         (0..usize::from(cfg.acceptors)).map(move |a| {
             let read = seen.and_then(|words| words[a]);
-            // Words are read ahead in epoch 0 only: a slot moves up an epoch through its
-            // own freeze, whose CASes learn the words there.
-            let ahead = (epoch == 0)
-                .then(|| self.ahead.word(a as u16, slot))
-                .flatten();
+            let ahead = ahead.and_then(|ahead| ahead.word(a as u16, slot));
             read.or(ahead).or(fallback).unwrap_or(initial)
         })
     }
@@ -517,13 +516,14 @@ impl Leader {
         {
             let slot = self.next_slot;
             let seed = seed(slot);
-            if seed.is_none() && !self.repair {
-                // Rule (term predictions): a leader's slot opens once its own word is
-                // loaded (in the next turn): the initial word it would predict instead is
-                // held by no acceptor of a recycled position.
+            let cfg = self.slot_config(config, slot);
+            if seed.is_none() && cfg.recycled && !self.repair {
+                // Rule (term predictions): a leader's slot of a recycled position opens
+                // once its own word is loaded (in the next turn): the initial word it would
+                // predict instead is held by no acceptor there. (On the ring's first lap
+                // every acceptor holds it until a proposer of the instance writes.)
                 break;
             }
-            let cfg = self.slot_config(config, slot);
             // A decided slot's run serves again (no allocation per slot).
             let mut run = match self.spare.take() {
                 Some(mut run) => {
@@ -537,12 +537,15 @@ impl Leader {
             if let Some(seed) = seed.filter(|_| !self.repair) {
                 // Rule (term predictions): the first prepare's completions at the voters
                 // predicted by my seed tell whether it mirrors their words.
-                let read = (0..cfg.acceptors)
-                    .filter(|&a| self.ahead.word(a, slot).is_some())
-                    .fold(0u64, |m, a| m | 1 << a);
+                let mut read = 0u64;
+                if !self.ahead.idle() {
+                    read = (0..cfg.acceptors)
+                        .filter(|&a| self.ahead.word(a, slot).is_some())
+                        .fold(0, |m, a| m | 1 << a);
+                    self.ahead.opened(slot, seed);
+                }
                 run.seeded = cfg.members & !cfg.absent & !(1 << self.me.0) & !read;
                 run.seed = seed;
-                self.ahead.opened(slot, seed);
             }
             let mut cmds = std::mem::take(&mut self.buf);
             run.proposer

@@ -1,8 +1,9 @@
 //! Rule (term predictions): a leader predicts each acceptor's word of a slot it opens from
 //! what the acceptors hold — by default its own acceptor's word of the slot (its *seed*,
-//! loaded in the turn that opens the slot: never the initial word, which no acceptor of a
-//! recycled position holds) and, for an acceptor whose word a seed was seen to mispredict,
-//! the words read from that acceptor ahead of the window.
+//! loaded in the turn that opens the slot; a slot of a recycled position waits for it,
+//! since the initial word predicted instead is held by no acceptor there) and, for an
+//! acceptor whose word a seed was seen to mispredict, the words read from that acceptor
+//! ahead of the window.
 //!
 //! Why: a leader's own words mirror the others' only where it accepted what they accepted.
 //! A process that replaced a crashed replica holds blank words at every position it never
@@ -79,6 +80,12 @@ pub(super) struct Ahead {
 }
 
 impl Ahead {
+    /// Nothing is read ahead, nor out: every acceptor is predicted by my seeds (a stable
+    /// leader's case, kept cheap).
+    pub(super) fn idle(&self) -> bool {
+        self.out.is_empty() && self.reading.iter().all(Option::is_none)
+    }
+
     /// Acceptor `a`'s word of `slot`, if a read covered it.
     pub(super) fn word(&self, a: u16, slot: u64) -> Option<u64> {
         let r = self.reading.get(usize::from(a))?.as_ref()?;
@@ -263,6 +270,11 @@ impl super::Leader {
             out.iter().all(|r| r.acceptor != me),
             "rule (term predictions): my own acceptor is predicted by my own words"
         );
+    }
+
+    /// Whether this leader reads nothing ahead and has no read out.
+    pub(in crate::log) fn reads_ahead_idle(&self) -> bool {
+        self.ahead.idle()
     }
 
     /// The read ahead out towards `a`, if any.

@@ -2,17 +2,14 @@
 //! terms, whatever its predictions show.
 
 use super::{Leader, SlotAt};
-use crate::AcceptorState;
 use crate::log::config::LogConfig;
 use crate::log::membership::{Members, Membership};
 use crate::slot::SlotCommand;
 
-/// The prepare proposals of the slots `leader` opens, its own words (the seeds) all ⊥ of
-/// the first lap.
+/// The prepare proposals of the slots `leader` opens, its predictions all ⊥.
 fn opened(leader: &mut Leader, config: &LogConfig) -> Vec<u64> {
     let mut out: Vec<(SlotAt, SlotCommand)> = Vec::new();
-    let bottom = config.layout.encode(AcceptorState::initial(0)).unwrap();
-    leader.open_slots(config, u64::MAX, |_| Some(bottom), &mut out);
+    leader.open_slots(config, u64::MAX, |_| None, &mut out);
     out.iter()
         .filter_map(|(_, cmd)| match *cmd {
             SlotCommand::Cas { desired, .. } => Some(config.layout.decode(desired).min_proposal),

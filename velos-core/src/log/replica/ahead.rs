@@ -76,6 +76,9 @@ impl Replica {
     /// Posts the reads ahead `leader` wants now: towards acceptors not suspected whose
     /// region is free.
     pub(super) fn post_ahead(&mut self, leader: &mut Leader) {
+        if leader.reads_ahead_idle() {
+            return; // a leader whose seeds are right
+        }
         let bulk = &self.learn.bulk;
         let (omega, now) = (&self.omega, self.now);
         let may_read = |a: u16| !omega.suspects(a, now) && bulk.region_free(a);

@@ -132,7 +132,8 @@ impl Replica {
             // its local words only seed the predictions of the slots it opens this turn
             // (epoch 0: a slot moves up an epoch through its own freeze). Loading the
             // whole look-ahead every turn cost two dozen loads per decision. Every slot it
-            // may open is loaded (rule (term predictions): none opens unseeded), bounded
+            // may open is loaded (rule (term predictions): none of a recycled position
+            // opens unseeded), bounded
             // only by a ring that ends — not by the follower's look-ahead, which a
             // pipeline deeper than it passes.
             let opening = l.opening(self.config.pipeline);

@@ -1,6 +1,7 @@
-//! Rule (term predictions): a leader opens a slot only with its own word loaded; once a
-//! first prepare found another word than that seed at an acceptor, that acceptor's words
-//! are read ahead and predict the slots opened next, until they agree with the seeds.
+//! Rule (term predictions): a leader opens a slot of a recycled position only with its own
+//! word loaded; once a first prepare found another word than that seed at an acceptor
+//! (one of them of another lap), that acceptor's words are read ahead and predict the
+//! slots opened next, until they agree with the seeds.
 
 use super::{AHEAD_SLOTS, Ahead, Read};
 use crate::AcceptorState;
@@ -43,7 +44,7 @@ fn leader() -> Leader {
 }
 
 #[test]
-fn a_slot_opens_only_with_its_seed_loaded() {
+fn a_slot_of_a_recycled_position_opens_only_with_its_seed_loaded() {
     let config = LogConfig::new(3, 64, 16);
     let mut l = leader();
     let mine = decided(&config, 1, 1);
@@ -59,6 +60,15 @@ fn a_slot_opens_only_with_its_seed_loaded() {
         cases(&out).iter().all(|c| c.3 == mine),
         "every acceptor predicted by my word"
     );
+    // On the ring's first lap, the initial word (every acceptor's until a proposer of the
+    // instance writes) stands in for a seed not loaded yet.
+    let membership = Membership::new(Members::all(3), 3);
+    let mut first = Leader::new(0, 1, 0, vec![0; 2], membership);
+    out.clear();
+    first.open_slots(&config, u64::MAX, |_| None, &mut out);
+    let bottom = config.layout.encode(AcceptorState::initial(0)).unwrap();
+    assert_eq!(cases(&out).len(), 12, "the whole window opens");
+    assert!(cases(&out).iter().all(|c| c.3 == bottom));
 }
 
 #[test]
