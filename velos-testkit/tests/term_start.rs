@@ -89,7 +89,7 @@ impl Run {
     /// Asserts the checks, the premises and the property, unless the other survivor led
     /// too (then `false`: a duel, two leaders outbidding each other whatever they
     /// predict); `what` names the case.
-    fn check(&self, what: &str, leader: (u16, u64), min_differing: usize) -> bool {
+    fn check(&self, what: &str, leaders: &[(u16, u64)], min_differing: usize) -> bool {
         let (seed, log) = (self.spec.seed, &self.spec.log);
         let (slots, pipeline) = (u64::from(log.slots), log.pipeline as usize);
         let s = &self.start;
@@ -104,9 +104,9 @@ impl Run {
             println!("  (not counted: the other survivor led too)");
             return false;
         }
-        assert_eq!(
-            s.leader, leader,
-            "{at}: premise, the replica expected leads"
+        assert!(
+            leaders.contains(&s.leader),
+            "{at}: premise, a replica expected leads ({leaders:?})"
         );
         assert!(
             s.from >= slots && s.decided > slots,
@@ -130,7 +130,7 @@ impl Run {
 /// [`Run::check`]); premise: at most one seed in four had a duel.
 fn each_run(
     what: &str,
-    leader: (u16, u64),
+    leaders: &[(u16, u64)],
     min_differing: impl Fn(u32) -> usize,
     case: impl Fn(ClusterSpec) -> Run,
 ) {
@@ -138,11 +138,13 @@ fn each_run(
         let (mut counted, mut seed) = (0, 0);
         while counted < SEEDS {
             let run = case(spec(seed, shape));
-            counted += u64::from(run.check(what, leader, min_differing(shape.1)));
+            counted += u64::from(run.check(what, leaders, min_differing(shape.1)));
             seed += 1;
+            // Rule (up-to-date leader): a replacement still more than a window behind
+            // that Ω chose passes the lead to the other survivor (two leaders, not counted).
             assert!(
-                seed <= SEEDS + SEEDS / 4,
-                "{what}, {shape:?}: premise, at most one seed in four had two leaders"
+                seed <= 2 * SEEDS,
+                "{what}, {shape:?}: premise, at most one seed in two had two leaders"
             );
         }
     }
@@ -314,7 +316,7 @@ fn replacement_leads(spec: ClusterSpec, r: u16, delay: u64) -> Run {
 #[test]
 fn a_replacement_that_leads_aborts_at_most_a_window_of_first_attempts() {
     let differing = |pipeline| pipeline as usize + 1;
-    each_run("a replaced follower", (1, 1), differing, |spec| {
+    each_run("a replaced follower", &[(1, 1)], differing, |spec| {
         replacement_leads(spec, 1, 20_000)
     });
 }
@@ -324,9 +326,14 @@ fn a_replacement_that_leads_aborts_at_most_a_window_of_first_attempts() {
 #[test]
 fn the_replaced_leader_leads_again_aborting_at_most_a_window_of_first_attempts() {
     let differing = |pipeline| pipeline as usize + 1;
-    each_run("the replaced leader", (0, 1), differing, |spec| {
-        replacement_leads(spec, 0, 100_000)
-    });
+    // Rule (up-to-date leader): the replacement, if still more than a window behind,
+    // passes the lead to replica 2, whose words differ from the replacement's as much.
+    each_run(
+        "the replaced leader",
+        &[(0, 1), (2, 0)],
+        differing,
+        |spec| replacement_leads(spec, 0, 100_000),
+    );
 }
 
 /// An ordinary failover: the leader crashes, replica 1 leads.
@@ -334,7 +341,7 @@ fn the_replaced_leader_leads_again_aborting_at_most_a_window_of_first_attempts()
 fn an_ordinary_failover_aborts_at_most_a_window_of_first_attempts() {
     each_run(
         "an ordinary failover",
-        (1, 0),
+        &[(1, 0)],
         |_| 0,
         |spec| {
             let mut sim = Simulator::new(machine(&spec), sim_config(&spec));
@@ -353,7 +360,9 @@ fn a_follower_that_missed_accepts_leads_aborting_at_most_a_window_of_first_attem
     let differing = |pipeline| pipeline as usize + 1;
     each_run(
         "a follower that missed accepts",
-        (1, 0),
+        // Rule (up-to-date leader): replica 1, more than a window behind, passes the
+        // lead to replica 2, whose words differ from 1's as much.
+        &[(1, 0), (2, 0)],
         differing,
         |spec| {
             let crash = 400_000;
