@@ -254,6 +254,17 @@ impl AfterJoin {
     }
 }
 
+/// The next slot of the most advanced live replica.
+fn most_applied(sim: &Simulator<Replica>) -> u64 {
+    let m = sim.machine();
+    m.threads
+        .iter()
+        .filter(|t| m.is_up(t.node))
+        .map(|t| t.process.next_apply())
+        .max()
+        .unwrap_or(0)
+}
+
 /// Runs `scenario` and checks it.
 pub fn run(scenario: &Scenario) -> RunReport {
     let no_client = ClientScript { count: 0, size: 10 };
@@ -351,14 +362,7 @@ pub fn run(scenario: &Scenario) -> RunReport {
         services.visit(&mut sim);
         let service = (&services.kv[..], &services.next[..]);
         clients.visit(now, sim.machine_mut(), service, now < stop_starting);
-        let m = sim.machine();
-        let applied = m
-            .threads
-            .iter()
-            .filter(|t| m.is_up(t.node))
-            .map(|t| t.process.next_apply())
-            .max()
-            .unwrap_or(0);
+        let applied = most_applied(&sim);
         gaps.visit(now, (applied, clients.completed()), clients.waiting());
         if now >= stop_starting && clients.idle() {
             break;
@@ -391,14 +395,7 @@ pub fn run(scenario: &Scenario) -> RunReport {
             })
             .collect()
     };
-    let m = sim.machine();
-    let target = m
-        .threads
-        .iter()
-        .filter(|t| m.is_up(t.node))
-        .map(|t| t.process.next_apply())
-        .max()
-        .unwrap_or(0);
+    let target = most_applied(&sim);
     while now < deadline && replacements(&sim).iter().any(|&(.., n)| n < target) {
         now += VISIT_NS;
         sim.run(now, u64::MAX);
