@@ -160,10 +160,12 @@ impl Replica {
 
     /// Whether a peer I trust holds a snapshot past `k`.
     pub(super) fn snapshot_past(&self, k: u64) -> bool {
+        // The point first: it is a load and a compare, and almost always false (a leader
+        // asks at every turn, rule (up-to-date leader)); suspicion only where it is past.
         (0..self.config.replicas).any(|a| {
-            a != self.me
+            self.beat.points[usize::from(a)] > k
+                && a != self.me
                 && !self.omega.suspects(a, self.now)
-                && self.beat.points[usize::from(a)] > k
         })
     }
 
