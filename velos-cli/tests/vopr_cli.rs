@@ -35,6 +35,11 @@ fn thousand_seeds(flags: &[&str]) {
         "premise: the failure model's schedule ran — a leader crashed after a replacement \
          joined in {after_join} seeds"
     );
+    let gap_checked = summary["gap_checked_seeds"].as_u64().expect("a count");
+    assert!(
+        gap_checked >= 500,
+        "premise: the commit-gap check saw operations wait outside every fault's window          in {gap_checked} seeds"
+    );
     println!(
         "1000 seeds {flags:?}, {ops} client operations: {:.1} seeds/s",
         summary["seeds_per_s"].as_f64().expect("a rate")

@@ -109,3 +109,56 @@ impl CommitGaps {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A watch over seed 0's scenario with its faults removed: only the start excuses.
+    fn watch() -> (CommitGaps, u64, u64) {
+        let mut scenario = Scenario::from_seed(0);
+        scenario.faults.clear();
+        let timeout = scenario.log.failure_timeout_ns;
+        (CommitGaps::new(&scenario), settle_ns(timeout), timeout)
+    }
+
+    #[test]
+    fn a_stall_while_an_operation_waits_fails_and_idle_or_excused_time_does_not() {
+        let (mut gaps, settle, timeout) = watch();
+        let bound = GAP_FAILURE_TIMEOUTS * timeout;
+        // The start is excused: no commit, an operation waiting, nothing charged.
+        for now in (0..settle).step_by(1_000) {
+            gaps.visit(now, (0, 0), true);
+        }
+        assert_eq!(gaps.charged_visits, 0, "the start excuses");
+        // Idle: nothing waits, nothing charged however long.
+        let mut now = settle;
+        for _ in 0..10 * bound / 1_000 {
+            now += 1_000;
+            gaps.visit(now, (0, 0), false);
+        }
+        assert!(gaps.violation().is_none() && gaps.charged_visits == 0);
+        // Commits moving while an operation waits: gaps of 1 µs only.
+        for i in 1..100 {
+            now += 1_000;
+            gaps.visit(now, (i, 0), true);
+        }
+        assert!(gaps.violation().is_none());
+        // A stall longer than the bound while an operation waits: a violation.
+        let stalled = now;
+        while now <= stalled + bound + 1_000 {
+            now += 1_000;
+            gaps.visit(now, (99, 0), true);
+        }
+        assert!(gaps.charged_visits > 0, "premise: visits were charged");
+        let v = gaps.violation().expect("the stall fails the run");
+        assert!(v.starts_with("liveness: no commit for"), "{v}");
+        // The same stall inside a fault's window is excused.
+        let (mut excused, settle, _) = watch();
+        excused.fault_at(settle);
+        for now in (settle..settle + settle).step_by(1_000) {
+            excused.visit(now, (5, 0), true);
+        }
+        assert!(excused.violation().is_none() && excused.charged_visits == 0);
+    }
+}
