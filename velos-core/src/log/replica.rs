@@ -317,6 +317,7 @@ impl Replica {
                 heartbeat: 0,
                 heartbeat_asked: vec![false; usize::from(config.replicas)],
                 points: vec![0; usize::from(config.replicas)],
+                reached: vec![0; usize::from(config.replicas)],
                 heartbeat_issued: vec![0; usize::from(config.replicas)],
                 published_trust: (None, 0),
             },
@@ -573,6 +574,8 @@ impl Replica {
         self.omega.standing(a, !beat.unable, claims);
         let p = &mut self.beat.points[usize::from(a)];
         *p = (*p).max(beat.point); // points only grow
+        let r = &mut self.beat.reached[usize::from(a)];
+        *r = (*r).max(beat.point + beat.past);
         if self.is_leader() {
             let issued = self.beat.heartbeat_issued[usize::from(a)];
             let trusts_me = (beat.trust == Some(self.me)).then_some(beat.version);

@@ -169,6 +169,17 @@ impl Replica {
         })
     }
 
+    /// Whether a trusted peer's heartbeat showed it applied past `k` (its snapshot point
+    /// plus how far past it it applied): the log reached beyond `k` (rule (term catch-up)).
+    pub(super) fn reached_past(&self, k: u64) -> bool {
+        // As in snapshot_past: the position first, suspicion only where it is past.
+        (0..self.config.replicas).any(|a| {
+            self.beat.reached[usize::from(a)] > k
+                && a != self.me
+                && !self.omega.suspects(a, self.now)
+        })
+    }
+
     /// Whether catch-ups of `k` have found no majority for a failure timeout while a live
     /// peer holds a snapshot past `k`: copy it rather than wait. A slot decided by a
     /// configuration that was replaced may have no live majority left to read it from

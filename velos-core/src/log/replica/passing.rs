@@ -14,8 +14,9 @@ impl Replica {
     }
 
     /// Rule (term catch-up): whether I may start leading now that Ω chose me. A replica
-    /// whose heartbeats show a live peer's snapshot more than a window past its next slot
-    /// lags behind the others (back from a pause, say): it first learns in bulk what a
+    /// whose heartbeats show a live peer applied more than a window past its next slot
+    /// lags behind the others (back from a pause or a slow link, say): it first learns in
+    /// bulk what a
     /// majority already decided from its next slot on — many slots per read — instead of
     /// adopting slot after slot in its window, one value read each (a leader 45 slots
     /// behind took about 7 µs a slot, and the log stood still meanwhile: the campaign's
@@ -28,7 +29,7 @@ impl Replica {
         }
         let k = self.next_apply;
         let window = u64::from(self.config.pipeline);
-        let behind = self.snapshot_past(k + window);
+        let behind = self.reached_past(k + window);
         if !behind && self.learn.bulk.term_from.is_none() {
             return true;
         }
@@ -55,7 +56,7 @@ impl Replica {
     }
 
     /// Rule (up-to-date leader): whether I pass the lead now — I am more than a window
-    /// behind (a trusted peer's snapshot is past my next slot by more than a window, or
+    /// behind (a trusted peer applied past my next slot by more than a window, or
     /// `unprovable`: my last bulk found nothing chosen there while live peers held more
     /// than a window of slots accepted that I lack — decided by a majority one of whose
     /// members is gone, which no read proves and a leader can only adopt, one value read
@@ -68,7 +69,7 @@ impl Replica {
     /// at about 4 µs each, for 386 µs (`velos vopr --seeds 5108..5109`).
     pub(super) fn pass_lead(&mut self, unprovable: bool) -> bool {
         let window = u64::from(self.config.pipeline);
-        let behind = unprovable || self.snapshot_past(self.next_apply + window);
+        let behind = unprovable || self.reached_past(self.next_apply + window);
         let timeout = self.config.failure_timeout_ns;
         let rested = self.now >= self.learn.bulk.lagging_until.saturating_add(timeout);
         let pass = behind && rested && self.omega.able_peer(self.now);

@@ -166,6 +166,7 @@ impl Replica {
             self.learn.read_replaced = true;
         }
         self.beat.points[usize::from(r)] = 0;
+        self.beat.reached[usize::from(r)] = 0;
         self.omega.replaced(r); // it cannot lead until it says it can: rule (able leader)
         self.leasing.lease.forget(r);
         self.members_moved();

@@ -13,6 +13,9 @@ pub(super) struct Heartbeats {
     pub(super) heartbeat_asked: Vec<bool>,
     /// Per replica: its snapshot point as last seen in its heartbeat word (mine: my own).
     pub(super) points: Vec<u64>,
+    /// Per replica: the highest `point + past` its heartbeat words showed, a lower bound
+    /// of its next slot to apply (rule (term catch-up)).
+    pub(super) reached: Vec<u64>,
     /// Per replica: when the heartbeat read now out towards it was issued.
     pub(super) heartbeat_issued: Vec<u64>,
     /// The leader I trust as my heartbeat word last said, and its version.

@@ -89,6 +89,7 @@ fn omega_bumps_the_own_heartbeat_and_reads_the_others() {
     let word = crate::log::heartbeat::Heartbeat {
         point: 0,
         trust: Some(0),
+        past: 0,
         version: 1,
         unable: false,
         beat: 1,

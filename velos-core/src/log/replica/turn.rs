@@ -216,16 +216,18 @@ impl Replica {
     }
 
     /// My heartbeat word now: snapshot point, the leader I trust (Ω's) and its version,
-    /// counter.
+    /// how far past the point I applied, counter.
     pub(super) fn heartbeat_word(&mut self) -> u64 {
         let trust = Some(self.omega.leader(self.now));
         let (published, version) = self.beat.published_trust;
         if trust != published {
             self.beat.published_trust = (trust, version.wrapping_add(1));
         }
+        let point = self.beat.points[usize::from(self.me)];
         Heartbeat {
-            point: self.beat.points[usize::from(self.me)],
+            point,
             trust,
+            past: self.next_apply.saturating_sub(point),
             version: self.beat.published_trust.1,
             unable: !self.able_to_lead(),
             beat: self.beat.heartbeat,
