@@ -3,7 +3,7 @@
 //! for bit.
 
 use crate::latency::LatencyModel;
-use crate::machine::{Clock, CrashMode, Delay, Machine, Transition};
+use crate::machine::{Clock, CrashMode, Delay, Link, Machine, Transition};
 use crate::rng::{Fnv64, Rng};
 use serde::{Deserialize, Serialize};
 use velos_rdma::{NodeId, Process};
@@ -41,6 +41,21 @@ pub enum Fault {
         /// How long the slowdown lasts.
         duration_ns: u64,
     },
+    /// Every step on a queue pair `node` posts on costs `extra_ns` more for `duration_ns`:
+    /// a node whose NIC or link sends slowly while the others reach its memory at full
+    /// speed — it looks alive to them (its heartbeat is read as fast as ever) yet every
+    /// operation it posts crawls: a leader that decides nothing (a gray failure). The steps
+    /// charged are its queue pairs' transport (the request's and the answer's trips on the
+    /// wire, its NIC's read of a put's payload), never the responder's execution: a slow
+    /// requester does not hold a healthy responder's atomic unit.
+    DelayFrom {
+        /// The node whose queue pairs are slowed.
+        node: NodeId,
+        /// Extra cost of each step.
+        extra_ns: u64,
+        /// How long the slowdown lasts.
+        duration_ns: u64,
+    },
     /// The CPUs of `node` take no step for `duration_ns` (a process descheduled, a long
     /// pause): its NIC still serves the others and its queue pairs still drain, but it
     /// issues nothing and sees nothing until the pause ends.
@@ -68,6 +83,21 @@ impl ScheduledFault {
         ScheduledFault {
             at_ns,
             fault: Fault::Delay {
+                node: NodeId(node),
+                extra_ns,
+                duration_ns,
+            },
+        }
+    }
+}
+
+impl ScheduledFault {
+    /// From `at_ns` on, for `duration_ns`, every step on a queue pair `node` posts on costs
+    /// `extra_ns` more ([`Fault::DelayFrom`]).
+    pub fn delay_from(node: u16, at_ns: u64, extra_ns: u64, duration_ns: u64) -> ScheduledFault {
+        ScheduledFault {
+            at_ns,
+            fault: Fault::DelayFrom {
                 node: NodeId(node),
                 extra_ns,
                 duration_ns,
@@ -117,12 +147,14 @@ pub enum Stop {
 struct SimClock {
     latency: LatencyModel,
     jitter: Rng,
-    slow: Vec<(NodeId, u64, u64)>,
+    /// Slowdowns: (node, whether of the queue pairs it posts on — else of those towards
+    /// it —, extra ns a step, until).
+    slow: Vec<(NodeId, bool, u64, u64)>,
     now: u64,
 }
 
 impl Clock for SimClock {
-    fn delay(&mut self, kind: Delay, target: Option<NodeId>) -> u64 {
+    fn delay(&mut self, kind: Delay, link: Option<Link>) -> u64 {
         let mut d = self.latency.base(kind);
         // A step the profile makes free stays free (no jitter drawn, no slowdown): a cost
         // added to the model later, at 0 in older profiles, leaves their traces unchanged.
@@ -136,9 +168,20 @@ impl Clock for SimClock {
             };
             d += self.jitter.below(bound + 1);
         }
-        if let Some(target) = target {
-            for &(node, extra, until) in &self.slow {
-                if node == target && self.now < until {
+        if let Some(link) = link {
+            // A slow poster's own transport: the request's and the answer's trips and its
+            // NIC's read of the payload — never the responder's execution, which holds the
+            // responder's atomic unit (a slow requester does not slow a healthy NIC).
+            let transport = matches!(
+                kind,
+                Delay::Wire | Delay::LoopbackWire | Delay::NicLocalRead
+            );
+            for &(node, from, extra, until) in &self.slow {
+                let charged = match from {
+                    true => link.from == node && transport,
+                    false => link.to == node,
+                };
+                if charged && self.now < until {
                     d += extra;
                 }
             }
@@ -310,9 +353,16 @@ impl<P: Process> Simulator<P> {
                 extra_ns,
                 duration_ns,
             } => {
-                self.clock
-                    .slow
-                    .push((node, extra_ns, self.clock.now + duration_ns));
+                let until = self.clock.now + duration_ns;
+                self.clock.slow.push((node, false, extra_ns, until));
+            }
+            Fault::DelayFrom {
+                node,
+                extra_ns,
+                duration_ns,
+            } => {
+                let until = self.clock.now + duration_ns;
+                self.clock.slow.push((node, true, extra_ns, until));
             }
             Fault::Pause { node, duration_ns } => {
                 self.paused.push((node, self.clock.now + duration_ns));

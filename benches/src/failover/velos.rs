@@ -36,6 +36,7 @@ pub(super) fn run_seed(config: &FailoverConfig, seed: u64) -> anyhow::Result<See
         device_memory: false,
         pauses: Vec::new(),
         delays: Vec::new(),
+        delays_from: Vec::new(),
         snapshot_every: None,
         snapshot_bytes: 8,
         reconfigure: Vec::new(),

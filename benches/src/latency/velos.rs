@@ -110,6 +110,7 @@ pub(super) fn measure(
         device_memory,
         pauses: Vec::new(),
         delays: Vec::new(),
+        delays_from: Vec::new(),
         snapshot_every: None,
         snapshot_bytes: 8,
         reconfigure: Vec::new(),

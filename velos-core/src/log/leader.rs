@@ -452,6 +452,12 @@ impl Leader {
             .any(|r| r.mine.is_none() && r.adopted.is_none() && !r.reading)
     }
 
+    /// Whether the window is empty because no slot is free to open below `room` (the
+    /// ring waits for the members' snapshots, [`crate::log::ring`]).
+    pub(in crate::log) fn waits_for_room(&self, room: u64) -> bool {
+        self.window.is_empty() && self.next_slot >= room
+    }
+
     /// Values given to slots and not decided yet.
     pub(super) fn in_flight_values(&self) -> usize {
         self.window.values().filter(|r| r.mine.is_some()).count()

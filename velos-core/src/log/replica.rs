@@ -318,6 +318,7 @@ impl Replica {
                 heartbeat_asked: vec![false; usize::from(config.replicas)],
                 points: vec![0; usize::from(config.replicas)],
                 reached: vec![0; usize::from(config.replicas)],
+                round_trips: vec![0; usize::from(config.replicas)],
                 heartbeat_issued: vec![0; usize::from(config.replicas)],
                 published_trust: (None, 0),
             },
@@ -569,6 +570,8 @@ impl Replica {
             "Ω-fresh: a read was out"
         );
         self.omega.observe(a, word, self.now);
+        let issued = self.beat.heartbeat_issued[usize::from(a)];
+        self.beat.round_trips[usize::from(a)] = self.now.saturating_sub(issued);
         let beat = Heartbeat::of(word);
         let claims = self.claims(beat.trust == Some(a));
         self.omega.standing(a, !beat.unable, claims);
@@ -638,6 +641,9 @@ impl Replica {
         self.applied.push((slot, bytes));
         self.applied_at.push(self.now);
         self.next_apply += 1;
+        if self.is_leader() {
+            self.leader_moved(false);
+        }
         // A leader writes only slots it has not applied.
         if let Some(mut w) = self.learn.written.remove(&slot) {
             w.payload.refill([]);

@@ -44,11 +44,20 @@ pub enum Delay {
     Copy(u64),
 }
 
+/// The two ends of a queue pair: the node that posts on it and the node it reaches.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Link {
+    /// The poster's node.
+    pub from: NodeId,
+    /// The target node.
+    pub to: NodeId,
+}
+
 /// A source of delays. The explorer uses [`NoDelay`]; the simulator a latency model.
 pub trait Clock {
-    /// Virtual nanoseconds for a step of `kind`, on the queue pair towards `target`
-    /// when the step belongs to one.
-    fn delay(&mut self, kind: Delay, target: Option<NodeId>) -> u64;
+    /// Virtual nanoseconds for a step of `kind`, on the queue pair `link` when the step
+    /// belongs to one.
+    fn delay(&mut self, kind: Delay, link: Option<Link>) -> u64;
 }
 
 /// Every step costs nothing: time plays no part in exhaustive exploration.
@@ -56,7 +65,7 @@ pub trait Clock {
 pub struct NoDelay;
 
 impl Clock for NoDelay {
-    fn delay(&mut self, _kind: Delay, _target: Option<NodeId>) -> u64 {
+    fn delay(&mut self, _kind: Delay, _link: Option<Link>) -> u64 {
         0
     }
 }

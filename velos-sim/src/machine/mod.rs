@@ -15,7 +15,7 @@ mod state;
 mod stubborn;
 mod transition;
 
-pub use delay::{Clock, Delay, NoDelay};
+pub use delay::{Clock, Delay, Link, NoDelay};
 pub use items::{LocalWriteEntry, PipeItem, RemoteWrite, SbEntry, Timed};
 pub use mutation::Mutation;
 pub use state::{CrashMode, Machine, Next, NodeStatus, QpStatus, QueuePair, ThreadState};

@@ -33,14 +33,12 @@ impl<P: Process> Machine<P> {
                 let (_, target) = self.qp_ends(q);
                 match self.qps[q].pipe[i].item {
                     PipeItem::Fence => self.rule1_rfence(q, i),
-                    PipeItem::PutRead { .. } => self.rule2_put_local_read(q, i, now, clock, target),
+                    PipeItem::PutRead { .. } => self.rule2_put_local_read(q, i, now, clock),
                     PipeItem::PutWrite { .. } | PipeItem::PutWords { .. } => {
                         self.rule3_put_remote_write(q, i, now, clock, target)
                     }
                     PipeItem::Ack { .. } => self.rule5_put_completion(q, i, now),
-                    PipeItem::GetRead { .. } => {
-                        self.rule6_get_remote_read(q, i, now, clock, target)
-                    }
+                    PipeItem::GetRead { .. } => self.rule6_get_remote_read(q, i, now, clock),
                     PipeItem::LocalWrite { .. } => self.rule7_local_write_issued(q, i, now, clock),
                     PipeItem::AtomicRead { .. } => {
                         self.rule9_10_11_atomic_read(q, i, now, clock, target)
@@ -110,14 +108,7 @@ impl<P: Process> Machine<P> {
     }
 
     /// Rule 2: a put's NIC local read: `P0(y,x)` becomes `P1(y, M[x])`.
-    fn rule2_put_local_read(
-        &mut self,
-        q: usize,
-        i: usize,
-        now: u64,
-        clock: &mut dyn Clock,
-        target: NodeId,
-    ) {
+    fn rule2_put_local_read(&mut self, q: usize, i: usize, now: u64, clock: &mut dyn Clock) {
         assert!(
             self.qps[q].lw_only_completions() || self.mutation.is_some(),
             "rule 2: lW holds only cn"
@@ -137,7 +128,7 @@ impl<P: Process> Machine<P> {
                 value,
                 work_id,
             },
-            ready: now + clock.delay(self.wire(q), Some(target)),
+            ready: now + clock.delay(self.wire(q), Some(self.link(q))),
         };
     }
 
@@ -180,8 +171,8 @@ impl<P: Process> Machine<P> {
         let payload = clock.delay(Delay::Payload(bytes), None);
         // The ACK leaves after the responder's work on the put (0 unless the profile's
         // NIC acknowledges only after placement), then crosses the wire.
-        let ack = clock.delay(self.put_ack_delay(remote), Some(target));
-        let ack_ready = now + payload + ack + clock.delay(self.wire(q), Some(target));
+        let ack = clock.delay(self.put_ack_delay(remote), Some(self.link(q)));
+        let ack_ready = now + payload + ack + clock.delay(self.wire(q), Some(self.link(q)));
         let item = std::mem::replace(
             &mut self.qps[q].pipe[i],
             Timed {
@@ -189,7 +180,8 @@ impl<P: Process> Machine<P> {
                 ready: ack_ready,
             },
         );
-        let ready = now + payload + clock.delay(self.remote_write_delay(remote), Some(target));
+        let ready =
+            now + payload + clock.delay(self.remote_write_delay(remote), Some(self.link(q)));
         let rw = &mut self.qps[q].rw;
         match item.item {
             PipeItem::PutWrite { value, .. } => rw.push_back(Timed {
@@ -247,14 +239,7 @@ impl<P: Process> Machine<P> {
     }
 
     /// Rule 6: a get's remote read: `G0(a,y)` becomes `LW(a, M[y])`.
-    fn rule6_get_remote_read(
-        &mut self,
-        q: usize,
-        i: usize,
-        now: u64,
-        clock: &mut dyn Clock,
-        target: NodeId,
-    ) {
+    fn rule6_get_remote_read(&mut self, q: usize, i: usize, now: u64, clock: &mut dyn Clock) {
         assert!(
             self.qps[q].rw.is_empty() || self.mutation.is_some(),
             "rule 6: rW empty"
@@ -274,7 +259,7 @@ impl<P: Process> Machine<P> {
                 value,
                 work_id,
             },
-            ready: now + clock.delay(self.wire(q), Some(target)),
+            ready: now + clock.delay(self.wire(q), Some(self.link(q))),
         };
     }
 
@@ -354,14 +339,14 @@ impl<P: Process> Machine<P> {
         let old = self
             .read(remote)
             .expect("rules 9-11: remote checked at post");
-        let atomic = clock.delay(self.atomic_delay(remote), Some(target));
+        let atomic = clock.delay(self.atomic_delay(remote), Some(self.link(q)));
         let back = Timed {
             item: PipeItem::LocalWrite {
                 local,
                 value: old,
                 work_id,
             },
-            ready: now + atomic + clock.delay(self.wire(q), Some(target)),
+            ready: now + atomic + clock.delay(self.wire(q), Some(self.link(q))),
         };
         match rmw.apply(old) {
             None => self.qps[q].pipe[i] = back, // rule 9
@@ -400,7 +385,7 @@ impl<P: Process> Machine<P> {
         let PipeItem::AtomicWrite { remote, value, .. } = entry.item else {
             unreachable!("rule 12 fires on AW")
         };
-        let ready = now + clock.delay(self.remote_write_delay(remote), Some(target));
+        let ready = now + clock.delay(self.remote_write_delay(remote), Some(self.link(q)));
         self.qps[q].rw.push_back(Timed {
             item: RemoteWrite::Atomic { loc: remote, value },
             ready,
@@ -448,7 +433,7 @@ impl<P: Process> Machine<P> {
                     PipeItem::Fence => None,
                     _ => Some(self.wire(q)),
                 };
-                let ready = now + kind.map_or(0, |k| clock.delay(k, Some(target)));
+                let ready = now + kind.map_or(0, |k| clock.delay(k, Some(self.link(q))));
                 self.qps[q].pipe.push_back(Timed { item, ready });
                 self.mark_active(q);
             }

@@ -2,6 +2,7 @@
 //! the per-node remote-atomic locks `L[n]` (rdma-semantics.md, "State").
 
 use super::active::{ActiveQps, Members};
+use super::delay::Link;
 use super::items::{LocalWriteEntry, PipeItem, RemoteWrite, SbEntry, Timed};
 use super::mutation::Mutation;
 use std::collections::VecDeque;
@@ -264,6 +265,15 @@ impl<P: Process> Machine<P> {
     pub fn qp_ends(&self, q: usize) -> (usize, NodeId) {
         let n = self.node_count();
         (q / n, NodeId((q % n) as u16))
+    }
+
+    /// The nodes queue pair `q` joins: its poster's and its target.
+    pub fn link(&self, q: usize) -> Link {
+        let (t, to) = self.qp_ends(q);
+        Link {
+            from: self.threads[t].node,
+            to,
+        }
     }
 
     /// Checks a location against the memory's shape.

@@ -202,6 +202,9 @@ pub fn sim_config(spec: &ClusterSpec) -> SimConfig {
             .chain(spec.delays.iter().map(|&(node, at, extra, duration)| {
                 ScheduledFault::delay(node, at, extra, duration)
             }))
+            .chain(spec.delays_from.iter().map(|&(node, at, extra, duration)| {
+                ScheduledFault::delay_from(node, at, extra, duration)
+            }))
             .chain(
                 spec.pauses
                     .iter()

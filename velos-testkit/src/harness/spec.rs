@@ -40,6 +40,10 @@ pub struct ClusterSpec {
     /// extra_ns, duration_ns)`, every step costing `extra_ns` more
     /// ([`Fault::Delay`](velos_sim::simulate::Fault::Delay)).
     pub delays: Vec<(u16, u64, u64, u64)>,
+    /// Slow every queue pair these replicas post on for a while: `(replica, at_ns,
+    /// extra_ns, duration_ns)` ([`Fault::DelayFrom`](velos_sim::simulate::Fault::DelayFrom)):
+    /// the others still read their memory at full speed.
+    pub delays_from: Vec<(u16, u64, u64, u64)>,
     /// Run a service on every replica (a digest of the entries applied) that snapshots
     /// every this many entries, so that the log's ring recycles and a replica that falls
     /// off it copies a snapshot (`log.max_snapshot_bytes` must hold `snapshot_bytes`).
@@ -92,6 +96,7 @@ impl ClusterSpec {
             device_memory: false,
             pauses: Vec::new(),
             delays: Vec::new(),
+            delays_from: Vec::new(),
             snapshot_every: None,
             snapshot_bytes: 8,
             lease_reads: false,

@@ -7,7 +7,25 @@
 //! leader) in `paper-notes/velos.md`), so a gap there fails the run.
 
 use super::clients::RETRY_NS;
-use super::scenario::{FaultPlan, Scenario};
+use super::scenario::{FaultPlan, Scenario, failures};
+
+/// Whether the permanent faults of `scenario`, with its slow senders counted as failed,
+/// exceed a minority of the replicas: a slow sender is then in every majority left.
+fn slow_needed(scenario: &Scenario) -> bool {
+    let as_failed: Vec<FaultPlan> = scenario
+        .faults
+        .iter()
+        .map(|f| match *f {
+            FaultPlan::SlowSender { replica, at_ns, .. } => FaultPlan::Crash {
+                replica,
+                at_ns,
+                fail: false,
+            },
+            ref other => other.clone(),
+        })
+        .collect();
+    failures(&as_failed) > usize::from(scenario.log.replicas - 1) / 2
+}
 
 /// The longest commit gap (ns) allowed while no fault is active, in failure timeouts: a
 /// stable leader decides a slot in a few microseconds, so a gap of this length means the
@@ -44,6 +62,7 @@ impl CommitGaps {
     /// crash after a join is added when it fires ([`CommitGaps::fault_at`]).
     pub fn new(scenario: &Scenario) -> CommitGaps {
         let settle_ns = settle_ns(scenario.log.failure_timeout_ns);
+        let slow_in_every_majority = slow_needed(scenario);
         let excused = scenario
             .faults
             .iter()
@@ -52,6 +71,16 @@ impl CommitGaps {
                 | FaultPlan::Crash { at_ns, .. }
                 | FaultPlan::QueuePairError { at_ns, .. }
                 | FaultPlan::Restart { at_ns, .. } => Some((at_ns, at_ns + settle_ns)),
+                // Rule (deciding leader): a slow sender that leads is passed over within
+                // the detector's timeouts; the others decide at full speed meanwhile —
+                // unless the permanent faults leave it in every majority (its snapshots
+                // then gate the ring's room, and it learns values slowly).
+                FaultPlan::SlowSender {
+                    at_ns, duration_ns, ..
+                } => match slow_in_every_majority {
+                    true => Some((at_ns, at_ns + duration_ns + settle_ns)),
+                    false => Some((at_ns, at_ns + settle_ns)),
+                },
                 FaultPlan::Delay {
                     at_ns, duration_ns, ..
                 }

@@ -196,6 +196,19 @@ fn scheduled(scenario: &Scenario) -> Vec<ScheduledFault> {
                     duration_ns,
                 },
             ),
+            FaultPlan::SlowSender {
+                replica,
+                at_ns,
+                extra_ns,
+                duration_ns,
+            } => at(
+                at_ns,
+                Fault::DelayFrom {
+                    node: NodeId(replica),
+                    extra_ns,
+                    duration_ns,
+                },
+            ),
             FaultPlan::Pause {
                 replica,
                 at_ns,

@@ -46,6 +46,21 @@ pub enum FaultPlan {
         /// How long.
         duration_ns: u64,
     },
+    /// Every step on a queue pair `replica` posts on costs `extra_ns` more for
+    /// `duration_ns`, while the others reach its memory at full speed: it looks alive and
+    /// everything it posts crawls (a gray failure; `velos_sim`'s `Fault::DelayFrom`). A
+    /// leader so slowed must be passed over (rule (deciding leader)): the commit-gap
+    /// check excuses only the fault's first [`super::gaps::settle_ns`].
+    SlowSender {
+        /// The replica.
+        replica: u16,
+        /// When.
+        at_ns: u64,
+        /// Extra cost per step.
+        extra_ns: u64,
+        /// How long.
+        duration_ns: u64,
+    },
     /// `replica` — or, with `leader`, whichever replica leads at `at_ns` (`replica` if
     /// none does) — crashes at `at_ns` (operations towards it hang) and a fresh process
     /// starts in its place `after_ns` later, on blank memory, at the next incarnation: it
@@ -159,6 +174,7 @@ impl Scenario {
         let near_overflow = (overflow && near).then_some(below);
         let mut faults = faults(&mut rng, replicas, safety_ns);
         restarts(seed, replicas, safety_ns, &mut faults);
+        slow_sender(seed, replicas, safety_ns, &mut faults);
         let scenario = Scenario {
             seed,
             log,
@@ -225,7 +241,7 @@ impl Scenario {
 /// a restarted replica; after the join, the leader's crash the returned budget pays for
 /// instead (the README's failure model). A crash that names a restarted replica kills
 /// its replacement: that replica counts for good.
-fn failures(faults: &[FaultPlan]) -> usize {
+pub(super) fn failures(faults: &[FaultPlan]) -> usize {
     let mut failed = std::collections::BTreeSet::new();
     let mut leaders = 0;
     let (mut restarted, mut after_join) = (None, 0);
@@ -243,7 +259,7 @@ fn failures(faults: &[FaultPlan]) -> usize {
                 replica, leader, ..
             } => restarted = Some((replica, leader)),
             FaultPlan::CrashLeaderAfterJoin { .. } => after_join += 1,
-            FaultPlan::Delay { .. } | FaultPlan::Pause { .. } => {}
+            FaultPlan::Delay { .. } | FaultPlan::Pause { .. } | FaultPlan::SlowSender { .. } => {}
         }
     }
     let permanent = failed.len() + leaders;
@@ -360,6 +376,33 @@ fn restarts(seed: u64, replicas: u16, safety_ns: u64, faults: &mut Vec<FaultPlan
     if before_join && failures(&more) <= budget {
         *faults = more;
     }
+}
+
+/// One seed in three, a slow sender ([`FaultPlan::SlowSender`]): one replica — the first
+/// leader, replica 0, one time in two — whose own queue pairs crawl from a time in the
+/// safety phase to its end or for a while. Temporary, so free of the budget. Drawn from a
+/// stream of its own, so that the other faults stay what they were.
+fn slow_sender(seed: u64, replicas: u16, safety_ns: u64, faults: &mut Vec<FaultPlan>) {
+    let mut rng = Rng::new(seed ^ 0x736c_6f77_7365_6e64); // "slowsend"
+    if rng.below(3) != 0 {
+        return;
+    }
+    let replica = match rng.below(2) {
+        0 => 0,
+        _ => rng.below(u64::from(replicas)) as u16,
+    };
+    let at_ns = 20_000 + rng.below(safety_ns / 2);
+    let extra_ns = [2_000, 20_000][rng.below(2) as usize];
+    let duration_ns = match rng.below(2) {
+        0 => safety_ns - at_ns,
+        _ => (1 + rng.below(200)) * 1_000,
+    };
+    faults.push(FaultPlan::SlowSender {
+        replica,
+        at_ns,
+        extra_ns,
+        duration_ns: duration_ns.min(safety_ns - at_ns),
+    });
 }
 
 #[cfg(test)]

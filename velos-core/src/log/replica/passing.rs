@@ -1,10 +1,14 @@
 //! The start of a term: rule (term catch-up) — a replica Ω chose that the heartbeats show
 //! behind learns in bulk before it leads ([`super::bulk`]) — and rule (up-to-date leader)
 //! — one still more than a window behind, a leader too, passes the lead for a failure
-//! timeout when a trusted peer can lead.
+//! timeout when a trusted peer can lead —, and rule (deciding leader) — a leader that
+//! decides nothing while proposals wait passes the lead.
 
-use super::Replica;
+use super::{Replica, Role};
 use crate::log::config::BULK_SLOTS;
+
+/// Rule (deciding leader): how many times a pass's period doubles at most.
+const MAX_DOUBLINGS: u32 = 6;
 
 impl Replica {
     /// Rule (up-to-date leader): whether I say I cannot lead because the others are well
@@ -74,13 +78,107 @@ impl Replica {
         let rested = self.now >= self.learn.bulk.lagging_until.saturating_add(timeout);
         let pass = behind && rested && self.omega.able_peer(self.now);
         if pass {
-            self.learn.bulk.lagging_until = self.now + timeout;
+            self.say_unable();
         }
         assert!(
             !pass || self.lagging(),
             "rule (up-to-date leader): I say I cannot lead"
         );
         pass
+    }
+
+    /// Rule (deciding leader): whether I, leading, pass the lead now because I decided
+    /// nothing for two failure timeouts while proposals waited (since my term started,
+    /// since I last applied a slot, or since nothing waited, whichever is latest; waiting
+    /// for the ring's room does not count). A gray
+    /// failure: my NIC or link sends slowly while the others read my heartbeat at full
+    /// speed (`velos_sim`'s `Fault::DelayFrom`), so they trust me and wait while every
+    /// operation I post crawls; my own reads of their heartbeats crawl too, so my Ω
+    /// suspects them all and would keep me leading for good. I judge only myself: I say I
+    /// cannot lead (and name no leader in my heartbeat while my Ω names me, so nobody
+    /// takes me for a claimant) for a failure timeout, doubled at each pass in a row up to
+    /// 64 times, and Ω moves the lead to a replica that can decide. A pass costs liveness
+    /// only: safety is the slot protocol's. Back to one failure timeout once a term of mine
+    /// lasted 64 failure timeouts (a slow leader that still decides now and then keeps
+    /// passing: one that took the lead back after each failure timeout halved the rate).
+    pub(super) fn stalled(&mut self) -> bool {
+        let Role::Leader(l) = &self.role else {
+            return false;
+        };
+        // Waiting for the ring's room is not my slowness: a successor would wait too.
+        let waits =
+            (!l.pending.is_empty() || l.in_flight_values() > 0) && !l.waits_for_room(self.room());
+        let timeout = self.config.failure_timeout_ns;
+        let b = &mut self.learn.bulk;
+        if self.now >= b.led_since.saturating_add(timeout << MAX_DOUBLINGS) {
+            b.stalls = 0; // a term that went on that long without a stall
+        }
+        if !waits {
+            b.quiet_at = self.now;
+            return false;
+        }
+        if self.now < b.quiet_at.saturating_add(2 * timeout) {
+            return false;
+        }
+        self.say_unable();
+        assert!(
+            self.lagging(),
+            "rule (deciding leader): I say I cannot lead"
+        );
+        true
+    }
+
+    /// Rules (up-to-date leader) and (deciding leader): I pass the lead — I say I cannot
+    /// lead for a failure timeout, doubled at each pass since my last term that went on
+    /// for 64 failure timeouts, up to 64 of them. A replica whose own reads crawl (its
+    /// NIC sends slowly) suspects every peer, so its Ω names it again as soon as it can
+    /// lead: passing for one failure timeout each time, it took the lead back every few
+    /// tens of µs and halved the log's rate (`velos sim --delay-from 0@100us+5ms:20us`).
+    fn say_unable(&mut self) {
+        let b = &mut self.learn.bulk;
+        let period = self.config.failure_timeout_ns << b.stalls.min(MAX_DOUBLINGS);
+        b.lagging_until = self.now + period;
+        b.stalls += 1;
+        assert!(self.lagging(), "I say I cannot lead");
+    }
+
+    /// Rule (deciding leader): a slot applied while leading, or a term started
+    /// (`started`): the stall clock starts again.
+    pub(super) fn leader_moved(&mut self, started: bool) {
+        self.learn.bulk.quiet_at = self.now;
+        if started {
+            self.learn.bulk.led_since = self.now;
+        }
+    }
+
+    /// Rule (able leader): whether my reads reach a majority of my next slot's voters
+    /// promptly — counting myself, the voters whose latest heartbeat read took, or whose
+    /// read out has taken, at most a quarter of a failure timeout. A replica whose NIC
+    /// sends slowly sees every read crawl while the others read it at full speed: it
+    /// could decide nothing, and its Ω, trusting a peer again whenever a late read
+    /// lands, made it take the lead back now and then, a stall of two failure timeouts
+    /// each time (`velos vopr --seeds 984..985`).
+    pub(super) fn reaches_majority(&self) -> bool {
+        let k = self.next_apply;
+        let prompt = self.config.failure_timeout_ns / 4;
+        let fast = self
+            .membership
+            .voters(k)
+            .iter()
+            .filter(|&a| a == self.me || self.read_latency(a) <= prompt)
+            .count();
+        fast >= self.membership.at(k).majority()
+    }
+
+    /// How long my heartbeat reads of `a` take: the latest one's round trip, or the one
+    /// out's age if longer.
+    fn read_latency(&self, a: u16) -> u64 {
+        let i = usize::from(a);
+        let out = match self.beat.heartbeat_asked[i] {
+            true => self.now.saturating_sub(self.beat.heartbeat_issued[i]),
+            false => 0,
+        };
+        self.beat.round_trips[i].max(out)
     }
 
     /// Ω chose another: a term catch-up under way is no longer one.

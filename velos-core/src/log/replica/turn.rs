@@ -218,7 +218,13 @@ impl Replica {
     /// My heartbeat word now: snapshot point, the leader I trust (Ω's) and its version,
     /// how far past the point I applied, counter.
     pub(super) fn heartbeat_word(&mut self) -> u64 {
-        let trust = Some(self.omega.leader(self.now));
+        let leader = self.omega.leader(self.now);
+        // Rule (sticky leader): a replica claims the lead by naming itself, so it names
+        // itself only while it leads. One that Ω names but that does not lead — it passed
+        // the lead (rules (up-to-date leader), (deciding leader)) and suspects the others,
+        // or copies a snapshot first — names no leader: else the others kept choosing a
+        // claimant that does not lead, and the log stopped.
+        let trust = (leader != self.me || self.is_leader()).then_some(leader);
         let (published, version) = self.beat.published_trust;
         if trust != published {
             self.beat.published_trust = (trust, version.wrapping_add(1));
@@ -236,13 +242,16 @@ impl Replica {
     }
 
     /// Rule (able leader): whether I could lead — I vote in my next slot (its
-    /// configuration names me at my incarnation), and I have not just found the others
+    /// configuration names me at my incarnation), I copy no snapshot (a replica behind
+    /// the ring leads only once it copied one), my reads reach a majority of its voters
+    /// promptly ([`Replica::reaches_majority`]), and I have not just found the others
     /// more than a window ahead of me (rule (up-to-date leader), decided by the replica
     /// itself before it leads, so no two views disagree on who leads: passing over a
     /// voter that others judged lagging made two replicas lead at once). Rule (stale
     /// view) covers the case where a lagging replica cannot lead at all.
     pub(super) fn able_to_lead(&self) -> bool {
-        self.votes() && !self.lagging()
+        let copying = self.snap.behind || self.snap.transfer.is_some();
+        self.votes() && !self.lagging() && !copying && self.reaches_majority()
     }
 
     /// Rule (sticky leader): whether a replica claims the lead, given that it leads (or
@@ -357,18 +366,25 @@ impl Replica {
         if leader != self.me {
             self.not_chosen();
         }
-        if self.is_leader() && self.pass_lead(false) {
-            self.step_down(); // rule (up-to-date leader): a leader far behind passes it
+        if self.is_leader() && (self.pass_lead(false) || self.stalled()) {
+            // Rule (up-to-date leader): a leader far behind passes the lead; rule
+            // (deciding leader): so does one that decides nothing while proposals wait.
+            self.step_down();
         }
         // A replica behind the ring copies a snapshot before it may lead; one behind the
         // others learns in bulk first (rule (term catch-up)).
-        let ready =
-            leader == self.me && !self.is_leader() && !self.snap.behind && self.ready_to_lead();
+        // Rule (able leader): nor does one whose reads do not reach a majority promptly.
+        let ready = leader == self.me
+            && !self.is_leader()
+            && !self.snap.behind
+            && self.reaches_majority()
+            && self.ready_to_lead();
         match (&self.role, leader == self.me) {
             (Role::Follower, true) if ready => {
                 self.learn.repair = None;
                 self.term += 1;
                 self.terms_started.push(self.now);
+                self.leader_moved(true);
                 self.leasing.lease.start_term();
                 self.learn.catch_up = None;
                 self.learn.bulk.abandon();
