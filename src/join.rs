@@ -208,10 +208,15 @@ impl Drop for Joiners {
     }
 }
 
+mod joiner;
+pub use joiner::{Asked, Late, ask};
+
 #[cfg(feature = "verbs")]
 mod verbs;
 #[cfg(feature = "verbs")]
 pub use verbs::{Met, join, meet};
 
+#[cfg(test)]
+mod majority_tests;
 #[cfg(test)]
 mod tests;
