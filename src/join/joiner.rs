@@ -139,6 +139,11 @@ impl Late {
         self.joins.waiting()
     }
 
+    /// Whether a node was met or told since last asked (cheap: for a loop's every turn).
+    pub fn pending(&self) -> bool {
+        self.joins.ended() || self.told.ended()
+    }
+
     /// The nodes being told that this process connected its side (dialed on).
     pub fn telling(&self) -> Vec<u16> {
         self.told.waiting()

@@ -105,6 +105,11 @@ impl Dials {
         self.waiting.iter().copied().collect()
     }
 
+    /// Whether a dial ended that was not taken yet (cheap: for a loop's every turn).
+    pub fn ended(&self) -> bool {
+        !self.answers.is_empty()
+    }
+
     /// The next dial that ended, waiting at most `wait` for one.
     pub fn next_within(&mut self, wait: Duration) -> Option<(u16, DialResult)> {
         if self.waiting.is_empty() {
