@@ -78,6 +78,12 @@ pub(super) trait Host: Debug + Sync {
         })
     }
 
+    /// Whether `peer` was absent when this node connected and is not connected since.
+    fn is_absent(&self, peer: NodeId) -> bool {
+        let _ = peer;
+        false
+    }
+
     /// Connects thread `thread`'s `connection` towards `peer`, absent when this node
     /// connected and never connected since, to `peer`'s process described by `info`, and
     /// this node's responder for it (see `VerbsNode`'s); the connection stays parked.

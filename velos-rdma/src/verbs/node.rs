@@ -604,6 +604,10 @@ impl Host for VerbsNode {
         Ok((connection, mine))
     }
 
+    fn is_absent(&self, peer: NodeId) -> bool {
+        lock(&self.absent).contains(&peer.0)
+    }
+
     fn connect_absent(
         &self,
         peer: NodeId,

@@ -26,6 +26,9 @@ impl VerbsEndpoint<'_> {
         let t = self
             .queue_pair(peer)
             .map_err(|_| VerbsError::UnknownNode { node: peer })?;
+        if !self.host.is_absent(peer) {
+            return Err(VerbsError::NotAbsent { node: peer });
+        }
         // Requests kept for it were refused (parked): none reached the NIC.
         self.ring_all();
         assert_eq!(
