@@ -23,6 +23,15 @@ struct Running {
 
 impl Running {
     fn start(f: &ClusterFile, id: u16) -> Running {
+        Running::answering(f, id, Ok)
+    }
+
+    /// Node `id` running, its loop's answers to joins passed through `judge`.
+    fn answering(
+        f: &ClusterFile,
+        id: u16,
+        judge: fn(Vec<u8>) -> Result<Vec<u8>, String>,
+    ) -> Running {
         let joiners = Joiners::serve(f.clone(), id, listen(f, id).unwrap()).unwrap();
         let seen = Arc::new(Mutex::new(Vec::new()));
         let stop = Arc::new(AtomicBool::new(false));
@@ -32,14 +41,16 @@ impl Running {
                 while let Some(request) = joiners.next() {
                     saw.lock().unwrap().push(request.message.clone());
                     let answer = match request.message {
-                        JoinMessage::Join { .. } => serde_json::to_vec(&JoinAnswer {
-                            incarnation: 100 + u64::from(id),
-                            info: vec![id as u8],
-                        })
-                        .unwrap(),
-                        JoinMessage::Connected { .. } => Vec::new(),
+                        JoinMessage::Join { .. } => judge(
+                            serde_json::to_vec(&JoinAnswer {
+                                incarnation: 100 + u64::from(id),
+                                info: vec![id as u8],
+                            })
+                            .unwrap(),
+                        ),
+                        JoinMessage::Connected { .. } => Ok(Vec::new()),
                     };
-                    request.answer(Ok(answer));
+                    request.answer(answer);
                 }
                 std::thread::sleep(Duration::from_millis(2));
             }
@@ -185,4 +196,28 @@ fn a_node_down_at_the_join_is_met_once_it_listens() {
         [join, JoinMessage::Connected { incarnation: 9 }]
     );
     assert!(late.missing().is_empty() && late.telling().is_empty());
+}
+
+#[test]
+fn a_node_that_refuses_late_is_given_up_with_its_reason() {
+    // Premise: three nodes; the joiner takes node 2's place while node 1 is down; node 1
+    // comes back knowing a later process in that place, and refuses.
+    let f = file(3);
+    let _zero = Running::start(&f, 0);
+    assert_down(&f, 1);
+    let mut late = ask(&f, 2, 9, info_for, TIMEOUT)
+        .unwrap()
+        .connected(TIMEOUT)
+        .unwrap();
+    let _one = Running::answering(&f, 1, |_| Err("incarnation 9 is not above 12".into()));
+    let (peer, answer) = late.met_within(TIMEOUT).expect("node 1 met");
+    assert_eq!(peer, 1);
+    match answer {
+        Err(RendezvousError::Refused { me, peer, reason }) => {
+            assert_eq!((me, peer), (2, 1));
+            assert!(reason.contains("not above 12"), "{reason}");
+        }
+        other => panic!("not a refusal: {other:?}"),
+    }
+    assert!(late.missing().is_empty(), "given up, not dialed on");
 }
