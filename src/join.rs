@@ -7,20 +7,25 @@
 //! engine (`Joiners::handle`, feature `verbs`).
 //!
 //! **The joiner** (`join`, feature `verbs`) registers its memory as the region plan says and dials every
-//! other node with the same proofs as at the start. Two exchanges each:
+//! other node with the same proofs as at the start, and goes on once it and the nodes
+//! that answered are a strict majority of the cluster file ([`ask`]; why a majority of
+//! the file, and why it bears on liveness only: `joiner.rs`). Two exchanges each:
 //! 1. [`JoinMessage::Join`]: its incarnation and its connection information. The node
 //!    refuses an incarnation not above the one it knows for that place; otherwise it
 //!    replaces its queue pair towards the place by one to the joiner (the old one
 //!    flushed and destroyed with its responder: the old process can no longer reach this
 //!    node), *parked*, and answers with its own information and incarnation
 //!    ([`JoinAnswer`]).
-//! 2. Once every node answered, the joiner connects its queue pairs and sends
-//!    [`JoinMessage::Connected`]: each node tells its engine first
-//!    (`Replica::peer_replaced`: from now on the place counts only where a configuration
-//!    names the new incarnation), then unparks the queue pair.
+//! 2. Once a majority answered, the joiner connects its queue pairs towards them (the
+//!    others' stay parked) and sends [`JoinMessage::Connected`]: each node tells its
+//!    engine first (`Replica::peer_replaced`: from now on the place counts only where a
+//!    configuration names the new incarnation), then unparks the queue pair.
 //!
-//! Then the joiner runs `Replica::joining` with every node's incarnation, and the leader
-//! makes it a voter through the log (rule (replace)).
+//! Then the joiner runs `Replica::joining` with every node's incarnation (0 for a node
+//! not met), and the leader makes it a voter through the log (rule (replace)). The nodes
+//! not met are dialed on in the background ([`Late`]): one that answers later goes
+//! through the same two exchanges, the joiner's engine told first if that node's process
+//! is newer than it knew, its queue pair connected at one of the joiner's turns.
 //!
 //! The incarnation is the joiner's start time in microseconds since the Unix epoch unless
 //! given: above every earlier process's in that place as long as the machines' clocks do
@@ -208,10 +213,15 @@ impl Drop for Joiners {
     }
 }
 
+mod joiner;
+pub use joiner::{Asked, Late, ask};
+
 #[cfg(feature = "verbs")]
 mod verbs;
 #[cfg(feature = "verbs")]
 pub use verbs::{Met, join, meet};
 
+#[cfg(test)]
+mod majority_tests;
 #[cfg(test)]
 mod tests;

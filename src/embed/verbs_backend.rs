@@ -53,7 +53,12 @@ pub(crate) fn start<S: StateMachine>(
             let mut replica = met
                 .replica(Shared::new(log), id, no_client)
                 .expect("validated");
-            let Met { node, listener, .. } = met;
+            let Met {
+                node,
+                listener,
+                mut late,
+                ..
+            } = met;
             // Processes that join later are met on the listener; their requests are
             // handled at the replica's turns (an idle replica turns at least every
             // `sleep_max` ns).
@@ -84,6 +89,12 @@ pub(crate) fn start<S: StateMachine>(
                 if joiners.pending() {
                     for (peer, incarnation) in joiners.handle(&mut endpoint.inner, replica) {
                         tracing::info!(replica = id, peer, incarnation, "peer replaced");
+                    }
+                }
+                // A joiner: the nodes it did not meet at the join, met since.
+                if let Some(late) = late.as_mut().filter(|late| late.pending()) {
+                    for (peer, incarnation) in late.handle(&mut endpoint.inner, replica) {
+                        tracing::info!(replica = id, peer, incarnation, "peer met late");
                     }
                 }
             };

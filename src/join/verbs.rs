@@ -1,7 +1,8 @@
-//! The verbs side of joining: the joiner's connection set-up ([`join`]) and a running
-//! replica's handling of its requests ([`Joiners::handle`]).
+//! The verbs side of joining: the joiner's connection set-up ([`join`]), a running
+//! replica's handling of its requests ([`Joiners::handle`]), and the joiner's handling of
+//! the nodes it meets late ([`Late::handle`]).
 
-use super::{JoinAnswer, JoinMessage, Joiners, Start};
+use super::{JoinAnswer, JoinMessage, Joiners, Late, Start};
 use crate::cluster_file::ClusterFile;
 use crate::connect::ConnectError;
 use std::collections::BTreeMap;
@@ -19,9 +20,15 @@ pub struct Met {
     pub node: VerbsNode,
     /// Its rendezvous listener, for later joiners ([`Joiners::serve`]).
     pub listener: TcpListener,
-    /// A joiner's: every place's incarnation, its own included (for `Replica::joining`);
-    /// `None` for a process that started with the cluster.
+    /// A joiner's: every place's incarnation, its own included (for `Replica::joining`;
+    /// 0 for a node not met yet, which this process then counts in no configuration
+    /// that names a later incarnation of it until it is met); `None` for a process that
+    /// started with the cluster.
     pub incarnations: Option<Vec<u64>>,
+    /// A joiner's: the nodes it did not meet at the join, dialed on in the background,
+    /// and those not told yet that it connected (handle it at the replica's turns:
+    /// [`Late::handle`]); `None` for a process that started with the cluster.
+    pub late: Option<Late>,
 }
 
 impl Met {
@@ -59,6 +66,7 @@ pub fn meet(
                 node,
                 listener,
                 incarnations: None,
+                late: None,
             })
         }
         Start::Join { incarnation } => join(log, cluster, id, incarnation, timeout),
@@ -67,13 +75,16 @@ pub fn meet(
 
 /// Joins the running cluster of `cluster` in node `id`'s place, at `incarnation`
 /// ([`super::incarnation_now`] if `None`): registers the node's memory as `log`'s region
-/// plan says, exchanges [`JoinMessage::Join`] with every other node, connects the queue
-/// pairs, and tells every node [`JoinMessage::Connected`]. Waits at most `timeout` for
+/// plan says, exchanges [`JoinMessage::Join`] with the other nodes until a majority of the
+/// file (this node counted) answered ([`super::ask`]), connects the queue pairs towards
+/// them (the others' stay parked: [`VerbsNode::connect_reached`]), and tells them
+/// [`JoinMessage::Connected`] until a majority acknowledged. The nodes not met, or not
+/// told, are dialed on in the background ([`Met::late`]). Waits at most `timeout` for
 /// each round.
 ///
 /// # Errors
 /// A node that refuses (an incarnation not above the one it knows, a wrong secret, …)
-/// or does not answer in time ([`ConnectError::Rendezvous`]); the device
+/// or too few answering in time ([`ConnectError::Rendezvous`]); the device
 /// ([`ConnectError::Rdma`]).
 pub fn join(
     log: &LogConfig,
@@ -95,19 +106,12 @@ pub fn join(
     )
     .map_err(|e| rdma(&e))?;
     let listener = crate::rendezvous::listen(cluster, id)?;
-    let asks: BTreeMap<u16, Vec<u8>> = (0..log.replicas)
-        .map(|peer| {
-            let info = node.local_info_for(NodeId(peer)).to_bytes();
-            (peer, JoinMessage::Join { incarnation, info }.to_bytes())
-        })
-        .collect();
-    let answers = crate::rendezvous::dial_each(cluster, id, |p| asks[&p].clone(), timeout)?;
+    let info_for = |peer: u16| node.local_info_for(NodeId(peer)).to_bytes();
+    let asked = super::ask(cluster, id, incarnation, info_for, timeout)?;
     let mut incarnations = vec![0; usize::from(log.replicas)];
     incarnations[usize::from(id)] = incarnation;
     let mut peers = BTreeMap::new();
-    for (peer, bytes) in answers {
-        let answer: JoinAnswer = serde_json::from_slice(&bytes)
-            .map_err(|e| ConnectError::Rdma(format!("node {peer}'s answer: {e}")))?;
+    for (&peer, answer) in &asked.answers {
         incarnations[usize::from(peer)] = answer.incarnation;
         peers.insert(
             peer,
@@ -115,15 +119,93 @@ pub fn join(
         );
     }
     peers.insert(id, node.local_info_for(NodeId(id)));
-    node.connect_peers(&peers).map_err(|e| rdma(&e))?;
-    let connected = JoinMessage::Connected { incarnation }.to_bytes();
-    crate::rendezvous::dial_each(cluster, id, |_| connected.clone(), timeout)?;
+    let absent = node.connect_reached(&peers).map_err(|e| rdma(&e))?;
+    let missing = asked.missing();
+    assert_eq!(
+        absent.iter().map(|n| n.0).collect::<Vec<_>>(),
+        missing,
+        "rule (absent): the queue pairs of the nodes not met stay parked"
+    );
+    if !missing.is_empty() {
+        tracing::info!(node = id, ?missing, "joined with a majority; dialing on");
+    }
+    let late = asked.connected(timeout)?;
     assert!(node.is_connected());
     Ok(Met {
         node,
         listener,
         incarnations: Some(incarnations),
+        late: Some(late),
     })
+}
+
+impl Late {
+    /// Handles every node met late, for the joiner's `replica` on `endpoint` (call it
+    /// from the replica's loop, between two operations): the engine told first if the
+    /// node's process is newer than the one it knows (`Replica::peer_replaced`, rule (no
+    /// amnesia)), then the queue pair towards it connected
+    /// ([`VerbsEndpoint::connect_late`]), then the node told in the background
+    /// ([`Late::connected`]). A node that refused, or whose answer does not fit, is given
+    /// up (logged). Returns the nodes connected, with their incarnations.
+    pub fn handle(
+        &mut self,
+        endpoint: &mut VerbsEndpoint<'_>,
+        replica: &mut Replica,
+    ) -> Vec<(u16, u64)> {
+        let me = replica.id();
+        let mut connected = Vec::new();
+        while let Some((peer, answer)) = self.met() {
+            match Late::connect(endpoint, replica, peer, answer) {
+                Ok(incarnation) => {
+                    if let Err(e) = self.connected(peer) {
+                        tracing::warn!(node = me, peer, "telling a node met late: {e}");
+                    }
+                    connected.push((peer, incarnation));
+                }
+                Err(e) => tracing::warn!(node = me, peer, "a node met late given up: {e}"),
+            }
+        }
+        while let Some((peer, told)) = self.told_within(Duration::ZERO) {
+            match told {
+                Ok(()) => tracing::info!(node = me, peer, "met late and told"),
+                Err(e) => tracing::warn!(node = me, peer, "not told: {e}"),
+            }
+        }
+        connected
+    }
+
+    /// Connects to `peer`, met late with `answer`: its incarnation.
+    fn connect(
+        endpoint: &mut VerbsEndpoint<'_>,
+        replica: &mut Replica,
+        peer: u16,
+        answer: Result<JoinAnswer, crate::rendezvous::RendezvousError>,
+    ) -> Result<u64, String> {
+        let answer = answer.map_err(|e| e.to_string())?;
+        let info = PeerInfo::from_bytes(&answer.info).map_err(|e| e.to_string())?;
+        let Some(&known) = replica.incarnations().get(usize::from(peer)) else {
+            return Err(format!("node {peer} is not a replica of this log"));
+        };
+        if answer.incarnation < known {
+            return Err(format!(
+                "incarnation {} of node {peer} is below {known}, the one known",
+                answer.incarnation
+            ));
+        }
+        if answer.incarnation > known {
+            replica
+                .peer_replaced(peer, answer.incarnation)
+                .map_err(|e| e.to_string())?;
+        }
+        endpoint
+            .connect_late(NodeId(peer), &info)
+            .map_err(|e| e.to_string())?;
+        assert_eq!(
+            replica.incarnations()[usize::from(peer)],
+            answer.incarnation
+        );
+        Ok(answer.incarnation)
+    }
 }
 
 impl Joiners {

@@ -1,8 +1,10 @@
-//! The rendezvous of a process that joins a running cluster: it dials every other node
-//! ([`dial_each`]), each of which serves it on the listener it kept open
-//! ([`serve_one`]), with the same proofs as at the start; what the information says (a
-//! join, a connection made) is the caller's.
+//! The rendezvous of a process that joins a running cluster: it dials the other nodes
+//! ([`dial_majority`]: it goes on once a majority of the cluster file answered, the
+//! others dialed on in the background; [`dial_each`]: every one), each of which serves
+//! it on the listener it kept open ([`serve_one`]), with the same proofs as at the start;
+//! what the information says (a join, a connection made) is the caller's.
 
+use super::dials::{Dials, majority_of_others};
 use super::{Local, RendezvousError, dial, take};
 use crate::cluster_file::ClusterFile;
 use std::collections::BTreeMap;
@@ -23,6 +25,36 @@ pub fn dial_each(
     let peers = dial(&local, &others, Instant::now() + timeout)?;
     assert_eq!(peers.len(), others.len(), "every other node answered once");
     Ok(peers)
+}
+
+/// Exchanges information with the other nodes of `file` as node `me`, dialing each of
+/// them on a thread of its own and sending each `info_for(peer)`, until every one
+/// answered, or enough did that this node and they are a strict majority of the file and
+/// [`super::STRAGGLERS_WITHIN`] more passed. What they answered, by node, and the dials
+/// of the others, which go on in the background until those nodes answer (or the dials
+/// are dropped). Waits at most `timeout` for the majority.
+///
+/// # Errors
+/// [`RendezvousError::NoMajority`] if too few answered in time, saying how many did and
+/// how many were needed; the first refusal met (the remaining dials stopped); this node
+/// not in the file, no secret.
+pub fn dial_majority(
+    file: &ClusterFile,
+    me: u16,
+    info_for: impl Fn(u16) -> Vec<u8>,
+    timeout: Duration,
+) -> Result<(BTreeMap<u16, Vec<u8>>, Dials), RendezvousError> {
+    let mut dials = Dials::new(file, me)?;
+    for peer in (0..file.len() as u16).filter(|&p| p != me) {
+        dials.dial(peer, info_for(peer))?;
+    }
+    let answers = dials.wait_for(majority_of_others(file.len()), timeout)?;
+    assert_eq!(
+        answers.len() + dials.waiting().len(),
+        file.len() - 1,
+        "every other node answered or is dialed on"
+    );
+    Ok((answers, dials))
 }
 
 /// Serves one process that dialed node `me` of `file` on `stream` (accepted from the

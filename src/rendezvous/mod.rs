@@ -23,6 +23,7 @@
 //! so a passive eavesdropper on the setup network sees it; a network one cannot trust
 //! that far needs the setup run over an encrypted channel.
 
+mod dials;
 mod join;
 mod proof;
 #[cfg(test)]
@@ -30,7 +31,8 @@ pub(crate) mod tests;
 mod wire;
 
 use crate::cluster_file::ClusterFile;
-pub use join::{dial_each, serve_one};
+pub use dials::{DialResult, Dials, PAUSE_MAX, STRAGGLERS_WITHIN, majority_of_others};
+pub use join::{dial_each, dial_majority, serve_one};
 use proof::{NONCE_BYTES, Role, Transcript};
 use std::collections::BTreeMap;
 use std::net::{TcpListener, TcpStream};
@@ -81,6 +83,38 @@ pub enum RendezvousError {
         timeout: Duration,
         /// Peers this node refused meanwhile, with the reason.
         refusals: Vec<String>,
+    },
+    /// A joiner reached fewer nodes than it needs: with itself, a strict majority of the
+    /// cluster file's nodes.
+    #[error(
+        "rendezvous: node {me} reached {} of the {} other nodes within {timeout:?} \
+         (answered: {answered:?}; no answer from {missing:?}); joining needs {needed} \
+         of them (with this one, a majority of the cluster file's {nodes} nodes)",
+        answered.len(),
+        nodes.saturating_sub(1)
+    )]
+    NoMajority {
+        /// This node.
+        me: u16,
+        /// The nodes that answered.
+        answered: Vec<u16>,
+        /// How many other nodes had to answer.
+        needed: usize,
+        /// The nodes of the cluster file.
+        nodes: usize,
+        /// The nodes that did not answer (still dialed in the background by the
+        /// [`Dials`] that waited, if kept).
+        missing: Vec<u16>,
+        /// How long it waited.
+        timeout: Duration,
+    },
+    /// A peer proved the secret but answered what this node cannot read.
+    #[error("rendezvous: node {peer}'s answer cannot be read: {reason}")]
+    BadAnswer {
+        /// The peer.
+        peer: u16,
+        /// What was wrong.
+        reason: String,
     },
     /// This node is not in the cluster file.
     #[error("rendezvous: node {0} is not in the cluster file")]

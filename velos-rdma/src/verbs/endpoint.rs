@@ -3,6 +3,7 @@
 //! [`Endpoint`] implementation for both, against their [`Host`]. The operations that
 //! wait for completions are in `waits`.
 
+mod late;
 mod posting;
 mod rejoin;
 mod waits;

@@ -65,6 +65,13 @@ pub enum VerbsError {
     /// moved queue pairs (successfully or not): queue pairs connect once.
     #[error("the node has already connected (or failed to) once")]
     AlreadyConnected,
+    /// A peer met late was connected already (only a peer absent when the node
+    /// connected is: [`VerbsNode::connect_reached`](super::VerbsNode::connect_reached)).
+    #[error("{node} was connected already: only a peer absent at the connection is met late")]
+    NotAbsent {
+        /// The peer.
+        node: NodeId,
+    },
     /// A node of the layout has no entry in the peers handed to
     /// [`VerbsNode::connect`](super::VerbsNode::connect).
     #[error("no connection information for peer {node}")]

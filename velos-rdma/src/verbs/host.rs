@@ -78,6 +78,31 @@ pub(super) trait Host: Debug + Sync {
         })
     }
 
+    /// Whether `peer` was absent when this node connected and is not connected since.
+    fn is_absent(&self, peer: NodeId) -> bool {
+        let _ = peer;
+        false
+    }
+
+    /// Connects thread `thread`'s `connection` towards `peer`, absent when this node
+    /// connected and never connected since, to `peer`'s process described by `info`, and
+    /// this node's responder for it (see `VerbsNode`'s); the connection stays parked.
+    fn connect_absent(
+        &self,
+        peer: NodeId,
+        thread: u16,
+        connection: &mut Connection,
+        info: &PeerInfo,
+    ) -> Result<(), VerbsError> {
+        let _ = (thread, connection, info);
+        Err(VerbsError::BadNodeInfo {
+            reason: format!(
+                "{peer}: a node met late belongs to a node of a cluster (VerbsNode), not a \
+                 single-process fabric"
+            ),
+        })
+    }
+
     /// An endpoint that is going posted `counts` work requests: a host that sums them up
     /// adds them (by default they are not kept).
     fn count_work_requests(&self, counts: WorkRequests) {

@@ -23,10 +23,12 @@ use crate::plan::Grant;
 use sideway::ibverbs::address::Gid;
 use sideway::ibverbs::completion::ExtendedCompletionQueue;
 use sideway::ibverbs::queue_pair::{ExtendedQueuePair, QueuePair};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
+
+mod absent;
 
 /// Where connecting stands.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -71,6 +73,10 @@ pub struct VerbsNode {
     id: NodeId,
     threads: u16,
     connected: Mutex<Connected>,
+    /// The peers without information at the connection ([`VerbsNode::connect_reached`]):
+    /// their queue pairs unconnected, parked, until one is met late
+    /// ([`VerbsEndpoint::connect_late`]).
+    absent: Mutex<BTreeSet<u16>>,
     /// Operations executed by endpoints that have been dropped.
     ops: AtomicU64,
     /// When the node was made: the zero of its clock (`Op::Now`).
@@ -189,6 +195,7 @@ impl VerbsNode {
             id,
             threads,
             connected: Mutex::new(Connected::No),
+            absent: Mutex::new(BTreeSet::new()),
             ops: AtomicU64::new(0),
             started: Instant::now(),
         };
@@ -301,14 +308,33 @@ impl VerbsNode {
     /// As [`VerbsNode::connect`]; [`VerbsError::BadNodeInfo`] also for a range outside
     /// its node's words.
     pub fn connect_peers(&mut self, peers: &BTreeMap<u16, PeerInfo>) -> Result<(), VerbsError> {
+        self.connect_known(peers, false)
+    }
+
+    /// [`VerbsNode::connect_peers`], except that the nodes `peers` does not hold are
+    /// `absent`-allowed: their queue pairs stay unconnected and this node's requesters
+    /// towards them refuse every request ([`RdmaError::QueuePairError`], as a broken queue
+    /// pair does), until each is met late ([`VerbsEndpoint::connect_late`]).
+    fn connect_known(
+        &mut self,
+        peers: &BTreeMap<u16, PeerInfo>,
+        absent_allowed: bool,
+    ) -> Result<(), VerbsError> {
         if *lock(&self.connected) != Connected::No {
             return Err(VerbsError::AlreadyConnected);
         }
-        let infos = self.check_peers(peers)?;
+        let (infos, absent) = self.check_peers(peers, absent_allowed)?;
         *lock(&self.connected) = Connected::Failed;
         let me = self.id.index();
         let lanes = self.lanes.get_mut().unwrap_or_else(PoisonError::into_inner);
         for (target, info) in infos.iter().map(|peer| &peer.info).enumerate() {
+            if absent.contains(&info.node.0) {
+                for lane in lanes.iter_mut() {
+                    let lane = lane.as_mut().expect("no endpoint while connecting");
+                    lane.connections[target].park();
+                }
+                continue;
+            }
             let gid = Gid { raw: info.gid };
             for (thread, lane) in lanes.iter_mut().enumerate() {
                 let lane = lane.as_mut().expect("no endpoint while connecting");
@@ -337,13 +363,19 @@ impl VerbsNode {
             }
         }
         assert_eq!(infos.len(), usize::from(self.layout().nodes()));
+        assert!(absent_allowed || absent.is_empty(), "every peer connected");
         *lock(&self.connected) = Connected::Yes(infos);
+        *lock(&self.absent) = absent;
         Ok(())
     }
 
     /// Every node's information, by node, this node's own included, after checking that
     /// `peers` fits this node.
-    fn check_peers(&self, peers: &BTreeMap<u16, PeerInfo>) -> Result<Vec<PeerInfo>, VerbsError> {
+    fn check_peers(
+        &self,
+        peers: &BTreeMap<u16, PeerInfo>,
+        absent_allowed: bool,
+    ) -> Result<(Vec<PeerInfo>, BTreeSet<u16>), VerbsError> {
         let own = self.local_info_for(self.id);
         for (&key, peer) in peers {
             let info = &peer.info;
@@ -358,20 +390,23 @@ impl VerbsNode {
             }
         }
         let mut infos = Vec::with_capacity(usize::from(self.layout().nodes()));
+        let mut absent = BTreeSet::new();
         for node in self.layout().node_ids() {
             let peer = if node == self.id {
                 own.clone()
+            } else if let Some(peer) = peers.get(&node.0) {
+                peer.clone()
+            } else if absent_allowed {
+                absent.insert(node.0);
+                self.placeholder(node)
             } else {
-                peers
-                    .get(&node.0)
-                    .ok_or(VerbsError::MissingPeer { node })?
-                    .clone()
+                return Err(VerbsError::MissingPeer { node });
             };
             self.check_peer(node, &peer)?;
             infos.push(peer);
         }
         assert_eq!(infos.len(), usize::from(self.layout().nodes()));
-        Ok(infos)
+        Ok((infos, absent))
     }
 
     /// Checks that `peer`, the information of `node`, fits this node's layout and threads.
@@ -559,12 +594,28 @@ impl Host for VerbsNode {
             infos[peer.index()] = info.clone();
         }
         connection.park();
+        // A peer absent at the connection is no longer: its new process is connected here.
+        lock(&self.absent).remove(&peer.0);
         let mine = self.local_info_for(peer);
         assert_eq!(
             mine.info.requesters[peer.index()][t],
             connection.qp_number()
         );
         Ok((connection, mine))
+    }
+
+    fn is_absent(&self, peer: NodeId) -> bool {
+        lock(&self.absent).contains(&peer.0)
+    }
+
+    fn connect_absent(
+        &self,
+        peer: NodeId,
+        thread: u16,
+        connection: &mut Connection,
+        info: &PeerInfo,
+    ) -> Result<(), VerbsError> {
+        self.connect_late(peer, thread, connection, info)
     }
 
     fn queue_depth(&self) -> u32 {
