@@ -127,7 +127,10 @@ fn a_slow_sender_does_not_stop_the_log_whether_it_leads_or_follows() {
                     );
                     println!("{what}: {r:?}");
                     let timeout = spec(replicas, seed).log.failure_timeout_ns;
-                    assert!(r.before > 100, "premise: {what}: decisions before the fault");
+                    assert!(
+                        r.before > 100,
+                        "premise: {what}: decisions before the fault"
+                    );
                     assert!(
                         r.gap <= 2 * timeout,
                         "{what}: commits stopped for {} ns (bound {} ns): {r:?}",

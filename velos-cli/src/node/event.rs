@@ -55,6 +55,14 @@ pub enum Event {
         /// The new process's incarnation.
         incarnation: u64,
     },
+    /// This joiner reached `met` only after it joined (the node was down or slow then: a
+    /// join needs a majority of the cluster file): it now reaches it too.
+    MetLate {
+        /// The node.
+        met: u16,
+        /// Its process's incarnation.
+        incarnation: u64,
+    },
     /// This process joined the running cluster (`--join`) at `joined`, its incarnation.
     Joined {
         /// Its incarnation.

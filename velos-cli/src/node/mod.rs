@@ -151,7 +151,12 @@ fn run_verbs(spec: &NodeSpec, mut on_event: impl FnMut(Event)) -> Result<NodeRep
     }
     let mut voting = replica.votes();
     // Processes that join later: met on the listener, handled between two operations.
-    let Met { node, listener, .. } = met;
+    let Met {
+        node,
+        listener,
+        mut late,
+        ..
+    } = met;
     let mut joiners = Joiners::serve(spec.cluster.clone(), spec.id, listener)
         .map_err(|e| NodeError::Rdma(format!("rendezvous: {e}")))?;
     // The endpoint's clock counts from `VerbsNode::open`, before the rendezvous (seconds
@@ -175,6 +180,15 @@ fn run_verbs(spec: &NodeSpec, mut on_event: impl FnMut(Event)) -> Result<NodeRep
                     replaced,
                     incarnation,
                 });
+            }
+        }
+        // A joiner: the nodes it did not meet at the join, met since.
+        if let Some(late) = late
+            .as_mut()
+            .filter(|l| matches!(op, Op::Now) && l.pending())
+        {
+            for (met, incarnation) in late.handle(&mut endpoint.inner, &mut replica) {
+                on_event(Event::MetLate { met, incarnation });
             }
         }
         reply = endpoint.execute(&op);
