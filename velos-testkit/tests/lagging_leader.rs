@@ -21,10 +21,11 @@
 //! 11 of those 14 stopped for 48 to 324 µs. With the rule no run stops longer than 18 µs.
 //! Run with `--nocapture` for each run's numbers.
 
+use velos_core::log::Replica;
 use velos_core::log::heartbeat::Heartbeat;
-use velos_core::log::{ClientScript, LogConfig, Replica};
 use velos_rdma::NodeId;
 use velos_sim::simulate::{ScheduledFault, Simulator};
+use velos_testkit::harness::cluster::most_applied as harness_most_applied;
 use velos_testkit::harness::cluster::{ClusterSpec, Services, crash_leader, machine, sim_config};
 
 /// Step of the driver (ns): the resolution of the gaps measured.
@@ -37,27 +38,11 @@ const LAGGARD: u16 = 1;
 const AFTER_NS: u64 = 500_000;
 
 fn spec(seed: u64, pipeline: u32) -> ClusterSpec {
-    let mut log = LogConfig::new(3, 256, 16);
-    log.pipeline = pipeline;
-    log.max_snapshot_bytes = 64;
-    let client = ClientScript {
-        count: 1_000_000,
-        size: 16,
-    };
-    ClusterSpec {
-        snapshot_every: Some(64),
-        ..ClusterSpec::new(log, seed, 0, client)
-    }
+    ClusterSpec::busy_ring(3, pipeline, seed)
 }
 
 fn most_applied(sim: &Simulator<Replica>) -> u64 {
-    let m = sim.machine();
-    m.threads
-        .iter()
-        .filter(|t| m.is_up(t.node))
-        .map(|t| t.process.next_apply())
-        .max()
-        .unwrap_or(0)
+    harness_most_applied(sim, None)
 }
 
 /// One run's numbers.

@@ -18,9 +18,10 @@
 //! start in every leader case (`velos sim --delay-from 0@100us+100us:3600s`).
 //! Run with `--nocapture` for each run's numbers.
 
-use velos_core::log::{ClientScript, LogConfig, Replica};
+use velos_core::log::{LogConfig, Replica};
 use velos_rdma::NodeId;
 use velos_sim::simulate::{Fault, Simulator};
+use velos_testkit::harness::cluster::most_applied as harness_most_applied;
 use velos_testkit::harness::cluster::{ClusterSpec, Services, machine, sim_config};
 
 /// When the fault starts (ns).
@@ -37,26 +38,11 @@ const BEFORE_FROM_NS: u64 = 100_000;
 const STEP_NS: u64 = 1_000;
 
 fn spec(replicas: u16, seed: u64) -> ClusterSpec {
-    let mut log = LogConfig::new(replicas, 256, 16);
-    log.max_snapshot_bytes = 64;
-    let client = ClientScript {
-        count: 1_000_000,
-        size: 16,
-    };
-    ClusterSpec {
-        snapshot_every: Some(64),
-        ..ClusterSpec::new(log, seed, 0, client)
-    }
+    ClusterSpec::busy_ring(replicas, LogConfig::new(replicas, 256, 16).pipeline, seed)
 }
 
 fn most_applied(sim: &Simulator<Replica>, except: u16) -> u64 {
-    let m = sim.machine();
-    m.threads
-        .iter()
-        .filter(|t| m.is_up(t.node) && t.process.id() != except)
-        .map(|t| t.process.next_apply())
-        .max()
-        .unwrap_or(0)
+    harness_most_applied(sim, Some(except))
 }
 
 /// One run's numbers.

@@ -454,8 +454,9 @@ impl Leader {
 
     /// Whether the window is empty because no slot is free to open below `room` (the
     /// ring waits for the members' snapshots, [`crate::log::ring`]).
-    pub(in crate::log) fn waits_for_room(&self, room: u64) -> bool {
-        self.window.is_empty() && self.next_slot >= room
+    /// `room` is asked only when the window is empty (a busy leader never computes it).
+    pub(in crate::log) fn waits_for_room(&self, room: impl FnOnce() -> u64) -> bool {
+        self.window.is_empty() && self.next_slot >= room()
     }
 
     /// Values given to slots and not decided yet.

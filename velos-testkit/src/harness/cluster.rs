@@ -112,6 +112,18 @@ pub fn restart(
     old
 }
 
+/// The highest next slot to apply among the live replicas other than `except`: how far
+/// the log got, as far as they know.
+pub fn most_applied(sim: &Simulator<Replica>, except: Option<u16>) -> u64 {
+    let m = sim.machine();
+    m.threads
+        .iter()
+        .filter(|t| m.is_up(t.node) && Some(t.process.id()) != except)
+        .map(|t| t.process.next_apply())
+        .max()
+        .unwrap_or(0)
+}
+
 /// Crashes whichever live replica leads now (its operations hang); the one crashed, if
 /// any replica leads.
 pub fn crash_leader(sim: &mut Simulator<Replica>) -> Option<u16> {

@@ -79,6 +79,23 @@ impl ClusterSpec {
             .max()
     }
 
+    /// A busy log on a recycling ring: `replicas` on 256 slots with a window of
+    /// `pipeline`, every leader proposing 16-byte values without pause, services that
+    /// snapshot every 64 entries (64-byte snapshots), run by the caller's driver.
+    pub fn busy_ring(replicas: u16, pipeline: u32, seed: u64) -> ClusterSpec {
+        let mut log = LogConfig::new(replicas, 256, 16);
+        log.pipeline = pipeline;
+        log.max_snapshot_bytes = 64;
+        let client = ClientScript {
+            count: 1_000_000,
+            size: 16,
+        };
+        ClusterSpec {
+            snapshot_every: Some(64),
+            ..ClusterSpec::new(log, seed, 0, client)
+        }
+    }
+
     /// A fault-free run of `log` for `duration_ns` with `client`'s values, on the
     /// `cluster` latency profile, without services; set the other fields with struct
     /// update syntax.

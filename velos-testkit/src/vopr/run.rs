@@ -269,13 +269,7 @@ impl AfterJoin {
 
 /// The next slot of the most advanced live replica.
 fn most_applied(sim: &Simulator<Replica>) -> u64 {
-    let m = sim.machine();
-    m.threads
-        .iter()
-        .filter(|t| m.is_up(t.node))
-        .map(|t| t.process.next_apply())
-        .max()
-        .unwrap_or(0)
+    crate::harness::cluster::most_applied(sim, None)
 }
 
 /// Runs `scenario` and checks it.

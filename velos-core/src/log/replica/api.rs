@@ -41,7 +41,9 @@ impl Replica {
             config: false,
             origin: origin(self.me, id),
         };
+        let idle = queued == 0;
         l.pending.push_back(Proposal { id, value });
+        self.work_arrives(idle);
         Ok(id)
     }
 
@@ -95,7 +97,9 @@ impl Replica {
             config: true,
             origin: origin(self.me, id),
         };
+        let idle = l.pending.is_empty() && l.in_flight_values() == 0;
         l.pending.push_back(Proposal { id, value });
+        self.work_arrives(idle);
         Ok(id)
     }
 

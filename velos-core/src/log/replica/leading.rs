@@ -163,6 +163,7 @@ impl Replica {
         };
         let term = leader.term;
         let pipeline = self.config.pipeline as usize;
+        let sent = self.api.sent;
         while leader.pending.len() + leader.in_flight_values() < pipeline
             && self.api.sent < self.api.client.count
         {
@@ -182,6 +183,12 @@ impl Replica {
                 origin: crate::log::leader::origin(self.me, id),
             };
             leader.pending.push_back(Proposal { id, value });
+        }
+        if self.api.sent > sent {
+            // Rule (deciding leader): values reached a leader with nothing waiting.
+            let pushed = (self.api.sent - sent) as usize;
+            let idle = leader.pending.len() == pushed && leader.in_flight_values() == 0;
+            self.work_arrives(idle);
         }
         let mut cmds = std::mem::take(&mut self.bufs.cmd_buf);
         let mut progress = std::mem::take(&mut self.bufs.progress);

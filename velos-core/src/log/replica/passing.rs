@@ -102,22 +102,24 @@ impl Replica {
     /// lasted 64 failure timeouts (a slow leader that still decides now and then keeps
     /// passing: one that took the lead back after each failure timeout halved the rate).
     pub(super) fn stalled(&mut self) -> bool {
-        let Role::Leader(l) = &self.role else {
-            return false;
-        };
-        // Waiting for the ring's room is not my slowness: a successor would wait too.
-        let waits =
-            (!l.pending.is_empty() || l.in_flight_values() > 0) && !l.waits_for_room(self.room());
         let timeout = self.config.failure_timeout_ns;
         let b = &mut self.learn.bulk;
         if self.now >= b.led_since.saturating_add(timeout << MAX_DOUBLINGS) {
             b.stalls = 0; // a term that went on that long without a stall
         }
-        if !waits {
-            b.quiet_at = self.now;
+        // The clock first: a turn of a leader that decides costs a compare. The stall
+        // clock restarts when work reaches an idle leader ([`Replica::work_arrives`]).
+        if self.now < b.quiet_at.saturating_add(2 * timeout) {
             return false;
         }
-        if self.now < b.quiet_at.saturating_add(2 * timeout) {
+        let Role::Leader(l) = &self.role else {
+            return false;
+        };
+        // Waiting for the ring's room is not my slowness: a successor would wait too.
+        let waits = (!l.pending.is_empty() || l.in_flight_values() > 0)
+            && !l.waits_for_room(|| self.room());
+        if !waits {
+            self.learn.bulk.quiet_at = self.now;
             return false;
         }
         self.say_unable();
@@ -140,6 +142,14 @@ impl Replica {
         b.lagging_until = self.now + period;
         b.stalls += 1;
         assert!(self.lagging(), "I say I cannot lead");
+    }
+
+    /// Rule (deciding leader): a command reaches me, leading, with nothing waiting
+    /// before it (`idle`): the stall clock starts now.
+    pub(super) fn work_arrives(&mut self, idle: bool) {
+        if idle {
+            self.learn.bulk.quiet_at = self.now;
+        }
     }
 
     /// Rule (deciding leader): a slot applied while leading, or a term started

@@ -24,7 +24,9 @@ impl Replica {
             self.leasing.lease.own_switch(now);
         }
         // Rule (able leader): what Ω and my heartbeat say of me.
-        let able = self.able_to_lead();
+        // A leader claims the lead, so its Ω keeps it able or not: its able bit matters
+        // only in its heartbeat word (rule (sticky leader)); none computed per turn.
+        let able = self.is_leader() || self.able_to_lead();
         self.omega
             .standing(self.me, able, self.claims(self.is_leader()));
         if now >= self.beat.next_heartbeat {
@@ -415,7 +417,8 @@ impl Replica {
             _ => {}
         }
         let claims = self.claims(self.is_leader());
-        self.omega.standing(self.me, self.able_to_lead(), claims);
+        let able = self.is_leader() || self.able_to_lead();
+        self.omega.standing(self.me, able, claims);
         assert!(
             !self.is_leader() || self.omega.leader(self.now) == self.me,
             "rule (sticky leader): a leader is its own Ω's choice"
