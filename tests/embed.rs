@@ -395,18 +395,27 @@ fn bad_configurations_are_refused_at_start() {
 #[test]
 fn a_wait_on_a_cluster_that_cannot_decide_times_out() {
     // Two of three replicas down: no majority, so nothing commits; the wait is bounded.
+    // It ends with the wait timeout, or earlier with an unknown outcome: the leader that
+    // decides nothing for two failure timeouts passes the lead (rule (deciding leader)),
+    // and a command it had put in a slot may yet be decided if a majority comes back.
     let mut config = Config::new(3);
     config.wait_timeout = Duration::from_millis(300);
     let cluster = Cluster::start(config, recorders(3)).expect("valid");
     cluster.submit(b"first".to_vec()).expect("a leader");
     cluster.crash(1).expect("up");
     cluster.crash(2).expect("up");
-    assert_eq!(
-        cluster.propose(b"stuck".to_vec()),
-        Err(Error::TimedOut {
-            after: Duration::from_millis(300)
-        })
+    let started = std::time::Instant::now();
+    let stuck = cluster.propose(b"stuck".to_vec());
+    let waited = started.elapsed();
+    assert!(
+        matches!(
+            stuck,
+            Err(Error::TimedOut { after }) if after == Duration::from_millis(300)
+        ) || stuck == Err(Error::OutcomeUnknown),
+        "{stuck:?}"
     );
+    // Bounded: the wait timeout, and slack for a loaded machine's scheduling.
+    assert!(waited < Duration::from_secs(3), "waited {waited:?}");
     let machines = cluster.shutdown();
     assert_eq!(
         commands(machines[0].as_ref().unwrap()),

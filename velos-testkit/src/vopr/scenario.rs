@@ -50,7 +50,7 @@ pub enum FaultPlan {
     /// `duration_ns`, while the others reach its memory at full speed: it looks alive and
     /// everything it posts crawls (a gray failure; `velos_sim`'s `Fault::DelayFrom`). A
     /// leader so slowed must be passed over (rule (deciding leader)): the commit-gap
-    /// check excuses only the fault's first [`super::gaps::settle_ns`].
+    /// check excuses only the fault's first two failure timeouts and a client's retry.
     SlowSender {
         /// The replica.
         replica: u16,
