@@ -107,6 +107,11 @@ fn a_stopped_log_fails_the_liveness_check() {
     let (code, stdout, stderr) = velos(&["sim", "--crash", "2@1ms"]);
     assert_eq!(code, 0, "{stderr}");
     assert!(stdout.contains("liveness: pass"), "{stdout}");
+    // Nothing proposed: nothing shows the log live, and the check does not pass on it.
+    let (code, stdout, stderr) = velos(&["sim", "--duration", "1ms", "--values", "0"]);
+    assert_eq!(code, 1, "{stdout}\n{stderr}");
+    assert!(stdout.contains("liveness: FAIL"), "{stdout}");
+    assert!(stderr.contains("nothing was proposed"), "{stderr}");
 }
 
 #[test]

@@ -218,14 +218,7 @@ pub fn run(args: &BankArgs) -> ExitCode {
     };
     match measure(&config, each) {
         Ok(r) => {
-            if args.json {
-                println!(
-                    "{}",
-                    serde_json::to_string(&r).expect("a report serialises")
-                );
-            } else {
-                print!("{}", summary(&r));
-            }
+            super::report::print_report(&r, args.json, summary);
             let failed: Vec<String> = r
                 .runs
                 .iter()

@@ -99,14 +99,7 @@ pub fn run(args: &JoinArgs) -> ExitCode {
     };
     match measure(&config) {
         Ok(r) => {
-            if args.json {
-                println!(
-                    "{}",
-                    serde_json::to_string(&r).expect("a report serialises")
-                );
-            } else {
-                print!("{}", text(&r));
-            }
+            super::report::print_report(&r, args.json, text);
             let failed: Vec<u64> = r
                 .runs
                 .iter()

@@ -6,5 +6,6 @@ pub mod bench_join;
 pub mod demo;
 pub mod litmus;
 pub mod node;
+pub mod report;
 pub mod sim;
 pub mod vopr;

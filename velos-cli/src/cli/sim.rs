@@ -460,6 +460,12 @@ fn liveness(report: &ClusterReport, spec: &ClusterSpec) -> Result<(), String> {
     if live.is_empty() {
         return Err("liveness: every replica crashed".into());
     }
+    // The premise: something was proposed (else every test below passes on nothing).
+    if report.proposed.is_empty() {
+        return Err(
+            "liveness: nothing was proposed (--values 0?): no run shows the log live".into(),
+        );
+    }
     let moved = live
         .iter()
         .any(|r| r.applied_at.iter().any(|&t| t > last_crash + settled));
@@ -533,12 +539,10 @@ fn proposed_all(report: &ClusterReport, spec: &ClusterSpec) -> bool {
     else {
         return false;
     };
-    // A value is the proposer's id (2 bytes) then its number with the incarnation in the
-    // high 16 bits (8 bytes, little-endian), as hex.
+    // Values are reported as hex; their proposer is in their first bytes.
     let own = |v: &str| {
-        let id = u16::from_str_radix(v.get(0..4).unwrap_or(""), 16).map(u16::swap_bytes);
-        let inc = u16::from_str_radix(v.get(16..20).unwrap_or(""), 16).map(u16::swap_bytes);
-        id == Ok(r.id) && inc == Ok(r.incarnation as u16)
+        let bytes = velos_cli::node::client::parse_hex_value(v).unwrap_or_default();
+        ClientScript::proposer(&bytes) == Some((r.id, r.incarnation as u16))
     };
     let mine = r.applied.iter().filter(|(_, v)| own(v)).count() as u64;
     mine >= spec.client.count

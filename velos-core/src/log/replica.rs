@@ -49,6 +49,33 @@ pub struct ClientScript {
     pub size: usize,
 }
 
+impl ClientScript {
+    /// Value number `n` of replica `me` at `incarnation`: `me` (2 bytes), then `n` with
+    /// the incarnation in its high 16 bits (8 bytes, little-endian: a replacement's values
+    /// are new ones), then zeros up to `size`.
+    pub fn value(&self, me: u16, incarnation: u64, n: u64) -> Vec<u8> {
+        assert!(n < 1 << 48, "a script's value numbers fit 48 bits");
+        let mut v = Vec::with_capacity(self.size);
+        v.extend_from_slice(&me.to_le_bytes());
+        v.extend_from_slice(&(n | incarnation << 48).to_le_bytes());
+        v.resize(self.size, 0);
+        assert_eq!(
+            ClientScript::proposer(&v),
+            Some((me, incarnation as u16)),
+            "round trip"
+        );
+        v
+    }
+
+    /// Who proposed a script's value: its replica and incarnation (low 16 bits); `None`
+    /// for bytes too short to be one.
+    pub fn proposer(value: &[u8]) -> Option<(u16, u16)> {
+        let me = u16::from_le_bytes(value.get(0..2)?.try_into().ok()?);
+        let incarnation = u16::from_le_bytes(value.get(8..10)?.try_into().ok()?);
+        Some((me, incarnation))
+    }
+}
+
 /// Why a proposal was refused, or what became of one that was taken.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, thiserror::Error)]
 pub enum ProposeError {
@@ -255,6 +282,8 @@ pub struct Replica {
     ballot_floor: Vec<u64>,
     /// The learner's state.
     learn: Learning,
+    /// Passing the lead ([`passing`]).
+    passing: passing::Passing,
     moved: bool,
     /// A CAS failed, so the value-buffer puts ahead of it on its queue pair may have
     /// failed too: nobody awaits their work id, and a backend keeps an unreported failure
@@ -337,6 +366,7 @@ impl Replica {
                 transfer_poisoned: vec![None; banks],
                 installed: Vec::new(),
             },
+            passing: passing::Passing::default(),
             learn: Learning {
                 words: vec![BTreeMap::new(); epochs],
                 words_from: 0,
@@ -571,6 +601,7 @@ impl Replica {
         );
         self.omega.observe(a, word, self.now);
         let issued = self.beat.heartbeat_issued[usize::from(a)];
+        // Rule (able leader): the round trip of this read ([`Replica::reaches_majority`]).
         self.beat.round_trips[usize::from(a)] = self.now.saturating_sub(issued);
         let beat = Heartbeat::of(word);
         let claims = self.claims(beat.trust == Some(a));
@@ -580,7 +611,6 @@ impl Replica {
         let r = &mut self.beat.reached[usize::from(a)];
         *r = (*r).max(beat.point + beat.past);
         if self.is_leader() {
-            let issued = self.beat.heartbeat_issued[usize::from(a)];
             let trusts_me = (beat.trust == Some(self.me)).then_some(beat.version);
             self.leasing.lease.observed(a, trusts_me, issued, self.now);
         }

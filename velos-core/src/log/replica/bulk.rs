@@ -76,17 +76,6 @@ pub(super) struct BulkState {
     /// live peer accepted a pair of this lap that my own words lack: how far the others
     /// are ahead of me, as far as one read shows (rule (up-to-date leader)).
     pub(super) ahead: u32,
-    /// Rule (up-to-date leader): I passed the lead and say I cannot lead until then (local
-    /// clock).
-    pub(super) lagging_until: u64,
-    /// Rule (deciding leader): the latest time I led with nothing waiting, applied a slot,
-    /// or started a term (local clock).
-    pub(super) quiet_at: u64,
-    /// Rule (deciding leader): leads passed because I decided nothing, since my last term
-    /// that went on without a stall; each doubles how long I say I cannot lead.
-    pub(super) stalls: u32,
-    /// Rule (deciding leader): when my latest term started (local clock).
-    pub(super) led_since: u64,
     /// Slots the next bulk reads: [`FIRST_BULK`] after a short run, doubled (up to
     /// `BULK_SLOTS`) after a run that applied every slot read — a replica a few slots
     /// behind reads a few, one far behind soon reads the most.

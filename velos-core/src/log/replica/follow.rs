@@ -160,23 +160,23 @@ impl Replica {
 
     /// Whether a peer I trust holds a snapshot past `k`.
     pub(super) fn snapshot_past(&self, k: u64) -> bool {
-        // The point first: it is a load and a compare, and almost always false (a leader
-        // asks at every turn, rule (up-to-date leader)); suspicion only where it is past.
-        (0..self.config.replicas).any(|a| {
-            self.beat.points[usize::from(a)] > k
-                && a != self.me
-                && !self.omega.suspects(a, self.now)
-        })
+        self.trusted_past(&self.beat.points, k)
     }
 
     /// Whether a trusted peer's heartbeat showed it applied past `k` (its snapshot point
     /// plus how far past it it applied): the log reached beyond `k` (rule (term catch-up)).
     pub(super) fn reached_past(&self, k: u64) -> bool {
-        // As in snapshot_past: the position first, suspicion only where it is past.
+        self.trusted_past(&self.beat.reached, k)
+    }
+
+    /// Whether a peer I trust is past `k` by `positions` (one per replica, from its
+    /// heartbeats).
+    fn trusted_past(&self, positions: &[u64], k: u64) -> bool {
+        // The position first: it is a load and a compare, and almost always false (a
+        // leader asks at every turn, rule (up-to-date leader)); suspicion only where it is
+        // past.
         (0..self.config.replicas).any(|a| {
-            self.beat.reached[usize::from(a)] > k
-                && a != self.me
-                && !self.omega.suspects(a, self.now)
+            positions[usize::from(a)] > k && a != self.me && !self.omega.suspects(a, self.now)
         })
     }
 

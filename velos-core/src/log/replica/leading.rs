@@ -167,12 +167,8 @@ impl Replica {
         while leader.pending.len() + leader.in_flight_values() < pipeline
             && self.api.sent < self.api.client.count
         {
-            let mut v = Vec::with_capacity(self.api.client.size);
-            v.extend_from_slice(&self.me.to_le_bytes());
-            // The incarnation in the high bits: a replacement's values are new ones.
-            let n = self.api.sent | self.membership.incarnation(self.me) << 48;
-            v.extend_from_slice(&n.to_le_bytes());
-            v.resize(self.api.client.size, 0);
+            let incarnation = self.membership.incarnation(self.me);
+            let v = self.api.client.value(self.me, incarnation, self.api.sent);
             self.api.sent += 1;
             self.proposed.push(v.clone());
             let id = self.api.next_id;

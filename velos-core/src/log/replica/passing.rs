@@ -1,8 +1,8 @@
 //! The start of a term: rule (term catch-up) — a replica Ω chose that the heartbeats show
 //! behind learns in bulk before it leads ([`super::bulk`]) — and rule (up-to-date leader)
-//! — one still more than a window behind, a leader too, passes the lead for a failure
-//! timeout when a trusted peer can lead —, and rule (deciding leader) — a leader that
-//! decides nothing while proposals wait passes the lead.
+//! — one still more than a window behind, a leader too, passes the lead when a trusted
+//! peer can lead —, and rule (deciding leader) — a leader that decides nothing while
+//! proposals wait passes the lead.
 
 use super::{Replica, Role};
 use crate::log::config::BULK_SLOTS;
@@ -10,21 +10,36 @@ use crate::log::config::BULK_SLOTS;
 /// Rule (deciding leader): how many times a pass's period doubles at most.
 const MAX_DOUBLINGS: u32 = 6;
 
+/// Passing the lead (rules (up-to-date leader) and (deciding leader)); times are on my
+/// local clock.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub(super) struct Passing {
+    /// I passed the lead and say I cannot lead until then.
+    lagging_until: u64,
+    /// Rule (deciding leader): the latest time I led with nothing waiting, applied a slot,
+    /// or started a term.
+    quiet_at: u64,
+    /// Rule (deciding leader): leads passed since my last term that went on without a
+    /// stall; each doubles how long I say I cannot lead.
+    stalls: u32,
+    /// Rule (deciding leader): when my latest term started.
+    led_since: u64,
+}
+
 impl Replica {
-    /// Rule (up-to-date leader): whether I say I cannot lead because the others are well
-    /// ahead of me ([`Replica::ready_to_lead`]).
+    /// Rules (up-to-date leader) and (deciding leader): whether I say I cannot lead, having
+    /// passed the lead ([`Replica::say_unable`]).
     pub(super) fn lagging(&self) -> bool {
-        self.now < self.learn.bulk.lagging_until
+        self.now < self.passing.lagging_until
     }
 
     /// Rule (term catch-up): whether I may start leading now that Ω chose me. A replica
     /// whose heartbeats show a live peer applied more than a window past its next slot
     /// lags behind the others (back from a pause or a slow link, say): it first learns in
-    /// bulk what a
-    /// majority already decided from its next slot on — many slots per read — instead of
-    /// adopting slot after slot in its window, one value read each (a leader 45 slots
-    /// behind took about 7 µs a slot, and the log stood still meanwhile: the campaign's
-    /// seeds 15 and 203 with its commit-gap check). A replica the heartbeats show up to
+    /// bulk what a majority already decided from its next slot on — many slots per read —
+    /// instead of adopting slot after slot in its window, one value read each (a leader 45
+    /// slots behind took about 7 µs a slot, and the log stood still meanwhile: the
+    /// campaign's seeds 15 and 203 with its commit-gap check). A replica the heartbeats show up to
     /// date leads at once, as before (no extra round at a failover). Each bulk moves my
     /// next slot or ends the catch-up: it ends.
     pub(super) fn ready_to_lead(&mut self) -> bool {
@@ -65,7 +80,8 @@ impl Replica {
     /// than a window of slots accepted that I lack — decided by a majority one of whose
     /// members is gone, which no read proves and a leader can only adopt, one value read
     /// each), a trusted peer says it can lead, and I did not pass within the last two
-    /// failure timeouts. I then say I cannot lead for a failure timeout: Ω chooses an
+    /// failure timeouts. I then say I cannot lead for a while ([`Replica::say_unable`]): Ω
+    /// chooses an
     /// up-to-date replica (else me again, and I lead). I decide it of myself, so no two
     /// views disagree on who leads (judging others' lag did). A leader that finds itself
     /// behind this way steps down ([`super::Replica::follow_omega`]): a replica that led
@@ -75,7 +91,7 @@ impl Replica {
         let window = u64::from(self.config.pipeline);
         let behind = unprovable || self.reached_past(self.next_apply + window);
         let timeout = self.config.failure_timeout_ns;
-        let rested = self.now >= self.learn.bulk.lagging_until.saturating_add(timeout);
+        let rested = self.now >= self.passing.lagging_until.saturating_add(timeout);
         let pass = behind && rested && self.omega.able_peer(self.now);
         if pass {
             self.say_unable();
@@ -103,7 +119,7 @@ impl Replica {
     /// passing: one that took the lead back after each failure timeout halved the rate).
     pub(super) fn stalled(&mut self) -> bool {
         let timeout = self.config.failure_timeout_ns;
-        let b = &mut self.learn.bulk;
+        let b = &mut self.passing;
         if self.now >= b.led_since.saturating_add(timeout << MAX_DOUBLINGS) {
             b.stalls = 0; // a term that went on that long without a stall
         }
@@ -119,7 +135,7 @@ impl Replica {
         let waits = (!l.pending.is_empty() || l.in_flight_values() > 0)
             && !l.waits_for_room(|| self.room());
         if !waits {
-            self.learn.bulk.quiet_at = self.now;
+            self.passing.quiet_at = self.now;
             return false;
         }
         self.say_unable();
@@ -137,7 +153,7 @@ impl Replica {
     /// lead: passing for one failure timeout each time, it took the lead back every few
     /// tens of µs and halved the log's rate (`velos sim --delay-from 0@100us+5ms:20us`).
     fn say_unable(&mut self) {
-        let b = &mut self.learn.bulk;
+        let b = &mut self.passing;
         let period = self.config.failure_timeout_ns << b.stalls.min(MAX_DOUBLINGS);
         b.lagging_until = self.now + period;
         b.stalls += 1;
@@ -148,16 +164,16 @@ impl Replica {
     /// before it (`idle`): the stall clock starts now.
     pub(super) fn work_arrives(&mut self, idle: bool) {
         if idle {
-            self.learn.bulk.quiet_at = self.now;
+            self.passing.quiet_at = self.now;
         }
     }
 
     /// Rule (deciding leader): a slot applied while leading, or a term started
     /// (`started`): the stall clock starts again.
     pub(super) fn leader_moved(&mut self, started: bool) {
-        self.learn.bulk.quiet_at = self.now;
+        self.passing.quiet_at = self.now;
         if started {
-            self.learn.bulk.led_since = self.now;
+            self.passing.led_since = self.now;
         }
     }
 
