@@ -239,6 +239,19 @@ pub enum Op {
         /// Bit i: node i may write into this node's memory.
         writers: u64,
     },
+    /// Ends this node's connection with `node` for good (least privilege once `node` no
+    /// longer belongs: a member removed from a configuration). This node's queue pairs
+    /// towards `node` and `node`'s towards this node go into the error state: operations
+    /// outstanding on them complete in error and later ones fail with
+    /// [`RdmaError::QueuePairError`], so neither reads, writes nor atomically updates the
+    /// other's memory from now on. Only a new process in `node`'s place, met through the
+    /// join path, is connected again (a reconnection made outside this operation). Replies
+    /// `Done` once both ends refuse; this node itself or a node the fabric does not have
+    /// fails with [`RdmaError::UnknownNode`].
+    Disconnect {
+        /// The peer cut off.
+        node: NodeId,
+    },
 }
 
 impl Op {
@@ -266,7 +279,8 @@ impl Op {
             | Op::GlobalFence { .. }
             | Op::Now
             | Op::Pause { .. }
-            | Op::SetWriteAccess { .. } => None,
+            | Op::SetWriteAccess { .. }
+            | Op::Disconnect { .. } => None,
         }
     }
 

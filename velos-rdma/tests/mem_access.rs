@@ -1,6 +1,7 @@
 //! Queue-pair write permission (`Op::SetWriteAccess`) on the in-process backend: a revoked
 //! node's put fails with a remote access error, changes nothing and breaks its queue pair;
-//! other nodes and other kinds of access are unaffected; a grant reconnects.
+//! other nodes and other kinds of access are unaffected; a grant reconnects. And
+//! `Op::Disconnect`: a node cut off neither reads nor atomically updates, nor is reached.
 
 use velos_rdma::mem::{MemFabric, MemOptions, Mode};
 use velos_rdma::{Endpoint, Layout, Loc, NodeId, Op, RdmaError, Reply, Rmw, WorkId};
@@ -94,5 +95,84 @@ fn bad_masks_are_typed_errors() {
         endpoint.execute(&Op::SetWriteAccess { writers: 1 << 5 }),
         Reply::Failed(RdmaError::UnknownNode { node: NodeId(5) })
     );
+    assert_eq!(run(&mut endpoint, &put(w(1, 0), 4)), vec![Reply::Done; 2]);
+}
+
+fn cas(remote: Loc, local: Loc) -> [Op; 2] {
+    [
+        Op::Atomic {
+            local,
+            remote,
+            rmw: Rmw::Cas {
+                expected: 0,
+                new: 9,
+            },
+            work_id: D,
+        },
+        Op::Wait { work_id: D },
+    ]
+}
+
+/// Node 0 cuts node 1 off: node 1's CAS on node 0's word fails and changes nothing, and so
+/// does node 0's get of node 1's; node 2 reaches both as before; a new process in node 1's
+/// place, reconnected by the join path, reaches node 0 again.
+#[test]
+fn a_disconnect_cuts_both_ways_until_the_join_path_reconnects() {
+    for mode in [Mode::Inline, Mode::Worker] {
+        let fabric =
+            MemFabric::with_options(Layout::uniform(3, 8), MemOptions { mode, jitter: None });
+        let (mut owner, mut cut, mut other) = (
+            fabric.endpoint(NodeId(0)),
+            fabric.endpoint(NodeId(1)),
+            fabric.endpoint(NodeId(2)),
+        );
+        assert_eq!(
+            owner.execute(&Op::Disconnect { node: NodeId(1) }),
+            Reply::Done
+        );
+        let refused = run(&mut cut, &cas(w(0, 0), w(1, 0)));
+        let broken = RdmaError::QueuePairError { node: NodeId(0) };
+        assert!(failed_with(&refused[1], &broken), "{refused:?}");
+        assert_eq!(
+            fabric.read(w(0, 0)),
+            Ok(0),
+            "the refused CAS changed nothing"
+        );
+        let get = [
+            Op::Get {
+                local: w(0, 1),
+                remote: w(1, 1),
+                work_id: D,
+            },
+            Op::Wait { work_id: D },
+        ];
+        let back = RdmaError::QueuePairError { node: NodeId(1) };
+        assert!(failed_with(&run(&mut owner, &get)[1], &back), "both ways");
+        assert_eq!(
+            run(&mut other, &cas(w(0, 0), w(2, 0))),
+            vec![Reply::Done; 2]
+        );
+        assert_eq!(fabric.read(w(0, 0)), Ok(9), "node 2's CAS landed");
+        // The join path: node 1's process crashes, a new one starts and connects.
+        fabric.crash(NodeId(1));
+        fabric.restart(NodeId(1));
+        fabric.reconnect(NodeId(1), NodeId(0));
+        fabric.reconnect(NodeId(0), NodeId(1));
+        let mut new = fabric.endpoint(NodeId(1));
+        assert_eq!(run(&mut new, &cas(w(0, 3), w(1, 0))), vec![Reply::Done; 2]);
+        assert_eq!(fabric.read(w(0, 3)), Ok(9));
+    }
+}
+
+#[test]
+fn a_disconnect_of_itself_or_of_no_node_is_a_typed_error() {
+    let fabric = MemFabric::new(Layout::uniform(2, 8), Mode::Inline);
+    let mut endpoint = fabric.endpoint(NodeId(0));
+    for node in [NodeId(0), NodeId(7)] {
+        assert_eq!(
+            endpoint.execute(&Op::Disconnect { node }),
+            Reply::Failed(RdmaError::UnknownNode { node })
+        );
+    }
     assert_eq!(run(&mut endpoint, &put(w(1, 0), 4)), vec![Reply::Done; 2]);
 }

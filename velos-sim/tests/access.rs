@@ -1,7 +1,8 @@
 //! Queue-pair write permission (`Op::SetWriteAccess`) in the emulator: a revoked node's put
 //! fails with `RemoteAccess` and breaks its queue pair, a grant reconnects it, the change
 //! costs exactly `qp_access_change_ns`, and the explorer sees both orders of a put and a
-//! revocation.
+//! revocation. And `Op::Disconnect`: both ways cut, until a new process starts in the
+//! cut node's place.
 
 use velos_rdma::{Layout, Loc, NodeId, Op, Process, RdmaError, Reply, Step, WorkId};
 use velos_sim::explore::{ExploreOptions, Reduction, explore_with};
@@ -190,4 +191,81 @@ fn explorer_sees_put_before_and_after_revocation() {
             "{reduction:?}"
         );
     }
+}
+
+fn cas_at(remote: Loc, local: Loc) -> [Op; 2] {
+    [
+        Op::Atomic {
+            local,
+            remote,
+            rmw: velos_rdma::Rmw::Cas {
+                expected: 0,
+                new: 9,
+            },
+            work_id: W,
+        },
+        Op::Wait { work_id: W },
+    ]
+}
+
+fn broken_towards(reply: &Reply, node: u16) -> bool {
+    matches!(reply, Reply::Failed(RdmaError::WorkFailed { cause, .. })
+        if matches!(**cause, RdmaError::QueuePairError { node: n } if n == NodeId(node)))
+}
+
+/// Node 1 cuts node 0 off: node 0's CAS on node 1 fails and changes nothing, node 1's get
+/// of node 0's word fails too; a new process in node 0's place reaches node 1 again.
+#[test]
+fn a_disconnect_cuts_both_ways_until_a_new_process_starts() {
+    let mut machine = Machine::new(&Layout::uniform(2, 4));
+    let mut cutter = vec![Op::Disconnect { node: NodeId(0) }];
+    cutter.extend([
+        Op::Get {
+            local: Loc::word(NodeId(1), 1),
+            remote: Loc::word(NodeId(0), 1),
+            work_id: W,
+        },
+        Op::Wait { work_id: W },
+    ]);
+    let cutter = machine.spawn(NodeId(1), Script::new(cutter));
+    let mut ops = vec![Op::Pause { ns: 10_000 }];
+    ops.extend(cas_at(target(), Loc::word(NodeId(0), 0)));
+    let cut = machine.spawn(NodeId(0), Script::new(ops));
+    let mut sim = Simulator::new(machine, SimConfig::new(7, latency()));
+    assert_eq!(sim.run(u64::MAX, 10_000), Stop::Complete);
+    let m = sim.machine();
+    assert_eq!(m.threads[cutter].process.replies[0], Reply::Done);
+    assert!(broken_towards(&m.threads[cutter].process.replies[2], 0));
+    assert!(broken_towards(&m.threads[cut].process.replies[2], 1));
+    assert_eq!(m.read(target()), Some(0), "the refused CAS changed nothing");
+    assert_eq!(
+        m.qps[m.qp_index(cut, NodeId(1))].status,
+        QpStatus::Disconnected
+    );
+    assert_eq!(
+        m.qps[m.qp_index(cutter, NodeId(0))].status,
+        QpStatus::Disconnected
+    );
+    // The join path: a new process in node 0's place.
+    sim.inject(velos_sim::simulate::Fault::Crash {
+        node: NodeId(0),
+        mode: velos_sim::machine::CrashMode::Error,
+    });
+    sim.restart(
+        NodeId(0),
+        Script::new(cas_at(target(), Loc::word(NodeId(0), 0)).to_vec()),
+    );
+    assert_eq!(sim.run(u64::MAX, 10_000), Stop::Complete);
+    let m = sim.machine();
+    assert_eq!(m.threads[cut].process.replies, vec![Reply::Done; 2]);
+    assert_eq!(m.read(target()), Some(9), "the new process's CAS landed");
+    let disconnect_self = Script::new(vec![Op::Disconnect { node: NodeId(1) }]);
+    let mut machine = Machine::new(&Layout::uniform(2, 4));
+    let t = machine.spawn(NodeId(1), disconnect_self);
+    let mut sim = Simulator::new(machine, SimConfig::new(7, latency()));
+    assert_eq!(sim.run(u64::MAX, 100), Stop::Complete);
+    assert_eq!(
+        sim.machine().threads[t].process.replies,
+        vec![Reply::Failed(RdmaError::UnknownNode { node: NodeId(1) })]
+    );
 }

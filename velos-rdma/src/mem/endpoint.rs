@@ -323,6 +323,7 @@ impl<'f> MemEndpoint<'f> {
             Op::SetWriteAccess { writers } => {
                 done(self.fabric.memory().set_writers(self.node, writers))
             }
+            Op::Disconnect { node } => done(self.fabric.memory().disconnect(self.node, node)),
             Op::Pause { ns } => {
                 // Spun, yielded or slept by how long the thread has been idle; never
                 // asleep longer than asked (see `crate::idle`).

@@ -190,6 +190,19 @@ impl Memory {
         self.refused[pair].store(false, Ordering::SeqCst);
     }
 
+    /// `Op::Disconnect` by `node`: the queue pairs between it and `peer`, both ways, in
+    /// the error state (until a new process in one's place reconnects).
+    pub(crate) fn disconnect(&self, node: NodeId, peer: NodeId) -> Result<(), RdmaError> {
+        if peer == node || !self.has_node(peer) {
+            return Err(RdmaError::UnknownNode { node: peer });
+        }
+        self.alive(node)?;
+        self.set_queue_pair_error(node, peer);
+        self.set_queue_pair_error(peer, node);
+        assert!(self.queue_pair(peer, node).is_err() && self.queue_pair(node, peer).is_err());
+        Ok(())
+    }
+
     /// Puts the queue pairs from `from` towards `to` into the error state.
     pub(crate) fn set_queue_pair_error(&self, from: NodeId, to: NodeId) {
         self.queue_pair_error[self.pair_index(from, to)].store(true, Ordering::SeqCst);

@@ -160,6 +160,17 @@ pub(super) fn create_responder(
     create_qp(device, cq, 1, 0)
 }
 
+/// Moves a responder into the error state: the requests of the requester it was connected
+/// to are no longer executed (that requester's operations fail once its retries run out).
+pub(super) fn retire_responder(qp: &mut ExtendedQueuePair) -> Result<(), VerbsError> {
+    let mut error = QueuePairAttribute::new();
+    error.setup_state(QueuePairState::Error);
+    qp.modify(&error)
+        .map_err(|e| VerbsError::verbs("ibv_modify_qp(ERR)", e))?;
+    assert_eq!(qp.state(), QueuePairState::Error);
+    Ok(())
+}
+
 /// A connection from a thread towards `target`: the requester queue pair, and in the
 /// single-process fabric the responder it is connected to.
 #[derive(Debug)]

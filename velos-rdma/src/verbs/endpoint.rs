@@ -6,6 +6,7 @@
 mod late;
 mod posting;
 mod rejoin;
+mod retire;
 mod waits;
 
 use super::completions::{Completions, Ticket};
@@ -507,6 +508,7 @@ impl<'f> VerbsEndpoint<'f> {
             // peers' endpoints (or, one node per process, to the node's connections):
             // changing their access flags (ibv_modify_qp with IBV_QP_ACCESS_FLAGS, or a
             // reset and reconnect) is not written yet.
+            Op::Disconnect { node } => done(self.disconnect(node)),
             Op::SetWriteAccess { .. } => Err(RdmaError::Unsupported {
                 operation: "SetWriteAccess",
                 backend: "the verbs backend (not written yet)",

@@ -78,6 +78,17 @@ pub(super) trait Host: Debug + Sync {
         })
     }
 
+    /// Moves this node's responders for every thread of `peer` into the error state
+    /// (`Op::Disconnect`): `peer`'s requests are no longer executed here.
+    fn retire_responders(&self, peer: NodeId) -> Result<(), VerbsError> {
+        Err(VerbsError::BadNodeInfo {
+            reason: format!(
+                "{peer}: a peer is disconnected by a node of a cluster (VerbsNode), not a \
+                 single-process fabric"
+            ),
+        })
+    }
+
     /// Whether `peer` was absent when this node connected and is not connected since.
     fn is_absent(&self, peer: NodeId) -> bool {
         let _ = peer;

@@ -8,7 +8,7 @@
 //! (a, t). A node therefore holds `threads × nodes` requesters and `nodes × threads`
 //! responders; its own node is one of the nodes (loopback over its GID).
 
-use super::connection::{Connection, Lane, RemoteQp, bring_up, create_responder};
+use super::connection::{Connection, Lane, RemoteQp, bring_up, create_responder, retire_responder};
 use super::device::{Device, VerbsOptions};
 use super::endpoint::VerbsEndpoint;
 use super::error::VerbsError;
@@ -602,6 +602,16 @@ impl Host for VerbsNode {
             connection.qp_number()
         );
         Ok((connection, mine))
+    }
+
+    fn retire_responders(&self, peer: NodeId) -> Result<(), VerbsError> {
+        if peer == self.id || !self.layout().has_node(peer) {
+            return Err(VerbsError::UnknownNode { node: peer });
+        }
+        for responder in &mut lock(&self.responders)[peer.index()] {
+            retire_responder(responder)?;
+        }
+        Ok(())
     }
 
     fn is_absent(&self, peer: NodeId) -> bool {

@@ -122,6 +122,10 @@ impl<P: Process> Machine<P> {
                 }
             },
             Op::Now => Reply::Value(now),
+            Op::Disconnect { node: peer } => match self.disconnect(node, peer) {
+                Ok(()) => Reply::Done,
+                Err(e) => Reply::Failed(e),
+            },
             Op::SetWriteAccess { .. } => unreachable!("cpu_step: SetWriteAccess in access.rs"),
             Op::Pause { .. } => Reply::Done,
             Op::Mfence => {

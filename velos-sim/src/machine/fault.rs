@@ -33,7 +33,8 @@ impl<P: Process> Machine<P> {
     /// operations still queued towards it from before fail with
     /// [`RdmaError::RemoteCrashed`] (their connection ended with the old process) and its
     /// remote writes in flight are dropped (their memory is gone). Queue pairs towards it
-    /// in the error state stay so; the others carry the new process's operations.
+    /// in the error state stay so; the others carry the new process's operations, those
+    /// an `Op::Disconnect` cut between it and a peer included (the join path reconnects).
     pub fn restart(&mut self, node: NodeId, mut process: P, now: u64) {
         assert!(
             node.index() < self.node_count(),
@@ -53,7 +54,16 @@ impl<P: Process> Machine<P> {
             "restart: one thread per restarted node"
         );
         for other in 0..self.threads.len() {
+            // The join path connects the new process anew to the nodes it was cut off
+            // from (`Op::Disconnect`), both ways; a fault's error state stays.
+            let back = self.qp_index(t, self.threads[other].node);
+            if self.qps[back].status == QpStatus::Disconnected {
+                self.qps[back].status = QpStatus::Ready;
+            }
             let q = self.qp_index(other, node);
+            if self.qps[q].status == QpStatus::Disconnected {
+                self.qps[q].status = QpStatus::Ready;
+            }
             if other != t {
                 self.fail_queue_pair(q, RdmaError::RemoteCrashed { node });
                 self.fail_posted_towards(other, node);
@@ -92,10 +102,28 @@ impl<P: Process> Machine<P> {
     /// Puts the queue pairs from threads on `from` towards `to` in the error state: what
     /// is in their pipes fails, and so does everything posted on them later.
     pub fn queue_pair_error(&mut self, from: NodeId, to: NodeId) {
+        self.break_queue_pairs(from, to, QpStatus::Error);
+    }
+
+    /// `Op::Disconnect { node: peer }` by a thread of `node`: the queue pairs between the
+    /// two, both ways, are [`QpStatus::Disconnected`] and what is in their pipes fails.
+    pub(crate) fn disconnect(&mut self, node: NodeId, peer: NodeId) -> Result<(), RdmaError> {
+        if peer == node || peer.index() >= self.node_count() {
+            return Err(RdmaError::UnknownNode { node: peer });
+        }
+        self.break_queue_pairs(node, peer, QpStatus::Disconnected);
+        self.break_queue_pairs(peer, node, QpStatus::Disconnected);
+        Ok(())
+    }
+
+    /// Puts the queue pairs from threads on `from` towards `to` in `status`: what is in
+    /// their pipes fails, and so does everything posted on them later.
+    fn break_queue_pairs(&mut self, from: NodeId, to: NodeId, status: QpStatus) {
+        assert_ne!(status, QpStatus::Ready, "a broken queue pair");
         for t in 0..self.threads.len() {
             if self.threads[t].node == from {
                 let q = self.qp_index(t, to);
-                self.qps[q].status = QpStatus::Error;
+                self.qps[q].status = status;
                 self.fail_queue_pair(q, RdmaError::QueuePairError { node: to });
             }
         }

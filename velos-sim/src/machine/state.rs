@@ -53,6 +53,9 @@ pub enum QpStatus {
     /// ([`Op::SetWriteAccess`]): every operation on it fails until the target grants the
     /// requester's node write access again, which reconnects it.
     Refused,
+    /// Cut off by one of its two nodes ([`Op::Disconnect`]): every operation on it fails
+    /// until a new process in the place of one of them is started (the join path).
+    Disconnected,
 }
 
 /// A queue pair `Q[(t,n)]`: pipe, remote write buffer and local write buffer.

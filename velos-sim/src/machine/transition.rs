@@ -217,7 +217,8 @@ impl<P: Process> Machine<P> {
             | Op::TestLoad { .. }
             | Op::Now
             | Op::Pause { .. }
-            | Op::SetWriteAccess { .. } => true,
+            | Op::SetWriteAccess { .. }
+            | Op::Disconnect { .. } => true,
             Op::WaitAny { base, mask } => self.first_complete(t, base, mask).is_some(),
             Op::Poll { node } => match self.qps.get(self.qp_index(t, node)) {
                 Some(qp) => matches!(
