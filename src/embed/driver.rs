@@ -10,7 +10,7 @@ use super::error::{Error, member_ids};
 use super::metrics::Metrics;
 use super::receipt::{AnswerTx, CommitInfo, Completer};
 use super::session::{self, Sessions, Verdict};
-use super::shown::{CRASHED, STOPPED, Shown, UP};
+use super::shown::{CRASHED, REMOVED, STOPPED, Shown, UP};
 use super::state_machine::{Position, StateMachine};
 use std::any::Any;
 use std::collections::{BTreeMap, HashMap};
@@ -29,6 +29,17 @@ pub(crate) type ReadJob = Box<dyn FnOnce(Result<&dyn Any, Error>) + Send>;
 pub(crate) struct Framed {
     pub(crate) bytes: Vec<u8>,
     pub(crate) session: bool,
+}
+
+/// How a replica's driver ends ([`Driver::stop`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum End {
+    /// Its process crashed: its memory and state are gone.
+    Crashed,
+    /// The cluster shuts down.
+    Stopped,
+    /// A configuration change removed it (rule (retire)): it cut itself off and ended.
+    Removed,
 }
 
 /// What a replica's runner receives.
@@ -772,18 +783,23 @@ impl<S: StateMachine> Driver<S> {
     /// The replica stops: a crash loses every outcome not delivered (queued commands were
     /// not proposed; proposed ones have an unknown outcome), a shutdown reports decided
     /// batches as committed. The state machine, if the replica did not crash.
-    pub(crate) fn stop(mut self, crashed: bool, now_ns: u64) -> Option<S> {
-        if crashed {
-            tracing::warn!(replica = self.me, "crashed: its memory and state are gone");
-        } else {
-            tracing::debug!(replica = self.me, "stopped");
-        }
-        let status = if crashed { CRASHED } else { STOPPED };
+    pub(crate) fn stop(mut self, end: End, now_ns: u64) -> Option<S> {
+        let crashed = end == End::Crashed;
+        let status = match end {
+            End::Crashed => {
+                tracing::warn!(replica = self.me, "crashed: its memory and state are gone");
+                CRASHED
+            }
+            End::Stopped => {
+                tracing::debug!(replica = self.me, "stopped");
+                STOPPED
+            }
+            End::Removed => REMOVED,
+        };
         self.shown.show_status(self.me, status, Some(now_ns));
-        let error = if crashed {
-            Error::Unavailable { replica: self.me }
-        } else {
-            Error::ShuttingDown
+        let error = match end {
+            End::Crashed | End::Removed => Error::Unavailable { replica: self.me },
+            End::Stopped => Error::ShuttingDown,
         };
         let reads = std::mem::take(&mut self.lease_reads)
             .into_values()

@@ -4,7 +4,7 @@
 //! the emulator's hang: operations towards the node never complete.
 
 use super::config::EmulatorConfig;
-use super::driver::{Command, Driver};
+use super::driver::{Command, Driver, End};
 use super::error::{Error, StartError};
 use super::state_machine::StateMachine;
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, unbounded};
@@ -98,6 +98,11 @@ fn replace(sim: &mut Sim, log: &Shared<LogConfig>, (r, incarnation): (u16, u64))
     let mut fresh = Replica::joining(log.clone(), r, no_client, &incarnations)
         .expect("one incarnation per replica");
     fresh.report_events(); // the driver traces them
+    // A removed replica's process ended with its node up (rule (retire)): it goes first.
+    sim.inject(Fault::Crash {
+        node: NodeId(r),
+        mode: CrashMode::Hang,
+    });
     sim.restart(NodeId(r), fresh);
     let m = sim.machine_mut();
     let up: Vec<bool> = m.threads.iter().map(|t| m.is_up(t.node)).collect();
@@ -119,6 +124,8 @@ fn run<S: StateMachine>(
     (commands, replaced): (&Commands<S::Response>, &Receiver<Replacement<S>>),
 ) -> Vec<Option<S>> {
     let mut drivers: Vec<Option<Driver<S>>> = drivers.into_iter().map(Some).collect();
+    // The state machines of the replicas removed (rule (retire)), handed back at the end.
+    let mut removed: Vec<Option<S>> = drivers.iter().map(|_| None).collect();
     let log = Shared::new(log.clone());
     loop {
         let idle = drivers.iter().flatten().all(Driver::idle);
@@ -155,7 +162,10 @@ fn run<S: StateMachine>(
                         mode: CrashMode::Hang,
                     });
                     let d = drivers[r].take().expect("live");
-                    assert!(d.stop(true, now).is_none(), "a crashed machine is gone");
+                    assert!(
+                        d.stop(End::Crashed, now).is_none(),
+                        "a crashed machine is gone"
+                    );
                 }
                 (Command::Crash, None) => {}
                 // The runner tells the engines itself when it starts a replacement.
@@ -169,6 +179,7 @@ fn run<S: StateMachine>(
         // After the commands: the crash a replacement follows was sent before it.
         for (r, incarnation, driver) in replaced.try_iter() {
             if drivers[usize::from(r)].is_none() {
+                removed[usize::from(r)] = None; // a new process in a removed one's place
                 replace(&mut sim, &log, (r, incarnation));
                 drivers[usize::from(r)] = Some(driver);
             } // (else dropped: its answer says the replacement was not made)
@@ -185,6 +196,11 @@ fn run<S: StateMachine>(
             if let Some(d) = d {
                 d.collect(&mut sim.machine_mut().threads[r].process, now);
             }
+            // Rule (retire): a removed replica cut itself off and ended.
+            if d.is_some() && sim.machine().threads[r].process.removed() {
+                let d = d.take().expect("live");
+                removed[r] = d.stop(End::Removed, now);
+            }
         }
     }
     let now = sim.now();
@@ -198,6 +214,7 @@ fn run<S: StateMachine>(
     }
     drivers
         .into_iter()
-        .map(|d| d.and_then(|d| d.stop(false, now)))
+        .zip(removed)
+        .map(|(d, kept)| d.and_then(|d| d.stop(End::Stopped, now)).or(kept))
         .collect()
 }

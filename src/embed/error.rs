@@ -50,8 +50,9 @@ pub enum Error {
     /// Every replica is down: nobody can take the command.
     #[error("every replica is down")]
     NoReplicaUp,
-    /// Only a crashed replica is replaced ([`super::Cluster::replace`]): this one runs.
-    #[error("replica {replica} is running: only a crashed replica is replaced")]
+    /// Only a crashed or removed replica is replaced ([`super::Cluster::replace`]): this
+    /// one runs.
+    #[error("replica {replica} is running: only a crashed or removed replica is replaced")]
     NotCrashed {
         /// The replica.
         replica: u16,

@@ -82,6 +82,17 @@ pub(crate) fn trace(me: u16, event: &Event) {
             members = %members,
             "configuration decided"
         ),
+        Event::Disconnected { peer, incarnation } => tracing::info!(
+            replica = me,
+            peer,
+            incarnation,
+            "removed member cut off: its queue pairs with this replica are closed"
+        ),
+        Event::Removed { slot } => tracing::warn!(
+            replica = me,
+            from_slot = slot,
+            "removed from the configuration: cut off from every peer, stopping"
+        ),
         _ => tracing::debug!(replica = me, ?event, "engine event"),
     }
 }

@@ -515,7 +515,8 @@ impl<S: StateMachine> Cluster<S> {
     }
 
     fn all_down(&self) -> bool {
-        (0..self.replicas()).all(|r| self.role(r) == Role::Crashed || self.role(r) == Role::Stopped)
+        (0..self.replicas())
+            .all(|r| matches!(self.role(r), Role::Crashed | Role::Stopped | Role::Removed))
     }
 
     /// What `replica` is doing (a replica out of range is [`Role::Stopped`]).
@@ -653,10 +654,15 @@ impl<S: StateMachine> Drop for Cluster<S> {
 }
 
 /// Waits until every live replica of `shown` has applied as many slots as the most
-/// advanced one, crashed or not, did when the call began (at most `timeout`).
+/// advanced one, crashed or not, did when the call began (at most `timeout`). A removed
+/// replica that ended is not live.
 fn catch_up(shown: &[Arc<Shown>], timeout: Duration) -> Result<(), Error> {
     let start = Instant::now();
-    let live = || shown.iter().filter(|s| role_of(s) != Role::Crashed);
+    let live = || {
+        shown
+            .iter()
+            .filter(|s| !matches!(role_of(s), Role::Crashed | Role::Removed))
+    };
     let applied = |s: &Shown| s.slots_applied.load(Ordering::SeqCst);
     let target = shown.iter().map(|s| applied(s)).max().unwrap_or(0);
     while live().any(|s| applied(s) < target) {

@@ -101,6 +101,8 @@ pub(crate) fn replace<S: StateMachine>(
     let no_client = ClientScript { count: 0, size: 10 };
     let replica = Replica::joining(log.clone(), me, no_client, incarnations)
         .expect("one incarnation per replica, checked by the handle");
+    // A removed replica's process ended with its node up (rule (retire)): it goes first.
+    fabric.crash(NodeId(me));
     fabric.restart(NodeId(me));
     // The new process's own queue pairs are new: to every peer, whatever the old ones saw.
     for peer in (0..incarnations.len() as u16).filter(|&p| p != me) {

@@ -7,24 +7,28 @@ use super::error::Error;
 use super::handle::{Cluster, Inboxes, Runner};
 use super::mem_backend;
 use super::receipt::{Answer, answer};
-use super::shown::{CRASHED, UP};
+use super::shown::{CRASHED, REMOVED, UP};
 use super::state_machine::StateMachine;
 use std::sync::atomic::Ordering;
 use velos_core::log::membership::Members;
 
 impl<S: StateMachine> Cluster<S> {
-    /// Starts a fresh process in crashed `replica`'s place, applying to `machine` (an
-    /// empty state machine: it is restored from a peer's snapshot, or from the log's
-    /// entries): on blank memory, at the next *incarnation* of the replica. Every live
-    /// replica stops counting the old process's words at once, then connects to the new
-    /// one; the leader removes the old incarnation from the configuration and adds the new
-    /// one, one change each, through the log. The answer resolves with the new
-    /// incarnation once the replacement votes (a decided configuration names it in its
-    /// next slot) — `.await` it, or `wait_timeout`; an error if the replacement stops
-    /// first. A replica that is not a member when it crashed is added as one.
+    /// Starts a fresh process in `replica`'s place — crashed, or removed by
+    /// [`Cluster::change_members`] ([`Role::Removed`]: the join path is the only way back) —
+    /// applying to `machine` (an empty state machine: it is restored from a peer's
+    /// snapshot, or from the log's entries): on blank memory, at the next *incarnation* of
+    /// the replica. Every live replica stops counting the old process's words at once, then
+    /// connects to the new one; the leader removes the old incarnation from the
+    /// configuration (if it is still named) and adds the new one, one change each, through
+    /// the log. The answer resolves with the new incarnation once the replacement votes (a
+    /// decided configuration names it in its next slot) — `.await` it, or `wait_timeout`;
+    /// an error if the replacement stops first. A replica that is not a member when it
+    /// crashed is added as one.
     ///
-    /// Refused: a replica that is not crashed ([`Error::NotCrashed`]); on real RDMA, each
-    /// replica is a process of its own (see [`super::Node`]).
+    /// Refused: a replica that runs ([`Error::NotCrashed`]); on real RDMA, each replica is a
+    /// process of its own (see [`super::Node`]).
+    ///
+    /// [`Role::Removed`]: super::Role::Removed
     pub fn replace(&self, replica: u16, machine: S) -> Result<Answer<u64>, Error> {
         let shown = self
             .shown
@@ -33,7 +37,7 @@ impl<S: StateMachine> Cluster<S> {
                 replica,
                 replicas: self.replicas(),
             })?;
-        if shown.status.load(Ordering::SeqCst) != CRASHED {
+        if !matches!(shown.status.load(Ordering::SeqCst), CRASHED | REMOVED) {
             return Err(Error::NotCrashed { replica });
         }
         let Some(runner) = &self.runner else {
@@ -68,13 +72,11 @@ impl<S: StateMachine> Cluster<S> {
                 let mut threads = threads
                     .lock()
                     .unwrap_or_else(std::sync::PoisonError::into_inner);
-                // The old process's thread stops when it reads its crash (at once): it
-                // must be gone before its node's memory is live again.
+                // The old process's thread stops when it reads its crash (at once), or
+                // ended when it was removed: it must be gone before its node's memory is
+                // live again. A removed one's state machine goes with it.
                 if let Some(old) = threads[i].take() {
-                    assert!(
-                        old.join().expect("a replica thread panicked").is_none(),
-                        "a crashed replica hands back no state machine"
-                    );
+                    let _ = old.join().expect("a replica thread panicked");
                 }
                 // What the old process left unread goes with it (a crash it saw first
                 // through its own memory, a peer's replacement while it was down): a
@@ -114,10 +116,12 @@ impl<S: StateMachine> Cluster<S> {
 
 impl<S: StateMachine> Cluster<S> {
     /// Makes a spare a voter: the lowest running replica that the last configuration the
-    /// leader applied does not count (provisioned outside [`LogConfig::members`], or
-    /// removed by [`Cluster::change_members`]; it follows the log meanwhile), added through
-    /// the log as `change_members` does. Its id, once the change is in effect at the
-    /// leader. A crashed replica is added by [`Cluster::replace`] instead.
+    /// leader applied does not count (provisioned outside [`LogConfig::members`]; it
+    /// follows the log meanwhile), added through the log as `change_members` does. Its id,
+    /// once the change is in effect at the leader. A crashed replica, or one removed by
+    /// [`Cluster::change_members`] (cut off, it ends: rule (retire)), comes back through
+    /// [`Cluster::replace`] instead; picked while it has not ended yet, the leader refuses
+    /// it ([`Error::BadMembership`], naming the join path).
     ///
     /// Refused: [`Error::NoSpare`] when every running replica votes; the leader's refusals
     /// (another change under way: [`Error::ChangePending`]).

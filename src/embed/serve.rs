@@ -3,7 +3,7 @@
 //! The engine's idle pauses pass here, not in the endpoint: by the back-off of
 //! `velos_rdma::idle`, ended at once by a command arriving.
 
-use super::driver::{Command, Driver};
+use super::driver::{Command, Driver, End};
 use super::state_machine::StateMachine;
 use crossbeam_channel::{Receiver, Select};
 use std::time::{Duration, Instant};
@@ -96,7 +96,7 @@ pub(crate) fn serve<S: StateMachine, E: Endpoint>(
                 Command::Crash => {
                     crash();
                     refuse_rest(&driver, inbox, true);
-                    return driver.stop(true, now());
+                    return driver.stop(End::Crashed, now());
                 }
                 Command::Shutdown => replica.shutdown(),
                 Command::PeerReplaced {
@@ -159,13 +159,16 @@ pub(crate) fn serve<S: StateMachine, E: Endpoint>(
             // The handle crashed this node (its memory is gone at once); the command
             // follows in the inbox. The engine must not see its own memory fail.
             refuse_rest(&driver, inbox, true);
-            return driver.stop(true, now());
+            return driver.stop(End::Crashed, now());
         }
     }
-    // Shut down: what the last turn decided is reported as such.
+    // Shut down, or removed (rule (retire)): what the last turn decided is reported as
+    // such.
     driver.collect(&mut replica, now());
-    refuse_rest(&driver, inbox, false);
-    driver.stop(false, now())
+    let removed = replica.removed();
+    refuse_rest(&driver, inbox, removed);
+    let end = if removed { End::Removed } else { End::Stopped };
+    driver.stop(end, now())
 }
 
 /// Commands still in the inbox of a replica that stops were never taken.

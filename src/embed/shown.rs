@@ -12,6 +12,7 @@ use std::sync::{Arc, Mutex};
 pub(crate) const UP: u8 = 0;
 pub(crate) const CRASHED: u8 = 1;
 pub(crate) const STOPPED: u8 = 2;
+pub(crate) const REMOVED: u8 = 3;
 
 /// What a replica is doing, as the handle last saw it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -24,6 +25,11 @@ pub enum Role {
     Crashed,
     /// It stopped (the cluster is shutting down).
     Stopped,
+    /// A configuration change removed it
+    /// ([`Cluster::change_members`](super::Cluster::change_members)): it cut itself off
+    /// from every peer, as they did from it, and its process ended. It comes back only as
+    /// a new process in its place ([`Cluster::replace`](super::Cluster::replace)).
+    Removed,
 }
 
 /// What the handle sees of a replica, updated by its driver.
@@ -117,6 +123,7 @@ pub(crate) fn role_of(shown: &Shown) -> Role {
     match shown.status.load(Ordering::SeqCst) {
         CRASHED => Role::Crashed,
         STOPPED => Role::Stopped,
+        REMOVED => Role::Removed,
         _ if shown.leading.load(Ordering::SeqCst) => Role::Leader,
         _ => Role::Follower,
     }

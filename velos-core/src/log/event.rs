@@ -114,4 +114,18 @@ pub enum Event {
         /// The voters.
         members: Members,
     },
+    /// Rule (retire): `peer`, removed by a configuration change at `incarnation`, is cut
+    /// off from me (`Op::Disconnect`); it comes back only as a new process.
+    Disconnected {
+        /// The replica removed.
+        peer: u16,
+        /// Its process cut off.
+        incarnation: crate::log::configuration::Incarnation,
+    },
+    /// Rule (retire): a configuration change removed me from slot `slot` on; I cut myself
+    /// off from every peer and stop.
+    Removed {
+        /// My next slot to apply (no configuration from there on names me).
+        slot: u64,
+    },
 }

@@ -45,6 +45,10 @@ pub struct Membership {
     /// Per replica: the incarnation of the process this replica is connected to (its own:
     /// itself).
     current: Vec<Incarnation>,
+    /// The replicas a configuration I knew named as members at the incarnation I am
+    /// connected to (rule (retire): such a replica, once no configuration names it, was
+    /// removed — a spare never was a member).
+    voted: Members,
 }
 
 impl Membership {
@@ -54,6 +58,7 @@ impl Membership {
         Membership {
             changes: vec![(0, Configuration::first(initial, replicas), initial)],
             current: vec![0; usize::from(replicas)],
+            voted: initial,
         }
     }
 
@@ -80,7 +85,29 @@ impl Membership {
     fn count_voters(&mut self) {
         for (_, c, voters) in &mut self.changes {
             *voters = c.voters(&self.current);
+            self.voted.0 |= voters.0;
         }
+    }
+
+    /// Rule (retire): whether replica `r`'s process, a member once, is removed by the last
+    /// configuration decided ([`Membership::removed`] for the slots it covers).
+    pub fn was_removed(&self, r: u16) -> bool {
+        self.removed(r, self.changes.last().expect("a configuration").0)
+    }
+
+    /// Rule (retire): whether replica `r`, at the incarnation I am connected to, was a
+    /// member and no configuration of the slots from `slot` on names it — removed by a
+    /// change, not replaced (a replacement's old incarnation is not the one I am connected
+    /// to). The process is to be cut off, and comes back only as a new one (the join path).
+    pub fn removed(&self, r: u16, slot: u64) -> bool {
+        let named_from = self.changes.iter().enumerate().any(|(i, (_, c, _))| {
+            let ends = self.changes.get(i + 1).map_or(u64::MAX, |next| next.0);
+            ends > slot && c.members.contains(r)
+        });
+        let latest = self.latest_configuration();
+        self.voted.contains(r)
+            && !named_from
+            && latest.named[usize::from(r)] == self.current[usize::from(r)]
     }
 
     /// The last configuration decided (in effect or not yet).
@@ -116,6 +143,8 @@ impl Membership {
             "rule (no amnesia): incarnations only grow"
         );
         self.current[usize::from(r)] = incarnation;
+        // A new process voted in nothing yet.
+        self.voted.0 &= !(1 << r);
         self.count_voters();
     }
 
@@ -153,6 +182,7 @@ impl Membership {
             "a configuration of this log"
         );
         let voters = configuration.voters(&self.current);
+        self.voted.0 |= voters.0;
         self.changes.push((from, configuration, voters));
         assert_eq!(self.at(from), self.latest(), "in effect from its slot on");
     }
@@ -259,14 +289,22 @@ impl Membership {
             return None;
         }
         let current = vec![0; usize::from(replicas)];
-        let changes = changes
+        let changes: Vec<(u64, Configuration, Members)> = changes
             .into_iter()
             .map(|(from, c)| {
                 let voters = c.voters(&current);
                 (from, c, voters)
             })
             .collect();
-        Some((Membership { changes, current }, &rest[n * per..]))
+        let voted = Members(changes.iter().fold(0, |m, (_, _, v)| m | v.0));
+        Some((
+            Membership {
+                changes,
+                current,
+                voted,
+            },
+            &rest[n * per..],
+        ))
     }
 }
 

@@ -28,6 +28,7 @@ mod passing;
 mod publish;
 mod reads;
 mod replace;
+mod retire;
 mod state;
 #[cfg(test)]
 mod tests;
@@ -348,6 +349,8 @@ impl Replica {
                 points: vec![0; usize::from(config.replicas)],
                 reached: vec![0; usize::from(config.replicas)],
                 round_trips: vec![0; usize::from(config.replicas)],
+                retired: Members(0),
+                removed_since: vec![None; usize::from(config.replicas)],
                 heartbeat_issued: vec![0; usize::from(config.replicas)],
                 published_trust: (None, 0),
             },
@@ -387,6 +390,7 @@ impl Replica {
                 sent: 0,
                 next_id: 0,
                 shutting_down: false,
+                removed: false,
                 results: Vec::new(),
                 events: None,
             },
@@ -504,6 +508,8 @@ impl Replica {
             Then::Clock => self.turn(value.expect("the clock replies a value")),
             // The heartbeat read towards `a`: its word as it completes (`TestLoad`).
             Then::HeartbeatTest(a) => match reply {
+                // A peer cut off in this turn, its read tested before (rule (retire)).
+                _ if self.beat.retired.contains(a) => {}
                 Reply::Value(word) => self.heartbeat_read(a, word),
                 Reply::Failed(_) => self.beat.heartbeat_asked[usize::from(a)] = false,
                 _ => {}
@@ -715,6 +721,8 @@ impl Process for Replica {
                     return Step::Op(op);
                 }
                 Some(Item::Plan) => self.plan(),
+                // Rule (retire): removed, I cut myself off in the turn that ended.
+                None if self.api.removed => return Step::Done,
                 None => {
                     self.then = Then::Clock;
                     return Step::Op(Op::Now);

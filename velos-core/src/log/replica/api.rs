@@ -70,6 +70,14 @@ impl Replica {
                 latest.0, members.0
             )));
         }
+        let added = Members(members.0 & !latest.0);
+        if let Some(r) = added.iter().find(|&r| self.membership.was_removed(r)) {
+            return Err(ProposeError::BadMembership(format!(
+                "replica {r} was removed at incarnation {}: it comes back only as a new \
+                 process in its place, through the join path (rule (retire))",
+                self.membership.incarnation(r)
+            )));
+        }
         self.follow_omega();
         let leader = self.leader();
         let pending_after = self.membership.pending_after(self.next_apply);

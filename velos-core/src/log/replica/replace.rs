@@ -138,6 +138,8 @@ impl Replica {
             });
         }
         self.membership.connected(r, incarnation);
+        // The join path connected the new process: it is not cut off (rule (retire)).
+        self.beat.retired = Members(self.beat.retired.0 & !(1 << r));
         if let Role::Leader(l) = &mut self.role {
             l.acceptor_replaced(r, incarnation);
         }

@@ -22,6 +22,10 @@ pub(super) struct Heartbeats {
     pub(super) round_trips: Vec<u64>,
     /// The leader I trust as my heartbeat word last said, and its version.
     pub(super) published_trust: (Option<u16>, u8),
+    /// The peers I cut off (rule (retire)): neither read nor reached any more.
+    pub(super) retired: Members,
+    /// Per replica: since when no configuration of my slots names it (rule (retire)).
+    pub(super) removed_since: Vec<Option<u64>>,
 }
 
 /// Leader leases and lease reads ([`crate::log::lease`]).
@@ -109,6 +113,9 @@ pub(super) struct Proposals {
     pub(super) sent: u64,
     pub(super) next_id: u64,
     pub(super) shutting_down: bool,
+    /// I was removed by a configuration change and cut myself off (rule (retire)): I stop
+    /// at the next turn.
+    pub(super) removed: bool,
     /// Outcomes of proposals taken by [`Replica::propose`]: `(id, slot or error)`.
     pub(super) results: Vec<(u64, Result<u64, ProposeError>)>,
     /// Events not yet taken by [`Replica::take_events`]; `None` while not reported.

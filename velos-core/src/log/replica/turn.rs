@@ -36,7 +36,8 @@ impl Replica {
             let own = self.shape.heartbeat(self.me);
             self.op(Op::Store { loc: own, value }, Then::Ignore);
             let me = self.me;
-            for a in (0..self.config.replicas).filter(|&a| a != me) {
+            let retired = self.beat.retired;
+            for a in (0..self.config.replicas).filter(|&a| a != me && !retired.contains(a)) {
                 if self.beat.heartbeat_asked[usize::from(a)] {
                     let work_id = ids::heartbeat(a);
                     let loc = self.scratch.heartbeat(a);
@@ -53,6 +54,7 @@ impl Replica {
                 }
             }
             self.replace_members();
+            self.retire_removed();
             if self.reap_puts {
                 // Once per heartbeat at most: on verbs a test of unsignaled puts may post
                 // a flush.

@@ -1,0 +1,129 @@
+//! Rule (retire): least privilege after a membership change. A member removed through the
+//! log (the leader or a follower) is cut off by every replica — the queue pairs between it
+//! and each of them in the error state, both ways — and its process ends; a spare that
+//! never voted keeps its queue pairs and follows; adding the removed process back is a
+//! typed refusal, and a new process in its place (the join path) is connected again and
+//! votes. Every run passes the harness's checks (agreement, no holes, membership…).
+
+use velos_core::log::membership::Members;
+use velos_core::log::{ClientScript, LogConfig, ProposeError, Replica};
+use velos_rdma::NodeId;
+use velos_sim::machine::{CrashMode, Next, QpStatus};
+use velos_sim::simulate::{Fault, Simulator};
+use velos_testkit::harness::cluster::{
+    ClusterSpec, machine, most_applied, replace, report_with, sim_config,
+};
+use velos_testkit::harness::service::Services;
+
+const REMOVE_AT: u64 = 200_000;
+const CHECK_AT: u64 = 1_200_000;
+const SPARE: u16 = 4;
+
+/// Five replicas, {0, 1, 2, 3} voting and 4 a spare; `removed` leaves at 200 µs.
+fn spec(seed: u64, removed: u16) -> ClusterSpec {
+    let mut log = LogConfig::new(5, 4096, 16);
+    log.members = Members::of(&[0, 1, 2, 3]);
+    let client = ClientScript {
+        count: 100_000,
+        size: 16,
+    };
+    let rest = Members(0b1111 & !(1 << removed));
+    ClusterSpec {
+        reconfigure: vec![(REMOVE_AT, rest)],
+        ..ClusterSpec::new(log, seed, 2_400_000, client)
+    }
+}
+
+fn replica(sim: &Simulator<Replica>, r: u16) -> &Replica {
+    &sim.machine().threads[usize::from(r)].process
+}
+
+fn status(sim: &Simulator<Replica>, from: u16, to: u16) -> QpStatus {
+    let m = sim.machine();
+    m.qps[m.qp_index(usize::from(from), NodeId(to))].status
+}
+
+/// The live leader, if one leads.
+fn leader(sim: &Simulator<Replica>) -> Option<u16> {
+    let m = sim.machine();
+    (0..m.threads.len() as u16)
+        .find(|&r| m.is_up(NodeId(r)) && m.threads[usize::from(r)].process.is_leader())
+}
+
+#[test]
+fn a_removed_member_is_cut_off_and_only_a_new_process_comes_back() {
+    for removed in [0, 3] {
+        for seed in 1..=3 {
+            let spec = spec(seed, removed);
+            let at = format!("removed {removed}, seed {seed}");
+            let mut sim = Simulator::new(machine(&spec), sim_config(&spec));
+            let mut services = Services::new(&spec);
+            services.run(&mut sim, REMOVE_AT);
+            let before = most_applied(&sim, None);
+            services.run(&mut sim, CHECK_AT);
+            let others: Vec<u16> = (0..4).filter(|&r| r != removed).collect();
+            for &r in &others {
+                let p = replica(&sim, r);
+                // The premise: the removal is in effect at every remaining member.
+                assert!(
+                    !p.voters().contains(removed),
+                    "{at}: replica {r} applied it"
+                );
+                assert!(p.retired().contains(removed), "{at}: {r} cut {removed} off");
+                assert!(!p.retired().contains(SPARE), "{at}: a spare never voted");
+                for (from, to) in [(r, removed), (removed, r)] {
+                    assert_eq!(status(&sim, from, to), QpStatus::Disconnected, "{at}");
+                }
+                assert_eq!(status(&sim, r, SPARE), QpStatus::Ready, "{at}");
+            }
+            let gone = replica(&sim, removed);
+            assert!(gone.removed(), "{at}: the removed process knows it");
+            assert!(
+                matches!(
+                    sim.machine().threads[usize::from(removed)].next,
+                    Next::Finished
+                ),
+                "{at}: and ended"
+            );
+            let now = most_applied(&sim, None);
+            assert!(
+                now > before + 100,
+                "{at}: the log went on ({before} → {now})"
+            );
+            let spare = replica(&sim, SPARE).next_apply();
+            assert!(
+                spare + 16 >= now,
+                "{at}: the spare follows ({spare} of {now})"
+            );
+            // The removed process cannot be added back: only a new one.
+            let l = leader(&sim).unwrap_or_else(|| panic!("{at}: a leader"));
+            let back = sim.machine_mut().threads[usize::from(l)]
+                .process
+                .propose_members(Members(0b1111));
+            assert!(
+                matches!(&back, Err(ProposeError::BadMembership(why)) if why.contains("join path")),
+                "{at}: {back:?}"
+            );
+            // The join path: a new process in its place is connected and votes.
+            sim.inject(Fault::Crash {
+                node: NodeId(removed),
+                mode: CrashMode::Hang,
+            });
+            replace(&spec, &mut sim, &mut services, removed);
+            services.run(&mut sim, spec.duration_ns);
+            for &r in &others {
+                let p = replica(&sim, r);
+                assert!(
+                    p.voters().contains(removed),
+                    "{at}: {r} counts the new process"
+                );
+                assert!(!p.retired().contains(removed), "{at}");
+                for (from, to) in [(r, removed), (removed, r)] {
+                    assert_eq!(status(&sim, from, to), QpStatus::Ready, "{at}");
+                }
+            }
+            let report = report_with(&spec, &sim, &services);
+            assert!(report.ok(), "{at}: {:?}", report.failures);
+        }
+    }
+}
