@@ -1,0 +1,111 @@
+//! `Op::Disconnect` on real verbs (rule (retire): a member removed from the configuration
+//! loses its queue pairs): three one-thread [`VerbsNode`]s in one process connect; node 0
+//! cuts node 1 off. Node 1's CAS on node 0's word then fails and changes nothing (node 0's
+//! responder for it is in the error state), node 0's get of node 1's word fails (its
+//! requester is), and node 2 reaches node 0 as before. A disconnect of the node itself or
+//! of a node not in the layout is a typed error.
+//!
+//! Skips without a device unless `VELOS_REQUIRE_RDMA=1` (as `verbs_nodes.rs`).
+#![cfg(feature = "verbs")]
+
+use std::collections::BTreeMap;
+use velos_rdma::verbs::{PeerInfo, VerbsEndpoint, VerbsNode, VerbsOptions};
+use velos_rdma::{Endpoint, Layout, Loc, NodeId, Op, RdmaError, Reply, Rmw, WorkId};
+
+const D: WorkId = WorkId(1);
+
+fn w(node: u16, word: u32) -> Loc {
+    Loc::word(NodeId(node), word)
+}
+
+/// Node `id` with one thread, or `None` (after a skip message) without a device.
+fn open(id: u16) -> Option<VerbsNode> {
+    match VerbsNode::with_options(
+        Layout::uniform(3, 8),
+        NodeId(id),
+        1,
+        VerbsOptions::from_env(),
+    ) {
+        Ok(node) => Some(node),
+        Err(e) if e.is_no_device() && std::env::var("VELOS_REQUIRE_RDMA").as_deref() != Ok("1") => {
+            println!("skipped verbs_disconnect: {e} (VELOS_REQUIRE_RDMA=1 makes this a failure)");
+            None
+        }
+        Err(e) => panic!("no usable RDMA node: {e}"),
+    }
+}
+
+/// `op` posted and waited for: the wait's reply.
+fn run(endpoint: &mut VerbsEndpoint<'_>, op: Op) -> Reply {
+    assert_eq!(endpoint.execute(&op), Reply::Done);
+    endpoint.execute(&Op::Wait { work_id: D })
+}
+
+fn cas(remote: Loc, local: Loc) -> Op {
+    Op::Atomic {
+        local,
+        remote,
+        rmw: Rmw::Cas {
+            expected: 0,
+            new: 9,
+        },
+        work_id: D,
+    }
+}
+
+fn failed(reply: &Reply) -> bool {
+    matches!(reply, Reply::Failed(RdmaError::WorkFailed { .. }))
+}
+
+#[test]
+fn a_disconnected_peer_neither_reaches_nor_is_reached() {
+    let Some(mut nodes) = (0..3).map(open).collect::<Option<Vec<_>>>() else {
+        return;
+    };
+    for id in 0..3u16 {
+        let peers: BTreeMap<u16, PeerInfo> = (0..3u16)
+            .filter(|&p| p != id)
+            .map(|p| {
+                let info = nodes[usize::from(p)].local_info_for(NodeId(id)).to_bytes();
+                (p, PeerInfo::from_bytes(&info).expect("our bytes"))
+            })
+            .collect();
+        nodes[usize::from(id)]
+            .connect_peers(&peers)
+            .expect("connect");
+    }
+    let (n0, n1, n2) = (&nodes[0], &nodes[1], &nodes[2]);
+    let mut e0 = n0.endpoint(0).expect("endpoint");
+    let mut e1 = n1.endpoint(0).expect("endpoint");
+    let mut e2 = n2.endpoint(0).expect("endpoint");
+    // Before: node 1 reaches node 0.
+    assert_eq!(run(&mut e1, cas(w(0, 0), w(1, 0))), Reply::Done);
+    assert_eq!(n0.read(w(0, 0)), Ok(9));
+    n0.write(w(0, 0), 0).unwrap();
+
+    assert_eq!(e0.execute(&Op::Disconnect { node: NodeId(1) }), Reply::Done);
+    let refused = run(&mut e1, cas(w(0, 0), w(1, 0)));
+    assert!(failed(&refused), "node 1's CAS after the cut: {refused:?}");
+    assert_eq!(n0.read(w(0, 0)), Ok(0), "the refused CAS changed nothing");
+    let get = Op::Get {
+        local: w(0, 1),
+        remote: w(1, 1),
+        work_id: D,
+    };
+    n1.write(w(1, 1), 5).unwrap();
+    let reply = e0.execute(&get);
+    assert!(
+        matches!(reply, Reply::Failed(_)) || failed(&e0.execute(&Op::Wait { work_id: D })),
+        "node 0's get of node 1 after the cut"
+    );
+    assert_eq!(n0.read(w(0, 1)), Ok(0), "nothing read");
+    // Node 2 is not concerned.
+    assert_eq!(run(&mut e2, cas(w(0, 2), w(2, 0))), Reply::Done);
+    assert_eq!(n0.read(w(0, 2)), Ok(9));
+    for node in [NodeId(0), NodeId(7)] {
+        assert_eq!(
+            e0.execute(&Op::Disconnect { node }),
+            Reply::Failed(RdmaError::UnknownNode { node })
+        );
+    }
+}
