@@ -3,12 +3,16 @@
 //! and each of them in the error state, both ways — and its process ends; a spare that
 //! never voted keeps its queue pairs and follows; adding the removed process back is a
 //! typed refusal, and a new process in its place (the join path) is connected again and
-//! votes. Every run passes the harness's checks (agreement, no holes, membership…).
+//! votes. Then the class: drawn schedules — 3 to 5 replicas, any member removed (the leader
+//! too) at any time, another crashed afterwards where the new configuration survives it —
+//! each cut off everywhere, the log going on. Every run passes the harness's checks
+//! (agreement, no holes, membership…).
 
 use velos_core::log::membership::Members;
 use velos_core::log::{ClientScript, LogConfig, ProposeError, Replica};
 use velos_rdma::NodeId;
 use velos_sim::machine::{CrashMode, Next, QpStatus};
+use velos_sim::rng::Rng;
 use velos_sim::simulate::{Fault, Simulator};
 use velos_testkit::harness::cluster::{
     ClusterSpec, machine, most_applied, replace, report_with, sim_config,
@@ -125,5 +129,65 @@ fn a_removed_member_is_cut_off_and_only_a_new_process_comes_back() {
             let report = report_with(&spec, &sim, &services);
             assert!(report.ok(), "{at}: {:?}", report.failures);
         }
+    }
+}
+
+/// Drawn schedules of one removal and, where the remaining members survive one, a crash
+/// after it: every live remaining member cut the removed process off, it ended, and the
+/// log kept deciding after the crash.
+#[test]
+fn removals_over_drawn_schedules() {
+    for seed in 0..24 {
+        let mut rng = Rng::new(seed);
+        let replicas = 3 + rng.below(3) as u16;
+        let removed = rng.below(u64::from(replicas)) as u16;
+        let remove_at = 100_000 + rng.below(300_000);
+        let rest = Members(Members::all(replicas).0 & !(1 << removed));
+        // A crash only where the remaining members survive one (4 or more).
+        let crashed = (rest.len() >= 4).then(|| {
+            let others: Vec<u16> = rest.iter().collect();
+            let victim = others[rng.below(others.len() as u64) as usize];
+            (victim, remove_at + 300_000 + rng.below(300_000))
+        });
+        let client = ClientScript {
+            count: 100_000,
+            size: 16,
+        };
+        let spec = ClusterSpec {
+            reconfigure: vec![(remove_at, rest)],
+            crashes: crashed.into_iter().collect(),
+            ..ClusterSpec::new(LogConfig::new(replicas, 4096, 16), seed, 2_000_000, client)
+        };
+        let at = format!(
+            "seed {seed}: {replicas} replicas, {removed} removed at {remove_at} ns, crashed \
+             {crashed:?}"
+        );
+        let mut sim = Simulator::new(machine(&spec), sim_config(&spec));
+        let mut services = Services::new(&spec);
+        let late = spec.duration_ns - 400_000;
+        services.run(&mut sim, late);
+        let before = most_applied(&sim, None);
+        services.run(&mut sim, spec.duration_ns);
+        let after = most_applied(&sim, None);
+        assert!(
+            after > before + 50,
+            "{at}: the log kept deciding ({before} → {after})"
+        );
+        let m = sim.machine();
+        for r in rest.iter().filter(|&r| m.is_up(NodeId(r))) {
+            let p = replica(&sim, r);
+            assert!(
+                !p.voters().contains(removed),
+                "{at}: {r} applied the removal"
+            );
+            assert!(p.retired().contains(removed), "{at}: {r} cut {removed} off");
+            assert_eq!(status(&sim, r, removed), QpStatus::Disconnected, "{at}");
+        }
+        assert!(
+            replica(&sim, removed).removed(),
+            "{at}: the removed process ended"
+        );
+        let report = report_with(&spec, &sim, &services);
+        assert!(report.ok(), "{at}: {:?}", report.failures);
     }
 }
