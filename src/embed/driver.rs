@@ -633,11 +633,21 @@ impl<S: StateMachine> Driver<S> {
         // A leader that removed itself steps down at its next turn: the change resolves
         // after that, so that no command reaches it in between.
         let handed_over = !replica.is_leader() || now_members.contains(self.me);
-        let (done, waiting): (Vec<_>, Vec<_>) = std::mem::take(&mut self.changes_decided)
+        // Rule (void change): an entry applied that took no effect.
+        let (void, rest): (Vec<_>, Vec<_>) = std::mem::take(&mut self.changes_decided)
             .into_iter()
-            .partition(|&(slot, m, _, _)| {
-                slot < applied && (now_members == m || later > slot) && handed_over
+            .partition(|&(slot, ..)| {
+                slot < applied && !replica.memberships.iter().any(|&(s, _)| s == slot)
             });
+        for (slot, members, _, completer) in void {
+            completer.complete(Err(Error::BadMembership(format!(
+                "the change to {members} decided in slot {slot} was void: another change \
+                 took effect first, and {members} is not one replica away from it"
+            ))));
+        }
+        let (done, waiting): (Vec<_>, Vec<_>) = rest.into_iter().partition(|&(slot, m, _, _)| {
+            slot < applied && (now_members == m || later > slot) && handed_over
+        });
         self.changes_decided = waiting;
         for (slot, members, at, completer) in done {
             tracing::info!(

@@ -82,6 +82,12 @@ pub(crate) fn trace(me: u16, event: &Event) {
             members = %members,
             "configuration decided"
         ),
+        Event::ChangeVoid { slot, members } => tracing::warn!(
+            replica = me,
+            slot,
+            members = %members,
+            "configuration entry void: not one change from the configuration before it"
+        ),
         Event::Disconnected { peer, incarnation } => tracing::info!(
             replica = me,
             peer,

@@ -114,6 +114,14 @@ pub enum Event {
         /// The voters.
         members: Members,
     },
+    /// Rule (void change): the configuration entry of `slot`, naming `members`, is not one
+    /// change from the configuration before it: it changes nothing.
+    ChangeVoid {
+        /// Its slot.
+        slot: u64,
+        /// The members it named.
+        members: Members,
+    },
     /// Rule (retire): `peer`, removed by a configuration change at `incarnation`, is cut
     /// off from me (`Op::Disconnect`); it comes back only as a new process.
     Disconnected {

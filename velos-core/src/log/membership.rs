@@ -29,6 +29,17 @@ pub fn snapshot_words(replicas: u16) -> usize {
     1 + 4 * (2 + usize::from(replicas))
 }
 
+/// What a configuration entry applied did ([`Membership::decided`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Decided {
+    /// It takes effect `alpha` slots after its own.
+    Taken,
+    /// It names the last configuration again: nothing changes.
+    Same,
+    /// Rule (void change): not one change from the last configuration: nothing changes.
+    Void,
+}
+
 /// The flag of a membership's first word when its configurations carry incarnations.
 const WITH_INCARNATIONS: u64 = 1 << 32;
 
@@ -166,9 +177,22 @@ impl Membership {
     /// An entry that changes nothing (the same members at the same incarnations as the
     /// last one: a change proposed again after an attempt whose outcome its proposer did
     /// not learn, decided twice) is kept out, so that it takes no room in snapshots.
-    pub fn decided(&mut self, slot: u64, configuration: Configuration, alpha: u64) {
-        if configuration == *self.latest_configuration() {
-            return;
+    ///
+    /// Rule (void change): an entry whose members are not one replica added to or removed
+    /// from the last configuration's is void — it changes nothing. A leader checks its
+    /// proposal against the last configuration *it* applied; one that had not applied an
+    /// entry another leader decided in a later slot could propose a change from the
+    /// configuration before it, and two such entries applied one after the other would be
+    /// two changes at once, whose majorities need not intersect (lemma (one change at a
+    /// time)). Every replica applies the same entries in the same order from the same
+    /// configurations, so all void the same ones.
+    pub fn decided(&mut self, slot: u64, configuration: Configuration, alpha: u64) -> Decided {
+        let latest = self.latest_configuration();
+        if configuration == *latest {
+            return Decided::Same;
+        }
+        if !latest.members.one_change_to(configuration.members) {
+            return Decided::Void;
         }
         let from = slot + alpha;
         let last = self.changes.last().expect("a configuration").0;
@@ -185,6 +209,7 @@ impl Membership {
         self.voted.0 |= voters.0;
         self.changes.push((from, configuration, voters));
         assert_eq!(self.at(from), self.latest(), "in effect from its slot on");
+        Decided::Taken
     }
 
     /// Takes the configurations of `copied` (a snapshot's), keeping what I am connected to.
@@ -410,7 +435,7 @@ mod tests {
         m.connected(0, 7);
         m.decided(40, m.proposal(Members::all(4)), 4);
         let unchanged = m.latest_configuration().clone();
-        m.decided(50, unchanged, 4);
+        assert_eq!(m.decided(50, unchanged, 4), Decided::Same);
         assert!(
             !m.pending_after(44),
             "an entry that changes nothing is kept out"
@@ -425,5 +450,32 @@ mod tests {
             &[0, 0, 0, 0],
             "a snapshot holds no connection"
         );
+    }
+
+    /// Rule (void change): an entry that is not one change from the last configuration —
+    /// two replicas added, one swapped for another, the same members at other incarnations
+    /// — changes nothing; the next valid one is taken.
+    #[test]
+    fn an_entry_two_changes_away_is_void() {
+        let mut m = Membership::new(Members::of(&[0, 1, 2]), 5);
+        for bad in [
+            Members::of(&[0, 1, 2, 3, 4]),
+            Members::of(&[0, 1, 3]),
+            Members::of(&[0]),
+        ] {
+            assert_eq!(m.decided(10, first(bad, 5), 4), Decided::Void, "{bad}");
+            assert_eq!(m.at(20), Members::of(&[0, 1, 2]), "{bad}: nothing changed");
+            assert!(!m.pending_after(10));
+        }
+        let mut other = m.latest_configuration().clone();
+        other.named[1] = 3;
+        assert_eq!(
+            m.decided(11, other, 4),
+            Decided::Void,
+            "another incarnation"
+        );
+        let one = first(Members::of(&[0, 1, 2, 3]), 5);
+        assert_eq!(m.decided(12, one, 4), Decided::Taken);
+        assert_eq!(m.at(16), Members::of(&[0, 1, 2, 3]));
     }
 }

@@ -11,7 +11,7 @@ use super::heartbeat::Heartbeat;
 use super::leader::{self, Leader, Value};
 use super::lease::{Lease, ReadError};
 use super::links::Links;
-use super::membership::{Members, Membership};
+use super::membership::{Decided, Members, Membership};
 use super::omega::Omega;
 use super::ring::{self, Ring};
 use crate::cluster::ClusterShape;
@@ -661,12 +661,16 @@ impl Replica {
                 .expect("a configuration entry names its members (only the engine writes one)");
             let members = configuration.members;
             let alpha = u64::from(self.config.pipeline);
-            self.membership.decided(slot, configuration, alpha);
-            self.memberships.push((slot, members));
-            self.event(|| Event::MembersChanged {
-                slot: slot + alpha,
-                members,
-            });
+            if self.membership.decided(slot, configuration, alpha) == Decided::Void {
+                // Rule (void change): every replica voids it alike.
+                self.event(|| Event::ChangeVoid { slot, members });
+            } else {
+                self.memberships.push((slot, members));
+                self.event(|| Event::MembersChanged {
+                    slot: slot + alpha,
+                    members,
+                });
+            }
             if let Role::Leader(l) = &mut self.role {
                 l.membership = self.membership.clone();
             }

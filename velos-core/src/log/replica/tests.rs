@@ -384,3 +384,37 @@ fn a_large_snapshot_is_written_a_chunk_per_turn_then_published() {
     assert!(published, "the event says so: {events:?}");
     assert!(r.take_events().is_empty(), "taken once");
 }
+
+/// Rule (void change): a configuration entry applied that is not one change from the
+/// configuration before it — as a leader that had not applied another leader's later
+/// entry could propose — changes nothing at any replica; the next valid one takes effect.
+#[test]
+fn a_configuration_entry_two_changes_away_is_void_where_applied() {
+    let mut config = LogConfig::new(5, 64, 16);
+    config.members = Members::of(&[0, 1, 2]);
+    let mut r =
+        Replica::new(Shared::new(config), 1, ClientScript { count: 0, size: 10 }).expect("valid");
+    r.report_events();
+    let entry = |members: &[u16]| Value {
+        bytes: Configuration::first(Members::of(members), 5).to_entry(),
+        config: true,
+        origin: 0,
+    };
+    r.apply(0, entry(&[0, 1, 2, 3, 4]));
+    assert!(r.memberships.is_empty(), "void: not recorded");
+    assert_eq!(
+        r.members_at(100),
+        Members::of(&[0, 1, 2]),
+        "void: nothing changed"
+    );
+    assert!(
+        r.take_events()
+            .iter()
+            .any(|e| matches!(e, Event::ChangeVoid { slot: 0, .. })),
+        "the void entry is reported"
+    );
+    r.apply(1, entry(&[0, 1, 2, 3]));
+    let alpha = u64::from(r.config.pipeline);
+    assert_eq!(r.memberships, vec![(1, Members::of(&[0, 1, 2, 3]))]);
+    assert_eq!(r.members_at(1 + alpha), Members::of(&[0, 1, 2, 3]));
+}
