@@ -118,7 +118,8 @@ impl LocksConfig {
     /// 4 processes per node, the cluster latency model, a critical section of one local
     /// store and no think time, 50 µs of warm-up then 1 ms measured; RMA-RW with one
     /// reader counter per node (T_DC = processes per node), T_L,node = 16,
-    /// T_L,root = 64 (so T_W = 1024) and T_R = 256 (README, "Lock benchmark", says why).
+    /// T_L,root = 64 (so T_W = 1024) and T_R = 256 (`paper-notes/results.md`, "Lock
+    /// benchmark", says why).
     pub fn full() -> LocksConfig {
         LocksConfig {
             locks: LockKind::ALL.to_vec(),

@@ -97,8 +97,8 @@ impl LatencyModel {
     /// 100 ns software post (uGNI/DMAPP descriptor), 500 ns one way through the network
     /// (NIC, a few router hops) but 100 ns for an operation to the own node (the NIC turns
     /// it around; no router), and a responder NIC that holds a word's atomic unit for
-    /// 350 ns per RMW (atomic plus PCIe write). `README.md` ("Lock benchmark") gives the
-    /// reasoning for each number.
+    /// 350 ns per RMW (atomic plus PCIe write). `paper-notes/results.md` ("Lock benchmark")
+    /// gives the reasoning for each number.
     pub fn cluster() -> LatencyModel {
         LatencyModel {
             name: "cluster".into(),

@@ -141,7 +141,7 @@ impl Scenario {
 
     /// The run seed `seed` picks; with `overflow`, one seed in four starts every slot
     /// near the overflow threshold (the fallback's freezes and epochs run; a known
-    /// liveness bug shows there: see the README's "Testing").
+    /// liveness bug shows there: see `paper-notes/results.md`, "Testing").
     pub fn with_overflow(seed: u64, overflow: bool) -> Scenario {
         let mut rng = Rng::new(seed);
         let replicas: u16 = if rng.below(3) == 0 { 5 } else { 3 };
