@@ -100,6 +100,30 @@ impl Membership {
         }
     }
 
+    /// Rule (retire): the replicas [`Membership::removed`] from `slot` on, in one pass over
+    /// the configurations (none on a stable membership: the heartbeat asks every period).
+    pub fn removed_from(&self, slot: u64) -> Members {
+        let named_from = self
+            .changes
+            .iter()
+            .enumerate()
+            .filter(|&(i, _)| self.changes.get(i + 1).is_none_or(|next| next.0 > slot))
+            .fold(0, |m, (_, (_, c, _))| m | c.members.0);
+        let latest = self.latest_configuration();
+        let candidates = self.voted.0 & !named_from;
+        let removed = Members(
+            Members(candidates)
+                .iter()
+                .filter(|&r| latest.named[usize::from(r)] == self.current[usize::from(r)])
+                .fold(0, |m, r| m | 1 << r),
+        );
+        assert!(
+            removed.iter().all(|r| self.removed(r, slot)),
+            "the same rule"
+        );
+        removed
+    }
+
     /// Rule (retire): whether replica `r`'s process, a member once, is removed by the last
     /// configuration decided ([`Membership::removed`] for the slots it covers).
     pub fn was_removed(&self, r: u16) -> bool {

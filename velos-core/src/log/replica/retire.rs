@@ -30,7 +30,11 @@ impl Replica {
         if self.api.removed {
             return;
         }
-        if self.membership.removed(me, next) {
+        let removed = self.membership.removed_from(next);
+        if removed.is_empty() && self.beat.removed_since.iter().all(Option::is_none) {
+            return; // the steady state: one pass over the configurations
+        }
+        if removed.contains(me) {
             let let_go = (0..self.config.replicas)
                 .filter(|&p| p != me)
                 .all(|p| self.omega.suspects(p, self.now));
@@ -53,7 +57,7 @@ impl Replica {
         }
         for peer in (0..self.config.replicas).filter(|&p| p != me) {
             let p = usize::from(peer);
-            if self.beat.retired.contains(peer) || !self.membership.removed(peer, next) {
+            if self.beat.retired.contains(peer) || !removed.contains(peer) {
                 self.beat.removed_since[p] = None;
                 continue;
             }
