@@ -8,37 +8,16 @@
 //! Skips without a device unless `VELOS_REQUIRE_RDMA=1` (as `verbs_nodes.rs`).
 #![cfg(feature = "verbs")]
 
-use std::collections::BTreeMap;
-use velos_rdma::verbs::{PeerInfo, VerbsEndpoint, VerbsNode, VerbsOptions};
-use velos_rdma::{Endpoint, Layout, Loc, NodeId, Op, RdmaError, Reply, Rmw, WorkId};
+mod verbs_common;
+
+use velos_rdma::{Endpoint, Loc, NodeId, Op, RdmaError, Reply, Rmw, WorkId};
+use verbs_common::{connected_trio, post_and_wait, w};
 
 const D: WorkId = WorkId(1);
 
-fn w(node: u16, word: u32) -> Loc {
-    Loc::word(NodeId(node), word)
-}
-
-/// Node `id` with one thread, or `None` (after a skip message) without a device.
-fn open(id: u16) -> Option<VerbsNode> {
-    match VerbsNode::with_options(
-        Layout::uniform(3, 8),
-        NodeId(id),
-        1,
-        VerbsOptions::from_env(),
-    ) {
-        Ok(node) => Some(node),
-        Err(e) if e.is_no_device() && std::env::var("VELOS_REQUIRE_RDMA").as_deref() != Ok("1") => {
-            println!("skipped verbs_disconnect: {e} (VELOS_REQUIRE_RDMA=1 makes this a failure)");
-            None
-        }
-        Err(e) => panic!("no usable RDMA node: {e}"),
-    }
-}
-
-/// `op` posted and waited for: the wait's reply.
-fn run(endpoint: &mut VerbsEndpoint<'_>, op: Op) -> Reply {
-    assert_eq!(endpoint.execute(&op), Reply::Done);
-    endpoint.execute(&Op::Wait { work_id: D })
+/// `op` posted on `endpoint` and waited for (work id `D`): the wait's reply.
+fn run(endpoint: &mut velos_rdma::verbs::VerbsEndpoint<'_>, op: Op) -> Reply {
+    post_and_wait(endpoint, op, D)
 }
 
 fn cas(remote: Loc, local: Loc) -> Op {
@@ -59,21 +38,9 @@ fn failed(reply: &Reply) -> bool {
 
 #[test]
 fn a_disconnected_peer_neither_reaches_nor_is_reached() {
-    let Some(mut nodes) = (0..3).map(open).collect::<Option<Vec<_>>>() else {
+    let Some(nodes) = connected_trio("verbs_disconnect") else {
         return;
     };
-    for id in 0..3u16 {
-        let peers: BTreeMap<u16, PeerInfo> = (0..3u16)
-            .filter(|&p| p != id)
-            .map(|p| {
-                let info = nodes[usize::from(p)].local_info_for(NodeId(id)).to_bytes();
-                (p, PeerInfo::from_bytes(&info).expect("our bytes"))
-            })
-            .collect();
-        nodes[usize::from(id)]
-            .connect_peers(&peers)
-            .expect("connect");
-    }
     let (n0, n1, n2) = (&nodes[0], &nodes[1], &nodes[2]);
     let mut e0 = n0.endpoint(0).expect("endpoint");
     let mut e1 = n1.endpoint(0).expect("endpoint");

@@ -10,48 +10,14 @@
 //! [`VerbsEndpoint::connect_late`]: velos_rdma::verbs::VerbsEndpoint::connect_late
 #![cfg(feature = "verbs")]
 
+mod verbs_common;
+
 use std::collections::BTreeMap;
-use velos_rdma::verbs::{PeerInfo, VerbsEndpoint, VerbsError, VerbsNode, VerbsOptions};
-use velos_rdma::{Endpoint, Layout, Loc, NodeId, Op, RdmaError, Reply, WorkId};
+use velos_rdma::verbs::{PeerInfo, VerbsError};
+use velos_rdma::{NodeId, RdmaError, Reply};
+use verbs_common::{connected_trio, info_for, put, trio_node, w};
 
-const D: WorkId = WorkId(1);
-
-fn w(node: u16, word: u32) -> Loc {
-    Loc::word(NodeId(node), word)
-}
-
-/// Node `id` with one thread, or `None` (after a skip message) without a device.
-fn open(id: u16) -> Option<VerbsNode> {
-    match VerbsNode::with_options(
-        Layout::uniform(3, 8),
-        NodeId(id),
-        1,
-        VerbsOptions::from_env(),
-    ) {
-        Ok(node) => Some(node),
-        Err(e) if e.is_no_device() && std::env::var("VELOS_REQUIRE_RDMA").as_deref() != Ok("1") => {
-            println!("skipped verbs_late: {e} (VELOS_REQUIRE_RDMA=1 makes this a failure)");
-            None
-        }
-        Err(e) => panic!("no usable RDMA node: {e}"),
-    }
-}
-
-/// What `node` sends `peer`, through its byte form.
-fn info_for(node: &VerbsNode, peer: u16) -> PeerInfo {
-    PeerInfo::from_bytes(&node.local_info_for(NodeId(peer)).to_bytes()).expect("our bytes")
-}
-
-/// A put of `value` into `remote` and its wait: the wait's reply.
-fn put(endpoint: &mut VerbsEndpoint<'_>, remote: Loc, value: u64) -> Reply {
-    let post = Op::PutInline {
-        remote,
-        value,
-        work_id: D,
-    };
-    assert_eq!(endpoint.execute(&post), Reply::Done);
-    endpoint.execute(&Op::Wait { work_id: D })
-}
+const TEST: &str = "verbs_late";
 
 fn refused(reply: Reply) -> bool {
     matches!(reply, Reply::Failed(RdmaError::WorkFailed { cause, .. })
@@ -60,25 +26,16 @@ fn refused(reply: Reply) -> bool {
 
 #[test]
 fn a_peer_absent_at_the_join_is_connected_once_it_answers() {
-    let Some(mut nodes) = (0..3).map(open).collect::<Option<Vec<_>>>() else {
+    let Some(mut nodes) = connected_trio(TEST) else {
         return;
     };
-    for id in 0..3u16 {
-        let peers: BTreeMap<u16, PeerInfo> = (0..3u16)
-            .filter(|&p| p != id)
-            .map(|p| (p, info_for(&nodes[usize::from(p)], id)))
-            .collect();
-        nodes[usize::from(id)]
-            .connect_peers(&peers)
-            .expect("connect");
-    }
     drop(nodes.pop()); // the process in node 2's place is gone
     let (n0, n1) = (&nodes[0], &nodes[1]);
     let mut e0 = n0.endpoint(0).expect("endpoint");
     let mut e1 = n1.endpoint(0).expect("endpoint");
 
     // A fresh node 2 meets node 0 only: node 1 does not answer.
-    let mut fresh = open(2).expect("the device is still there");
+    let mut fresh = trio_node(TEST, 2).expect("the device is still there");
     let answer0 = e0
         .rejoin(NodeId(2), &info_for(&fresh, 0))
         .expect("rejoin 0");

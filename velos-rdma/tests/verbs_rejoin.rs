@@ -10,64 +10,21 @@
 //! [`VerbsEndpoint::activate`]: velos_rdma::verbs::VerbsEndpoint::activate
 #![cfg(feature = "verbs")]
 
+mod verbs_common;
+
 use std::collections::BTreeMap;
-use velos_rdma::verbs::{PeerInfo, VerbsEndpoint, VerbsError, VerbsNode, VerbsOptions};
-use velos_rdma::{Endpoint, Layout, Loc, NodeId, Op, RdmaError, Reply, Rmw, WorkId};
+use velos_rdma::verbs::{PeerInfo, VerbsError};
+use velos_rdma::{Endpoint, NodeId, Op, RdmaError, Reply, Rmw, WorkId};
+use verbs_common::{connected_trio, info_for, put, trio_node, w};
 
 const D: WorkId = WorkId(1);
-
-fn layout() -> Layout {
-    Layout::uniform(3, 8)
-}
-
-fn w(node: u16, word: u32) -> Loc {
-    Loc::word(NodeId(node), word)
-}
-
-/// Node `id` with one thread, or `None` (after a skip message) without a device.
-fn open(id: u16) -> Option<VerbsNode> {
-    match VerbsNode::with_options(layout(), NodeId(id), 1, VerbsOptions::from_env()) {
-        Ok(node) => Some(node),
-        Err(e) if e.is_no_device() && std::env::var("VELOS_REQUIRE_RDMA").as_deref() != Ok("1") => {
-            println!("skipped verbs_rejoin: {e} (VELOS_REQUIRE_RDMA=1 makes this a failure)");
-            None
-        }
-        Err(e) => panic!("no usable RDMA node: {e}"),
-    }
-}
-
-/// What `node` sends `peer`, through its byte form.
-fn info_for(node: &VerbsNode, peer: u16) -> PeerInfo {
-    PeerInfo::from_bytes(&node.local_info_for(NodeId(peer)).to_bytes()).expect("our bytes")
-}
-
-/// A put of `value` into `remote` and its wait: the wait's reply.
-fn put(endpoint: &mut VerbsEndpoint<'_>, remote: Loc, value: u64) -> Reply {
-    assert_eq!(
-        endpoint.execute(&Op::PutInline {
-            remote,
-            value,
-            work_id: D
-        }),
-        Reply::Done
-    );
-    endpoint.execute(&Op::Wait { work_id: D })
-}
+const TEST: &str = "verbs_rejoin";
 
 #[test]
 fn a_fresh_process_in_a_nodes_place_is_reached_once_both_sides_connected() {
-    let Some(mut nodes) = (0..3).map(open).collect::<Option<Vec<_>>>() else {
+    let Some(mut nodes) = connected_trio(TEST) else {
         return;
     };
-    for id in 0..3u16 {
-        let peers: BTreeMap<u16, PeerInfo> = (0..3u16)
-            .filter(|&p| p != id)
-            .map(|p| (p, info_for(&nodes[usize::from(p)], id)))
-            .collect();
-        nodes[usize::from(id)]
-            .connect_peers(&peers)
-            .expect("connect");
-    }
     let old = nodes.pop().expect("node 2");
     let (n0, n1) = (&nodes[0], &nodes[1]);
     let mut e0 = n0.endpoint(0).expect("endpoint");
@@ -77,7 +34,7 @@ fn a_fresh_process_in_a_nodes_place_is_reached_once_both_sides_connected() {
     drop(old); // the process in node 2's place is gone, memory and queue pairs
 
     // A fresh process for node 2: blank memory, new queue pairs.
-    let mut fresh = open(2).expect("the device is still there");
+    let mut fresh = trio_node(TEST, 2).expect("the device is still there");
     assert_eq!(fresh.read(w(2, 1)), Ok(0));
     let answer0 = e0
         .rejoin(NodeId(2), &info_for(&fresh, 0))

@@ -1,12 +1,13 @@
-//! What the verbs backend's tests share: opening a device or skipping, a fabric, and a
-//! connected pair of nodes under a region plan.
+//! What the verbs backend's tests share: opening a device or skipping, a fabric, a
+//! connected pair of nodes under a region plan, and three one-thread nodes connected to
+//! each other (the peer-change tests: a new process, a peer met late, a peer cut off).
 #![allow(dead_code)] // each test binary uses its own part
 
 use std::collections::BTreeMap;
 use velos_rdma::verbs::{
-    Access, Grant, PeerInfo, VerbsError, VerbsFabric, VerbsNode, VerbsOptions,
+    Access, Grant, PeerInfo, VerbsEndpoint, VerbsError, VerbsFabric, VerbsNode, VerbsOptions,
 };
-use velos_rdma::{Layout, Loc, NodeId, Op, RdmaError, Reply, WorkId};
+use velos_rdma::{Endpoint, Layout, Loc, NodeId, Op, RdmaError, Reply, WorkId};
 
 /// Whether the environment demands a device (`VELOS_REQUIRE_RDMA=1`).
 pub fn rdma_required() -> bool {
@@ -78,4 +79,54 @@ pub fn work_failed(work_id: WorkId, cause: RdmaError) -> Reply {
         work_id,
         cause: Box::new(cause),
     })
+}
+
+/// Node `id` of a three-node layout of 8 words per node, with one thread, or `None` without
+/// a device.
+pub fn trio_node(test: &str, id: u16) -> Option<VerbsNode> {
+    let layout = Layout::uniform(3, 8);
+    usable(
+        test,
+        VerbsNode::with_options(layout, NodeId(id), 1, VerbsOptions::from_env()),
+    )
+}
+
+/// What `node` sends `peer`, through its byte form.
+pub fn info_for(node: &VerbsNode, peer: u16) -> PeerInfo {
+    PeerInfo::from_bytes(&node.local_info_for(NodeId(peer)).to_bytes()).expect("our bytes")
+}
+
+/// Nodes 0, 1 and 2 ([`trio_node`]), each connected to the two others, or `None` without a
+/// device.
+pub fn connected_trio(test: &str) -> Option<Vec<VerbsNode>> {
+    let mut nodes = (0..3)
+        .map(|id| trio_node(test, id))
+        .collect::<Option<Vec<_>>>()?;
+    for id in 0..3u16 {
+        let peers: BTreeMap<u16, PeerInfo> = (0..3u16)
+            .filter(|&p| p != id)
+            .map(|p| (p, info_for(&nodes[usize::from(p)], id)))
+            .collect();
+        nodes[usize::from(id)]
+            .connect_peers(&peers)
+            .expect("connect");
+    }
+    Some(nodes)
+}
+
+/// `op` posted on `endpoint`, then a wait for `work_id`: the wait's reply.
+pub fn post_and_wait(endpoint: &mut VerbsEndpoint<'_>, op: Op, work_id: WorkId) -> Reply {
+    assert_eq!(endpoint.execute(&op), Reply::Done, "posted");
+    endpoint.execute(&wait(work_id))
+}
+
+/// An inline put of `value` into `remote` and its wait (work id 1): the wait's reply.
+pub fn put(endpoint: &mut VerbsEndpoint<'_>, remote: Loc, value: u64) -> Reply {
+    let work_id = WorkId(1);
+    let op = Op::PutInline {
+        remote,
+        value,
+        work_id,
+    };
+    post_and_wait(endpoint, op, work_id)
 }
