@@ -409,6 +409,26 @@ impl VerbsNode {
         Ok((infos, absent))
     }
 
+    /// The checks a peer's information passes before any queue pair is made for it after
+    /// the connection (a new process in its place, a peer met late): `peer` is a node of
+    /// the layout other than this one, this node is connected, and `info` is `peer`'s and
+    /// fits ([`VerbsNode::check_peer`]).
+    fn check_newcomer(&self, peer: NodeId, info: &PeerInfo) -> Result<(), VerbsError> {
+        if peer == self.id || !self.layout().has_node(peer) {
+            return Err(VerbsError::UnknownNode { node: peer });
+        }
+        if !self.is_connected() {
+            return Err(VerbsError::NotConnected);
+        }
+        if info.info.node != peer {
+            return Err(VerbsError::PeerMismatch {
+                key: peer.0,
+                found: info.info.node,
+            });
+        }
+        self.check_peer(peer, info)
+    }
+
     /// Checks that `peer`, the information of `node`, fits this node's layout and threads.
     fn check_peer(&self, node: NodeId, peer: &PeerInfo) -> Result<(), VerbsError> {
         let info = &peer.info;
@@ -550,12 +570,7 @@ impl Host for VerbsNode {
         cq: &Arc<ExtendedCompletionQueue>,
         info: &PeerInfo,
     ) -> Result<(Connection, PeerInfo), VerbsError> {
-        if peer == self.id || !self.layout().has_node(peer) {
-            return Err(VerbsError::UnknownNode { node: peer });
-        }
-        if !self.is_connected() {
-            return Err(VerbsError::NotConnected);
-        }
+        self.check_newcomer(peer, info)?;
         if self.threads != 1 {
             return Err(VerbsError::BadNodeInfo {
                 reason: format!(
@@ -564,20 +579,8 @@ impl Host for VerbsNode {
                 ),
             });
         }
-        if info.info.node != peer {
-            return Err(VerbsError::PeerMismatch {
-                key: peer.0,
-                found: info.info.node,
-            });
-        }
-        self.check_peer(peer, info)?;
         let (me, t) = (self.id.index(), usize::from(thread));
-        let gid = Gid { raw: info.info.gid };
-        let far = |qpn| RemoteQp {
-            gid,
-            lid: info.info.lid,
-            qpn,
-        };
+        let far = |qpn| remote_qp(info, qpn);
         let mut connection =
             Connection::unconnected(&self.device, cq, peer, self.options.queue_depth)?;
         connection.connect_to(&self.device, far(info.info.responders[me][t]))?;
@@ -647,5 +650,14 @@ impl Host for VerbsNode {
         assert!(slot.is_none(), "two endpoints of one thread");
         *slot = Some(lane);
         self.ops.fetch_add(ops, Ordering::SeqCst);
+    }
+}
+
+/// The queue pair numbered `qpn` of the node `info` describes, as the fabric reaches it.
+fn remote_qp(info: &PeerInfo, qpn: u32) -> RemoteQp {
+    RemoteQp {
+        gid: Gid { raw: info.info.gid },
+        lid: info.info.lid,
+        qpn,
     }
 }

@@ -7,10 +7,9 @@
 
 use super::{Connected, VerbsNode, lock};
 use crate::ids::NodeId;
-use crate::verbs::connection::{Connection, RemoteQp, bring_up};
+use crate::verbs::connection::{Connection, bring_up};
 use crate::verbs::error::VerbsError;
 use crate::verbs::info::{NodeInfo, PeerInfo};
-use sideway::ibverbs::address::Gid;
 use std::collections::BTreeMap;
 
 impl VerbsNode {
@@ -92,28 +91,12 @@ impl VerbsNode {
         connection: &mut Connection,
         info: &PeerInfo,
     ) -> Result<(), VerbsError> {
-        if peer == self.id || !self.layout().has_node(peer) {
-            return Err(VerbsError::UnknownNode { node: peer });
-        }
-        if !self.is_connected() {
-            return Err(VerbsError::NotConnected);
-        }
+        self.check_newcomer(peer, info)?;
         if !lock(&self.absent).contains(&peer.0) {
             return Err(VerbsError::NotAbsent { node: peer });
         }
-        if info.info.node != peer {
-            return Err(VerbsError::PeerMismatch {
-                key: peer.0,
-                found: info.info.node,
-            });
-        }
-        self.check_peer(peer, info)?;
         let (me, t) = (self.id.index(), usize::from(thread));
-        let far = |qpn| RemoteQp {
-            gid: Gid { raw: info.info.gid },
-            lid: info.info.lid,
-            qpn,
-        };
+        let far = |qpn| super::remote_qp(info, qpn);
         connection.connect_to(&self.device, far(info.info.responders[me][t]))?;
         let mut responders = lock(&self.responders);
         bring_up(
