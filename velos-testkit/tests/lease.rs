@@ -167,3 +167,21 @@ fn a_delay_on_the_old_leaders_queue_pairs_serves_no_stale_read() {
         assert!(report.lease_reads.0 > 50, "seed {seed}: reads served");
     }
 }
+
+/// The lease-read check states its premise: with leases off (a lease of 0 ns) every read
+/// is refused, nothing is checked, and the run fails saying so — it used to pass.
+#[test]
+fn a_lease_read_check_with_no_read_served_fails() {
+    let mut s = spec(1, 3);
+    s.log.lease_ns = 0;
+    let report = run(&s);
+    let (served, refused) = report.lease_reads;
+    assert_eq!(served, 0, "leases off: nothing served");
+    assert!(refused > 0, "reads were asked: {refused} refused");
+    assert!(!report.ok(), "a check that checked nothing does not pass");
+    assert!(
+        report.failures.iter().any(|f| f.contains("not exercised")),
+        "{:?}",
+        report.failures
+    );
+}

@@ -244,8 +244,17 @@ impl Services {
     /// client could have been told it was done before the read was asked — its leader
     /// decided it, or any replica applied it (followers learn decisions by themselves,
     /// sometimes before the leader does; a service may act on what a follower applied).
-    /// `failures` gets a line per stale read.
+    /// `failures` gets a line per stale read. Its premise: some read was served — a run in
+    /// which every read was refused (leases off, or never held) checked nothing, and fails.
     pub fn check_reads(&self, replicas: &[ReplicaReport], failures: &mut Vec<String>) -> bool {
+        if self.served.is_empty() {
+            failures.push(format!(
+                "lease reads: none served ({} refused): the check was not exercised (a lease \
+                 of 0 ns turns leases off)",
+                self.refused
+            ));
+            return false;
+        }
         let mut acknowledged: BTreeMap<u64, u64> = BTreeMap::new();
         for r in replicas {
             let applied = r
