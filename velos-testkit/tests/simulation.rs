@@ -242,3 +242,31 @@ fn a_leader_knows_its_own_value_in_a_slot_another_leader_adopted_it_into() {
     }
     assert!(failed.is_empty(), "{}", failed.join("\n"));
 }
+
+/// `crash_leader_at` states its premise: a crash asked for when no replica leads yet (at
+/// 0 ns) crashes nobody, and the run fails saying so — it used to pass in silence; asked
+/// for once a leader leads, it crashes it and the check passes.
+#[test]
+fn a_leader_crash_that_crashes_nobody_fails_the_run() {
+    // Seed 2: three replicas, no other crash.
+    let mut early = spec(2);
+    early.crash_leader_at = Some(0);
+    let report = run(&early);
+    assert_eq!(report.checks.get("crash_leader"), Some(&false));
+    assert!(
+        report
+            .failures
+            .iter()
+            .any(|f| f.contains("none was crashed")),
+        "{:?}",
+        report.failures
+    );
+    let mut later = spec(2);
+    later.crash_leader_at = Some(300_000);
+    let report = run(&later);
+    assert_eq!(report.checks.get("crash_leader"), Some(&true));
+    assert!(
+        report.replicas.iter().filter(|r| r.crashed).count() == 1,
+        "the leader crashed, and only it"
+    );
+}

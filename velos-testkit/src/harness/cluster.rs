@@ -56,11 +56,13 @@ pub fn run(spec: &ClusterSpec) -> ClusterReport {
             .filter(|&(at, _)| at < spec.duration_ns)
             .collect();
     actions.sort();
+    // The premise of `crash_leader_at`: a replica led then, and crashed.
+    let mut leader_crashed = None;
     for (at, action) in actions {
         services.run(&mut sim, at);
         match action {
             Action::CrashLeader => {
-                crash_leader(&mut sim);
+                leader_crashed = Some(crash_leader(&mut sim).ok_or(at));
             }
             Action::Crash(r) => sim.inject(Fault::Crash {
                 node: NodeId(r),
@@ -70,7 +72,19 @@ pub fn run(spec: &ClusterSpec) -> ClusterReport {
         }
     }
     services.run(&mut sim, spec.duration_ns);
-    report_with(spec, &sim, &services)
+    let mut report = report_with(spec, &sim, &services);
+    if let Some(crashed) = leader_crashed {
+        if let Err(at) = crashed {
+            report.failures.push(format!(
+                "crash_leader: no replica led at {at} ns, so none was crashed (a leader is \
+                 chosen a failure timeout or so after the start)"
+            ));
+        }
+        report
+            .checks
+            .insert("crash_leader".to_string(), crashed.is_ok());
+    }
+    report
 }
 
 /// Starts a fresh process in crashed replica `r`'s place, at the next incarnation, and
