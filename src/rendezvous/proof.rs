@@ -22,7 +22,7 @@ pub(crate) enum Role {
 }
 
 impl Role {
-    fn label(self) -> &'static [u8] {
+    pub(crate) fn label(self) -> &'static [u8] {
         match self {
             Role::ListenerKnows => b"velos-rendezvous listener knows",
             Role::DialerSends => b"velos-rendezvous dialer sends",
@@ -32,6 +32,7 @@ impl Role {
 }
 
 /// One exchange between a dialer and a listener: what every proof of it covers.
+#[derive(Clone, Copy)]
 pub(crate) struct Transcript<'a> {
     pub(crate) cluster_id: &'a str,
     pub(crate) dialer: u16,

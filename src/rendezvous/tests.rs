@@ -281,12 +281,15 @@ fn a_dialer_whose_connection_breaks_dials_again_and_is_counted_once_it_acknowled
         let Proof::Send { info, proof } = receive(&mut second).unwrap() else {
             panic!("node 1 refused a genuine challenge");
         };
+        let info = t
+            .open(secret, Role::DialerSends, &info)
+            .expect("sealed for us");
         assert!(t.verify(secret, Role::DialerSends, &info, &proof));
         let proof = t.prove(secret, Role::ListenerSends, b"a");
         send(
             &mut second,
             &Answer::Accept {
-                info: b"a".to_vec(),
+                info: t.seal(secret, Role::ListenerSends, b"a"),
                 proof,
             },
         )
@@ -336,4 +339,74 @@ fn a_cluster_file_whose_secret_cannot_be_had_is_an_error() {
         e.to_string().contains("VELOS_NO_SUCH_VARIABLE_FOR_TESTS"),
         "{e}"
     );
+}
+
+/// An eavesdropper on the set-up network: every byte of two real nodes' exchange, both
+/// ways, recorded by a relay between them, holds none of their information — neither its
+/// bytes nor their JSON form — while the nodes learn each other's (and the recording does
+/// hold what is meant to be seen: the cluster id in the hello).
+#[test]
+fn a_recorded_exchange_holds_no_information_in_the_clear() {
+    let f = file(2, "c1");
+    // Node 1 dials the relay's address, which stands in node 0's place in its file.
+    let relay = TcpListener::bind("127.0.0.1:0").unwrap();
+    let mut dialer_file = f.clone();
+    dialer_file.nodes[0].address = relay.local_addr().unwrap().to_string();
+    let secret_0 = b"rkey 0x5eed0001 qpn 4711 gid fe80::1".to_vec();
+    let secret_1 = b"rkey 0x5eed0002 qpn 4712 gid fe80::2".to_vec();
+    let (zero, one, recorded) = std::thread::scope(|s| {
+        let zero = s.spawn(|| exchange(&f, 0, &secret_0, Duration::from_secs(5)));
+        let one = s.spawn(|| exchange(&dialer_file, 1, &secret_1, Duration::from_secs(5)));
+        let (inbound, _) = relay.accept().unwrap();
+        let outbound = connect(&f, 0);
+        let copy = |mut from: TcpStream, mut to: TcpStream| {
+            let mut seen = Vec::new();
+            let mut buf = [0u8; 4096];
+            loop {
+                match std::io::Read::read(&mut from, &mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => {
+                        seen.extend_from_slice(&buf[..n]);
+                        if std::io::Write::write_all(&mut to, &buf[..n]).is_err() {
+                            break;
+                        }
+                    }
+                }
+            }
+            let _ = to.shutdown(std::net::Shutdown::Write);
+            seen
+        };
+        let up = {
+            let (from, to) = (inbound.try_clone().unwrap(), outbound.try_clone().unwrap());
+            s.spawn(move || copy(from, to))
+        };
+        let down = s.spawn(move || copy(outbound, inbound));
+        let (zero, one) = (zero.join().unwrap(), one.join().unwrap());
+        let mut recorded = up.join().unwrap();
+        recorded.extend(down.join().unwrap());
+        (zero, one, recorded)
+    });
+    assert_eq!(
+        zero.unwrap()[&1],
+        secret_1,
+        "node 0 learned node 1's information"
+    );
+    assert_eq!(
+        one.unwrap()[&0],
+        secret_0,
+        "node 1 learned node 0's information"
+    );
+    let holds = |needle: &[u8]| recorded.windows(needle.len()).any(|w| w == needle);
+    assert!(holds(b"\"c1\""), "the recording is of the exchange");
+    for info in [&secret_0, &secret_1] {
+        let json = serde_json::to_vec(info).unwrap();
+        let json = &json[1..json.len() - 1]; // the numbers, without the brackets
+        for needle in [&info[..], json, b"4711", b"5eed"] {
+            assert!(
+                !holds(needle),
+                "{:?} seen on the wire",
+                String::from_utf8_lossy(needle)
+            );
+        }
+    }
 }
