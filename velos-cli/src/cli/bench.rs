@@ -357,6 +357,16 @@ impl LatencyArgs {
         c.proposals = self.proposals.unwrap_or(c.proposals);
         c.warmup_proposals = self.warmup_proposals.unwrap_or(c.warmup_proposals);
         c.gap_ns = self.gap_ns.unwrap_or(c.gap_ns);
+        // The log is not recycled: every decision keeps a value buffer per replica.
+        let largest = c.sizes.iter().copied().max().unwrap_or(1);
+        let words = (c.proposals + c.warmup_proposals + 16) * 3 * (largest.div_ceil(8) + 2);
+        if words > 1 << 24 {
+            return Err(format!(
+                "--proposals {} and --warmup-proposals {} of values up to {largest} bytes \
+                 (--sizes) need {words} words per node; at most 2^24",
+                c.proposals, c.warmup_proposals
+            ));
+        }
         let think = (c.proposals + c.warmup_proposals) as u64 * c.gap_ns;
         if think > MAX_THINK_NS {
             return Err(format!(
@@ -420,11 +430,11 @@ struct LocksArgs {
     /// RMA-RW T_DC: processes per physical reader counter, 1 to 1024 (default: processes per node).
     #[arg(long, value_parser = number::<usize>(1, 1_024, ""))]
     t_dc: Option<usize>,
-    /// RMA-RW T_L at the node level, 1 to 2^20 (default 16).
-    #[arg(long, value_parser = number::<u64>(1, 1 << 20, ""))]
+    /// RMA-RW T_L at the node level, 1 to 32767 (default 16).
+    #[arg(long, value_parser = number::<u64>(1, 32_767, ""))]
     t_l_node: Option<u64>,
-    /// RMA-RW T_L at the root level, 1 to 2^20 (default 64).
-    #[arg(long, value_parser = number::<u64>(1, 1 << 20, ""))]
+    /// RMA-RW T_L at the root level, 1 to 32767 (default 64).
+    #[arg(long, value_parser = number::<u64>(1, 32_767, ""))]
     t_l_root: Option<u64>,
     /// RMA-RW T_R: readers in a row before a waiting writer, 1 to 2^20 (default 256).
     #[arg(long, value_parser = number::<u64>(1, 1 << 20, ""))]

@@ -12,9 +12,9 @@ use velos_testkit::harness::cluster::{ClusterReport, ClusterSpec, run};
 /// Arguments of `velos sim`.
 #[derive(Args)]
 pub struct SimArgs {
-    /// Replicas, 1 to 64 (every one an acceptor; the lowest live id leads first, and keeps
-    /// the lead while it lives).
-    #[arg(long, default_value_t = 3, value_parser = number::<u16>(1, 64, ""))]
+    /// Replicas, 1 to 31 (the word layout's proposers; every one an acceptor; the lowest
+    /// live id leads first, and keeps the lead while it lives).
+    #[arg(long, default_value_t = 3, value_parser = number::<u16>(1, 31, ""))]
     replicas: u16,
     /// The seed: it fixes the whole run.
     #[arg(long, default_value_t = 1)]
