@@ -122,6 +122,7 @@ fn subcommands(paper: &'static str) -> Vec<Sub> {
         Sub {
             base: &["sim", "--duration", "300us", "--json"],
             flags: vec![
+                ("--duration", Words(&["0", "3601s", "-1us", "x"])),
                 ("--replicas", Number),
                 ("--seed", Number),
                 ("--crash-leader-at", Time),
@@ -182,6 +183,7 @@ fn subcommands(paper: &'static str) -> Vec<Sub> {
         Sub {
             base: &["litmus", "--runs", "3"],
             flags: vec![
+                ("--runs", Refused),
                 ("--max-states", Number),
                 ("--backend", Words(&["sim", "mem", "verbs", "x"])),
                 ("--seed", Number),
@@ -193,6 +195,7 @@ fn subcommands(paper: &'static str) -> Vec<Sub> {
         Sub {
             base: &["demo", "--duration", "300ms"],
             flags: vec![
+                ("--duration", Words(&["0", "601s", "-1s", "x"])),
                 ("--crash-at", Time),
                 ("--interval", Time),
                 ("--clients", Number),
@@ -215,6 +218,7 @@ fn subcommands(paper: &'static str) -> Vec<Sub> {
             ],
             flags: vec![
                 ("--repeats", Refused),
+                ("--commits-many", Refused),
                 ("--outstanding", Number),
                 ("--velos-pipeline", Number),
                 ("--velos-follower-idle", Words(&["spin", "sleep", "nap"])),
@@ -261,7 +265,12 @@ fn subcommands(paper: &'static str) -> Vec<Sub> {
                     Words(&["0", "100", "10000", "10001", "-1", "x"]),
                 ),
                 ("--seed", Number),
-                ("--latency", Words(latencies)),
+                // Not `uniform`: every step costs 1 ns there, and 256 processes take
+                // minutes of wall time per 25 µs of virtual time (a known limit).
+                (
+                    "--latency",
+                    Words(&["cluster", "paper-cx6", "generic", "x"]),
+                ),
                 ("--out", Words(out_dirs)),
                 ("--json", Switch),
             ],
@@ -294,6 +303,8 @@ fn subcommands(paper: &'static str) -> Vec<Sub> {
                 "bench", "failover", "--quick", "--seeds", "1", "--jobs", "2",
             ],
             flags: vec![
+                ("--seeds", Refused),
+                ("--jobs", Refused),
                 ("--protocols", Words(&["velos", "mu", "x"])),
                 ("--first-seed", Number),
                 ("--value-bytes", Number),
@@ -310,6 +321,7 @@ fn subcommands(paper: &'static str) -> Vec<Sub> {
         Sub {
             base: &["bench", "join", "--seeds", "1"],
             flags: vec![
+                ("--seeds", Refused),
                 ("--slots", Number),
                 (
                     "--snapshot-bytes",
@@ -319,6 +331,23 @@ fn subcommands(paper: &'static str) -> Vec<Sub> {
                 ("--latency", Words(latencies)),
                 ("--former-leader", Switch),
                 ("--json", Switch),
+            ],
+            at_least: 0,
+        },
+        Sub {
+            base: &[
+                "bench",
+                "emulator",
+                "--repeats",
+                "1",
+                "--ops",
+                "1000",
+                "--json",
+            ],
+            flags: vec![
+                ("--suite", Words(paper_words)),
+                ("--repeats", Refused),
+                ("--ops", Refused),
             ],
             at_least: 0,
         },
