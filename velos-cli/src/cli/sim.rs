@@ -1,7 +1,7 @@
 //! `velos sim`: a Velos cluster on the simulation driver, with crashes, a timeline and the
 //! checks; exit status 1 when a check fails.
 
-use super::flags::{duration, number};
+use super::flags::{duration, human, number};
 use clap::Args;
 use std::process::ExitCode;
 use velos::core::log::membership::Members;
@@ -454,9 +454,13 @@ fn check_replacements(replace: &[(u16, u64, u64)]) -> Result<(), String> {
         let ((n, t0, d0), (m, t1, d1)) = (w[0], w[1]);
         if n == m && t1 <= t0 + d0 {
             return Err(format!(
-                "--replace {n}@{t0}+{d0} and --replace {m}@{t1}+{d1}: a replica's next \
-                 replacement crashes it after the previous one started (after {} ns)",
-                t0 + d0
+                "--replace {n}@{}+{} and --replace {m}@{}+{}: a replica's next replacement \
+                 crashes it after the previous one started (after {})",
+                human(t0),
+                human(d0),
+                human(t1),
+                human(d1),
+                human(t0 + d0)
             ));
         }
     }
