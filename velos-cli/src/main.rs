@@ -1,6 +1,6 @@
 //! The `velos` command-line tool.
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use std::process::ExitCode;
 
 mod cli;
@@ -54,9 +54,22 @@ fn end_quietly_on_broken_pipe() {
     }));
 }
 
+/// `cmd` and every subcommand below it take `-3` as a value (refused by the flag's
+/// range, which the message names) rather than as an unknown flag.
+fn negative_numbers_are_values(cmd: clap::Command) -> clap::Command {
+    cmd.allow_negative_numbers(true)
+        .mut_subcommands(negative_numbers_are_values)
+}
+
+/// Parses the command line (exit 2 on a usage error, naming the flag).
+fn parse() -> Args {
+    let matches = negative_numbers_are_values(Args::command()).get_matches();
+    Args::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
+}
+
 fn main() -> ExitCode {
     end_quietly_on_broken_pipe();
-    let args = Args::parse();
+    let args = parse();
     match args.command {
         Command::Litmus(a) => cli::litmus::run(a),
         Command::Bench(a) => cli::bench::run(a),
@@ -70,7 +83,7 @@ fn main() -> ExitCode {
 #[cfg(test)]
 mod tests {
     use super::Args;
-    use clap::Parser;
+    use clap::{CommandFactory, FromArgMatches};
 
     /// The arguments of each `cargo run [--release] [--features F] -- ARGS` in `text` (up to
     /// a comment or the end of an inline code span), and of each code line that starts
@@ -114,7 +127,10 @@ mod tests {
 
     /// `velos ARGS` through the CLI's own definition, without running anything.
     fn parse(args: &[String]) -> Result<Args, clap::Error> {
-        Args::try_parse_from(std::iter::once("velos").chain(args.iter().map(String::as_str)))
+        let argv = std::iter::once("velos").chain(args.iter().map(String::as_str));
+        let matches =
+            super::negative_numbers_are_values(Args::command()).try_get_matches_from(argv)?;
+        Args::from_arg_matches(&matches)
     }
 
     #[test]

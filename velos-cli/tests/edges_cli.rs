@@ -114,3 +114,96 @@ fn an_interrupted_campaign_prints_the_summary_of_what_ran() {
     assert!(ran > 0 && ran < 1_000_000, "{summary}");
     assert!(summary["operations"].as_u64().unwrap() > 0, "{summary}");
 }
+
+/// The refusals of issue 32's cases: exit 2 before the run, naming the flag as typed and
+/// the value, with no internal field or bitmask.
+#[test]
+fn an_out_of_range_flag_is_refused_at_once_naming_it() {
+    for (args, says) in [
+        (
+            &["sim", "--replace", "1@100us", "--replace", "1@100us"][..],
+            "--replace 1@",
+        ),
+        (&["sim", "--jitter", "18446744073709551615"], "'--jitter"),
+        (&["sim", "--members", "0,1,5"], "--members 0,1,5"),
+        (&["sim", "--replicas", "-3"], "-3 is not in 1..=31"),
+        (&["sim", "--slots", "0"], "'--slots"),
+        (&["sim", "--slots", "16777216"], "--slots 16777216"),
+        (&["sim", "--lease", "30us"], "'--lease"),
+        (
+            &["bench", "embed", "--outstanding", "1000000"],
+            "'--outstanding",
+        ),
+        (
+            &["bench", "embed", "--commits-many", "18446744073709551000"],
+            "'--commits-many",
+        ),
+        (
+            &[
+                "bench",
+                "embed",
+                "--quick",
+                "--outstanding",
+                "4096",
+                "--commits-many",
+                "100",
+            ],
+            "--outstanding 4096",
+        ),
+        (&["demo", "--clients", "100000"], "'--clients"),
+        (&["demo", "--interval", "1ns"], "--interval 1 ns"),
+        (
+            &["bench", "locks", "-p", "65536"],
+            "65536 is not in 1..=1024",
+        ),
+        (
+            &["bench", "locks", "--quick", "-p", "260"],
+            "--processes 260",
+        ),
+        (
+            &["bench", "latency", "--gap-ns", "18446744073709551615"],
+            "'--gap-ns",
+        ),
+        (
+            &["bench", "latency", "--gap-ns", "1000000000000"],
+            "'--gap-ns",
+        ),
+        (
+            &["bench", "latency", "--quick", "--out", "/proc/nope"],
+            "--out /proc/nope",
+        ),
+        (
+            &["bench", "locks", "--quick", "--out", "/proc/nope"],
+            "--out /proc/nope",
+        ),
+        (
+            &["bench", "failover", "--quick", "--out", "/proc/nope"],
+            "--out /proc/nope",
+        ),
+        (
+            &[
+                "node",
+                "--config",
+                "c.toml",
+                "--id",
+                "0",
+                "--value-size",
+                "9",
+            ],
+            "9 is not in 10..=65536 bytes",
+        ),
+        (&["vopr", "--jobs", "100000"], "'--jobs"),
+    ] {
+        let started = std::time::Instant::now();
+        let (code, _, stderr) = velos(args);
+        assert_eq!(code, 2, "{args:?}: {stderr}");
+        assert!(stderr.contains(says), "{args:?}: {stderr}");
+        for internal in ["max_value_bytes", "0x", "panicked", "unexpected argument"] {
+            assert!(!stderr.contains(internal), "{args:?}: {stderr}");
+        }
+        assert!(
+            started.elapsed().as_secs() < 5,
+            "{args:?}: refused before the run"
+        );
+    }
+}

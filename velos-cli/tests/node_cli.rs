@@ -62,7 +62,10 @@ fn bad_input_is_refused_with_its_reason() {
     }
     let (code, err) = velos(&["node", "--config", &file, "--id", "0", "--value-size", "3"]);
     assert_eq!(code, 2, "{err}");
-    assert!(err.contains("3 bytes"), "{err}");
+    assert!(
+        err.contains("'--value-size") && err.contains("3 is not in 10..=65536 bytes"),
+        "{err}"
+    );
     // An incarnation is a joining process's only.
     let (code, err) = velos(&["node", "--config", &file, "--id", "2", "--incarnation", "5"]);
     assert_eq!(code, 2, "{err}");

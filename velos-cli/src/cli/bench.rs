@@ -1,5 +1,6 @@
 //! `velos bench`: measurements. Benchmarks report; they never assert speed.
 
+use super::flags::{MAX_JOBS, check_out, number};
 use clap::{Args, Subcommand};
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
@@ -28,11 +29,11 @@ enum Bench {
         /// binary was built from, so it runs from any directory).
         #[arg(long, default_value = DEFAULT_SUITE)]
         suite: PathBuf,
-        /// Repetitions; medians are reported.
-        #[arg(long, default_value_t = 5)]
+        /// Repetitions, 1 to 100; medians are reported.
+        #[arg(long, default_value_t = 5, value_parser = number::<usize>(1, 100, ""))]
         repeats: usize,
-        /// Operations per thread (4 threads) in the simulation run.
-        #[arg(long, default_value_t = 250_000)]
+        /// Operations per thread (4 threads) in the simulation run, 1 to 10^7.
+        #[arg(long, default_value_t = 250_000, value_parser = number::<usize>(1, 10_000_000, ""))]
         ops: usize,
         /// Print one JSON object instead of a table.
         #[arg(long)]
@@ -70,33 +71,34 @@ struct EmbedArgs {
     /// A small run (one repeat, a few thousand commits), for tests and a first look.
     #[arg(long)]
     quick: bool,
-    /// Repeats of the four measurements (default 5); medians are reported.
-    #[arg(long)]
+    /// Repeats of the four measurements, 1 to 100 (default 5); medians are reported.
+    #[arg(long, value_parser = number::<usize>(1, 100, ""))]
     repeats: Option<usize>,
-    /// Commits measured per one-client run (default 200000).
-    #[arg(long)]
+    /// Commits measured per one-client run, 1 to 10^7 (default 200000).
+    #[arg(long, value_parser = number::<u64>(1, MAX_COMMITS, ""))]
     commits_1client: Option<u64>,
-    /// Commits measured per many-client run (default 500000).
-    #[arg(long)]
+    /// Commits measured per many-client run, 1 to 10^7 (default 500000).
+    #[arg(long, value_parser = number::<u64>(1, MAX_COMMITS, ""))]
     commits_many: Option<u64>,
-    /// Commits before each measured window (default 5000).
-    #[arg(long)]
+    /// Commits before each measured window, 0 to 10^6 (default 5000).
+    #[arg(long, value_parser = number::<u64>(0, 1_000_000, ""))]
     warmup_commits: Option<u64>,
-    /// Commands outstanding in the many-client runs (default 64).
-    #[arg(long)]
+    /// Commands outstanding in the many-client runs, 1 to 4096 and at most
+    /// `--commits-many` (default 64).
+    #[arg(long, value_parser = number::<u64>(1, 4096, ""))]
     outstanding: Option<u64>,
     /// Velos: slots the leader keeps prepared or accepting at once, 1 to 15 (default 4).
-    #[arg(long)]
+    #[arg(long, value_parser = number::<u32>(1, 15, ""))]
     velos_pipeline: Option<u32>,
     /// Velos: how followers idle, spin (the backend's idle back-off: spin, yield, then
     /// sleep; default) or sleep.
     #[arg(long, value_parser = ["spin", "sleep"])]
     velos_follower_idle: Option<String>,
-    /// OmniPaxos: wall time between ticks, in µs (default 1000).
-    #[arg(long)]
+    /// OmniPaxos: wall time between ticks, in µs, 1 to 10^6 (default 1000).
+    #[arg(long, value_parser = number::<u64>(1, 1_000_000, " µs"))]
     omnipaxos_tick_us: Option<u64>,
-    /// OmniPaxos: ticks before an election timeout (default 10).
-    #[arg(long)]
+    /// OmniPaxos: ticks before an election timeout, 1 to 1000 (default 10).
+    #[arg(long, value_parser = number::<u64>(1, 1_000, ""))]
     omnipaxos_election_ticks: Option<u64>,
     /// Write embed.json into this directory.
     #[arg(long)]
@@ -131,6 +133,12 @@ impl EmbedArgs {
         c.omnipaxos_election_ticks = self
             .omnipaxos_election_ticks
             .unwrap_or(c.omnipaxos_election_ticks);
+        if c.outstanding > c.commits_many {
+            return Err(format!(
+                "--outstanding {} is more than --commits-many {}",
+                c.outstanding, c.commits_many
+            ));
+        }
         c.check().map_err(|e| format!("{e:#}"))?;
         Ok(c)
     }
@@ -154,6 +162,9 @@ fn run_embed(args: &EmbedArgs) -> ExitCode {
     job.main(args.config(), args.out.as_deref(), args.json)
 }
 
+/// The most commits one `velos bench embed` run may measure.
+const MAX_COMMITS: u64 = 10_000_000;
+
 /// Arguments of `velos bench failover`. Unset options take the full sweep's values (or,
 /// with `--quick`, the small sweep's).
 #[derive(Args)]
@@ -164,28 +175,28 @@ struct FailoverArgs {
     /// Protocols, comma-separated (default: all).
     #[arg(long, value_delimiter = ',', value_parser = parse_protocol)]
     protocols: Option<Vec<Protocol>>,
-    /// Seeds per protocol (default 50).
-    #[arg(long)]
+    /// Seeds per protocol, 1 to 10000 (default 50).
+    #[arg(long, value_parser = number::<u64>(1, 10_000, ""))]
     seeds: Option<u64>,
     /// The first seed (default 1).
     #[arg(long)]
     first_seed: Option<u64>,
     /// Bytes per value, 10 to 4096 (default 10).
-    #[arg(long)]
+    #[arg(long, value_parser = number::<u32>(10, 4096, " bytes"))]
     value_bytes: Option<u32>,
-    #[arg(long, help = format!("When Velos's leader crashes, in µs, a multiple of 100 (default {}; {} with --quick)", FailoverConfig::full().velos_crash_ns / 1_000, FailoverConfig::quick().velos_crash_ns / 1_000))]
+    #[arg(long, value_parser = number::<u64>(100, 100_000, " µs"), help = format!("When Velos's leader crashes, in µs, a multiple of 100 from 100 to 100000 (default {}; {} with --quick)", FailoverConfig::full().velos_crash_ns / 1_000, FailoverConfig::quick().velos_crash_ns / 1_000))]
     velos_crash_us: Option<u64>,
-    #[arg(long, help = format!("How long Velos runs after the crash, in µs (default {}; {} with --quick)", FailoverConfig::full().velos_after_ns / 1_000, FailoverConfig::quick().velos_after_ns / 1_000))]
+    #[arg(long, value_parser = number::<u64>(100, 100_000, " µs"), help = format!("How long Velos runs after the crash, in µs, 100 to 100000 (default {}; {} with --quick)", FailoverConfig::full().velos_after_ns / 1_000, FailoverConfig::quick().velos_after_ns / 1_000))]
     velos_after_us: Option<u64>,
-    #[arg(long, help = format!("When Mu's leader crashes, in µs, a multiple of 100 (default {}; {} with --quick)", FailoverConfig::full().mu_crash_ns / 1_000, FailoverConfig::quick().mu_crash_ns / 1_000))]
+    #[arg(long, value_parser = number::<u64>(100, 100_000, " µs"), help = format!("When Mu's leader crashes, in µs, a multiple of 100 from 100 to 100000 (default {}; {} with --quick)", FailoverConfig::full().mu_crash_ns / 1_000, FailoverConfig::quick().mu_crash_ns / 1_000))]
     mu_crash_us: Option<u64>,
-    #[arg(long, help = format!("How long Mu runs after the crash, in µs (default {}; {} with --quick)", FailoverConfig::full().mu_after_ns / 1_000, FailoverConfig::quick().mu_after_ns / 1_000))]
+    #[arg(long, value_parser = number::<u64>(100, 100_000, " µs"), help = format!("How long Mu runs after the crash, in µs, 100 to 100000 (default {}; {} with --quick)", FailoverConfig::full().mu_after_ns / 1_000, FailoverConfig::quick().mu_after_ns / 1_000))]
     mu_after_us: Option<u64>,
     /// Latency profile: paper-cx6, cluster, generic or uniform (default paper-cx6).
     #[arg(long)]
     latency: Option<String>,
-    /// Runs simulated at once (default: the number of cores).
-    #[arg(long)]
+    /// Runs simulated at once, 1 to 256 (default: the number of cores).
+    #[arg(long, value_parser = number::<usize>(1, MAX_JOBS, ""))]
     jobs: Option<usize>,
     /// Write failover.json and SVG plots (timeline, failover distribution) into this
     /// directory.
@@ -208,6 +219,20 @@ impl FailoverArgs {
         }
         c.seeds = self.seeds.unwrap_or(c.seeds);
         c.first_seed = self.first_seed.unwrap_or(c.first_seed);
+        if c.first_seed.checked_add(c.seeds).is_none() {
+            return Err(format!(
+                "--first-seed {} with --seeds {}: the last seed passes 2^64 - 1",
+                c.first_seed, c.seeds
+            ));
+        }
+        for (flag, us) in [
+            ("--velos-crash-us", self.velos_crash_us),
+            ("--mu-crash-us", self.mu_crash_us),
+        ] {
+            if let Some(us) = us.filter(|us| us % 100 != 0) {
+                return Err(format!("{flag} {us}: a multiple of 100 µs"));
+            }
+        }
         c.value_bytes = self.value_bytes.unwrap_or(c.value_bytes);
         let ns = |us: Option<u64>, default: u64| -> Result<u64, String> {
             us.map_or(Ok(default), |us| {
@@ -258,30 +283,31 @@ struct LatencyArgs {
     /// Protocols, comma-separated (default: all).
     #[arg(long, value_delimiter = ',', value_parser = parse_protocol)]
     protocols: Option<Vec<Protocol>>,
-    /// Value sizes in bytes, comma-separated (default 1,2,4,...,4096).
-    #[arg(long, value_delimiter = ',')]
+    /// Value sizes in bytes, each 1 to 65536, comma-separated (default 1,2,4,...,4096).
+    #[arg(long, value_delimiter = ',', value_parser = number::<usize>(1, 65_536, " bytes"))]
     sizes: Option<Vec<usize>>,
     /// Placement: host, device or both (default both).
     #[arg(long, value_parser = ["host", "device", "both"])]
     memory: Option<String>,
-    /// Decisions measured per point (default 200).
-    #[arg(long)]
+    /// Decisions measured per point, 1 to 100000 (default 200).
+    #[arg(long, value_parser = number::<usize>(1, 100_000, ""))]
     proposals: Option<usize>,
-    /// Decisions before those, not measured (default 20).
-    #[arg(long)]
+    /// Decisions before those, not measured, 0 to 100000 (default 20).
+    #[arg(long, value_parser = number::<usize>(0, 100_000, ""))]
     warmup_proposals: Option<usize>,
-    /// Think time between a decision and the next proposal, in ns (default 5000).
-    #[arg(long)]
+    /// Think time between a decision and the next proposal, in ns, 0 to 10^6 (default
+    /// 5000).
+    #[arg(long, value_parser = number::<u64>(0, 1_000_000, " ns"))]
     gap_ns: Option<u64>,
-    /// The leader's pause when idle, in ns (default 200, the engine's).
-    #[arg(long)]
+    /// The leader's pause when idle, in ns, 0 to 10^6 (default 200, the engine's).
+    #[arg(long, value_parser = number::<u64>(0, 1_000_000, " ns"))]
     idle_pause_ns: Option<u64>,
-    /// The replicas' failure timeout, in ns (default 1000000: a stable leader).
-    #[arg(long)]
+    /// The replicas' failure timeout, in ns, 2001 to 10^9 (default 1000000: a stable leader).
+    #[arg(long, value_parser = number::<u64>(2_001, 1_000_000_000, " ns"))]
     failure_timeout_ns: Option<u64>,
     /// Replays of the leader's recorded inputs timed for the CPU-charged latency; each
-    /// decision keeps its fastest (default 15, 3 with --quick).
-    #[arg(long)]
+    /// decision keeps its fastest, 1 to 1000 (default 15, 3 with --quick).
+    #[arg(long, value_parser = number::<usize>(1, 1_000, ""))]
     cpu_replays: Option<usize>,
     /// The seed (default 1).
     #[arg(long)]
@@ -289,8 +315,8 @@ struct LatencyArgs {
     /// Latency profile: paper-cx6, cluster, generic or uniform (default paper-cx6).
     #[arg(long)]
     latency: Option<String>,
-    /// Points simulated at once (default: the number of cores).
-    #[arg(long)]
+    /// Points simulated at once, 1 to 256 (default: the number of cores).
+    #[arg(long, value_parser = number::<usize>(1, MAX_JOBS, ""))]
     jobs: Option<usize>,
     /// Write latency.json and latency.svg into this directory.
     #[arg(long)]
@@ -299,6 +325,9 @@ struct LatencyArgs {
     #[arg(long)]
     json: bool,
 }
+
+/// The most virtual think time (`--gap-ns` per decision) of one `bench latency` point.
+const MAX_THINK_NS: u64 = 1_000_000_000;
 
 fn parse_protocol(s: &str) -> Result<Protocol, String> {
     Protocol::by_name(s).ok_or_else(|| {
@@ -328,6 +357,24 @@ impl LatencyArgs {
         c.proposals = self.proposals.unwrap_or(c.proposals);
         c.warmup_proposals = self.warmup_proposals.unwrap_or(c.warmup_proposals);
         c.gap_ns = self.gap_ns.unwrap_or(c.gap_ns);
+        // The log is not recycled: every decision keeps a value buffer per replica.
+        let largest = c.sizes.iter().copied().max().unwrap_or(1);
+        let words = (c.proposals + c.warmup_proposals + 16) * 3 * (largest.div_ceil(8) + 2);
+        if words > 1 << 24 {
+            return Err(format!(
+                "--proposals {} and --warmup-proposals {} of values up to {largest} bytes \
+                 (--sizes) need {words} words per node; at most 2^24",
+                c.proposals, c.warmup_proposals
+            ));
+        }
+        let think = (c.proposals + c.warmup_proposals) as u64 * c.gap_ns;
+        if think > MAX_THINK_NS {
+            return Err(format!(
+                "--proposals {} and --warmup-proposals {} with --gap-ns {} think for {think} ns \
+                 of virtual time per point; at most {MAX_THINK_NS} (1 s)",
+                c.proposals, c.warmup_proposals, c.gap_ns
+            ));
+        }
         c.idle_pause_ns = self.idle_pause_ns.unwrap_or(c.idle_pause_ns);
         c.failure_timeout_ns = self.failure_timeout_ns.unwrap_or(c.failure_timeout_ns);
         c.cpu_replays = self.cpu_replays.unwrap_or(c.cpu_replays);
@@ -371,38 +418,38 @@ struct LocksArgs {
     /// Locks, comma-separated (default: all).
     #[arg(long, value_delimiter = ',', value_parser = parse_lock)]
     locks: Option<Vec<LockKind>>,
-    /// Numbers of processes P, comma-separated (default 4,8,16,32,64).
-    #[arg(long, short = 'p', value_delimiter = ',')]
+    /// Numbers of processes P, each 1 to 1024, comma-separated (default 4,8,16,32,64).
+    #[arg(long, short = 'p', value_delimiter = ',', value_parser = number::<usize>(1, 1_024, ""))]
     processes: Option<Vec<usize>>,
     /// Writer fractions F_W in percent, comma-separated (default 0.2,2,5,25,100).
     #[arg(long, value_delimiter = ',')]
     writer_percent: Option<Vec<f64>>,
-    /// Processes per node (default 4).
-    #[arg(long)]
+    /// Processes per node, 1 to 1024 (default 4).
+    #[arg(long, value_parser = number::<usize>(1, 1_024, ""))]
     per_node: Option<usize>,
-    /// RMA-RW T_DC: processes per physical reader counter (default: processes per node).
-    #[arg(long)]
+    /// RMA-RW T_DC: processes per physical reader counter, 1 to 1024 (default: processes per node).
+    #[arg(long, value_parser = number::<usize>(1, 1_024, ""))]
     t_dc: Option<usize>,
-    /// RMA-RW T_L at the node level (default 16).
-    #[arg(long)]
+    /// RMA-RW T_L at the node level, 1 to 32767 (default 16).
+    #[arg(long, value_parser = number::<u64>(1, 32_767, ""))]
     t_l_node: Option<u64>,
-    /// RMA-RW T_L at the root level (default 64).
-    #[arg(long)]
+    /// RMA-RW T_L at the root level, 1 to 32767 (default 64).
+    #[arg(long, value_parser = number::<u64>(1, 32_767, ""))]
     t_l_root: Option<u64>,
-    /// RMA-RW T_R: readers in a row before a waiting writer (default 256).
-    #[arg(long)]
+    /// RMA-RW T_R: readers in a row before a waiting writer, 1 to 2^20 (default 256).
+    #[arg(long, value_parser = number::<u64>(1, 1 << 20, ""))]
     t_r: Option<u64>,
-    /// Local operations in the critical section: one store, then loads (default 1).
-    #[arg(long)]
+    /// Local operations in the critical section: one store, then loads, 1 to 10000 (default 1).
+    #[arg(long, value_parser = number::<u32>(1, 10_000, ""))]
     cs_ops: Option<u32>,
-    /// Local loads between a release and the next acquire (default 0).
-    #[arg(long)]
+    /// Local loads between a release and the next acquire, 0 to 10000 (default 0).
+    #[arg(long, value_parser = number::<u32>(0, 10_000, ""))]
     think_ops: Option<u32>,
-    /// Virtual warm-up before measuring, in µs (default 50).
-    #[arg(long)]
+    /// Virtual warm-up before measuring, in µs, 0 to 10^6 (default 50).
+    #[arg(long, value_parser = number::<u64>(0, 1_000_000, " µs"))]
     warmup_us: Option<u64>,
-    /// The measured window of virtual time, in µs (default 1000).
-    #[arg(long)]
+    /// The measured window of virtual time, in µs, 1 to 10^6 (default 1000).
+    #[arg(long, value_parser = number::<u64>(1, 1_000_000, " µs"))]
     measure_us: Option<u64>,
     /// The seed (default 1).
     #[arg(long)]
@@ -410,8 +457,8 @@ struct LocksArgs {
     /// Latency profile: cluster, paper-cx6, generic or uniform (default cluster).
     #[arg(long)]
     latency: Option<String>,
-    /// Points simulated at once (default: the number of cores).
-    #[arg(long)]
+    /// Points simulated at once, 1 to 256 (default: the number of cores).
+    #[arg(long, value_parser = number::<usize>(1, MAX_JOBS, ""))]
     jobs: Option<usize>,
     /// Write locks.json and SVG plots (throughput vs P per F_W) into this directory.
     #[arg(long)]
@@ -442,9 +489,20 @@ impl LocksArgs {
             c.processes.clone_from(v);
         }
         if let Some(v) = &self.writer_percent {
+            if let Some(f) = v.iter().find(|f| !(0.0..=100.0).contains(*f)) {
+                return Err(format!("--writer-percent {f}: from 0 to 100"));
+            }
             c.writer_percents.clone_from(v);
         }
         c.per_node = self.per_node.unwrap_or(c.per_node);
+        // The emulator tracks which nodes may write a node's memory in 64 bits.
+        if let Some(&p) = c.processes.iter().find(|&&p| c.nodes(p) > 64) {
+            return Err(format!(
+                "--processes {p} at --per-node {} make {} nodes; at most 64",
+                c.per_node,
+                c.nodes(p)
+            ));
+        }
         c.t_dc = self.t_dc.or(c.t_dc);
         c.t_l_node = self.t_l_node.unwrap_or(c.t_l_node);
         c.t_l_root = self.t_l_root.unwrap_or(c.t_l_root);
@@ -497,10 +555,14 @@ impl<C, R: serde::Serialize> Job<'_, C, R> {
     /// into `out`, prints JSON or the table.
     fn main(&self, config: Result<C, String>, out: Option<&Path>, json: bool) -> ExitCode {
         let name = self.name;
+        // A usage error, the `--out` directory's included, stops before the run.
+        let config = config
+            .map_err(|e| format!("bench {name}: {e}"))
+            .and_then(|c| check_out(&format!("bench {name}"), out).map(|()| c));
         let config = match config {
             Ok(c) => c,
             Err(e) => {
-                eprintln!("bench {name}: {e}");
+                eprintln!("{e}");
                 return ExitCode::from(2);
             }
         };

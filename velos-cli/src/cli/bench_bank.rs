@@ -1,7 +1,7 @@
 //! `velos bench bank`: a bank service on `velos::embed` whose leader (or a follower) is
 //! crashed and replaced while its clients write ([`velos_bench::bank`]).
 
-use super::sim::parse_duration;
+use super::flags::{MAX_WALL_NS, duration, number};
 use clap::Args;
 use std::io::Write;
 use std::process::ExitCode;
@@ -14,26 +14,29 @@ pub struct BankArgs {
     /// Whose place is replaced: leader or follower.
     #[arg(long, default_value = "leader", value_parser = parse_place)]
     place: Place,
-    /// Runs, each on a fresh cluster; medians and maxima are reported.
-    #[arg(long, default_value_t = 5)]
+    /// Runs, each on a fresh cluster, 1 to 1000; medians and maxima are reported.
+    #[arg(long, default_value_t = 5, value_parser = number::<usize>(1, 1_000, ""))]
     runs: usize,
-    /// The accounts table's bytes (8 per account; every snapshot is this large).
-    #[arg(long, default_value_t = 4 << 20)]
+    /// The accounts table's bytes (8 per account; every snapshot is this large): a
+    /// multiple of 8 from 64 to 64 MiB.
+    #[arg(long, default_value_t = 4 << 20, value_parser = number::<usize>(64, 64 << 20, " bytes"))]
     state_bytes: usize,
-    /// Of the four clients, how many submit on a tokio runtime (the rest on threads).
-    #[arg(long, default_value_t = 1)]
+    /// Of the four clients, how many submit on a tokio runtime (the rest on threads), 0
+    /// to 4.
+    #[arg(long, default_value_t = 1, value_parser = number::<usize>(0, 4, ""))]
     async_clients: usize,
-    /// How long the clients write before the crash (e.g. 2s).
-    #[arg(long, default_value = "2s", value_parser = parse_duration)]
+    /// How long the clients write before the crash (e.g. 2s), 100ms to 600s.
+    #[arg(long, default_value = "2s", value_parser = duration(100_000_000, MAX_WALL_NS))]
     before_crash: u64,
-    /// How long after the failover's first commit the replacement starts.
-    #[arg(long, default_value = "300ms", value_parser = parse_duration)]
+    /// How long after the failover's first commit the replacement starts, 0 to 600s.
+    #[arg(long, default_value = "300ms", value_parser = duration(0, MAX_WALL_NS))]
     settle: u64,
-    /// How long the window goes on after the replacement voted and caught up.
-    #[arg(long, default_value = "500ms", value_parser = parse_duration)]
+    /// How long the window goes on after the replacement voted and caught up, 0 to 600s.
+    #[arg(long, default_value = "500ms", value_parser = duration(0, MAX_WALL_NS))]
     after: u64,
-    /// A replacement that has not voted this long after `replace` fails the run.
-    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    /// A replacement that has not voted this long after `replace` fails the run (1ns to
+    /// 600s).
+    #[arg(long, default_value = "10s", value_parser = duration(1, MAX_WALL_NS))]
     vote_timeout: u64,
     /// The clients' random choices.
     #[arg(long, default_value_t = 1)]
@@ -57,34 +60,21 @@ fn parse_place(s: &str) -> Result<Place, String> {
     Place::by_name(s).ok_or_else(|| format!("unknown place {s:?} (leader, follower)"))
 }
 
-/// The most wall time one flag may ask for: 10 minutes.
-const MAX_WALL_NS: u64 = 600_000_000_000;
-
 impl BankArgs {
     fn config(&self) -> Result<BankConfig, String> {
-        if !(1..=1_000).contains(&self.runs) {
-            return Err("--runs from 1 to 1000".into());
-        }
-        if self.state_bytes % 8 != 0 || !(64..=64 << 20).contains(&self.state_bytes) {
-            return Err("--state-bytes a multiple of 8 from 64 to 64 MiB".into());
+        // The ranges are the flags' own (clap checks them); what is left spans flags.
+        if self.state_bytes % 8 != 0 {
+            return Err(format!(
+                "--state-bytes {}: a multiple of 8 from 64 to 64 MiB",
+                self.state_bytes
+            ));
         }
         if self.async_clients > velos_bench::bank::machine::CLIENTS {
-            return Err("--async-clients at most 4 (of the four clients)".into());
-        }
-        if self.before_crash < 100_000_000 {
-            return Err("--before-crash at least 100ms (the rate before it is measured)".into());
-        }
-        let times = [
-            self.before_crash,
-            self.settle,
-            self.after,
-            self.vote_timeout,
-        ];
-        if times.iter().any(|&t| t > MAX_WALL_NS) {
-            return Err("durations at most 10 minutes each".into());
-        }
-        if self.vote_timeout == 0 {
-            return Err("--vote-timeout above zero".into());
+            return Err(format!(
+                "--async-clients {}: at most {} (of the clients)",
+                self.async_clients,
+                velos_bench::bank::machine::CLIENTS
+            ));
         }
         Ok(BankConfig {
             place: self.place,

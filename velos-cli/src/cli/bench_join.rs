@@ -1,6 +1,7 @@
 //! `velos bench join`: a follower, or the crashed former leader, replaced while the leader
 //! decides back to back, on the simulator ([`velos_bench::join`]).
 
+use super::flags::number;
 use clap::Args;
 use std::process::ExitCode;
 use velos_bench::join::{JoinConfig, JoinReport, measure};
@@ -8,17 +9,17 @@ use velos_bench::join::{JoinConfig, JoinReport, measure};
 /// Arguments of `velos bench join` (defaults: the setting, [`JoinConfig`]).
 #[derive(Args)]
 pub struct JoinArgs {
-    /// Seeds 0..N.
-    #[arg(long, default_value_t = 8)]
+    /// Seeds 0..N, N from 1 to 1000.
+    #[arg(long, default_value_t = 8, value_parser = number::<u64>(1, 1_000, ""))]
     seeds: u64,
-    /// The ring's slots.
-    #[arg(long, default_value_t = 64)]
+    /// The ring's slots, 16 to 65536.
+    #[arg(long, default_value_t = 64, value_parser = number::<u32>(16, 65_536, ""))]
     slots: u32,
-    /// The services' snapshot size in bytes.
-    #[arg(long, default_value_t = 65_536)]
+    /// The services' snapshot size in bytes, 0 to 16 MiB.
+    #[arg(long, default_value_t = 65_536, value_parser = number::<u32>(0, 16 << 20, " bytes"))]
     snapshot_bytes: u32,
-    /// Every this many entries.
-    #[arg(long, default_value_t = 32)]
+    /// Every this many entries, 1 to 2^20.
+    #[arg(long, default_value_t = 32, value_parser = number::<u64>(1, 1 << 20, ""))]
     snapshot_every: u64,
     /// The latency profile.
     #[arg(long, default_value = "cluster")]

@@ -1,7 +1,8 @@
 //! `velos demo`: the replicated key-value demo (three in-process replicas, the leader
 //! crashed mid-run); exit status 1 when a check fails, 2 on bad input.
 
-use super::sim::parse_duration;
+use super::flags::{MAX_WALL_NS, duration, number, writable_dir};
+use super::sim::MAX_TIMELINE_LINES;
 use clap::Args;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -11,17 +12,18 @@ use velos_cli::demo::{DemoConfig, run};
 /// Arguments of `velos demo`.
 #[derive(Args)]
 pub struct DemoArgs {
-    /// Wall-clock time the client runs: `500ms`, `2s`, or nanoseconds.
-    #[arg(long, default_value = "2s", value_parser = parse_duration)]
+    /// Wall-clock time the client runs: `500ms`, `2s`, or nanoseconds (1ns to 600s).
+    #[arg(long, default_value = "2s", value_parser = duration(1, MAX_WALL_NS))]
     duration: u64,
-    /// When to crash the leader (from the start).
-    #[arg(long, default_value = "800ms", value_parser = parse_duration)]
+    /// When to crash the leader (from the start; before the end of the run).
+    #[arg(long, default_value = "800ms", value_parser = duration(0, MAX_WALL_NS))]
     crash_at: u64,
-    /// Timeline interval.
-    #[arg(long, default_value = "50ms", value_parser = parse_duration)]
+    /// Timeline interval (at most 10,000 lines: `--duration` / 10,000 or more).
+    #[arg(long, default_value = "50ms", value_parser = duration(1, MAX_WALL_NS))]
     interval: u64,
-    /// Client threads (each writes one command at a time; the leader batches them).
-    #[arg(long, default_value_t = 8)]
+    /// Client threads, 1 to 256 (each writes one command at a time; the leader batches
+    /// them).
+    #[arg(long, default_value_t = 8, value_parser = number::<u32>(1, MAX_CLIENTS, ""))]
     clients: u32,
     /// Write `report.json` and `timeline.svg` into this directory.
     #[arg(long)]
@@ -31,8 +33,27 @@ pub struct DemoArgs {
     json: bool,
 }
 
+/// The most `--clients` threads.
+const MAX_CLIENTS: u64 = 256;
+
 /// Runs `velos demo`.
 pub fn run_cli(a: DemoArgs) -> ExitCode {
+    let lines = a.duration.div_ceil(a.interval);
+    if lines > MAX_TIMELINE_LINES {
+        eprintln!(
+            "velos demo: --interval {} ns over --duration {} ns would make {lines} timeline \
+             lines; at most {MAX_TIMELINE_LINES}",
+            a.interval, a.duration
+        );
+        return ExitCode::from(2);
+    }
+    if a.crash_at >= a.duration {
+        eprintln!(
+            "velos demo: --crash-at {} ns is not before the end of the run (--duration {} ns)",
+            a.crash_at, a.duration
+        );
+        return ExitCode::from(2);
+    }
     let config = DemoConfig {
         duration: Duration::from_nanos(a.duration),
         crash_at: Duration::from_nanos(a.crash_at),
@@ -83,13 +104,4 @@ pub fn run_cli(a: DemoArgs) -> ExitCode {
     } else {
         ExitCode::from(1)
     }
-}
-
-/// Checks, before the run, that the report can be written into `dir`: it is (or is made)
-/// a directory, and a file can be created in it.
-fn writable_dir(dir: &std::path::Path) -> std::io::Result<()> {
-    std::fs::create_dir_all(dir)?;
-    let probe = dir.join(".velos-demo-probe");
-    std::fs::write(&probe, b"")?;
-    std::fs::remove_file(&probe)
 }

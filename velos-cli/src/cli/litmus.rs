@@ -3,7 +3,7 @@
 //! execution fails, 2 for a file that does not parse, a usage error, an exceeded state
 //! budget, or no RDMA device.
 
-use clap::builder::RangedU64ValueParser;
+use super::flags::number;
 use clap::{Args, ValueEnum};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -23,11 +23,11 @@ pub struct LitmusArgs {
     /// against the model.
     #[arg(long, value_enum, default_value_t = BackendArg::Sim)]
     backend: BackendArg,
-    /// The explorer's state budget per test (at least 1).
-    #[arg(long, default_value_t = 5_000_000, value_parser = RangedU64ValueParser::<usize>::new().range(1..))]
+    /// The explorer's state budget per test, 1 to 10^8.
+    #[arg(long, default_value_t = 5_000_000, value_parser = number::<usize>(1, 100_000_000, ""))]
     max_states: usize,
-    /// Real executions per test (`mem`, `verbs`; at least 1).
-    #[arg(long, default_value_t = 200, value_parser = clap::value_parser!(u64).range(1..))]
+    /// Real executions per test (`mem`, `verbs`), 1 to 10^6.
+    #[arg(long, default_value_t = 200, value_parser = number::<u64>(1, 1_000_000, ""))]
     runs: u64,
     /// Seed of the real backends' jitter (random delays between a thread's operations).
     #[arg(long, default_value_t = 1)]
@@ -259,6 +259,32 @@ thread T1@1\n  rcas a x 0 1\nthread T3@3\n  rfaa b x 1\nexists a = 0 && x = 1\ne
         let empty_dir = scratch();
         let empty = empty_dir.path().display().to_string();
         assert_eq!(status_of(&[&empty]), 2);
+    }
+
+    #[test]
+    fn a_symlink_loop_runs_each_test_once() {
+        let dir = scratch();
+        write(&dir, "ok.litmus", FIG6C);
+        std::os::unix::fs::symlink(".", dir.path().join("self")).expect("a link");
+        std::os::unix::fs::symlink("ok.litmus", dir.path().join("again.litmus")).expect("a link");
+        let found = collect_files(dir.path()).expect("the walk ends");
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert_eq!(status_of(&[&dir.path().display().to_string()]), 0);
+    }
+
+    #[test]
+    fn a_test_too_large_for_the_memory_budget_exits_2_at_once() {
+        let dir = scratch();
+        let stores: String = (0..20_000)
+            .map(|i| format!("  store x {}\n", i % 7))
+            .collect();
+        let text = format!(
+            "litmus big\nnodes 1\nloc x@1 = 0\nthread T@1\n{stores}exists x = 0\nexpect allowed\n"
+        );
+        let f = write(&dir, "big.litmus", &text);
+        let started = std::time::Instant::now();
+        assert_eq!(status_of(&[&f]), 2);
+        assert!(started.elapsed().as_secs() < 20, "{:?}", started.elapsed());
     }
 
     #[test]

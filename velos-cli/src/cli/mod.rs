@@ -4,6 +4,7 @@ pub mod bench;
 pub mod bench_bank;
 pub mod bench_join;
 pub mod demo;
+pub mod flags;
 pub mod litmus;
 pub mod node;
 pub mod report;

@@ -8,7 +8,8 @@
 //! `{"voting": incarnation}` once it votes); the others print `{"replaced": node,
 //! "incarnation": N}` when it connects.
 
-use super::sim::parse_duration;
+use super::flags::{duration, number};
+use super::sim::MAX_DURATION_NS;
 use clap::{Args, ValueEnum};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -35,28 +36,28 @@ pub struct NodeArgs {
     /// Values the `script` and `closed-loop` clients propose.
     #[arg(long, default_value_t = 1000)]
     values: u64,
-    /// Bytes per value (at least 10).
-    #[arg(long, default_value_t = 16)]
+    /// Bytes per value, 10 to 65536.
+    #[arg(long, default_value_t = 16, value_parser = number::<usize>(10, 65_536, " bytes"))]
     value_size: usize,
-    /// Log slots (the same on every node).
-    #[arg(long, default_value_t = 4096)]
+    /// Log slots (the same on every node), 1 to 2^24.
+    #[arg(long, default_value_t = 4096, value_parser = number::<u32>(1, 1 << 24, ""))]
     slots: u32,
-    /// Stop after this long (`10s`, `500ms`, …).
-    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    /// Stop after this long (`10s`, `500ms`, …; 1ns to 3600s).
+    #[arg(long, default_value = "10s", value_parser = duration(1, MAX_DURATION_NS))]
     run_for: u64,
-    /// How long to wait for the other processes at connection setup.
-    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    /// How long to wait for the other processes at connection setup (1ns to 3600s).
+    #[arg(long, default_value = "30s", value_parser = duration(1, MAX_DURATION_NS))]
     rendezvous_timeout: u64,
     /// How often the replica bumps its heartbeat and reads the others' (the same on every
     /// node). The default suits real RDMA; on a slow machine (soft-RoCE under emulation,
     /// where one operation takes tens of µs) use milliseconds.
-    #[arg(long, default_value = "1us", value_parser = parse_duration)]
+    #[arg(long, default_value = "1us", value_parser = duration(1, MAX_DURATION_NS))]
     heartbeat_period: u64,
     /// A replica whose heartbeat has not moved for this long is suspected (Ω); must exceed
     /// two heartbeat periods. Under emulation, or with more busy processes than CPUs, a
     /// live replica can stall for milliseconds: use a timeout well above that, or
     /// leadership flaps.
-    #[arg(long, default_value = "20us", value_parser = parse_duration)]
+    #[arg(long, default_value = "20us", value_parser = duration(1, MAX_DURATION_NS))]
     failure_timeout: u64,
     /// Run the replica through the embedding handle (`velos::embed::Node`), as a service
     /// embedding Velos would: the `script` client proposes its values through it,
@@ -84,6 +85,13 @@ enum ClientArg {
 
 /// Runs `velos node`: exit status 2 on bad input, 1 when the node fails.
 pub fn run_cli(a: NodeArgs) -> ExitCode {
+    if a.failure_timeout <= a.heartbeat_period.saturating_mul(2) {
+        eprintln!(
+            "velos node: --failure-timeout {} ns: more than two --heartbeat-period ({} ns)",
+            a.failure_timeout, a.heartbeat_period
+        );
+        return ExitCode::from(2);
+    }
     let cluster = match ClusterFile::load(&a.config) {
         Ok(c) => c,
         Err(e) => {

@@ -1,6 +1,7 @@
 //! `velos sim`: a Velos cluster on the simulation driver, with crashes, a timeline and the
 //! checks; exit status 1 when a check fails.
 
+use super::flags::{duration, human, number};
 use clap::Args;
 use std::process::ExitCode;
 use velos::core::log::membership::Members;
@@ -11,15 +12,15 @@ use velos_testkit::harness::cluster::{ClusterReport, ClusterSpec, run};
 /// Arguments of `velos sim`.
 #[derive(Args)]
 pub struct SimArgs {
-    /// Replicas (every one an acceptor; the lowest live id leads first, and keeps the lead
-    /// while it lives).
-    #[arg(long, default_value_t = 3)]
+    /// Replicas, 1 to 31 (the word layout's proposers; every one an acceptor; the lowest
+    /// live id leads first, and keeps the lead while it lives).
+    #[arg(long, default_value_t = 3, value_parser = number::<u16>(1, 31, ""))]
     replicas: u16,
     /// The seed: it fixes the whole run.
     #[arg(long, default_value_t = 1)]
     seed: u64,
-    /// Virtual time to run: `500us`, `2ms`, `1s`, or nanoseconds.
-    #[arg(long, default_value = "2ms", value_parser = parse_duration)]
+    /// Virtual time to run: `500us`, `2ms`, `1s`, or nanoseconds (1ns to 3600s).
+    #[arg(long, default_value = "2ms", value_parser = duration(1, MAX_DURATION_NS))]
     duration: u64,
     /// Crash whichever replica leads at this time.
     #[arg(long, value_parser = parse_duration)]
@@ -46,12 +47,12 @@ pub struct SimArgs {
     #[arg(long, value_parser = parse_delay)]
     delay_from: Vec<(u16, u64, u64, u64)>,
     /// Run a service on every replica that snapshots every N entries: the log's ring
-    /// recycles its slots, and a replica that falls off it copies a snapshot.
-    #[arg(long)]
+    /// recycles its slots, and a replica that falls off it copies a snapshot (at least 1).
+    #[arg(long, value_parser = number::<u64>(1, u64::MAX, ""))]
     snapshot_every: Option<u64>,
     /// The size of those snapshots in bytes (a digest padded with filler), so that
-    /// copies of many words are exercised.
-    #[arg(long, default_value_t = 8)]
+    /// copies of many words are exercised (0 to 16 MiB; at least 8 are sent).
+    #[arg(long, default_value_t = 8, value_parser = number::<u32>(0, MAX_SNAPSHOT_BYTES, " bytes"))]
     snapshot_bytes: u32,
     /// The replicas that vote at first (`0,1,2`; default: all): the others follow the log
     /// and can be added with `--reconfigure`.
@@ -61,44 +62,45 @@ pub struct SimArgs {
     /// `300us=0,1,2,3`; repeatable, one replica added or removed each time).
     #[arg(long, value_parser = parse_reconfigure)]
     reconfigure: Vec<(u64, Members)>,
-    /// Leader leases of this length (`--lease 10us`; at most the failure timeout, 20 µs):
+    /// Leader leases of this length (`--lease 10us`; 1ns to the failure timeout, 20 µs):
     /// every replica is asked for a lease read every 2 µs, and every read served is
     /// checked against the entries applied anywhere before it was asked.
-    #[arg(long, value_parser = parse_duration)]
+    #[arg(long, value_parser = duration(1, FAILURE_TIMEOUT_NS))]
     lease: Option<u64>,
-    /// Log slots.
-    #[arg(long, default_value_t = 4096)]
+    /// Log slots, 1 to 2^24 (the emulated memory of every replica holds at most 256 MiB
+    /// in all).
+    #[arg(long, default_value_t = 4096, value_parser = number::<u32>(1, 1 << 24, ""))]
     slots: u32,
-    /// Bytes per value (at least 10).
-    #[arg(long, default_value_t = 16)]
+    /// Bytes per value, 10 to 65536.
+    #[arg(long, default_value_t = 16, value_parser = number::<usize>(10, MAX_VALUE_BYTES, " bytes"))]
     value_size: usize,
     /// Values each replica proposes while it leads (default: enough to fill the log).
     #[arg(long)]
     values: Option<u64>,
-    /// Slots pre-prepared by the leader.
-    #[arg(long, default_value_t = 4)]
+    /// Slots pre-prepared by the leader, 1 to 15.
+    #[arg(long, default_value_t = 4, value_parser = number::<u32>(1, 15, ""))]
     pipeline: u32,
     /// Start every slot promised this many proposal numbers below the overflow threshold,
     /// at the last replica at the threshold itself (exercises the overflow fallback: slots
     /// freeze epoch 0 and move to epoch 1).
     #[arg(long)]
     near_overflow: Option<u64>,
-    /// Epochs of the overflow fallback (acceptor words per slot).
-    #[arg(long, default_value_t = 2)]
+    /// Epochs of the overflow fallback (acceptor words per slot), 1 to 256.
+    #[arg(long, default_value_t = 2, value_parser = number::<u32>(1, 256, ""))]
     epochs: u32,
     /// Latency profile of the emulator: `cluster`, `paper-cx6`, `generic` or `uniform`.
     #[arg(long, default_value = "cluster")]
     latency: String,
     /// Jitter in ns instead of the profile's: each step's cost gets a uniformly drawn extra
-    /// of at most this.
-    #[arg(long)]
+    /// of at most this (0 to 1 s).
+    #[arg(long, value_parser = number::<u64>(0, MAX_JITTER_NS, " ns"))]
     jitter: Option<u64>,
     /// Each step's extra is also at most the step's own cost (as in `velos vopr`): else a
     /// large jitter slows every CPU step by far more than its cost.
     #[arg(long)]
     jitter_within_cost: bool,
-    /// Timeline interval.
-    #[arg(long, default_value = "100us", value_parser = parse_duration)]
+    /// Timeline interval (at most 10,000 lines: `--duration` / 10,000 or more).
+    #[arg(long, default_value = "100us", value_parser = duration(1, MAX_DURATION_NS))]
     interval: u64,
     /// Print one JSON object (the last line of standard output) instead of the report.
     #[arg(long)]
@@ -110,7 +112,22 @@ pub struct SimArgs {
 pub const MAX_DURATION_NS: u64 = 3_600_000_000_000;
 
 /// The most lines the timeline prints (`--duration` / `--interval`).
-const MAX_TIMELINE_LINES: u64 = 10_000;
+pub const MAX_TIMELINE_LINES: u64 = 10_000;
+
+/// The largest `--value-size`.
+const MAX_VALUE_BYTES: u64 = 65_536;
+
+/// The largest `--snapshot-bytes`: 16 MiB.
+const MAX_SNAPSHOT_BYTES: u64 = 16 << 20;
+
+/// The largest `--jitter`: 1 s per step.
+const MAX_JITTER_NS: u64 = 1_000_000_000;
+
+/// The failure timeout of `velos sim`'s log (the longest `--lease`).
+const FAILURE_TIMEOUT_NS: u64 = 20_000;
+
+/// The emulated memory of all replicas together, in 8-byte words: 256 MiB.
+const MAX_MEMORY_WORDS: u64 = 1 << 25;
 
 /// Parses `500us`, `2ms`, `1s`, `300ns` or a plain number of nanoseconds (at most
 /// [`MAX_DURATION_NS`]).
@@ -212,8 +229,8 @@ pub fn run_cli(a: SimArgs) -> ExitCode {
     let mut log = LogConfig::new(a.replicas, a.slots, a.value_size.max(10) as u32);
     log.pipeline = a.pipeline;
     log.epochs = a.epochs;
-    if a.snapshot_every == Some(0) {
-        eprintln!("velos sim: --snapshot-every must be at least 1");
+    if let Err(e) = check_shape(&a) {
+        eprintln!("velos sim: {e}");
         return ExitCode::from(2);
     }
     if a.snapshot_every.is_some() {
@@ -221,6 +238,15 @@ pub fn run_cli(a: SimArgs) -> ExitCode {
     }
     log.lease_ns = a.lease.unwrap_or(0);
     if let Some(m) = a.members {
+        if m.0 & !Members::all(a.replicas).0 != 0 {
+            eprintln!(
+                "velos sim: --members {}: replicas 0 to {} (--replicas {})",
+                list(m),
+                a.replicas - 1,
+                a.replicas
+            );
+            return ExitCode::from(2);
+        }
         log.members = m;
     }
     if let Err(e) = log.validate() {
@@ -282,10 +308,6 @@ pub fn run_cli(a: SimArgs) -> ExitCode {
         latency.jitter_ns = j;
     }
     latency.jitter_within_cost |= a.jitter_within_cost;
-    if a.value_size < 10 {
-        eprintln!("velos sim: --value-size must be at least 10 bytes");
-        return ExitCode::from(2);
-    }
     let spec = ClusterSpec {
         log,
         seed: a.seed,
@@ -391,6 +413,60 @@ pub fn run_cli(a: SimArgs) -> ExitCode {
     }
 }
 
+/// Refuses a log whose emulated memory would exceed [`MAX_MEMORY_WORDS`], before any of
+/// it is allocated: per replica, the acceptor words (`--epochs` per slot), a value buffer
+/// per replica per slot (`--value-size`), and the snapshot banks (`--snapshot-bytes`).
+fn check_shape(a: &SimArgs) -> Result<(), String> {
+    let (replicas, slots) = (u64::from(a.replicas), u64::from(a.slots));
+    let value_words = 3 + (a.value_size as u64).div_ceil(8);
+    let snapshot_words = match a.snapshot_every {
+        Some(_) => 8 * (4 + u64::from(a.snapshot_bytes.max(8)).div_ceil(8)),
+        None => 0,
+    };
+    let per_replica = slots * (u64::from(a.epochs) + replicas * value_words) + snapshot_words;
+    let words = replicas * per_replica;
+    if words > MAX_MEMORY_WORDS {
+        return Err(format!(
+            "--replicas {} with --slots {}, --value-size {}, --epochs {}{} need {} MiB of \
+             emulated memory; at most {} MiB (fewer slots or smaller values)",
+            a.replicas,
+            a.slots,
+            a.value_size,
+            a.epochs,
+            match a.snapshot_every {
+                Some(_) => format!(", --snapshot-bytes {}", a.snapshot_bytes),
+                None => String::new(),
+            },
+            (words * 8) >> 20,
+            (MAX_MEMORY_WORDS * 8) >> 20
+        ));
+    }
+    Ok(())
+}
+
+/// Refuses `--replace` times that overlap for one replica: each replacement of a place
+/// starts after the previous one's process started (a place is crashed, then filled,
+/// then may be crashed again).
+fn check_replacements(replace: &[(u16, u64, u64)]) -> Result<(), String> {
+    let mut sorted = replace.to_vec();
+    sorted.sort();
+    for w in sorted.windows(2) {
+        let ((n, t0, d0), (m, t1, d1)) = (w[0], w[1]);
+        if n == m && t1 <= t0 + d0 {
+            return Err(format!(
+                "--replace {n}@{}+{} and --replace {m}@{}+{}: a replica's next replacement \
+                 crashes it after the previous one started (after {})",
+                human(t0),
+                human(d0),
+                human(t1),
+                human(d1),
+                human(t0 + d0)
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// Failure timeouts a run keeps after its last crash: time for a new leader and for the
 /// liveness check to see the log move again.
 const RECOVERY_TIMEOUTS: u64 = 10;
@@ -399,12 +475,7 @@ const RECOVERY_TIMEOUTS: u64 = 10;
 /// more than [`MAX_TIMELINE_LINES`] lines, faults at or after the end of the run, and a
 /// crash that leaves less than [`RECOVERY_TIMEOUTS`] failure timeouts before the end.
 fn check_times(a: &SimArgs, spec: &ClusterSpec) -> Result<(), String> {
-    if a.duration == 0 {
-        return Err("--duration must be more than 0".into());
-    }
-    if a.interval == 0 {
-        return Err("--interval must be more than 0".into());
-    }
+    check_replacements(&a.replace)?;
     if !a.json && a.duration.div_ceil(a.interval) > MAX_TIMELINE_LINES {
         return Err(format!(
             "--interval {} ns over --duration {} ns would print {} timeline lines; at most {MAX_TIMELINE_LINES}",

@@ -2,6 +2,7 @@
 //! when a seed violates a property (each is printed with the command that replays it),
 //! 2 on bad input.
 
+use super::flags::{MAX_JOBS, number};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::io::IsTerminal;
@@ -26,8 +27,9 @@ pub struct VoprArgs {
     /// Write the clients' history of the one seed run as JSON lines (`--seeds S..S+1`).
     #[arg(long)]
     history_out: Option<PathBuf>,
-    /// Worker threads (default: the machine's parallelism); each seed runs alone.
-    #[arg(long)]
+    /// Worker threads, 1 to 256 (default: the machine's parallelism); each seed runs
+    /// alone.
+    #[arg(long, value_parser = number::<usize>(1, MAX_JOBS, ""))]
     jobs: Option<usize>,
     /// Print the names of the deliberately wrong protocol variants, one a line (built
     /// with `--features mutants`; none otherwise).

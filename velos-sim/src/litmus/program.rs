@@ -77,6 +77,11 @@ impl LitmusThread {
         }
     }
 
+    /// Instructions in the thread's code.
+    pub fn instructions(&self) -> usize {
+        self.code.len()
+    }
+
     /// Instruction `pc` finished with `value`.
     fn finish(&mut self, value: Option<u64>) {
         if let (Some(r), Some(v)) = (self.code[self.pc].reg, value) {

@@ -105,6 +105,33 @@ pub fn initial_machine(program: &Program) -> Machine<LitmusThread> {
     machine
 }
 
+/// The memory the explorer's states may take, whatever `--max-states` allows: 4 GiB.
+pub const MEMORY_BUDGET: usize = 4 << 30;
+
+/// Bytes an instruction may leave pending in a state, at most (a store buffer entry, a
+/// queue pair's request, write and completion), generously.
+const PENDING_BYTES: usize = 256;
+
+/// Bytes the explorer keeps per state, generously: the machine, its memory, threads and
+/// queue pairs, as much pending as every instruction of every thread could leave, and
+/// the index's and the graph's entry.
+fn state_bytes(machine: &Machine<LitmusThread>) -> usize {
+    use crate::machine::{QueuePair, ThreadState};
+    use std::mem::size_of;
+    let memory: usize = machine.mem.iter().map(|m| 8 * m.len()).sum();
+    let threads: usize = machine
+        .threads
+        .iter()
+        .map(|t| {
+            size_of::<ThreadState<LitmusThread>>()
+                + 8 * t.process.regs.len()
+                + PENDING_BYTES * t.process.instructions()
+        })
+        .sum();
+    let qps = machine.qps.len() * size_of::<QueuePair>();
+    size_of::<Machine<LitmusThread>>() + memory + threads + qps + 128
+}
+
 /// Parses, compiles and runs one file on `options.backend`.
 pub fn run_file(path: &Path, options: &RunOptions) -> Result<Report, RunError> {
     run_test(&read_test(path)?, path, options)
@@ -146,7 +173,9 @@ pub fn run_test_on<B: RealBackend>(
         .map_err(|e| RunError(format!("{}:{}: {}", path.display(), e.line, e.message)))?;
     let mut machine = initial_machine(&program);
     machine.mutation = options.mutation;
-    let exploration = explore(machine, options.max_states, |m| {
+    let state_bytes = state_bytes(&machine);
+    let max_states = options.max_states.min(MEMORY_BUDGET / state_bytes);
+    let exploration = explore(machine, max_states, |m| {
         project(
             &program.observed,
             |loc| m.read(loc).unwrap_or(0),
@@ -154,11 +183,21 @@ pub fn run_test_on<B: RealBackend>(
         )
     })
     .map_err(|e| {
-        RunError(format!(
-            "{}: {} ({e}; raise --max-states)",
-            path.display(),
-            test.name
-        ))
+        if max_states < options.max_states {
+            RunError(format!(
+                "{}: {} ({e}: the explorer's memory budget, {} MiB, holds {max_states} \
+                 states of up to {state_bytes} bytes; fewer or shorter threads)",
+                path.display(),
+                test.name,
+                MEMORY_BUDGET >> 20
+            ))
+        } else {
+            RunError(format!(
+                "{}: {} ({e}; raise --max-states)",
+                path.display(),
+                test.name
+            ))
+        }
     })?;
     let allowed = exploration
         .outcomes
@@ -202,24 +241,31 @@ pub fn run_test_on<B: RealBackend>(
 }
 
 /// The `.litmus` files under `path` (the file itself, or every one below a directory,
-/// recursively), sorted.
+/// recursively), sorted. Symbolic links are followed, but each directory and each file
+/// is taken once (by its canonical path): a link loop ends the walk there.
 pub fn collect_files(path: &Path) -> Result<Vec<PathBuf>, RunError> {
-    let meta = std::fs::metadata(path).map_err(|e| RunError(format!("{}: {e}", path.display())))?;
+    let io = |p: &Path, e: std::io::Error| RunError(format!("{}: {e}", p.display()));
+    let meta = std::fs::metadata(path).map_err(|e| io(path, e))?;
     if meta.is_file() {
         return Ok(vec![path.to_path_buf()]);
     }
     let mut files = BTreeSet::new();
+    let mut seen = BTreeSet::new();
     let mut dirs = vec![path.to_path_buf()];
     while let Some(dir) = dirs.pop() {
-        let entries =
-            std::fs::read_dir(&dir).map_err(|e| RunError(format!("{}: {e}", dir.display())))?;
+        if !seen.insert(std::fs::canonicalize(&dir).map_err(|e| io(&dir, e))?) {
+            continue;
+        }
+        let entries = std::fs::read_dir(&dir).map_err(|e| io(&dir, e))?;
         for entry in entries {
-            let entry = entry.map_err(|e| RunError(format!("{}: {e}", dir.display())))?;
-            let p = entry.path();
+            let p = entry.map_err(|e| io(&dir, e))?.path();
             if p.is_dir() {
                 dirs.push(p);
             } else if p.extension().is_some_and(|x| x == "litmus") {
-                files.insert(p);
+                let canonical = std::fs::canonicalize(&p).map_err(|e| io(&p, e))?;
+                if seen.insert(canonical) {
+                    files.insert(p);
+                }
             }
         }
     }
