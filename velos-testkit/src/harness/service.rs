@@ -249,8 +249,8 @@ impl Services {
     pub fn check_reads(&self, replicas: &[ReplicaReport], failures: &mut Vec<String>) -> bool {
         if self.served.is_empty() {
             failures.push(format!(
-                "lease reads: none served ({} refused): the check was not exercised (a lease \
-                 of 0 ns turns leases off)",
+                "lease reads: none served ({} refused): the check was not exercised (leases \
+                 off, or never held)",
                 self.refused
             ));
             return false;
