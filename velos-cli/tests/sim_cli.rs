@@ -112,6 +112,15 @@ fn a_stopped_log_fails_the_liveness_check() {
     assert_eq!(code, 1, "{stdout}\n{stderr}");
     assert!(stdout.contains("liveness: FAIL"), "{stdout}");
     assert!(stderr.contains("nothing was proposed"), "{stderr}");
+    // A jitter so large that nothing is decided: liveness fails, not passes vacuously.
+    let (code, stdout, stderr) = velos(&["sim", "--jitter", "1000000"]);
+    assert_eq!(code, 1, "{stdout}\n{stderr}");
+    assert!(stdout.contains("liveness: FAIL"), "{stdout}");
+    // A leader crash asked for before anyone leads crashes nobody: the run says so.
+    let (code, stdout, stderr) = velos(&["sim", "--crash-leader-at", "0"]);
+    assert_eq!(code, 1, "{stdout}\n{stderr}");
+    assert!(stdout.contains("crash_leader: FAIL"), "{stdout}");
+    assert!(stderr.contains("none was crashed"), "{stderr}");
 }
 
 #[test]

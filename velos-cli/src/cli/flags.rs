@@ -2,8 +2,42 @@
 //! (exit 2, naming the flag as typed, its value and the range) before anything is
 //! allocated; and the `--out` directories, checked before a run.
 
-use super::sim::parse_duration;
 use std::path::Path;
+
+/// The longest virtual time a flag may name: an hour (a run that long takes days of wall
+/// time; a larger figure is a typo, not a request).
+pub const MAX_DURATION_NS: u64 = 3_600_000_000_000;
+
+/// Parses `500us`, `2ms`, `1s`, `300ns` or a plain number of nanoseconds (at most
+/// [`MAX_DURATION_NS`]).
+pub fn parse_duration(s: &str) -> Result<u64, String> {
+    let s = s.trim();
+    let (digits, unit) = s.split_at(
+        s.find(|c: char| !c.is_ascii_digit() && c != '.')
+            .unwrap_or(s.len()),
+    );
+    let scale = match unit {
+        "" | "ns" => 1.0,
+        "us" | "µs" => 1e3,
+        "ms" => 1e6,
+        "s" => 1e9,
+        other => return Err(format!("unknown time unit {other:?} (ns, us, ms, s)")),
+    };
+    let n: f64 = digits
+        .parse()
+        .map_err(|_| format!("{s:?} is not a duration (e.g. 500us, 2ms)"))?;
+    if !n.is_finite() || n < 0.0 {
+        return Err(format!("{s:?} is not a duration"));
+    }
+    let ns = (n * scale).round();
+    if ns > MAX_DURATION_NS as f64 {
+        return Err(format!(
+            "{s:?} is longer than the longest run, {} s of virtual time",
+            MAX_DURATION_NS / 1_000_000_000
+        ));
+    }
+    Ok(ns as u64)
+}
 
 /// Worker threads a `--jobs` flag may ask for.
 pub const MAX_JOBS: u64 = 256;

@@ -8,8 +8,8 @@
 //! `{"voting": incarnation}` once it votes); the others print `{"replaced": node,
 //! "incarnation": N}` when it connects.
 
+use super::flags::MAX_DURATION_NS;
 use super::flags::{duration, number};
-use super::sim::MAX_DURATION_NS;
 use clap::{Args, ValueEnum};
 use std::path::PathBuf;
 use std::process::ExitCode;

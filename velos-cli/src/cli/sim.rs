@@ -1,7 +1,7 @@
 //! `velos sim`: a Velos cluster on the simulation driver, with crashes, a timeline and the
 //! checks; exit status 1 when a check fails.
 
-use super::flags::{duration, human, number};
+use super::flags::{MAX_DURATION_NS, duration, human, number, parse_duration};
 use clap::Args;
 use std::process::ExitCode;
 use velos::core::log::membership::Members;
@@ -107,10 +107,6 @@ pub struct SimArgs {
     json: bool,
 }
 
-/// The longest virtual time a flag may name: an hour (a run that long takes days of wall
-/// time; a larger figure is a typo, not a request).
-pub const MAX_DURATION_NS: u64 = 3_600_000_000_000;
-
 /// The most lines the timeline prints (`--duration` / `--interval`).
 pub const MAX_TIMELINE_LINES: u64 = 10_000;
 
@@ -128,37 +124,6 @@ const FAILURE_TIMEOUT_NS: u64 = 20_000;
 
 /// The emulated memory of all replicas together, in 8-byte words: 256 MiB.
 const MAX_MEMORY_WORDS: u64 = 1 << 25;
-
-/// Parses `500us`, `2ms`, `1s`, `300ns` or a plain number of nanoseconds (at most
-/// [`MAX_DURATION_NS`]).
-pub fn parse_duration(s: &str) -> Result<u64, String> {
-    let s = s.trim();
-    let (digits, unit) = s.split_at(
-        s.find(|c: char| !c.is_ascii_digit() && c != '.')
-            .unwrap_or(s.len()),
-    );
-    let scale = match unit {
-        "" | "ns" => 1.0,
-        "us" | "µs" => 1e3,
-        "ms" => 1e6,
-        "s" => 1e9,
-        other => return Err(format!("unknown time unit {other:?} (ns, us, ms, s)")),
-    };
-    let n: f64 = digits
-        .parse()
-        .map_err(|_| format!("{s:?} is not a duration (e.g. 500us, 2ms)"))?;
-    if !n.is_finite() || n < 0.0 {
-        return Err(format!("{s:?} is not a duration"));
-    }
-    let ns = (n * scale).round();
-    if ns > MAX_DURATION_NS as f64 {
-        return Err(format!(
-            "{s:?} is longer than the longest run, {} s of virtual time",
-            MAX_DURATION_NS / 1_000_000_000
-        ));
-    }
-    Ok(ns as u64)
-}
 
 fn parse_crash(s: &str) -> Result<(u16, u64), String> {
     let (node, at) = s
