@@ -27,7 +27,7 @@ fi
 export RUSTC_BOOTSTRAP=1
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
-  targets=(litmus_parse cluster_file_parse rendezvous_frames)
+  targets=(litmus_parse cluster_file_parse rendezvous_frames rendezvous_seal)
 fi
 fuzz=(cargo fuzz)
 opts=(--fuzz-dir "$fuzz_dir" --sanitizer none)
