@@ -284,7 +284,8 @@ impl<S: StateMachine> Driver<S> {
             .push(command.bytes, command.session, now_ns, completer);
     }
 
-    /// Why nothing can be done at this replica once it stopped (or crashed).
+    /// Why nothing can be done at this replica once it stopped: `Unavailable` if it is gone
+    /// (crashed, or removed), `ShuttingDown` if the cluster stops.
     pub(crate) fn stopped_error(&self, crashed: bool) -> Error {
         if crashed {
             Error::Unavailable { replica: self.me }
@@ -296,11 +297,7 @@ impl<S: StateMachine> Driver<S> {
     /// A command that reached a stopped (or crashed) replica: it was not proposed.
     pub(crate) fn refuse_stopped<R>(&self, completer: Completer<R>, crashed: bool) {
         self.metrics.refused(1);
-        completer.complete(Err(if crashed {
-            Error::Unavailable { replica: self.me }
-        } else {
-            Error::ShuttingDown
-        }));
+        completer.complete(Err(self.stopped_error(crashed)));
     }
 
     /// Packs due batches and proposes them while the pipeline has room; a replica that
@@ -807,10 +804,7 @@ impl<S: StateMachine> Driver<S> {
             End::Removed => REMOVED,
         };
         self.shown.show_status(self.me, status, Some(now_ns));
-        let error = match end {
-            End::Crashed | End::Removed => Error::Unavailable { replica: self.me },
-            End::Stopped => Error::ShuttingDown,
-        };
+        let error = self.stopped_error(end != End::Stopped);
         let reads = std::mem::take(&mut self.lease_reads)
             .into_values()
             .chain(std::mem::take(&mut self.log_reads).into_values())

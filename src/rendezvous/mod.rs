@@ -370,8 +370,7 @@ fn greet(
         ));
     }
     let info = (local.info_for)(peer);
-    let proof = transcript.prove(&local.secret, Role::DialerSends, &info);
-    let info = transcript.seal(&local.secret, Role::DialerSends, &info);
+    let (info, proof) = transcript.seal_and_prove(&local.secret, Role::DialerSends, &info);
     send(&mut stream, &Proof::Send { info, proof })
         .map_err(failed(format!("sending to node {peer}")))?;
     let answer: Answer =
@@ -379,9 +378,8 @@ fn greet(
     match answer {
         Answer::Refuse(reason) => Ok(Dialed::Refused(reason)),
         Answer::Accept { info, proof } => {
-            let opened = transcript
-                .open(&local.secret, Role::ListenerSends, &info)
-                .filter(|info| transcript.verify(&local.secret, Role::ListenerSends, info, &proof));
+            let opened =
+                transcript.open_and_verify(&local.secret, Role::ListenerSends, &info, &proof);
             let Some(info) = opened else {
                 return Ok(Dialed::Impostor(
                     "its information does not open or its proof does not verify".into(),
@@ -505,9 +503,7 @@ fn take(
         Proof::Send { info, proof } => (info, proof),
     };
     // The information opens only under this exchange's key, and the proof covers it.
-    let opened = transcript
-        .open(&local.secret, Role::DialerSends, &sealed)
-        .filter(|info| transcript.verify(&local.secret, Role::DialerSends, info, &proof));
+    let opened = transcript.open_and_verify(&local.secret, Role::DialerSends, &sealed, &proof);
     let Some(info) = opened else {
         let reason = "the proof does not verify: not a process of this cluster (a wrong \
                       secret, or a replayed exchange)";
@@ -523,8 +519,7 @@ fn take(
             return Err(format!("node {node}: {reason}"));
         }
     };
-    let proof = transcript.prove(&local.secret, Role::ListenerSends, &mine);
-    let sealed = transcript.seal(&local.secret, Role::ListenerSends, &mine);
+    let (sealed, proof) = transcript.seal_and_prove(&local.secret, Role::ListenerSends, &mine);
     let acked = send(
         stream,
         &Answer::Accept {

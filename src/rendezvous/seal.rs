@@ -58,6 +58,33 @@ impl Transcript<'_> {
         };
         self.cipher(secret).decrypt(&nonce(role), payload).ok()
     }
+
+    /// `info` as `role` sends it: sealed, and the proof of `role` carrying it (the proof
+    /// covers the information itself, not its sealed bytes).
+    pub(crate) fn seal_and_prove(
+        &self,
+        secret: &[u8],
+        role: Role,
+        info: &[u8],
+    ) -> (Vec<u8>, Vec<u8>) {
+        (
+            self.seal(secret, role, info),
+            self.prove(secret, role, info),
+        )
+    }
+
+    /// What `role` sent as `sealed` with `proof`: the information if it opens under this
+    /// exchange's key and the proof verifies, else `None`.
+    pub(crate) fn open_and_verify(
+        &self,
+        secret: &[u8],
+        role: Role,
+        sealed: &[u8],
+        proof: &[u8],
+    ) -> Option<Vec<u8>> {
+        self.open(secret, role, sealed)
+            .filter(|info| self.verify(secret, role, info, proof))
+    }
 }
 
 /// The nonce of `role`'s message: its own, since each role seals one message per key.

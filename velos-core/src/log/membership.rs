@@ -100,8 +100,12 @@ impl Membership {
         }
     }
 
-    /// Rule (retire): the replicas [`Membership::removed`] from `slot` on, in one pass over
-    /// the configurations (none on a stable membership: the heartbeat asks every period).
+    /// Rule (retire): the replicas that, at the incarnation I am connected to, were members
+    /// and that no configuration of the slots from `slot` on names — removed by a change,
+    /// not replaced (a replacement's old incarnation is not the one I am connected to).
+    /// Such a process is to be cut off, and comes back only as a new one (the join path).
+    /// One pass over the configurations (none on a stable membership: the heartbeat asks
+    /// every period).
     pub fn removed_from(&self, slot: u64) -> Members {
         let named_from = self
             .changes
@@ -118,31 +122,17 @@ impl Membership {
                 .fold(0, |m, r| m | 1 << r),
         );
         assert!(
-            removed.iter().all(|r| self.removed(r, slot)),
-            "the same rule"
+            removed.0 & !self.voted.0 == 0,
+            "rule (retire): only a member is removed"
         );
         removed
     }
 
     /// Rule (retire): whether replica `r`'s process, a member once, is removed by the last
-    /// configuration decided ([`Membership::removed`] for the slots it covers).
+    /// configuration decided ([`Membership::removed_from`] the slot it takes effect).
     pub fn was_removed(&self, r: u16) -> bool {
-        self.removed(r, self.changes.last().expect("a configuration").0)
-    }
-
-    /// Rule (retire): whether replica `r`, at the incarnation I am connected to, was a
-    /// member and no configuration of the slots from `slot` on names it — removed by a
-    /// change, not replaced (a replacement's old incarnation is not the one I am connected
-    /// to). The process is to be cut off, and comes back only as a new one (the join path).
-    pub fn removed(&self, r: u16, slot: u64) -> bool {
-        let named_from = self.changes.iter().enumerate().any(|(i, (_, c, _))| {
-            let ends = self.changes.get(i + 1).map_or(u64::MAX, |next| next.0);
-            ends > slot && c.members.contains(r)
-        });
-        let latest = self.latest_configuration();
-        self.voted.contains(r)
-            && !named_from
-            && latest.named[usize::from(r)] == self.current[usize::from(r)]
+        let last = self.changes.last().expect("a configuration").0;
+        self.removed_from(last).contains(r)
     }
 
     /// The last configuration decided (in effect or not yet).

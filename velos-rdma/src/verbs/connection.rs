@@ -160,9 +160,11 @@ pub(super) fn create_responder(
     create_qp(device, cq, 1, 0)
 }
 
-/// Moves a responder into the error state: the requests of the requester it was connected
-/// to are no longer executed (that requester's operations fail once its retries run out).
-pub(super) fn retire_responder(qp: &mut ExtendedQueuePair) -> Result<(), VerbsError> {
+/// Moves a queue pair into the error state. A requester's outstanding requests are flushed
+/// with an error and later ones refused; a responder no longer executes the requests of
+/// the requester it was connected to (that requester's operations fail once its retries
+/// run out).
+pub(super) fn to_error(qp: &mut ExtendedQueuePair) -> Result<(), VerbsError> {
     let mut error = QueuePairAttribute::new();
     error.setup_state(QueuePairState::Error);
     qp.modify(&error)
@@ -319,13 +321,8 @@ impl Connection {
     /// Moves the requester into the error state (fault injection): the NIC flushes its
     /// outstanding requests with an error, and later ones are refused.
     pub(super) fn force_error(&mut self) -> Result<(), VerbsError> {
-        let mut error = QueuePairAttribute::new();
-        error.setup_state(QueuePairState::Error);
-        self.requester
-            .modify(&error)
-            .map_err(|e| VerbsError::verbs("ibv_modify_qp(ERR)", e))?;
+        to_error(&mut self.requester)?;
         self.broken = true;
-        assert_eq!(self.requester.state(), QueuePairState::Error);
         Ok(())
     }
 

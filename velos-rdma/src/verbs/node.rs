@@ -8,7 +8,7 @@
 //! (a, t). A node therefore holds `threads × nodes` requesters and `nodes × threads`
 //! responders; its own node is one of the nodes (loopback over its GID).
 
-use super::connection::{Connection, Lane, RemoteQp, bring_up, create_responder, retire_responder};
+use super::connection::{Connection, Lane, RemoteQp, bring_up, create_responder, to_error};
 use super::device::{Device, VerbsOptions};
 use super::endpoint::VerbsEndpoint;
 use super::error::VerbsError;
@@ -612,7 +612,7 @@ impl Host for VerbsNode {
             return Err(VerbsError::UnknownNode { node: peer });
         }
         for responder in &mut lock(&self.responders)[peer.index()] {
-            retire_responder(responder)?;
+            to_error(responder)?;
         }
         Ok(())
     }
