@@ -106,12 +106,18 @@ fn replace(sim: &mut Sim, log: &Shared<LogConfig>, (r, incarnation): (u16, u64))
     sim.restart(NodeId(r), fresh);
     let m = sim.machine_mut();
     let up: Vec<bool> = m.threads.iter().map(|t| m.is_up(t.node)).collect();
+    let mut told = Vec::new();
     for (j, (t, up)) in m.threads.iter_mut().zip(up).enumerate() {
         if up && j != i {
             t.process
                 .peer_replaced(r, incarnation)
                 .expect("a newer incarnation of a peer");
+            told.push(t.node);
         }
+    }
+    // Rule (no amnesia): each engine first, then its node meets the new process.
+    for node in told {
+        sim.reconnect(node, NodeId(r));
     }
 }
 

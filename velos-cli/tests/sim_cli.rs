@@ -89,6 +89,8 @@ fn bad_input_is_a_usage_error() {
         &["sim", "--replace", "1@100us+"],
         &["sim", "--replace", "1"],
         &["sim", "--replace", "1@1.9ms"],
+        &["sim", "--told-late", "3@100us"],
+        &["sim", "--told-late", "1"],
     ] {
         let (code, _, stderr) = velos(args);
         assert_eq!(code, 2, "{args:?}: {stderr}");
@@ -125,7 +127,13 @@ fn a_stopped_log_fails_the_liveness_check() {
 
 #[test]
 fn a_replaced_replica_is_its_own_entry_with_its_incarnation() {
-    let (code, stdout, stderr) = velos(&[
+    replaced_with(&[]);
+    // The join path reaching replica 1 only 200 µs after the new process started.
+    replaced_with(&["--told-late", "1@200us"]);
+}
+
+fn replaced_with(more: &[&str]) {
+    let mut args = vec![
         "sim",
         "--replace",
         "2@300us+20us",
@@ -138,8 +146,10 @@ fn a_replaced_replica_is_its_own_entry_with_its_incarnation() {
         "--values",
         "100000",
         "--json",
-    ]);
-    assert_eq!(code, 0, "{stderr}");
+    ];
+    args.extend(more);
+    let (code, stdout, stderr) = velos(&args);
+    assert_eq!(code, 0, "{more:?}: {stderr}");
     let run: serde_json::Value =
         serde_json::from_str(stdout.lines().last().expect("a line")).expect("JSON");
     let replicas = run["replicas"].as_array().expect("replicas");

@@ -164,6 +164,47 @@ fn a_disconnect_cuts_both_ways_until_the_join_path_reconnects() {
     }
 }
 
+/// Rule (disconnect the process met): a new process started in node 1's place connects
+/// its own queue pairs; node 0, not told yet, cuts node 1 off (the old process, which it
+/// knows was removed). The new process's queue pair towards node 0 is untouched, node 0's
+/// towards it stays cut until node 0 meets it; and a cut after that cuts it both ways.
+#[test]
+fn a_disconnect_spares_a_new_process_not_met_yet() {
+    for mode in [Mode::Inline, Mode::Worker] {
+        let fabric =
+            MemFabric::with_options(Layout::uniform(3, 8), MemOptions { mode, jitter: None });
+        let mut owner = fabric.endpoint(NodeId(0));
+        fabric.crash(NodeId(1));
+        fabric.restart(NodeId(1));
+        fabric.reconnect(NodeId(1), NodeId(0));
+        let mut new = fabric.endpoint(NodeId(1));
+        assert_eq!(
+            owner.execute(&Op::Disconnect { node: NodeId(1) }),
+            Reply::Done
+        );
+        assert_eq!(run(&mut new, &cas(w(0, 0), w(1, 0))), vec![Reply::Done; 2]);
+        assert_eq!(
+            fabric.read(w(0, 0)),
+            Ok(9),
+            "the new process reaches node 0"
+        );
+        let to_new = RdmaError::QueuePairError { node: NodeId(1) };
+        assert!(failed_with(&run(&mut owner, &put(w(1, 1), 3))[1], &to_new));
+        fabric.reconnect(NodeId(0), NodeId(1)); // node 0 meets it
+        assert_eq!(run(&mut owner, &put(w(1, 1), 3)), vec![Reply::Done; 2]);
+        assert_eq!(fabric.read(w(1, 1)), Ok(3));
+        assert_eq!(
+            owner.execute(&Op::Disconnect { node: NodeId(1) }),
+            Reply::Done
+        );
+        let to_owner = RdmaError::QueuePairError { node: NodeId(0) };
+        assert!(failed_with(
+            &run(&mut new, &cas(w(0, 2), w(1, 0)))[1],
+            &to_owner
+        ));
+    }
+}
+
 #[test]
 fn a_disconnect_of_itself_or_of_no_node_is_a_typed_error() {
     let fabric = MemFabric::new(Layout::uniform(2, 8), Mode::Inline);

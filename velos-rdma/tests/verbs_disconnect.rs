@@ -10,8 +10,10 @@
 
 mod verbs_common;
 
+use std::collections::BTreeMap;
+use velos_rdma::verbs::PeerInfo;
 use velos_rdma::{Endpoint, Loc, NodeId, Op, RdmaError, Reply, Rmw, WorkId};
-use verbs_common::{connected_trio, post_and_wait, w};
+use verbs_common::{connected_trio, info_for, post_and_wait, put, trio_node, w};
 
 const D: WorkId = WorkId(1);
 
@@ -75,4 +77,49 @@ fn a_disconnected_peer_neither_reaches_nor_is_reached() {
             Reply::Failed(RdmaError::UnknownNode { node })
         );
     }
+}
+
+#[test]
+fn a_disconnect_spares_a_new_process_met_but_not_connected_yet() {
+    const TEST: &str = "verbs_disconnect_parked";
+    let Some(mut nodes) = connected_trio(TEST) else {
+        return;
+    };
+    drop(nodes.pop()); // the process in node 2's place is gone
+    let (n0, n1) = (&nodes[0], &nodes[1]);
+    let mut e0 = n0.endpoint(0).expect("endpoint");
+    let mut e1 = n1.endpoint(0).expect("endpoint");
+    let mut fresh = trio_node(TEST, 2).expect("the device is still there");
+    let answer0 = e0
+        .rejoin(NodeId(2), &info_for(&fresh, 0))
+        .expect("rejoin 0");
+    let answer1 = e1
+        .rejoin(NodeId(2), &info_for(&fresh, 1))
+        .expect("rejoin 1");
+    // Node 1's engine still knows the old process and cuts it off (it was removed).
+    assert_eq!(e1.execute(&Op::Disconnect { node: NodeId(2) }), Reply::Done);
+    let peers = BTreeMap::from([
+        (0, PeerInfo::from_bytes(&answer0.to_bytes()).expect("bytes")),
+        (1, PeerInfo::from_bytes(&answer1.to_bytes()).expect("bytes")),
+    ]);
+    fresh
+        .connect_peers(&peers)
+        .expect("the fresh node connects");
+    e0.activate(NodeId(2)).expect("activate");
+    e1.activate(NodeId(2)).expect("activate");
+    // The new process reaches node 1 and node 1 reaches it.
+    let mut e2 = fresh.endpoint(0).expect("endpoint");
+    assert_eq!(run(&mut e2, cas(w(1, 2), w(2, 0))), Reply::Done);
+    assert_eq!(n1.read(w(1, 2)), Ok(9), "the new process's CAS on node 1");
+    assert_eq!(put(&mut e1, w(2, 3), 4), Reply::Done);
+    assert_eq!(
+        fresh.read(w(2, 3)),
+        Ok(4),
+        "node 1's put into the new process"
+    );
+    // A disconnect once it is connected cuts it off as any other.
+    assert_eq!(e1.execute(&Op::Disconnect { node: NodeId(2) }), Reply::Done);
+    let refused = run(&mut e2, cas(w(1, 4), w(2, 0)));
+    assert!(failed(&refused), "after the cut: {refused:?}");
+    assert_eq!(n1.read(w(1, 4)), Ok(0));
 }

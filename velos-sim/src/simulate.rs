@@ -379,6 +379,15 @@ impl<P: Process> Simulator<P> {
         self.machine.restart(node, process, now);
     }
 
+    /// The join path met the process now in `to`'s place from `from`, now
+    /// ([`Machine::reconnect`]).
+    pub fn reconnect(&mut self, from: NodeId, to: NodeId) {
+        self.trace
+            .word(8 << 56 | u64::from(from.0) << 16 | u64::from(to.0));
+        self.trace.word(self.clock.now);
+        self.machine.reconnect(from, to);
+    }
+
     /// Injects `fault` now (for faults that depend on the run, such as crashing whichever
     /// node leads at some time).
     pub fn inject(&mut self, fault: Fault) {

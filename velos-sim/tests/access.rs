@@ -2,7 +2,8 @@
 //! fails with `RemoteAccess` and breaks its queue pair, a grant reconnects it, the change
 //! costs exactly `qp_access_change_ns`, and the explorer sees both orders of a put and a
 //! revocation. And `Op::Disconnect`: both ways cut, until a new process starts in the
-//! cut node's place.
+//! cut node's place; a new process its cutter has not met yet keeps its own side (rule
+//! (disconnect the process met)).
 
 use velos_rdma::{Layout, Loc, NodeId, Op, Process, RdmaError, Reply, Step, WorkId};
 use velos_sim::explore::{ExploreOptions, Reduction, explore_with};
@@ -259,6 +260,11 @@ fn a_disconnect_cuts_both_ways_until_a_new_process_starts() {
     let m = sim.machine();
     assert_eq!(m.threads[cut].process.replies, vec![Reply::Done; 2]);
     assert_eq!(m.read(target()), Some(9), "the new process's CAS landed");
+    // Node 1 has not met the new process yet: its queue pair towards it waits for that.
+    assert_eq!(m.qps[m.qp_index(cutter, NodeId(0))].status, QpStatus::Unmet);
+    sim.reconnect(NodeId(1), NodeId(0));
+    let m = sim.machine();
+    assert_eq!(m.qps[m.qp_index(cutter, NodeId(0))].status, QpStatus::Ready);
     let disconnect_self = Script::new(vec![Op::Disconnect { node: NodeId(1) }]);
     let mut machine = Machine::new(&Layout::uniform(2, 4));
     let t = machine.spawn(NodeId(1), disconnect_self);
@@ -268,4 +274,42 @@ fn a_disconnect_cuts_both_ways_until_a_new_process_starts() {
         sim.machine().threads[t].process.replies,
         vec![Reply::Failed(RdmaError::UnknownNode { node: NodeId(1) })]
     );
+}
+
+/// Rule (disconnect the process met): a new process starts in node 0's place; node 1,
+/// which has not met it, cuts node 0 off (it means the old process). The new process's
+/// CAS on node 1 still lands — its queue pair is its own —; node 1's side stays cut until
+/// the join path connects it, and a cut after that is both ways again.
+#[test]
+fn a_disconnect_spares_a_new_process_its_cutter_has_not_met() {
+    let mut machine = Machine::new(&Layout::uniform(2, 4));
+    let cutter = Script::new(vec![
+        Op::Pause { ns: 5_000 },
+        Op::Disconnect { node: NodeId(0) },
+    ]);
+    let cutter = machine.spawn(NodeId(1), cutter);
+    let old = machine.spawn(NodeId(0), Script::new(vec![]));
+    let mut sim = Simulator::new(machine, SimConfig::new(7, latency()));
+    sim.inject(velos_sim::simulate::Fault::Crash {
+        node: NodeId(0),
+        mode: velos_sim::machine::CrashMode::Hang,
+    });
+    let mut ops = vec![Op::Pause { ns: 10_000 }];
+    ops.extend(cas_at(target(), Loc::word(NodeId(0), 0)));
+    sim.restart(NodeId(0), Script::new(ops));
+    let m = sim.machine();
+    assert_eq!(m.qps[m.qp_index(cutter, NodeId(0))].status, QpStatus::Unmet);
+    assert_eq!(sim.run(u64::MAX, 10_000), Stop::Complete);
+    let m = sim.machine();
+    assert_eq!(m.threads[cutter].process.replies, vec![Reply::Done; 2]);
+    assert_eq!(m.threads[old].process.replies, vec![Reply::Done; 3]);
+    assert_eq!(m.read(target()), Some(9), "the new process's CAS landed");
+    assert_eq!(m.qps[m.qp_index(old, NodeId(1))].status, QpStatus::Ready);
+    assert_eq!(
+        m.qps[m.qp_index(cutter, NodeId(0))].status,
+        QpStatus::Disconnected
+    );
+    sim.reconnect(NodeId(1), NodeId(0));
+    let m = sim.machine();
+    assert_eq!(m.qps[m.qp_index(cutter, NodeId(0))].status, QpStatus::Ready);
 }

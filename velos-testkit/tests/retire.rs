@@ -5,8 +5,12 @@
 //! typed refusal, and a new process in its place (the join path) is connected again and
 //! votes. Then the class: drawn schedules — 3 to 5 replicas, any member removed (the leader
 //! too) at any time, another crashed afterwards where the new configuration survives it —
-//! each cut off everywhere, the log going on. Every run passes the harness's checks
-//! (agreement, no holes, membership…).
+//! each cut off everywhere, the log going on. And a replacement the join path brings to
+//! one replica late (rule (disconnect the process met)): that replica applies the old
+//! incarnation's removal and cuts the place off before it meets the new process, whose
+//! own queue pairs towards it stay up; once met, the new process votes, connected both
+//! ways everywhere. Every run passes the harness's checks (agreement, no holes,
+//! membership…).
 
 use velos_core::log::membership::Members;
 use velos_core::log::{ClientScript, LogConfig, ProposeError, Replica};
@@ -15,7 +19,7 @@ use velos_sim::machine::{CrashMode, Next, QpStatus};
 use velos_sim::rng::Rng;
 use velos_sim::simulate::{Fault, Simulator};
 use velos_testkit::harness::cluster::{
-    ClusterSpec, machine, most_applied, replace, report_with, sim_config,
+    ClusterSpec, machine, most_applied, replace, report_with, sim_config, tell_replaced,
 };
 use velos_testkit::harness::service::Services;
 
@@ -190,4 +194,85 @@ fn removals_over_drawn_schedules() {
         let report = report_with(&spec, &sim, &services);
         assert!(report.ok(), "{at}: {:?}", report.failures);
     }
+}
+
+/// Drawn schedules of a replacement the join path brings to one replica late: 3 to 5
+/// replicas, any of them (the leader too) crashed and a new process started in its place,
+/// another told of it up to 800 µs later. The premise: wherever the late replica followed
+/// then (a third of the schedules at least), it had cut the place off (it applied the
+/// removal of the old incarnation) before it was told. In every one: the new process votes at every live replica, the
+/// queue pairs between it and each are up both ways, and the log went on.
+#[test]
+fn a_replacement_met_late_is_not_cut_off_by_the_removal_of_its_predecessor() {
+    let mut cut_before_told = 0;
+    const SCHEDULES: u64 = 24;
+    for seed in 0..SCHEDULES {
+        let mut rng = Rng::new(seed);
+        let replicas = 3 + rng.below(3) as u16;
+        let replaced = rng.below(u64::from(replicas)) as u16;
+        let others: Vec<u16> = (0..replicas).filter(|&r| r != replaced).collect();
+        let late = others[rng.below(others.len() as u64) as usize];
+        let (crash_at, after) = (100_000 + rng.below(200_000), 20_000 + rng.below(80_000));
+        let delay = 100_000 + rng.below(700_000);
+        let client = ClientScript {
+            count: 100_000,
+            size: 16,
+        };
+        let spec = ClusterSpec {
+            replace: vec![(replaced, crash_at, after)],
+            told_late: vec![(late, delay)],
+            ..ClusterSpec::new(LogConfig::new(replicas, 4096, 16), seed, 2_500_000, client)
+        };
+        let at = format!(
+            "seed {seed}: {replicas} replicas, {replaced} replaced at {crash_at}+{after} ns, \
+             {late} told {delay} ns later"
+        );
+        let mut sim = Simulator::new(machine(&spec), sim_config(&spec));
+        let mut services = Services::new(&spec);
+        services.run(&mut sim, crash_at);
+        sim.inject(Fault::Crash {
+            node: NodeId(replaced),
+            mode: CrashMode::Hang,
+        });
+        services.run(&mut sim, crash_at + after);
+        replace(&spec, &mut sim, &mut services, replaced);
+        // A late leader removes nothing before it is told; a late follower applies the
+        // removal its told leader decides, and cuts the place off.
+        let follows = !replica(&sim, late).is_leader();
+        services.run(&mut sim, crash_at + after + delay);
+        if follows {
+            assert!(
+                replica(&sim, late).retired().contains(replaced),
+                "{at}: the premise: the late follower cut the place off before it was told"
+            );
+            cut_before_told += 1;
+        }
+        tell_replaced(&mut sim, late, replaced);
+        let told = most_applied(&sim, None);
+        services.run(&mut sim, spec.duration_ns);
+        let end = most_applied(&sim, None);
+        assert!(end > told + 50, "{at}: the log went on ({told} → {end})");
+        for &r in &others {
+            let p = replica(&sim, r);
+            assert!(
+                p.voters().contains(replaced),
+                "{at}: {r} counts the new process"
+            );
+            assert!(!p.retired().contains(replaced), "{at}: {r}");
+            for (from, to) in [(r, replaced), (replaced, r)] {
+                assert_eq!(
+                    status(&sim, from, to),
+                    QpStatus::Ready,
+                    "{at}: {from} → {to}"
+                );
+            }
+        }
+        let report = report_with(&spec, &sim, &services);
+        assert!(report.ok(), "{at}: {:?}", report.failures);
+    }
+    assert!(
+        cut_before_told * 3 >= SCHEDULES,
+        "the premise: a late follower cut the place off before it was told in only \
+         {cut_before_told} of {SCHEDULES} schedules"
+    );
 }

@@ -40,6 +40,11 @@ const REGRESSIONS: &[(u64, bool, &str)] = &[
     ),
     (4327, false, "operations never completed"),
     (
+        975,
+        false,
+        "a leader that had not met a replacement yet removed it: kept out for good",
+    ),
+    (
         526,
         false,
         "a leader's retries outgrew its own congested link: the log stopped",

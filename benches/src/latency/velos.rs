@@ -116,6 +116,7 @@ pub(super) fn measure(
         reconfigure: Vec::new(),
         lease_reads: false,
         replace: Vec::new(),
+        told_late: Vec::new(),
     };
     let mut sim = Simulator::new(machine(&spec)?, cluster::sim_config(&spec));
     let stop = sim.run(config.warmup_ns, u64::MAX);

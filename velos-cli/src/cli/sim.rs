@@ -33,6 +33,11 @@ pub struct SimArgs {
     /// joins through the log (the leader removes the old incarnation, then adds it).
     #[arg(long, value_parser = parse_replace)]
     replace: Vec<(u16, u64, u64)>,
+    /// The join path reaches replica NODE only D after each `--replace` starts its new
+    /// process (`NODE@D`, repeatable; the others at once): until then NODE's queue pairs
+    /// towards the new process fail, as over real RDMA when the joiner meets it late.
+    #[arg(long, value_parser = parse_crash)]
+    told_late: Vec<(u16, u64)>,
     /// Pause replica NODE's CPU at time T for D (`NODE@T+D`, repeatable): its NIC still
     /// serves the others.
     #[arg(long, value_parser = parse_pause)]
@@ -253,6 +258,13 @@ pub fn run_cli(a: SimArgs) -> ExitCode {
         );
         return ExitCode::from(2);
     }
+    if let Some(&(node, _)) = a.told_late.iter().find(|d| d.0 >= a.replicas) {
+        eprintln!(
+            "velos sim: --told-late {node}@…: there are {} replicas",
+            a.replicas
+        );
+        return ExitCode::from(2);
+    }
     for (flag, delays) in [("--delay", &a.delay), ("--delay-from", &a.delay_from)] {
         if let Some(&(node, ..)) = delays.iter().find(|d| d.0 >= a.replicas) {
             eprintln!(
@@ -295,6 +307,7 @@ pub fn run_cli(a: SimArgs) -> ExitCode {
         reconfigure: a.reconfigure.clone(),
         lease_reads: a.lease.is_some(),
         replace: a.replace.clone(),
+        told_late: a.told_late.clone(),
     };
     if let Err(e) = check_times(&a, &spec) {
         eprintln!("velos sim: {e}");
@@ -351,6 +364,9 @@ pub fn run_cli(a: SimArgs) -> ExitCode {
         }
         for (n, t, d) in &a.replace {
             replay += &format!(" --replace {n}@{t}+{d}");
+        }
+        for (n, d) in &a.told_late {
+            replay += &format!(" --told-late {n}@{d}");
         }
         if let Some(k) = a.snapshot_every {
             replay += &format!(

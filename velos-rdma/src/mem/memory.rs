@@ -28,6 +28,9 @@ pub(crate) struct Memory {
     /// Per (from, to) pair, row-major: whether queue pairs from `from` towards `to` are in
     /// error because `to` refused a put; a grant of write access to `from` clears it.
     refused: Vec<AtomicBool>,
+    /// Per (from, to) pair, row-major: whether the process now in `to`'s place started
+    /// after `from` last connected to it — `from` has not met it yet ([`Memory::reconnect`]).
+    unmet: Vec<AtomicBool>,
 }
 
 impl Memory {
@@ -46,6 +49,7 @@ impl Memory {
             plans: None,
             writers: (0..nodes).map(|_| AtomicU64::new(u64::MAX)).collect(),
             refused: (0..nodes * nodes).map(|_| AtomicBool::new(false)).collect(),
+            unmet: (0..nodes * nodes).map(|_| AtomicBool::new(false)).collect(),
         }
     }
 
@@ -179,27 +183,39 @@ impl Memory {
             let pair = self.pair_index(from, node);
             self.queue_pair_error[pair].store(true, Ordering::SeqCst);
             self.refused[pair].store(false, Ordering::SeqCst);
+            self.unmet[pair].store(true, Ordering::SeqCst);
         }
         self.crashed[node.index()].store(false, Ordering::SeqCst);
     }
 
-    /// New queue pairs from `from` towards `to`: out of the error state.
+    /// New queue pairs from `from` towards `to`: out of the error state, and `from` has
+    /// met the process now in `to`'s place.
     pub(crate) fn reconnect(&self, from: NodeId, to: NodeId) {
         let pair = self.pair_index(from, to);
         self.queue_pair_error[pair].store(false, Ordering::SeqCst);
         self.refused[pair].store(false, Ordering::SeqCst);
+        self.unmet[pair].store(false, Ordering::SeqCst);
     }
 
     /// `Op::Disconnect` by `node`: the queue pairs between it and `peer`, both ways, in
     /// the error state (until a new process in one's place reconnects).
+    ///
+    /// Rule (disconnect the process met): the cut is of the process in `peer`'s place
+    /// that `node` is connected to. If a new one started there that `node` has not met
+    /// yet, the old one is gone already and the new one's queue pairs towards `node` are
+    /// its own: only `node`'s side is cut (it stays so until `node` meets the new one).
     pub(crate) fn disconnect(&self, node: NodeId, peer: NodeId) -> Result<(), RdmaError> {
         if peer == node || !self.has_node(peer) {
             return Err(RdmaError::UnknownNode { node: peer });
         }
         self.alive(node)?;
         self.set_queue_pair_error(node, peer);
-        self.set_queue_pair_error(peer, node);
-        assert!(self.queue_pair(peer, node).is_err() && self.queue_pair(node, peer).is_err());
+        let met = !self.unmet[self.pair_index(node, peer)].load(Ordering::SeqCst);
+        if met {
+            self.set_queue_pair_error(peer, node);
+        }
+        assert!(self.queue_pair(node, peer).is_err());
+        assert!(!met || self.queue_pair(peer, node).is_err());
         Ok(())
     }
 

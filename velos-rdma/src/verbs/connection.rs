@@ -186,6 +186,10 @@ pub(super) struct Connection {
     /// Whether a request failed on the NIC: the requester is then in the error state and
     /// everything later on it fails (flushed).
     broken: bool,
+    /// Whether it leads to a new process in the target's place that has not connected
+    /// its side yet ([`Connection::park`]): refused like a broken one, and not the
+    /// process an `Op::Disconnect` of the place means.
+    parked: bool,
     /// The bytes of an inline payload as it is copied into its request.
     scratch: Vec<u8>,
 }
@@ -274,6 +278,7 @@ impl Connection {
             requester: create_qp(device, cq, send_queue_slots(depth), MAX_INLINE)?,
             responder: None,
             broken: false,
+            parked: false,
             scratch: Vec::new(),
         };
         assert_eq!(connection.requester.state(), QueuePairState::Reset);
@@ -305,12 +310,19 @@ impl Connection {
     /// connection to a new process that has not connected its side yet.
     pub(super) fn park(&mut self) {
         self.broken = true;
+        self.parked = true;
+    }
+
+    /// Whether it is parked: it leads to a process not met yet ([`Connection::park`]).
+    pub(super) fn parked(&self) -> bool {
+        self.parked
     }
 
     /// Takes requests again (a parked connection whose far end is ready).
     pub(super) fn unpark(&mut self) {
         assert_eq!(self.requester.state(), QueuePairState::ReadyToSend);
         self.broken = false;
+        self.parked = false;
     }
 
     /// Notes that the requester is in the error state (a completion said so).

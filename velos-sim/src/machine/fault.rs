@@ -32,9 +32,11 @@ impl<P: Process> Machine<P> {
     /// the node is up again, its memory all zero, every peer may write into it; the
     /// operations still queued towards it from before fail with
     /// [`RdmaError::RemoteCrashed`] (their connection ended with the old process) and its
-    /// remote writes in flight are dropped (their memory is gone). Queue pairs towards it
-    /// in the error state stay so; the others carry the new process's operations, those
-    /// an `Op::Disconnect` cut between it and a peer included (the join path reconnects).
+    /// remote writes in flight are dropped (their memory is gone). The new process's own
+    /// queue pairs carry its operations (it connects them as it joins), those an
+    /// `Op::Disconnect` cut included; the other nodes' queue pairs towards it are
+    /// [`QpStatus::Unmet`] until each meets it ([`Machine::reconnect`]); a fault's error
+    /// state stays.
     pub fn restart(&mut self, node: NodeId, mut process: P, now: u64) {
         assert!(
             node.index() < self.node_count(),
@@ -54,15 +56,18 @@ impl<P: Process> Machine<P> {
             "restart: one thread per restarted node"
         );
         for other in 0..self.threads.len() {
-            // The join path connects the new process anew to the nodes it was cut off
-            // from (`Op::Disconnect`), both ways; a fault's error state stays.
+            // The new process connects its own queue pairs as it joins, the ones its
+            // predecessor had cut (`Op::Disconnect`) included; a fault's error state stays.
             let back = self.qp_index(t, self.threads[other].node);
-            if self.qps[back].status == QpStatus::Disconnected {
+            if matches!(
+                self.qps[back].status,
+                QpStatus::Disconnected | QpStatus::Unmet
+            ) {
                 self.qps[back].status = QpStatus::Ready;
             }
             let q = self.qp_index(other, node);
-            if self.qps[q].status == QpStatus::Disconnected {
-                self.qps[q].status = QpStatus::Ready;
+            if other != t && self.qps[q].status != QpStatus::Error {
+                self.qps[q].status = QpStatus::Unmet;
             }
             if other != t {
                 self.fail_queue_pair(q, RdmaError::RemoteCrashed { node });
@@ -107,13 +112,56 @@ impl<P: Process> Machine<P> {
 
     /// `Op::Disconnect { node: peer }` by a thread of `node`: the queue pairs between the
     /// two, both ways, are [`QpStatus::Disconnected`] and what is in their pipes fails.
+    ///
+    /// Rule (disconnect the process met): the cut is of the process in `peer`'s place
+    /// that `node` is connected to. If a new one started there that `node` has not met
+    /// yet ([`QpStatus::Unmet`]), the old one is gone already and the new one's queue
+    /// pairs towards `node` are its own: only `node`'s side is cut.
     pub(crate) fn disconnect(&mut self, node: NodeId, peer: NodeId) -> Result<(), RdmaError> {
         if peer == node || peer.index() >= self.node_count() {
             return Err(RdmaError::UnknownNode { node: peer });
         }
+        let met = !self
+            .queue_pairs(node, peer)
+            .any(|q| self.qps[q].status == QpStatus::Unmet);
         self.break_queue_pairs(node, peer, QpStatus::Disconnected);
-        self.break_queue_pairs(peer, node, QpStatus::Disconnected);
+        if met {
+            self.break_queue_pairs(peer, node, QpStatus::Disconnected);
+        }
+        assert!(
+            self.queue_pairs(node, peer)
+                .all(|q| self.qps[q].status != QpStatus::Ready),
+            "rule (disconnect the process met): my side is cut"
+        );
         Ok(())
+    }
+
+    /// The join path met the process now in `to`'s place from `from`: the queue pairs of
+    /// `from`'s threads towards it that were [`QpStatus::Unmet`] or
+    /// [`QpStatus::Disconnected`] carry operations again (a fault's error state stays).
+    pub fn reconnect(&mut self, from: NodeId, to: NodeId) {
+        assert!(
+            from.index() < self.node_count() && to.index() < self.node_count() && from != to,
+            "reconnect: two nodes of the machine"
+        );
+        for q in self.queue_pairs(from, to).collect::<Vec<_>>() {
+            if matches!(self.qps[q].status, QpStatus::Unmet | QpStatus::Disconnected) {
+                self.qps[q].status = QpStatus::Ready;
+            }
+        }
+        self.refresh_all_active();
+        assert!(
+            self.queue_pairs(from, to)
+                .all(|q| self.qps[q].status != QpStatus::Unmet),
+            "reconnect: met"
+        );
+    }
+
+    /// The queue pairs of `from`'s threads towards `to`.
+    fn queue_pairs(&self, from: NodeId, to: NodeId) -> impl Iterator<Item = usize> + '_ {
+        (0..self.threads.len())
+            .filter(move |&t| self.threads[t].node == from)
+            .map(move |t| self.qp_index(t, to))
     }
 
     /// Puts the queue pairs from threads on `from` towards `to` in `status`: what is in

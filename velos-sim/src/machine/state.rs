@@ -56,6 +56,10 @@ pub enum QpStatus {
     /// Cut off by one of its two nodes ([`Op::Disconnect`]): every operation on it fails
     /// until a new process in the place of one of them is started (the join path).
     Disconnected,
+    /// The process it led to ended and a new one started in the target's place
+    /// ([`Machine::restart`]) that the requester's node has not met yet: every operation on
+    /// it fails until the join path connects the two ([`Machine::reconnect`]).
+    Unmet,
 }
 
 /// A queue pair `Q[(t,n)]`: pipe, remote write buffer and local write buffer.

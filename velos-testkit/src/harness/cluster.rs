@@ -40,6 +40,8 @@ enum Action {
     Crash(u16),
     /// A fresh process starts in crashed replica r's place.
     Replace(u16),
+    /// The join path reaches replica j (first) with the new process in r's place (second).
+    Tell(u16, u16),
 }
 
 /// Runs `spec` and checks the outcome.
@@ -52,6 +54,12 @@ pub fn run(spec: &ClusterSpec) -> ClusterReport {
             .into_iter()
             .chain(spec.replace.iter().flat_map(|&(r, at, after)| {
                 [(at, Action::Crash(r)), (at + after, Action::Replace(r))]
+            }))
+            .chain(spec.replace.iter().flat_map(|&(r, at, after)| {
+                spec.told_late
+                    .iter()
+                    .filter(move |&&(j, _)| j != r)
+                    .map(move |&(j, delay)| (at + after + delay, Action::Tell(j, r)))
             }))
             .filter(|&(at, _)| at < spec.duration_ns)
             .collect();
@@ -69,6 +77,11 @@ pub fn run(spec: &ClusterSpec) -> ClusterReport {
                 mode: CrashMode::Hang,
             }),
             Action::Replace(r) => replace(spec, &mut sim, &mut services, r),
+            Action::Tell(j, r) => {
+                if sim.machine().is_up(NodeId(j)) && sim.machine().is_up(NodeId(r)) {
+                    tell_replaced(&mut sim, j, r);
+                }
+            }
         }
     }
     services.run(&mut sim, spec.duration_ns);
@@ -90,18 +103,21 @@ pub fn run(spec: &ClusterSpec) -> ClusterReport {
 /// Starts a fresh process in crashed replica `r`'s place, at the next incarnation, and
 /// tells every live replica; the old process is kept for the report.
 pub fn replace(spec: &ClusterSpec, sim: &mut Simulator<Replica>, services: &mut Services, r: u16) {
-    let old = restart(&spec.log, &spec.client, sim, r);
+    let late: Vec<u16> = spec.told_late.iter().map(|&(j, _)| j).collect();
+    let old = restart(&spec.log, &spec.client, sim, r, &late);
     services.retire(r, old);
 }
 
 /// Starts a fresh process of `log` (proposing `client`'s values when it leads) in crashed
 /// replica `r`'s place, on blank memory, at the incarnation after the crashed process's;
-/// tells every live replica ([`Replica::peer_replaced`]); returns the crashed process.
+/// tells every live replica but those in `late` ([`tell_replaced`]); returns the crashed
+/// process.
 pub fn restart(
     log: &velos_core::log::LogConfig,
     client: &velos_core::log::ClientScript,
     sim: &mut Simulator<Replica>,
     r: u16,
+    late: &[u16],
 ) -> Replica {
     let m = sim.machine();
     let i = usize::from(r);
@@ -114,16 +130,29 @@ pub fn restart(
         .unwrap_or_else(|e| panic!("cluster spec: {e}"));
     fresh.keep_acknowledged();
     sim.restart(NodeId(r), fresh);
-    let m = sim.machine_mut();
-    let up: Vec<bool> = m.threads.iter().map(|t| m.is_up(t.node)).collect();
-    for (j, (t, up)) in m.threads.iter_mut().zip(up).enumerate() {
-        if up && j != i && t.process.incarnations()[i] < incarnation {
-            t.process
-                .peer_replaced(r, incarnation)
-                .expect("a newer incarnation of a peer");
+    let replicas = u16::try_from(sim.machine().threads.len()).expect("replica ids are u16");
+    for j in (0..replicas).filter(|&j| j != r && !late.contains(&j)) {
+        if sim.machine().is_up(NodeId(j)) {
+            tell_replaced(sim, j, r);
         }
     }
     old
+}
+
+/// Tells live replica `j` that the process now in replica `r`'s place is new (the join
+/// path reached `j`): its engine first ([`Replica::peer_replaced`], if it knows an older
+/// incarnation there), then its node meets the new process ([`Simulator::reconnect`]).
+/// Until then `j`'s queue pairs towards `r` fail.
+pub fn tell_replaced(sim: &mut Simulator<Replica>, j: u16, r: u16) {
+    let incarnation = sim.machine().threads[usize::from(r)].process.incarnation();
+    let t = &mut sim.machine_mut().threads[usize::from(j)];
+    assert!(j != r, "a replica is not told of itself");
+    if t.process.incarnations()[usize::from(r)] < incarnation {
+        t.process
+            .peer_replaced(r, incarnation)
+            .expect("a newer incarnation of a peer");
+    }
+    sim.reconnect(NodeId(j), NodeId(r));
 }
 
 /// The highest next slot to apply among the live replicas other than `except`: how far

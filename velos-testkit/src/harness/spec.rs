@@ -65,6 +65,12 @@ pub struct ClusterSpec {
     /// leader makes it a voter through the log. In any order: the run sorts every action by
     /// its time.
     pub replace: Vec<(u16, u64, u64)>,
+    /// The join path reaches these replicas late: `(replica, delay_ns)` — at every
+    /// replacement, that replica is told `delay_ns` after the new process starts (its
+    /// engine, then its node meets the new process: until then its queue pairs towards
+    /// the place fail), the others at once. As over real RDMA, where the joiner connects
+    /// to a majority and meets the rest in the background.
+    pub told_late: Vec<(u16, u64)>,
 }
 
 impl ClusterSpec {
@@ -119,6 +125,7 @@ impl ClusterSpec {
             lease_reads: false,
             reconfigure: Vec::new(),
             replace: Vec::new(),
+            told_late: Vec::new(),
         }
     }
 }

@@ -8,7 +8,9 @@ use super::gaps::CommitGaps;
 use super::kv::KvMachine;
 use super::scenario::{FaultPlan, Scenario};
 use crate::check::{self, AppliedLog};
-use crate::harness::cluster::{ClusterSpec, crash_leader, machine, restart, sim_config};
+use crate::harness::cluster::{
+    ClusterSpec, crash_leader, machine, restart, sim_config, tell_replaced,
+};
 use serde::Serialize;
 use std::collections::BTreeSet;
 use velos_core::log::{ClientScript, Replica};
@@ -310,6 +312,7 @@ pub fn run(scenario: &Scenario) -> RunReport {
                 at_ns,
                 after_ns,
                 leader,
+                ..
             } => Some([
                 (at_ns, replica, leader, false),
                 (at_ns + after_ns, replica, leader, true),
@@ -319,6 +322,12 @@ pub fn run(scenario: &Scenario) -> RunReport {
         .flatten()
         .collect();
     restarts.sort_unstable();
+    let told_late = scenario.faults.iter().find_map(|f| match *f {
+        FaultPlan::Restart { told_late, .. } => told_late,
+        _ => None,
+    });
+    // The join path's late meetings: (when, the replica told, the place replaced).
+    let mut tells: Vec<(u64, u16, u16)> = Vec::new();
     let mut after_join = AfterJoin::new(scenario);
     let mut gaps = CommitGaps::new(scenario);
     // The processes replaced, as they were at their crash: their logs are checked too.
@@ -356,12 +365,21 @@ pub fn run(scenario: &Scenario) -> RunReport {
             }
             let r = planned;
             assert!(!sim.machine().is_up(NodeId(r)), "its crash came first");
-            retired.push(restart(log, &spec.client, &mut sim, r));
+            let late: Vec<u16> = told_late
+                .map(|(k, delay)| {
+                    let j = (r + k) % log.replicas;
+                    tells.push((now + delay, j, r));
+                    j
+                })
+                .into_iter()
+                .collect();
+            retired.push(restart(log, &spec.client, &mut sim, r, &late));
             after_join.replaced = Some(r);
             services.restart(usize::from(r));
             let per = log.epochs as usize * log.slots as usize;
             promises.forget(usize::from(r) * per..(usize::from(r) + 1) * per);
         }
+        tell_due(&mut sim, &mut tells, now);
         if now < scenario.safety_ns && after_join.due(&sim, now) {
             after_join.fired = crash_leader(&mut sim).is_some();
             gaps.fault_at(now);
@@ -406,6 +424,7 @@ pub fn run(scenario: &Scenario) -> RunReport {
     while now < deadline && replacements(&sim).iter().any(|&(.., n)| n < target) {
         now += VISIT_NS;
         sim.run(now, u64::MAX);
+        tell_due(&mut sim, &mut tells, now);
         services.visit(&mut sim);
     }
     let mut violations = services.violations;
@@ -493,5 +512,17 @@ fn report(
         end_ns: sim.now(),
         violations,
         history,
+    }
+}
+
+/// The join path's late meetings due by `now` (`tells`: when, the replica told, the place
+/// replaced), each done if both are up.
+fn tell_due(sim: &mut Simulator<Replica>, tells: &mut Vec<(u64, u16, u16)>, now: u64) {
+    while tells.first().is_some_and(|&(at, ..)| at <= now) {
+        let (_, j, r) = tells.remove(0);
+        let m = sim.machine();
+        if m.is_up(NodeId(j)) && m.is_up(NodeId(r)) {
+            tell_replaced(sim, j, r);
+        }
     }
 }

@@ -77,6 +77,12 @@ pub enum FaultPlan {
         after_ns: u64,
         /// The leader's place instead of `replica`'s.
         leader: bool,
+        /// `Some((k, delay_ns))`: the join path reaches the replica `k` places after the
+        /// replaced one (modulo the replicas) `delay_ns` after the replacement starts —
+        /// until then its queue pairs towards the place fail —, the others at once (over
+        /// real RDMA the joiner connects to a majority and meets the rest in the
+        /// background). `None`: every live replica at once.
+        told_late: Option<(u16, u64)>,
     },
     /// `after_ns` after the restart's replacement votes and every live replica counts it
     /// in its next slot, whichever replica leads crashes (if that is still within the
@@ -331,8 +337,9 @@ fn faults(rng: &mut Rng, replicas: u16, safety_ns: u64) -> Vec<FaultPlan> {
 /// by a fresh process within the safety phase — one restart in three in the leader's
 /// place —, and after one restart in two, once the replacement joined, the leader's crash
 /// the returned budget allows; where the budget allows it, the leader's crash before the
-/// replacement votes. Drawn from a stream of its own, so that the other faults
-/// (and every scenario without a restart) stay what they were.
+/// replacement votes; one restart in two met late by one replica. Drawn from a stream of
+/// its own, so that the other faults (and every scenario without a restart) stay what
+/// they were.
 fn restarts(seed: u64, replicas: u16, safety_ns: u64, faults: &mut Vec<FaultPlan>) {
     let mut rng = Rng::new(seed ^ 0x7265_7374_6172_7473); // "restarts"
     if rng.below(3) != 0 {
@@ -344,6 +351,14 @@ fn restarts(seed: u64, replicas: u16, safety_ns: u64, faults: &mut Vec<FaultPlan
         [0, 5_000, 50_000][rng.below(3) as usize],
     );
     let leader = rng.below(3) == 0;
+    // Its own stream, so that the draws below stay what they were.
+    let mut late = Rng::new(seed ^ 0x746f_6c64_6c61_7465); // "toldlate"
+    let told_late = (late.below(2) == 0).then(|| {
+        (
+            1 + late.below(u64::from(replicas - 1)) as u16,
+            [20_000, 100_000, 400_000][late.below(3) as usize],
+        )
+    });
     let crash_after_join = rng.below(2) == 0;
     let after_join_ns = [0, 10_000, 100_000][rng.below(3) as usize];
     let mut with = faults.clone();
@@ -352,6 +367,7 @@ fn restarts(seed: u64, replicas: u16, safety_ns: u64, faults: &mut Vec<FaultPlan
         at_ns,
         after_ns,
         leader,
+        told_late,
     });
     if crash_after_join {
         with.push(FaultPlan::CrashLeaderAfterJoin {
@@ -416,6 +432,7 @@ mod tests {
             at_ns: 20_000,
             after_ns: 0,
             leader: false,
+            told_late: None,
         };
         let after_join = FaultPlan::CrashLeaderAfterJoin { after_ns: 10_000 };
         let crash = |replica| FaultPlan::Crash {
@@ -435,6 +452,7 @@ mod tests {
             at_ns: 20_000,
             after_ns: 0,
             leader: true,
+            told_late: None,
         };
         assert_eq!(failures(&[crash(1), leader_place]), 2);
     }

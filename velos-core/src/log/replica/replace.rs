@@ -182,10 +182,17 @@ impl Replica {
     }
 
     /// Rule (replace): a leader whose last configuration names a member at an incarnation
-    /// other than the one it is connected to removes that member; once removed, a replica
+    /// older than the one it is connected to removes that member; once removed, a replica
     /// whose process is newer than the last incarnation named and which Ω hears from is
     /// added back at it. One change at a time (lemma (one change at a time)); the old and
     /// the new incarnation are never members together, so no slot counts both.
+    ///
+    /// A member named at an incarnation *newer* than the one I am connected to is a new
+    /// process the join path has not brought to me yet (it meets a majority first, the
+    /// rest in the background): I do not count it (rule (no amnesia)) but leave it be.
+    /// Removing it — for a process I have not met — cut a replacement off at every
+    /// replica and kept it out for good (the configuration then names its incarnation as
+    /// removed: `cargo run --release -- vopr --seeds 975..976`, before this rule).
     pub(super) fn replace_members(&mut self) {
         if !self.is_leader() || self.membership.pending_after(self.next_apply) {
             return;
@@ -194,7 +201,7 @@ impl Replica {
         let stale = latest
             .members
             .iter()
-            .find(|&r| latest.named[usize::from(r)] != self.membership.incarnation(r));
+            .find(|&r| latest.named[usize::from(r)] < self.membership.incarnation(r));
         let change = match stale {
             Some(r) => Members(latest.members.0 & !(1 << r)),
             None => {
