@@ -45,6 +45,11 @@ const REGRESSIONS: &[(u64, bool, &str)] = &[
         "a leader that had not met a replacement yet removed it: kept out for good",
     ),
     (
+        10621,
+        false,
+        "an idle leader sat on stale promises below slots its followers had applied",
+    ),
+    (
         526,
         false,
         "a leader's retries outgrew its own congested link: the log stopped",

@@ -231,6 +231,14 @@ pub(super) struct Leader {
     barrier_run: BTreeSet<u64>,
     /// Fill promised slots with no-ops when no value waits, until the barrier is done.
     force_noops: bool,
+    /// Rule (decided elsewhere): a voter's heartbeat shows it applied every slot below
+    /// this (its replica keeps it up to date). A promised slot of my window below it was
+    /// decided by another leader after my prepare; filling it with a no-op — whose accept
+    /// is refused where the decided value was accepted, so the retry adopts that value —
+    /// makes me learn it with no command waiting. An idle leader otherwise sat on stale
+    /// promises below its followers for good (`velos vopr` seed 10621: two leaders while
+    /// a replacement was met late).
+    pub applied_elsewhere: u64,
     decided: Decided,
     /// The members of the slots this leader may open ([`super::membership`]; its replica
     /// keeps it up to date as configuration entries are applied).
@@ -284,6 +292,7 @@ impl Leader {
             barrier_done: false,
             barrier_run: BTreeSet::new(),
             force_noops: false,
+            applied_elsewhere: 0,
             decided: Decided::default(),
             membership,
             buf: Vec::new(),
@@ -869,6 +878,7 @@ impl Leader {
                             None if fill
                                 || self.repair
                                 || self.force_noops
+                                || slot < self.applied_elsewhere
                                 || self.membership.pending_after(self.prefix) =>
                             {
                                 Some(None)

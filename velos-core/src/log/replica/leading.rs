@@ -186,6 +186,14 @@ impl Replica {
             let idle = leader.pending.len() == pushed && leader.in_flight_values() == 0;
             self.work_arrives(idle);
         }
+        // Rule (decided elsewhere): how far a voter applied, as its heartbeat said.
+        let voters = self.membership.voters(self.next_apply);
+        leader.applied_elsewhere = voters
+            .iter()
+            .filter(|&a| a != self.me)
+            .map(|a| self.beat.reached[usize::from(a)])
+            .max()
+            .unwrap_or(0);
         let mut cmds = std::mem::take(&mut self.bufs.cmd_buf);
         let mut progress = std::mem::take(&mut self.bufs.progress);
         let words = &self.learn.words[0];
