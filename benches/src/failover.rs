@@ -195,6 +195,17 @@ impl SeedRun {
             .min()
     }
 
+    /// Crash → the next decision once a survivor took over, `takeover_ns` after the crash:
+    /// the premise of a failover is a takeover, so none without one, whatever the
+    /// survivors applied (the old leader's pipelined accepts still land).
+    fn failover(
+        applied: &[(Vec<u64>, Vec<u64>, bool)],
+        crash_ns: u64,
+        takeover_ns: Option<u64>,
+    ) -> Option<u64> {
+        takeover_ns.and_then(|t| SeedRun::next_decision(applied, crash_ns, crash_ns + t))
+    }
+
     /// Entries applied per bucket over `end_ns` by the survivor that applied most.
     fn timeline(applied: &[(Vec<u64>, Vec<u64>, bool)], end_ns: u64) -> Vec<u64> {
         let mut per = vec![0u64; end_ns.div_ceil(BUCKET_NS).max(1) as usize];

@@ -522,6 +522,14 @@ pub fn run_point(
     {
         bail!("worker {t} failed: {e}");
     }
+    // The premise of the point: an acquisition in the window (else mutual exclusion held
+    // on nothing and the throughput and latencies measure nothing).
+    if acquisitions == 0 {
+        bail!(
+            "no acquisition in the measured window ({} ns from {from} ns): nothing measured",
+            config.measure_ns
+        );
+    }
     let pending = seen
         .iter()
         .zip(&sim.machine().threads)

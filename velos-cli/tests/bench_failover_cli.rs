@@ -1,5 +1,6 @@
 //! `velos bench failover --quick`: the JSON object's fields and the files it writes (never
-//! its speed), and bad input refused with exit code 2.
+//! its speed), a target without a failover in every seed fails, and bad input refused with
+//! exit code 2.
 
 use std::process::Command;
 
@@ -38,6 +39,37 @@ fn quick_failover_prints_its_fields_and_writes_its_files() {
         assert!(dir.join(f).is_file(), "{f} written");
     }
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Mu run 100 µs past its crash cannot fail over (its detector alone takes about
+/// 560 µs): the ratio target has no premise, fails and names it, and the command exits 1.
+#[test]
+fn a_target_without_a_failover_in_every_seed_fails() {
+    let out = velos()
+        .args([
+            "bench",
+            "failover",
+            "--quick",
+            "--seeds",
+            "1",
+            "--mu-after-us",
+            "100",
+        ])
+        .output()
+        .expect("velos runs");
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert_eq!(out.status.code(), Some(1), "{stdout}{stderr}");
+    assert!(
+        stdout.contains("(FAIL: mu: 1 of 1 seeds measured no failover)"),
+        "{stdout}"
+    );
+    assert!(
+        stderr.contains("bench failover: target mu failover / velos failover"),
+        "{stderr}"
+    );
 }
 
 #[test]

@@ -165,3 +165,20 @@ fn seeds_that_once_broke_run_clean() {
     }
     assert!(broken.is_empty(), "{}", broken.join("\n"));
 }
+
+/// A seed whose clients complete nothing fails on its premise: every client check would
+/// hold on an empty history.
+#[test]
+fn a_seed_without_a_completed_operation_fails_its_premise() {
+    let mut scenario = velos_testkit::vopr::Scenario::with_overflow(7, false);
+    let clean = velos_testkit::vopr::run(&scenario);
+    assert!(clean.violations.is_empty(), "{:?}", clean.violations);
+    scenario.clients = 0;
+    let report = velos_testkit::vopr::run(&scenario);
+    assert_eq!(report.operations, [0, 0]);
+    assert!(
+        report.violations.iter().any(|v| v.starts_with("premise:")),
+        "{:?}",
+        report.violations
+    );
+}

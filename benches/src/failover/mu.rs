@@ -62,11 +62,7 @@ pub(super) fn run_seed(config: &FailoverConfig, seed: u64) -> anyhow::Result<See
         crash_ns,
         detect_ns: report.detect_ns,
         takeover_ns: report.detect_ns,
-        failover_ns: SeedRun::next_decision(
-            &applied,
-            crash_ns,
-            crash_ns + report.detect_ns.unwrap_or(0),
-        ),
+        failover_ns: SeedRun::failover(&applied, crash_ns, report.detect_ns),
         first_apply_ns: SeedRun::next_decision(&applied, crash_ns, crash_ns),
         false_suspicions: None,
         timeline: SeedRun::timeline(&applied, end),

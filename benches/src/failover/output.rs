@@ -47,7 +47,9 @@ pub fn table(report: &FailoverReport) -> String {
         let _ = writeln!(out, "mu / velos failover (medians): {r:.1}x");
     }
     for t in &report.targets {
-        let verdict = if t.met {
+        let verdict = if let Some(p) = &t.premise_missing {
+            format!("FAIL: {p}")
+        } else if t.met {
             "met".to_string()
         } else {
             format!("missed by {}", us(t.missed_by))

@@ -64,3 +64,67 @@ fn bad_configurations_are_refused() {
         assert!(c.check().is_err(), "{c:?}");
     }
 }
+
+/// A survivor applying entries no replica had applied is not a failover without a
+/// takeover: the old leader's pipelined accepts land on their own.
+#[test]
+fn no_failover_without_a_takeover() {
+    // Replica 0 crashed at 1,000 ns; replica 1 applies slot 5 at 1,500 ns and slot 6 at
+    // 3,000 ns.
+    let applied = vec![
+        (vec![0, 1, 2, 3, 4], vec![100, 200, 300, 400, 500], true),
+        (
+            vec![0, 1, 2, 3, 4, 5, 6],
+            vec![150, 250, 350, 450, 550, 1_500, 3_000],
+            false,
+        ),
+    ];
+    assert_eq!(SeedRun::failover(&applied, 1_000, None), None);
+    assert_eq!(SeedRun::failover(&applied, 1_000, Some(1_000)), Some(2_000));
+    assert_eq!(SeedRun::next_decision(&applied, 1_000, 1_000), Some(500));
+}
+
+fn seed_run(seed: u64, failover_ns: Option<u64>) -> SeedRun {
+    SeedRun {
+        seed,
+        crashed: 0,
+        crash_ns: 100_000,
+        detect_ns: failover_ns.map(|_| 5_000),
+        takeover_ns: failover_ns.map(|_| 6_000),
+        failover_ns,
+        first_apply_ns: failover_ns,
+        false_suspicions: Some(0),
+        timeline: vec![10, 10],
+        steps: 1,
+    }
+}
+
+/// A target whose median leaves out a seed that never failed over fails on its premise,
+/// whatever the median; with every seed failed over it is met or missed on its value.
+#[test]
+fn a_target_fails_when_a_seed_measured_no_failover() {
+    let config = FailoverConfig {
+        seeds: 3,
+        ..FailoverConfig::quick()
+    };
+    let velos = |runs: Vec<SeedRun>| vec![(Protocol::Velos, runs)];
+    let all = velos((1..=3).map(|s| seed_run(s, Some(10_000))).collect());
+    let report = summary::report(&config, all, 0.0);
+    assert!(report.targets[0].met, "{:?}", report.targets);
+    assert!(report.missing_premises().is_empty());
+    let one_short = velos(vec![
+        seed_run(1, Some(10_000)),
+        seed_run(2, None),
+        seed_run(3, Some(10_000)),
+    ]);
+    let report = summary::report(&config, one_short, 0.0);
+    let t = &report.targets[0];
+    assert_eq!(t.value, Some(10.0));
+    assert!(!t.met, "{t:?}");
+    assert_eq!(
+        t.premise_missing.as_deref(),
+        Some("velos: 1 of 3 seeds measured no failover")
+    );
+    assert_eq!(report.missing_premises().len(), 1);
+    assert!(table(&report).contains("(FAIL: velos: 1 of 3 seeds measured no failover)"));
+}

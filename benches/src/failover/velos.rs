@@ -113,11 +113,7 @@ pub(super) fn run_seed(config: &FailoverConfig, seed: u64) -> anyhow::Result<See
         crash_ns,
         detect_ns,
         takeover_ns,
-        failover_ns: SeedRun::next_decision(
-            &applied,
-            crash_ns,
-            crash_ns + takeover_ns.unwrap_or(0),
-        ),
+        failover_ns: SeedRun::failover(&applied, crash_ns, takeover_ns),
         first_apply_ns: SeedRun::next_decision(&applied, crash_ns, crash_ns),
         false_suspicions: Some(false_suspicions),
         timeline: SeedRun::timeline(&applied, end),

@@ -63,6 +63,25 @@ fn quick_sweep_has_every_lock_and_point() {
 
 /// One writer and one reader on two nodes, one acquisition each, explored exhaustively:
 /// the foMPI lock never lets them in together, and every run finishes.
+/// A window too short for any acquisition fails the point: mutual exclusion held on
+/// nothing, and no throughput or latency was measured.
+#[test]
+fn a_window_without_an_acquisition_fails_the_point() {
+    let config = LocksConfig {
+        warmup_ns: 0,
+        measure_ns: 1,
+        ..LocksConfig::quick()
+    };
+    for lock in LockKind::ALL {
+        let e = run_point(&config, lock, 4, 100.0).expect_err("nothing was acquired");
+        assert!(
+            format!("{e:#}").contains("no acquisition"),
+            "{}: {e:#}",
+            lock.name()
+        );
+    }
+}
+
 #[test]
 fn fompi_excludes_writers_exhaustively() {
     let mut layout = LayoutBuilder::new(2);

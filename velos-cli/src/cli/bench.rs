@@ -150,6 +150,7 @@ fn run_embed(args: &EmbedArgs) -> ExitCode {
         name: "embed",
         run: embed::run,
         write: embed::write_outputs,
+        missing_premises: |_| Vec::new(),
         text: &|r: &embed::EmbedReport| {
             format!(
                 "{}{} repeats, {:.1} s wall\n",
@@ -260,6 +261,7 @@ fn run_failover(args: &FailoverArgs) -> ExitCode {
         name: "failover",
         run: failover::run,
         write: failover::write_outputs,
+        missing_premises: failover::FailoverReport::missing_premises,
         text: &|r: &failover::FailoverReport| {
             format!(
                 "{}{} seeds per protocol, latency model {:?}, {:.1} s wall\n",
@@ -395,6 +397,7 @@ fn run_latency(args: &LatencyArgs) -> ExitCode {
         name: "latency",
         run: latency::run,
         write: latency::write_outputs,
+        missing_premises: |_| Vec::new(),
         text: &|r: &latency::LatencyReport| {
             format!(
                 "{}{} points, latency model {:?}, {:.1} s wall\n",
@@ -528,6 +531,7 @@ fn run_locks(args: &LocksArgs) -> ExitCode {
         name: "locks",
         run: locks::run,
         write: locks::write_outputs,
+        missing_premises: |_| Vec::new(),
         text: &|r: &locks::LocksReport| {
             format!(
                 "{}{} points, latency model {:?}, {:.1} s wall\n",
@@ -541,18 +545,20 @@ fn run_locks(args: &LocksArgs) -> ExitCode {
     job.main(args.config(), args.out.as_deref(), args.json)
 }
 
-/// One benchmark as the command line runs it: its name, how it runs, writes its files
-/// and prints its table.
+/// One benchmark as the command line runs it: its name, how it runs, writes its files,
+/// which premises of its verdicts did not hold, and prints its table.
 struct Job<'a, C, R> {
     name: &'static str,
     run: fn(&C, bool) -> anyhow::Result<R>,
     write: fn(&R, &Path) -> anyhow::Result<()>,
+    missing_premises: fn(&R) -> Vec<String>,
     text: &'a dyn Fn(&R) -> String,
 }
 
 impl<C, R: serde::Serialize> Job<'_, C, R> {
     /// Runs with `config` (an error in it is a usage error: exit 2), writes the files
-    /// into `out`, prints JSON or the table.
+    /// into `out`, prints JSON or the table; a verdict whose premise did not hold fails
+    /// the run (exit 1), named on stderr.
     fn main(&self, config: Result<C, String>, out: Option<&Path>, json: bool) -> ExitCode {
         let name = self.name;
         // A usage error, the `--out` directory's included, stops before the run.
@@ -585,7 +591,15 @@ impl<C, R: serde::Serialize> Job<'_, C, R> {
         } else {
             print!("{}", (self.text)(&report));
         }
-        ExitCode::SUCCESS
+        let missing = (self.missing_premises)(&report);
+        for m in &missing {
+            eprintln!("bench {name}: {m}");
+        }
+        if missing.is_empty() {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::FAILURE
+        }
     }
 }
 

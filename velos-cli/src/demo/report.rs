@@ -56,7 +56,7 @@ pub struct Checks {
     pub failed_over: bool,
     /// The replicas that did not crash.
     pub survivors: Vec<u16>,
-    /// Every survivor's map is the same.
+    /// Every survivor's map is the same, and there are two or more to compare.
     pub survivors_agree: bool,
     /// Every survivor's map is the one the acknowledged writes make (a write in doubt
     /// may or may not have taken effect).
@@ -191,6 +191,8 @@ impl fmt::Display for DemoReport {
             c.survivors,
             if c.survivors_agree {
                 "identical"
+            } else if c.survivors.len() < 2 {
+                "NOT COMPARED (fewer than two)"
             } else {
                 "DIFFER"
             },

@@ -226,6 +226,12 @@ fn allowed(clients: &[ClientLog]) -> BTreeMap<String, Vec<Option<String>>> {
     allowed
 }
 
+/// Whether the survivors' maps are the same; its premise, two maps to compare (one
+/// alone, or none, agrees with nothing).
+fn agree(maps: &[(u16, KvMap)]) -> bool {
+    maps.len() >= 2 && maps.windows(2).all(|w| w[0].1 == w[1].1)
+}
+
 /// The timeline and the checks.
 fn report(config: &DemoConfig, o: Outcome) -> DemoReport {
     let intervals = (config.duration.as_nanos()).div_ceil(config.interval.as_nanos()) as u32;
@@ -287,7 +293,7 @@ fn report(config: &DemoConfig, o: Outcome) -> DemoReport {
     let checks = Checks {
         failed_over,
         survivors: o.maps.iter().map(|(r, _)| *r).collect(),
-        survivors_agree: o.maps.windows(2).all(|w| w[0].1 == w[1].1),
+        survivors_agree: agree(&o.maps),
         match_acknowledged: missing.is_empty(),
         missing_writes: missing,
         wrong_responses: o.clients.iter().map(|c| c.wrong_responses).sum(),
@@ -325,5 +331,20 @@ fn report(config: &DemoConfig, o: Outcome) -> DemoReport {
         batching,
         timeline,
         checks,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Fewer than two survivors' maps compare nothing: they do not agree.
+    #[test]
+    fn agreement_needs_two_maps() {
+        let map: KvMap = [("k".to_string(), "v".to_string())].into_iter().collect();
+        assert!(agree(&[(1, map.clone()), (2, map.clone())]));
+        assert!(!agree(&[(1, map.clone()), (2, KvMap::new())]));
+        assert!(!agree(&[(1, map)]));
+        assert!(!agree(&[]));
     }
 }

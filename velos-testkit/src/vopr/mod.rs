@@ -62,9 +62,9 @@ pub fn run_mutant(seed: u64, mutation: Mutation, overflow: bool) -> RunReport {
     })
 }
 
-/// Whether a violation is of a safety property (not liveness).
+/// Whether a violation is of a safety property (not liveness, nor a missing premise).
 pub fn is_safety(violation: &str) -> bool {
-    !violation.starts_with("liveness:")
+    !violation.starts_with("liveness:") && !violation.starts_with("premise:")
 }
 
 /// The replay command of seed `seed` of mutant `name` (`--overflow` if `overflow`).

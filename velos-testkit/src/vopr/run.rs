@@ -500,6 +500,13 @@ fn report(
         ));
     }
     let completed = history.iter().filter(|o| o.response_ns.is_some()).count();
+    // The premise of the checks above: the clients completed an operation (else
+    // linearizability and the clients' liveness held on an empty history).
+    if completed == 0 {
+        violations.push(
+            "premise: no client operation completed: the clients' checks held on nothing".into(),
+        );
+    }
     RunReport {
         seed: scenario.seed,
         replicas: scenario.log.replicas,
