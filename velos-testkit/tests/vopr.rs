@@ -50,6 +50,11 @@ const REGRESSIONS: &[(u64, bool, &str)] = &[
         "an idle leader sat on stale promises below slots its followers had applied",
     ),
     (
+        3518,
+        true,
+        "a bulk catch-up read a replaced source's blank buffers: zeros applied (agreement)",
+    ),
+    (
         526,
         false,
         "a leader's retries outgrew its own congested link: the log stopped",

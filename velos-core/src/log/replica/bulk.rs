@@ -222,6 +222,35 @@ impl Replica {
         ahead
     }
 
+    /// Replica `r`'s process was replaced ([`Replica::peer_replaced`]): a bulk whose value
+    /// rounds read `r`'s buffers is given up. Its later rounds would read the new, blank
+    /// memory, and a blank begin stamp passes for one never written — zeros for whole
+    /// values, applied (agreement broken, `velos vopr --overflow` seed 3518: round 0 read
+    /// the old buffers, rounds 1 and 2 the new process's zeros). The bulk twin of the single
+    /// read given up at a replacement (seed 6270).
+    pub(super) fn bulk_source_replaced(&mut self, r: u16) {
+        let reads_r = self
+            .learn
+            .bulk
+            .under_way
+            .as_ref()
+            .and_then(|b| b.values.as_ref())
+            .is_some_and(|run| run.source == r);
+        if reads_r {
+            self.learn.bulk.abandon();
+            self.moved = true;
+        }
+        assert!(
+            self.learn
+                .bulk
+                .under_way
+                .as_ref()
+                .and_then(|b| b.values.as_ref())
+                .is_none_or(|run| run.source != r),
+            "no bulk reads a replaced process's buffers"
+        );
+    }
+
     /// The turn's part: test what is out, give up on silent acceptors, free what
     /// abandoned reads held once they complete.
     pub(super) fn test_bulk(&mut self) {

@@ -167,6 +167,7 @@ impl Replica {
         {
             self.learn.read_replaced = true;
         }
+        self.bulk_source_replaced(r);
         self.beat.points[usize::from(r)] = 0;
         self.beat.reached[usize::from(r)] = 0;
         self.omega.replaced(r); // it cannot lead until it says it can: rule (able leader)
