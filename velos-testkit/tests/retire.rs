@@ -51,6 +51,26 @@ fn status(sim: &Simulator<Replica>, from: u16, to: u16) -> QpStatus {
     m.qps[m.qp_index(usize::from(from), NodeId(to))].status
 }
 
+/// Every replica of `others` counts the new process in `place` and is connected to it,
+/// both ways.
+fn counted_and_connected(sim: &Simulator<Replica>, others: &[u16], place: u16, at: &str) {
+    for &r in others {
+        let p = replica(sim, r);
+        assert!(
+            p.voters().contains(place),
+            "{at}: {r} counts the new process"
+        );
+        assert!(!p.retired().contains(place), "{at}: {r} cut it off");
+        for (from, to) in [(r, place), (place, r)] {
+            assert_eq!(
+                status(sim, from, to),
+                QpStatus::Ready,
+                "{at}: {from} → {to}"
+            );
+        }
+    }
+}
+
 /// The live leader, if one leads.
 fn leader(sim: &Simulator<Replica>) -> Option<u16> {
     let m = sim.machine();
@@ -119,17 +139,7 @@ fn a_removed_member_is_cut_off_and_only_a_new_process_comes_back() {
             });
             replace(&spec, &mut sim, &mut services, removed);
             services.run(&mut sim, spec.duration_ns);
-            for &r in &others {
-                let p = replica(&sim, r);
-                assert!(
-                    p.voters().contains(removed),
-                    "{at}: {r} counts the new process"
-                );
-                assert!(!p.retired().contains(removed), "{at}");
-                for (from, to) in [(r, removed), (removed, r)] {
-                    assert_eq!(status(&sim, from, to), QpStatus::Ready, "{at}");
-                }
-            }
+            counted_and_connected(&sim, &others, removed, &at);
             let report = report_with(&spec, &sim, &services);
             assert!(report.ok(), "{at}: {:?}", report.failures);
         }
@@ -252,21 +262,7 @@ fn a_replacement_met_late_is_not_cut_off_by_the_removal_of_its_predecessor() {
         services.run(&mut sim, spec.duration_ns);
         let end = most_applied(&sim, None);
         assert!(end > told + 50, "{at}: the log went on ({told} → {end})");
-        for &r in &others {
-            let p = replica(&sim, r);
-            assert!(
-                p.voters().contains(replaced),
-                "{at}: {r} counts the new process"
-            );
-            assert!(!p.retired().contains(replaced), "{at}: {r}");
-            for (from, to) in [(r, replaced), (replaced, r)] {
-                assert_eq!(
-                    status(&sim, from, to),
-                    QpStatus::Ready,
-                    "{at}: {from} → {to}"
-                );
-            }
-        }
+        counted_and_connected(&sim, &others, replaced, &at);
         let report = report_with(&spec, &sim, &services);
         assert!(report.ok(), "{at}: {:?}", report.failures);
     }

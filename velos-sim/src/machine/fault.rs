@@ -168,12 +168,9 @@ impl<P: Process> Machine<P> {
     /// their pipes fails, and so does everything posted on them later.
     fn break_queue_pairs(&mut self, from: NodeId, to: NodeId, status: QpStatus) {
         assert_ne!(status, QpStatus::Ready, "a broken queue pair");
-        for t in 0..self.threads.len() {
-            if self.threads[t].node == from {
-                let q = self.qp_index(t, to);
-                self.qps[q].status = status;
-                self.fail_queue_pair(q, RdmaError::QueuePairError { node: to });
-            }
+        for q in self.queue_pairs(from, to).collect::<Vec<_>>() {
+            self.qps[q].status = status;
+            self.fail_queue_pair(q, RdmaError::QueuePairError { node: to });
         }
         self.refresh_all_active();
     }
