@@ -76,6 +76,11 @@ pub(crate) fn trace(me: u16, event: &Event) {
             source,
             "snapshot copy given up: its source stayed suspected"
         ),
+        Event::BulkAbandoned { source } => tracing::warn!(
+            replica = me,
+            source,
+            "bulk catch-up's value reads given up: their source stayed suspected or was replaced"
+        ),
         Event::MembersChanged { slot, members } => tracing::info!(
             replica = me,
             from_slot = slot,

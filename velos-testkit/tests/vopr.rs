@@ -55,6 +55,17 @@ const REGRESSIONS: &[(u64, bool, &str)] = &[
         "a bulk catch-up read a replaced source's blank buffers: zeros applied (agreement)",
     ),
     (
+        3099,
+        true,
+        "bulk value reads given up towards a crashed leader held the one region for good: \
+         a follower learned a slot per round trip and held the ring back (liveness)",
+    ),
+    (
+        10486,
+        true,
+        "the same, with 5 replicas and a slow sender: the log stopped for 60 µs",
+    ),
+    (
         526,
         false,
         "a leader's retries outgrew its own congested link: the log stopped",

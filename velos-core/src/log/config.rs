@@ -10,6 +10,15 @@ use velos_rdma::{Loc, WorkId};
 /// Slots one bulk catch-up reads at most (`replica/bulk.rs`).
 pub const BULK_SLOTS: u32 = 64;
 
+/// Regions a bulk catch-up's value rounds land in: one more than the replicas that may
+/// be down while the log goes on, ⌊(n − 1)/2⌋ + 1. A round given up towards a peer that
+/// never answers again holds its region until the peer's queue pair fails (its
+/// replacement); each region is held for one source at most, so one is always free
+/// (rule (a region per silent source)).
+pub fn value_regions(replicas: u16) -> u32 {
+    u32::from(replicas.saturating_sub(1)) / 2 + 1
+}
+
 /// How a Velos log is set up: the same on every replica.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct LogConfig {
@@ -143,7 +152,7 @@ impl LogConfig {
                 + 1
                 + self.read_banks() * (4 + self.snapshot_words())
                 + n * self.epochs * BULK_SLOTS
-                + BULK_SLOTS * (2 + self.value_words()),
+                + value_regions(self.replicas) * BULK_SLOTS * (2 + self.value_words()),
             snapshot_words: self.snapshot_words(),
         }
     }
@@ -256,8 +265,12 @@ pub(super) mod ids {
 
     /// The word reads of a bulk catch-up at acceptor a: `BULK_WORDS + a`.
     pub const BULK_WORDS: u32 = 4_000;
-    /// The value reads of a bulk catch-up.
-    pub const BULK_VALUES: WorkId = WorkId(5_000);
+    /// The value reads of a bulk catch-up into value region r: `BULK_VALUES + r`.
+    pub const BULK_VALUES: u32 = 5_000;
+
+    pub fn bulk_values(region: u32) -> WorkId {
+        WorkId(BULK_VALUES + region)
+    }
 
     pub fn bulk_words(a: u16) -> WorkId {
         WorkId(BULK_WORDS + u32::from(a))
@@ -348,15 +361,17 @@ impl Scratch {
         self.shape.scratch(self.me, self.bulk_base() + i)
     }
 
-    /// Word `i` of the buffers a bulk catch-up reads (each a begin stamp, the content, an
-    /// end stamp).
-    pub(super) fn bulk_values(&self, i: u32) -> Loc {
+    /// Word `i` of the buffers a bulk catch-up reads into value region `region` (each a
+    /// begin stamp, the content, an end stamp; [`value_regions`] regions).
+    pub(super) fn bulk_values(&self, region: u32, i: u32) -> Loc {
         let words = self.n() * self.shape.epochs * BULK_SLOTS;
+        let per_region = BULK_SLOTS * (2 + self.shape.value_words);
         assert!(
-            i < BULK_SLOTS * (2 + self.shape.value_words),
-            "word {i} of the bulk buffers"
+            i < per_region && region < value_regions(self.shape.nodes),
+            "word {i} of bulk value region {region}"
         );
-        self.shape.scratch(self.me, self.bulk_base() + words + i)
+        self.shape
+            .scratch(self.me, self.bulk_base() + words + region * per_region + i)
     }
 
     /// Word `i` of a value read into `bank` (0: the begin stamp, then the content, then

@@ -106,6 +106,14 @@ pub enum Event {
         /// The replica copied from.
         source: u16,
     },
+    /// A bulk catch-up's value reads from `source` were given up (it stayed suspected for
+    /// a failure timeout, or its process was replaced). They may still land: their region
+    /// stays held, and no bulk reads from `source`, until they complete (rule (a region
+    /// per silent source)).
+    BulkAbandoned {
+        /// The replica read from.
+        source: u16,
+    },
     /// The members of the slots from `slot` on are `members` (a configuration entry took
     /// effect).
     MembersChanged {

@@ -159,7 +159,7 @@ enum Then {
     BulkValuesTest,
     BulkValues,
     BulkPendingWords(u16),
-    BulkPendingValues,
+    BulkPendingValues(u32),
     AheadTest(u16),
     AheadWords(u16),
 }
@@ -272,7 +272,8 @@ pub struct Replica {
     pub installs: Vec<u64>,
     /// The members of the slots from my snapshot point on ([`super::membership`]).
     membership: Membership,
-    /// Every configuration entry applied here: `(slot, members)` (its entry in
+    /// Every configuration entry applied here that changed the configuration (neither void
+    /// nor the last configuration again): `(slot, members)` (its entry in
     /// [`Replica::applied`] is empty, like a no-op).
     pub memberships: Vec<(u64, Members)>,
     omega: Omega,
@@ -586,7 +587,7 @@ impl Replica {
             Then::BulkValuesTest => self.bulk_values_tested(reply),
             Then::BulkValues => self.bulk_values(reply),
             Then::BulkPendingWords(a) => self.learn.bulk.words_complete(a, &reply),
-            Then::BulkPendingValues => self.learn.bulk.values_complete(&reply),
+            Then::BulkPendingValues(region) => self.learn.bulk.values_complete(region, &reply),
             Then::AheadTest(a) => self.ahead_tested(a, reply),
             Then::AheadWords(a) => self.ahead_words(a, reply),
             Then::ReadWord(i) => {
@@ -661,15 +662,19 @@ impl Replica {
                 .expect("a configuration entry names its members (only the engine writes one)");
             let members = configuration.members;
             let alpha = u64::from(self.config.pipeline);
-            if self.membership.decided(slot, configuration, alpha) == Decided::Void {
+            match self.membership.decided(slot, configuration, alpha) {
                 // Rule (void change): every replica voids it alike.
-                self.event(|| Event::ChangeVoid { slot, members });
-            } else {
-                self.memberships.push((slot, members));
-                self.event(|| Event::MembersChanged {
-                    slot: slot + alpha,
-                    members,
-                });
+                Decided::Void => self.event(|| Event::ChangeVoid { slot, members }),
+                // The change decided again (a new leader proposed it before it learned an
+                // older leader's entry): nothing changes, and nothing is recorded.
+                Decided::Same => {}
+                Decided::Taken => {
+                    self.memberships.push((slot, members));
+                    self.event(|| Event::MembersChanged {
+                        slot: slot + alpha,
+                        members,
+                    });
+                }
             }
             if let Role::Leader(l) = &mut self.role {
                 l.membership = self.membership.clone();

@@ -22,7 +22,8 @@
 //! region of its own), and no value round starts while an abandoned one is pending.
 
 use super::{Replica, Role, Then};
-use crate::log::config::{BULK_SLOTS, ids};
+use crate::log::config::{BULK_SLOTS, ids, value_regions};
+use crate::log::event::Event;
 use crate::log::learner::majority_decision;
 use crate::proposal::ProposerId;
 use crate::word::AcceptorState;
@@ -40,6 +41,8 @@ pub(super) struct Run {
     image: Vec<u64>,
     /// The value round out: 0 end stamps, 1 contents, 2 begin stamps.
     round: u8,
+    /// The value region its rounds land in ([`value_regions`]).
+    region: u32,
 }
 
 /// A bulk catch-up under way.
@@ -65,8 +68,10 @@ pub(super) struct BulkState {
     pub(super) under_way: Option<Box<Bulk>>,
     /// Acceptors whose abandoned word reads may still land (bit a).
     pub(super) pending_words: u64,
-    /// An abandoned value round may still land.
-    pub(super) pending_values: bool,
+    /// Abandoned value rounds that may still land: (value region, source read). Rule (a
+    /// region per silent source): each source holds one region at most, and no bulk reads
+    /// from a source that holds one.
+    pub(super) pending_values: Vec<(u32, u16)>,
     /// The slot at which a bulk found nothing chosen: not tried again there.
     pub(super) refused_at: Option<u64>,
     /// Rule (term catch-up): Ω chose me and this was my next slot when my latest bulk
@@ -107,11 +112,21 @@ impl BulkState {
         self.pending_words & (1 << a) == 0 && self.under_way.is_none()
     }
 
-    /// A test of the abandoned value round replied.
-    pub(super) fn values_complete(&mut self, reply: &Reply) {
+    /// A test of the abandoned value round in `region` replied.
+    pub(super) fn values_complete(&mut self, region: u32, reply: &Reply) {
         if !matches!(reply, Reply::Value(0)) {
-            self.pending_values = false;
+            self.pending_values.retain(|&(r, _)| r != region);
         }
+    }
+
+    /// A value region no abandoned round may land in, of `regions`.
+    pub(super) fn free_value_region(&self, regions: u32) -> Option<u32> {
+        (0..regions).find(|&r| self.pending_values.iter().all(|&(p, _)| p != r))
+    }
+
+    /// Whether an abandoned value round from acceptor `a` may still land.
+    fn values_pending_from(&self, a: u16) -> bool {
+        self.pending_values.iter().any(|&(_, s)| s == a)
     }
 
     /// Gives up the bulk under way (I lead now, copy a snapshot, or its acceptors'
@@ -122,7 +137,13 @@ impl BulkState {
         };
         match b.values {
             None => self.pending_words |= b.asked & b.unloaded(),
-            Some(_) => self.pending_values = true,
+            Some(run) => {
+                assert!(
+                    !self.values_pending_from(run.source),
+                    "rule (a region per silent source): one region per source"
+                );
+                self.pending_values.push((run.region, run.source));
+            }
         }
     }
 }
@@ -153,7 +174,8 @@ impl Replica {
     pub(super) fn bulk_free(&self) -> bool {
         let b = &self.learn.bulk;
         b.under_way.is_none()
-            && !b.pending_values
+            && b.free_value_region(value_regions(self.config.replicas))
+                .is_some()
             && b.pending_words & (1 << self.me) == 0
             && matches!(self.role, Role::Follower)
     }
@@ -238,6 +260,7 @@ impl Replica {
             .is_some_and(|run| run.source == r);
         if reads_r {
             self.learn.bulk.abandon();
+            self.event(|| Event::BulkAbandoned { source: r });
             self.moved = true;
         }
         assert!(
@@ -259,15 +282,17 @@ impl Replica {
             let work_id = ids::bulk_words(a);
             self.op(Op::Test { work_id }, Then::BulkPendingWords(a));
         }
-        if self.learn.bulk.pending_values {
-            let work_id = ids::BULK_VALUES;
-            self.op(Op::Test { work_id }, Then::BulkPendingValues);
+        for i in 0..self.learn.bulk.pending_values.len() {
+            let region = self.learn.bulk.pending_values[i].0;
+            let work_id = ids::bulk_values(region);
+            self.op(Op::Test { work_id }, Then::BulkPendingValues(region));
         }
         let Some(b) = &self.learn.bulk.under_way else {
             return;
         };
         let waiting = b.asked & b.unloaded();
         let source = b.values.as_ref().map(|r| r.source);
+        let region = b.values.as_ref().map_or(0, |r| r.region);
         let quiet = self.now - b.progressed > self.config.failure_timeout_ns;
         let silent: u64 = (0..self.config.replicas)
             .filter(|&a| quiet && self.omega.suspects(a, self.now))
@@ -295,10 +320,11 @@ impl Replica {
             }
             Some(source) if silent(source) => {
                 self.learn.bulk.abandon();
+                self.event(|| Event::BulkAbandoned { source });
                 self.moved = true;
             }
             Some(_) => {
-                let work_id = ids::BULK_VALUES;
+                let work_id = ids::bulk_values(region);
                 self.op(Op::Test { work_id }, Then::BulkValuesTest);
             }
         }
@@ -308,12 +334,12 @@ impl Replica {
     /// bulk's first slot on.
     fn value_round(&self, from: u64, run: &Run) -> Op {
         Op::GetWords {
-            local: self.scratch.bulk_values(0),
+            local: self.scratch.bulk_values(run.region, 0),
             remote: self
                 .shape
                 .value_stamp(run.source, run.proposer, self.ring.position(from)),
             count: run.image.len() as u32,
-            work_id: ids::BULK_VALUES,
+            work_id: ids::bulk_values(run.region),
         }
     }
 
@@ -384,7 +410,21 @@ impl Replica {
         };
         self.learn.bulk.ahead = 0; // something chosen: the others are not ahead here
         let proposer = ProposerId::from_value_tag(state.accepted_value).expect("accepted");
-        let source = self.holder_to_read(&holders);
+        // Rule (a region per silent source): not from a holder whose abandoned round may
+        // still land (a crashed peer's never does until it is replaced); if every holder
+        // has one, the single catch-up takes this slot.
+        let free: Vec<u16> = (holders.iter().copied())
+            .filter(|&a| !self.learn.bulk.values_pending_from(a))
+            .collect();
+        if free.is_empty() {
+            self.learn.bulk.refused_at = Some(b.from);
+            self.moved = true;
+            return;
+        }
+        let source = self.holder_to_read(&free);
+        let regions = value_regions(self.config.replicas);
+        let region = (self.learn.bulk.free_value_region(regions))
+            .expect("rule (a region per silent source): a bulk starts with a free region");
         let mut slots = vec![(epoch, state)];
         for i in 1..b.count {
             match self.bulk_decision(&b, i) {
@@ -404,6 +444,7 @@ impl Replica {
             slots,
             image: vec![0; words],
             round: 0,
+            region,
         };
         self.op(self.value_round(b.from, &run), Then::Ignore);
         b.values = Some(run);
@@ -422,7 +463,7 @@ impl Replica {
         match reply {
             Reply::Value(1) => {
                 let loads = Op::LoadWords {
-                    loc: self.scratch.bulk_values(0),
+                    loc: self.scratch.bulk_values(run.region, 0),
                     count: run.slots.len() as u32 * per,
                 };
                 self.op_first(loads, Then::BulkValues);

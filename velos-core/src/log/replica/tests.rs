@@ -417,4 +417,20 @@ fn a_configuration_entry_two_changes_away_is_void_where_applied() {
     let alpha = u64::from(r.config.pipeline);
     assert_eq!(r.memberships, vec![(1, Members::of(&[0, 1, 2, 3]))]);
     assert_eq!(r.members_at(1 + alpha), Members::of(&[0, 1, 2, 3]));
+    // The same change decided again (a new leader that proposed it before it learned the
+    // entry above): nothing changes, nothing is recorded or reported as a change.
+    r.take_events();
+    r.apply(2, entry(&[0, 1, 2, 3]));
+    assert_eq!(
+        r.memberships,
+        vec![(1, Members::of(&[0, 1, 2, 3]))],
+        "same: not recorded"
+    );
+    assert!(
+        !r.take_events()
+            .iter()
+            .any(|e| matches!(e, Event::MembersChanged { .. } | Event::ChangeVoid { .. })),
+        "same: no change reported"
+    );
+    assert_eq!(r.members_at(2 + alpha), Members::of(&[0, 1, 2, 3]));
 }
