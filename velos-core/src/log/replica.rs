@@ -127,6 +127,11 @@ pub enum ProposeError {
 /// Proposals a leader keeps waiting at most.
 pub const MAX_PENDING: usize = 4096;
 
+/// Operations of one turn between two clock readings (rule (heartbeat within a turn),
+/// [`Replica::mid_turn`]): 32 posts take about 1.6 µs at 50 ns each, well inside a
+/// heartbeat period.
+const MID_CLOCK_OPS: u32 = 32;
+
 /// What a replica is doing.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 enum Role {
@@ -139,6 +144,8 @@ enum Role {
 enum Then {
     Ignore,
     Clock,
+    /// A clock reading inside a long turn (rule (heartbeat within a turn)).
+    MidClock,
     HeartbeatTest(u16),
     CasTest(u16),
     LocalWord(u64, u32),
@@ -345,6 +352,8 @@ impl Replica {
         let mut replica = Replica {
             beat: Heartbeats {
                 next_heartbeat: 0,
+                next_bump: 0,
+                ops_since_clock: 0,
                 heartbeat: 0,
                 heartbeat_asked: vec![false; usize::from(config.replicas)],
                 points: vec![0; usize::from(config.replicas)],
@@ -507,12 +516,19 @@ impl Replica {
         match then {
             Then::Ignore => {}
             Then::Clock => self.turn(value.expect("the clock replies a value")),
+            Then::MidClock => self.mid_turn(value.expect("the clock replies a value")),
             // The heartbeat read towards `a`: its word as it completes (`TestLoad`).
             Then::HeartbeatTest(a) => match reply {
                 // A peer cut off in this turn, its read tested before (rule (retire)).
                 _ if self.beat.retired.contains(a) => {}
                 Reply::Value(word) => self.heartbeat_read(a, word),
-                Reply::Failed(_) => self.beat.heartbeat_asked[usize::from(a)] = false,
+                Reply::Failed(_) => {
+                    self.beat.heartbeat_asked[usize::from(a)] = false;
+                    let issued = self.beat.heartbeat_issued[usize::from(a)];
+                    self.omega.unanswered(a, issued);
+                }
+                // Rules (Ω-evidence), (able leader): still out at this test.
+                Reply::Done => self.omega.pending(a, self.now),
                 _ => {}
             },
             // The oldest CAS towards `a`: its old value as it completes (`TestLoad`).
@@ -606,10 +622,12 @@ impl Replica {
             self.beat.heartbeat_asked[usize::from(a)],
             "Ω-fresh: a read was out"
         );
-        self.omega.observe(a, word, self.now);
         let issued = self.beat.heartbeat_issued[usize::from(a)];
+        // Rule (able leader): its age at the latest test that found it out (0 if the
+        // first found it complete: my own turn's length is no evidence of a slow read).
+        self.beat.round_trips[usize::from(a)] = self.omega.waited_for(a);
+        self.omega.observe(a, word, issued, self.now);
         // Rule (able leader): the round trip of this read ([`Replica::reaches_majority`]).
-        self.beat.round_trips[usize::from(a)] = self.now.saturating_sub(issued);
         let beat = Heartbeat::of(word);
         let claims = self.claims(beat.trust == Some(a));
         self.omega.standing(a, !beat.unable, claims);
@@ -630,6 +648,7 @@ impl Replica {
             work_id: ids::heartbeat(a),
         };
         self.beat.heartbeat_issued[usize::from(a)] = self.now;
+        self.omega.asked(a, self.now);
         self.op_first(get, Then::Ignore);
     }
 
@@ -726,6 +745,14 @@ impl Process for Replica {
         loop {
             match self.items.pop_front() {
                 Some(Item::Op(op, then)) => {
+                    self.beat.ops_since_clock += 1;
+                    if self.beat.ops_since_clock > MID_CLOCK_OPS {
+                        // Rule (heartbeat within a turn): the clock again first.
+                        self.items.push_front(Item::Op(op, then));
+                        self.beat.ops_since_clock = 0;
+                        self.then = Then::MidClock;
+                        return Step::Op(Op::Now);
+                    }
                     self.then = then;
                     return Step::Op(op);
                 }
@@ -733,6 +760,7 @@ impl Process for Replica {
                 // Rule (retire): removed, I cut myself off in the turn that ended.
                 None if self.api.removed => return Step::Done,
                 None => {
+                    self.beat.ops_since_clock = 0;
                     self.then = Then::Clock;
                     return Step::Op(Op::Now);
                 }

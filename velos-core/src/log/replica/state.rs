@@ -10,6 +10,11 @@ use super::*;
 pub(super) struct Heartbeats {
     pub(super) next_heartbeat: u64,
     pub(super) heartbeat: u64,
+    /// When my counter is next bumped inside a turn (rule (heartbeat within a turn)).
+    pub(super) next_bump: u64,
+    /// Operations handed out since the clock was last read (rule (heartbeat within a
+    /// turn)).
+    pub(super) ops_since_clock: u32,
     pub(super) heartbeat_asked: Vec<bool>,
     /// Per replica: its snapshot point as last seen in its heartbeat word (mine: my own).
     pub(super) points: Vec<u64>,
@@ -18,7 +23,8 @@ pub(super) struct Heartbeats {
     pub(super) reached: Vec<u64>,
     /// Per replica: when the heartbeat read now out towards it was issued.
     pub(super) heartbeat_issued: Vec<u64>,
-    /// Per replica: the latest heartbeat read's round trip (rule (able leader)).
+    /// Per replica: the latest heartbeat read's round trip as far as my tests saw it — its
+    /// age at the last test that found it out (rule (able leader)).
     pub(super) round_trips: Vec<u64>,
     /// The leader I trust as my heartbeat word last said, and its version.
     pub(super) published_trust: (Option<u16>, u8),
