@@ -127,11 +127,6 @@ pub enum ProposeError {
 /// Proposals a leader keeps waiting at most.
 pub const MAX_PENDING: usize = 4096;
 
-/// Operations of one turn between two clock readings (rule (heartbeat within a turn),
-/// [`Replica::mid_turn`]): 32 posts take about 1.6 µs at 50 ns each, well inside a
-/// heartbeat period.
-const MID_CLOCK_OPS: u32 = 32;
-
 /// What a replica is doing.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 enum Role {
@@ -144,8 +139,6 @@ enum Role {
 enum Then {
     Ignore,
     Clock,
-    /// A clock reading inside a long turn (rule (heartbeat within a turn)).
-    MidClock,
     HeartbeatTest(u16),
     CasTest(u16),
     LocalWord(u64, u32),
@@ -352,8 +345,6 @@ impl Replica {
         let mut replica = Replica {
             beat: Heartbeats {
                 next_heartbeat: 0,
-                next_bump: 0,
-                ops_since_clock: 0,
                 heartbeat: 0,
                 heartbeat_asked: vec![false; usize::from(config.replicas)],
                 points: vec![0; usize::from(config.replicas)],
@@ -516,7 +507,6 @@ impl Replica {
         match then {
             Then::Ignore => {}
             Then::Clock => self.turn(value.expect("the clock replies a value")),
-            Then::MidClock => self.mid_turn(value.expect("the clock replies a value")),
             // The heartbeat read towards `a`: its word as it completes (`TestLoad`).
             Then::HeartbeatTest(a) => match reply {
                 // A peer cut off in this turn, its read tested before (rule (retire)).
@@ -745,14 +735,6 @@ impl Process for Replica {
         loop {
             match self.items.pop_front() {
                 Some(Item::Op(op, then)) => {
-                    self.beat.ops_since_clock += 1;
-                    if self.beat.ops_since_clock > MID_CLOCK_OPS {
-                        // Rule (heartbeat within a turn): the clock again first.
-                        self.items.push_front(Item::Op(op, then));
-                        self.beat.ops_since_clock = 0;
-                        self.then = Then::MidClock;
-                        return Step::Op(Op::Now);
-                    }
                     self.then = then;
                     return Step::Op(op);
                 }
@@ -760,7 +742,6 @@ impl Process for Replica {
                 // Rule (retire): removed, I cut myself off in the turn that ended.
                 None if self.api.removed => return Step::Done,
                 None => {
-                    self.beat.ops_since_clock = 0;
                     self.then = Then::Clock;
                     return Step::Op(Op::Now);
                 }

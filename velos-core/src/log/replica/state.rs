@@ -10,11 +10,6 @@ use super::*;
 pub(super) struct Heartbeats {
     pub(super) next_heartbeat: u64,
     pub(super) heartbeat: u64,
-    /// When my counter is next bumped inside a turn (rule (heartbeat within a turn)).
-    pub(super) next_bump: u64,
-    /// Operations handed out since the clock was last read (rule (heartbeat within a
-    /// turn)).
-    pub(super) ops_since_clock: u32,
     pub(super) heartbeat_asked: Vec<bool>,
     /// Per replica: its snapshot point as last seen in its heartbeat word (mine: my own).
     pub(super) points: Vec<u64>,

@@ -32,7 +32,6 @@ impl Replica {
             .standing(self.me, able, self.claims(self.is_leader()));
         if now >= self.beat.next_heartbeat {
             self.beat.next_heartbeat = now + self.config.heartbeat_period_ns;
-            self.beat.next_bump = self.beat.next_heartbeat;
             self.beat.heartbeat += 1;
             let value = self.heartbeat_word();
             let own = self.shape.heartbeat(self.me);
@@ -220,31 +219,6 @@ impl Replica {
             self.op(Op::Store { loc, value }, Then::Ignore);
             self.reset_below += 1;
         }
-    }
-
-    /// Rule (heartbeat within a turn): the clock read again after [`MID_CLOCK_OPS`]
-    /// operations of one turn. A turn's work grows with the replicas (a leader of 21
-    /// posts a CAS and a put to each acceptor for each slot of its window: about 15 µs of
-    /// posts at 50 ns each), and a heartbeat bumped only at a turn's start then moved
-    /// less often than the failure timeout allows: the others suspected a working
-    /// leader, and the leadership flapped with nothing failing (`velos sim --replicas
-    /// 21`). The bump is the turn-start one (the same word, the counter one more), on a
-    /// deadline of its own: the turn-start one, which also tests the peers' heartbeat
-    /// reads, stays due once a period. The turn's own clock (`self.now`) does not move,
-    /// so nothing else in the turn changes.
-    pub(super) fn mid_turn(&mut self, now: u64) {
-        assert!(now >= self.now, "the clock never goes back");
-        if now >= self.beat.next_bump {
-            self.beat.next_bump = now + self.config.heartbeat_period_ns;
-            self.beat.heartbeat += 1;
-            let value = self.heartbeat_word();
-            let own = self.shape.heartbeat(self.me);
-            self.op_first(Op::Store { loc: own, value }, Then::Ignore);
-        }
-        assert!(
-            self.beat.next_bump > now,
-            "rule (heartbeat within a turn): no bump overdue"
-        );
     }
 
     /// My heartbeat word now: snapshot point, the leader I trust (Ω's) and its version,
