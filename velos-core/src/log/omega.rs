@@ -30,8 +30,8 @@
 //!
 //! Rule (Ω-evidence): a peer is suspected on evidence, not on the reader's own delays: a
 //! read *issued* more than the timeout after the counter was last seen to change came
-//! back with it unchanged (or failed), or a test found a read still out more than the
-//! timeout after it was issued. A
+//! back with it unchanged (or failed), or a test more than the timeout after that change
+//! found a read still out. A
 //! reader whose turns are long (a leader of 21 posting a CAS and a put to every acceptor
 //! for every slot of its window) tests its reads late; measured from its own clock at the
 //! test, a peer that bumped on time looked silent, and the leadership flapped with nothing
@@ -218,13 +218,14 @@ impl Omega {
 
     /// Whether `peer` is suspected at `now` (never myself): rule (Ω-evidence), a read
     /// issued more than the timeout after the last change seen found none (or failed), or
-    /// a test found the read out unanswered for more than the timeout.
-    pub fn suspects(&self, peer: u16, now: u64) -> bool {
+    /// a test more than the timeout after it found the read out still unanswered. `now`
+    /// itself is no evidence: a reader whose turn was long has not tested its reads yet.
+    pub fn suspects(&self, peer: u16, _now: u64) -> bool {
         let p = usize::from(peer);
-        let timeout = self.timeout(peer);
-        let silent = self.waited_for(peer) > timeout;
-        let evidence = if silent { now } else { self.unchanged_at[p] };
-        peer != self.me && evidence.saturating_sub(self.changed_at[p]) > timeout
+        let out = self.asked_at[p].is_some_and(|i| self.waited_at[p] > i);
+        let unanswered = if out { self.waited_at[p] } else { 0 };
+        let evidence = self.unchanged_at[p].max(unanswered);
+        peer != self.me && evidence.saturating_sub(self.changed_at[p]) > self.timeout(peer)
     }
 
     /// The leader at `now`, among the members not suspected: the lowest claimant, else
@@ -316,10 +317,16 @@ mod tests {
         assert!(!omega.suspects(0, 500));
         omega.asked(0, 500);
         omega.pending(0, 550);
-        assert!(!omega.suspects(0, 550), "out for 50: within the timeout");
+        assert!(
+            !omega.suspects(0, 550),
+            "a test 50 after the change: within the timeout"
+        );
         omega.pending(0, 601);
         assert_eq!(omega.waited_for(0), 101);
-        assert!(omega.suspects(0, 601), "out for 101 at a test: silent");
+        assert!(
+            omega.suspects(0, 601),
+            "a test 101 after the change found it out: silent"
+        );
         // A failed read counts as an unchanged counter from its issue on.
         omega.observe(1, 1, 0, 10);
         omega.asked(1, 20);
