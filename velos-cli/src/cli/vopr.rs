@@ -288,11 +288,59 @@ pub fn run_cli(a: VoprArgs) -> ExitCode {
             "velos vopr: interrupted; the summary covers seeds {first}..{end}, the ones that ran"
         );
     }
-    if !bad.is_empty() {
-        ExitCode::from(1)
-    } else if interrupted {
-        ExitCode::from(INTERRUPTED_EXIT as u8)
+    let mutant = mutation != Mutation::None;
+    if mutant && !a.json {
+        match bad.first() {
+            Some(r) => println!(
+                "mutant {} caught by {} of {total} seeds (first: seed {})",
+                mutation.name(),
+                bad.len(),
+                r.seed
+            ),
+            None => eprintln!(
+                "velos vopr: mutant {} not caught by seeds {first}..{end}: the campaign's \
+                 checks missed it",
+                mutation.name()
+            ),
+        }
+    }
+    ExitCode::from(exit_status(mutant, bad.len(), interrupted))
+}
+
+/// The exit status of a campaign: 1 when a check fails — a seed violates something, or,
+/// running a mutant (`mutant`), no seed caught it (a mutant run's check is that the
+/// campaign catches it: no violation there means the checks missed a wrong protocol) —,
+/// else 130 if interrupted, else 0.
+fn exit_status(mutant: bool, violating: usize, interrupted: bool) -> u8 {
+    let failed = if mutant {
+        violating == 0
     } else {
-        ExitCode::SUCCESS
+        violating > 0
+    };
+    if failed {
+        1
+    } else if interrupted {
+        INTERRUPTED_EXIT as u8
+    } else {
+        0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::exit_status;
+
+    #[test]
+    fn a_mutant_run_fails_when_no_seed_catches_it() {
+        assert_eq!(
+            exit_status(false, 0, false),
+            0,
+            "the protocol: no violation"
+        );
+        assert_eq!(exit_status(false, 3, false), 1, "the protocol: a violation");
+        assert_eq!(exit_status(true, 3, false), 0, "a mutant caught");
+        assert_eq!(exit_status(true, 0, false), 1, "a mutant the checks missed");
+        assert_eq!(exit_status(true, 0, true), 1, "missed, though interrupted");
+        assert_eq!(exit_status(false, 0, true), 130, "interrupted");
     }
 }
