@@ -125,6 +125,14 @@ fn an_out_of_range_flag_is_refused_at_once_naming_it() {
             "--replace 1@",
         ),
         (&["sim", "--jitter", "18446744073709551615"], "'--jitter"),
+        (
+            &["sim", "--crash", "1@100us", "--crash", "1@200us"][..],
+            "--crash 1@200us: replica 1 is down already",
+        ),
+        (
+            &["sim", "--replace", "1@50us+100us", "--crash", "1@100us"][..],
+            "--crash 1@100us: replica 1 is down already",
+        ),
         (&["sim", "--members", "0,1,5"], "--members 0,1,5"),
         (&["sim", "--replicas", "-3"], "-3 is not in 1..=31"),
         (&["sim", "--slots", "0"], "'--slots"),

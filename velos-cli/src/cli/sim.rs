@@ -448,6 +448,42 @@ fn check_replacements(replace: &[(u16, u64, u64)]) -> Result<(), String> {
     Ok(())
 }
 
+/// Refuses a `--crash` that would find its replica down already — crashed by an earlier
+/// `--crash` or a replacement's crash, and not started again since: a fault that does
+/// nothing (the run went on as if it were not there, and every check passed).
+fn check_crashes(crash: &[(u16, u64)], replace: &[(u16, u64, u64)]) -> Result<(), String> {
+    // Per replica, in time order: (time, up afterwards?, what).
+    let mut events: Vec<(u16, u64, bool, String)> = Vec::new();
+    for &(n, t) in crash {
+        events.push((n, t, false, format!("--crash {n}@{}", human(t))));
+    }
+    for &(n, t, d) in replace {
+        let what = format!("--replace {n}@{}+{}", human(t), human(d));
+        events.push((n, t, false, what.clone()));
+        events.push((n, t + d, true, what));
+    }
+    // At one time a restart comes before a crash (the new process is the one crashed).
+    events.sort_by_key(|e| (e.0, e.1, !e.2));
+    let mut down: Option<(u16, String)> = None;
+    for (n, t, up, what) in events {
+        if down.as_ref().is_some_and(|(m, _)| *m != n) {
+            down = None; // the next replica's events
+        }
+        match (up, &down) {
+            (true, _) => down = None,
+            (false, Some((_, earlier))) if what.starts_with("--crash") => {
+                return Err(format!(
+                    "{what}: replica {n} is down already at {} ({earlier}) and nothing \
+                     restarts it before: that crash would do nothing",
+                    human(t)
+                ));
+            }
+            (false, _) => down = Some((n, what)),
+        }
+    }
+    Ok(())
+}
+
 /// Failure timeouts a run keeps after its last crash: time for a new leader and for the
 /// liveness check to see the log move again.
 const RECOVERY_TIMEOUTS: u64 = 10;
@@ -457,6 +493,7 @@ const RECOVERY_TIMEOUTS: u64 = 10;
 /// crash that leaves less than [`RECOVERY_TIMEOUTS`] failure timeouts before the end.
 fn check_times(a: &SimArgs, spec: &ClusterSpec) -> Result<(), String> {
     check_replacements(&a.replace)?;
+    check_crashes(&a.crash, &a.replace)?;
     if !a.json && a.duration.div_ceil(a.interval) > MAX_TIMELINE_LINES {
         return Err(format!(
             "--interval {} ns over --duration {} ns would print {} timeline lines; at most {MAX_TIMELINE_LINES}",
