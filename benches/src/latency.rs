@@ -131,7 +131,18 @@ pub struct LatencyConfig {
     pub jobs: usize,
 }
 
+/// The most value-buffer words a node's memory may hold in a latency run.
+pub const MAX_WORDS_PER_NODE: usize = 1 << 24;
+
 impl LatencyConfig {
+    /// The value-buffer words each node needs: the log is not recycled, so every decision
+    /// keeps its slot, and every slot a value buffer per replica (3) at every replica,
+    /// each its content and two stamps (16 slots of headroom).
+    pub fn words_per_node(&self) -> usize {
+        let largest = self.sizes.iter().copied().max().unwrap_or(1);
+        (self.proposals + self.warmup_proposals + 16) * 3 * (largest.div_ceil(8) + 2)
+    }
+
     /// The full sweep: sizes 1 B to 4 KiB in powers of two, both placements, 200
     /// decisions per point after 20 of warm-up, 5 µs between them, the engine's default
     /// idle pause (200 ns), a failure timeout of 1 ms, the `paper-cx6` profile, 15
@@ -187,12 +198,10 @@ impl LatencyConfig {
             (1..=1_000).contains(&self.cpu_replays),
             "1 to 1000 replays for the CPU charge"
         );
-        // The log is not recycled: every decision keeps its slot, and every slot a value
-        // buffer per replica at every replica.
         let largest = self.sizes.iter().copied().max().unwrap_or(1);
-        let words = (self.proposals + self.warmup_proposals + 16) * 3 * (largest.div_ceil(8) + 2);
+        let words = self.words_per_node();
         anyhow::ensure!(
-            words <= 1 << 24,
+            words <= MAX_WORDS_PER_NODE,
             "{} decisions of {largest} bytes need {words} words per node; at most 2^24 \
              (fewer proposals or smaller values)",
             self.proposals + self.warmup_proposals

@@ -361,8 +361,8 @@ impl LatencyArgs {
         c.gap_ns = self.gap_ns.unwrap_or(c.gap_ns);
         // The log is not recycled: every decision keeps a value buffer per replica.
         let largest = c.sizes.iter().copied().max().unwrap_or(1);
-        let words = (c.proposals + c.warmup_proposals + 16) * 3 * (largest.div_ceil(8) + 2);
-        if words > 1 << 24 {
+        let words = c.words_per_node();
+        if words > velos_bench::latency::MAX_WORDS_PER_NODE {
             return Err(format!(
                 "--proposals {} and --warmup-proposals {} of values up to {largest} bytes \
                  (--sizes) need {words} words per node; at most 2^24",
