@@ -10,10 +10,6 @@ use crate::log::config::BULK_SLOTS;
 /// Rule (deciding leader): how many times a pass's period doubles at most.
 const MAX_DOUBLINGS: u32 = 6;
 
-/// Rule (deciding leader): the fewest turns of mine a stall spans (a gray failure's turns
-/// are short: its posts crawl on the wire, not on my CPU).
-const STALL_TURNS: u32 = 8;
-
 /// Passing the lead (rules (up-to-date leader) and (deciding leader)); times are on my
 /// local clock.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
@@ -28,8 +24,6 @@ pub(super) struct Passing {
     stalls: u32,
     /// Rule (deciding leader): when my latest term started.
     led_since: u64,
-    /// Rule (deciding leader): my turns that started since `quiet_at`.
-    quiet_turns: u32,
 }
 
 impl Replica {
@@ -131,11 +125,7 @@ impl Replica {
         }
         // The clock first: a turn of a leader that decides costs a compare. The stall
         // clock restarts when work reaches an idle leader ([`Replica::work_arrives`]).
-        // Evidence, not my own slowness: also [`STALL_TURNS`] turns of mine in the quiet
-        // time (a leader of 21 replicas posts for 28 µs in one turn, and a term's first
-        // attempts, aborted by its predictions, take three turns: judged by the clock
-        // alone it passed the lead before its second attempt was tested).
-        if self.now < b.quiet_at.saturating_add(2 * timeout) || b.quiet_turns < STALL_TURNS {
+        if self.now < b.quiet_at.saturating_add(2 * timeout) {
             return false;
         }
         let Role::Leader(l) = &self.role else {
@@ -146,7 +136,6 @@ impl Replica {
             && !l.waits_for_room(|| self.room());
         if !waits {
             self.passing.quiet_at = self.now;
-            self.passing.quiet_turns = 0;
             return false;
         }
         self.say_unable();
@@ -171,17 +160,11 @@ impl Replica {
         assert!(self.lagging(), "I say I cannot lead");
     }
 
-    /// Rule (deciding leader): a turn of mine starts.
-    pub(super) fn count_turn(&mut self) {
-        self.passing.quiet_turns = self.passing.quiet_turns.saturating_add(1);
-    }
-
     /// Rule (deciding leader): a command reaches me, leading, with nothing waiting
     /// before it (`idle`): the stall clock starts now.
     pub(super) fn work_arrives(&mut self, idle: bool) {
         if idle {
             self.passing.quiet_at = self.now;
-            self.passing.quiet_turns = 0;
         }
     }
 
@@ -189,7 +172,6 @@ impl Replica {
     /// (`started`): the stall clock starts again.
     pub(super) fn leader_moved(&mut self, started: bool) {
         self.passing.quiet_at = self.now;
-        self.passing.quiet_turns = 0;
         if started {
             self.passing.led_since = self.now;
         }
@@ -216,15 +198,12 @@ impl Replica {
         fast >= self.membership.at(k).majority()
     }
 
-    /// How long my heartbeat reads of `a` take, on evidence: the latest one's age at the
-    /// last test that found it out, or the one out's age at such a test if longer. A test
-    /// that finds a read complete shows nothing slow, however long my turn was: a leader
-    /// of 31 replicas, its turns longer than a failure timeout, judged its own reads slow
-    /// and passed the lead with nothing failing (`velos sim --replicas 31`).
+    /// How long my heartbeat reads of `a` take: the latest one's round trip, or the one
+    /// out's age if longer.
     fn read_latency(&self, a: u16) -> u64 {
         let i = usize::from(a);
         let out = match self.beat.heartbeat_asked[i] {
-            true => self.omega.waited_for(a),
+            true => self.now.saturating_sub(self.beat.heartbeat_issued[i]),
             false => 0,
         };
         self.beat.round_trips[i].max(out)

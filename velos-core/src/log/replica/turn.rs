@@ -17,7 +17,6 @@ impl Replica {
     pub(super) fn turn(&mut self, now: u64) {
         assert!(now >= self.now, "the clock never goes back");
         self.now = now;
-        self.count_turn();
         self.moved = false;
         self.links.new_turn();
         if std::mem::take(&mut self.leasing.own_switch_pending) {
@@ -46,7 +45,6 @@ impl Replica {
                 } else {
                     self.beat.heartbeat_asked[usize::from(a)] = true;
                     self.beat.heartbeat_issued[usize::from(a)] = now;
-                    self.omega.asked(a, now);
                     let get = Op::Get {
                         local: self.scratch.heartbeat(a),
                         remote: self.shape.heartbeat(a),
