@@ -65,6 +65,10 @@ fn a_64_mib_state_recycles_the_ring_and_a_lagging_follower_copies_it() {
     // (tens of milliseconds): a failure timeout shorter than that makes the peers suspect
     // a replica while it snapshots.
     config.log.failure_timeout_ns = 500_000_000;
+    // A submit waits out a full ring (the snapshots that free it are 64 MiB copies) up to
+    // the wait timeout; on a loaded machine that took more than the default 10 s (LogFull
+    // under a concurrent campaign): bounded like every other wait here, never timed.
+    config.wait_timeout = Duration::from_secs(120);
     let paused = Arc::new(AtomicU16::new(NOBODY));
     let machines = (0..3).map(|me| Big {
         me,
