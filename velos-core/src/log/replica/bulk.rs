@@ -124,6 +124,12 @@ impl BulkState {
         (0..regions).find(|&r| self.pending_values.iter().all(|&(p, _)| p != r))
     }
 
+    /// The value rounds under way: their source and region, if a bulk reads values now.
+    fn reading(&self) -> Option<(u16, u32)> {
+        let run = self.under_way.as_ref()?.values.as_ref()?;
+        Some((run.source, run.region))
+    }
+
     /// Whether an abandoned value round from acceptor `a` may still land.
     fn values_pending_from(&self, a: u16) -> bool {
         self.pending_values.iter().any(|&(_, s)| s == a)
@@ -251,14 +257,12 @@ impl Replica {
     /// the old buffers, rounds 1 and 2 the new process's zeros). The bulk twin of the single
     /// read given up at a replacement (seed 6270).
     pub(super) fn bulk_source_replaced(&mut self, r: u16) {
-        let reads_r = self
+        if self
             .learn
             .bulk
-            .under_way
-            .as_ref()
-            .and_then(|b| b.values.as_ref())
-            .is_some_and(|run| run.source == r);
-        if reads_r {
+            .reading()
+            .is_some_and(|(source, _)| source == r)
+        {
             self.learn.bulk.abandon();
             self.event(|| Event::BulkAbandoned { source: r });
             self.moved = true;
@@ -266,10 +270,8 @@ impl Replica {
         assert!(
             self.learn
                 .bulk
-                .under_way
-                .as_ref()
-                .and_then(|b| b.values.as_ref())
-                .is_none_or(|run| run.source != r),
+                .reading()
+                .is_none_or(|(source, _)| source != r),
             "no bulk reads a replaced process's buffers"
         );
     }
@@ -291,14 +293,13 @@ impl Replica {
             return;
         };
         let waiting = b.asked & b.unloaded();
-        let source = b.values.as_ref().map(|r| r.source);
-        let region = b.values.as_ref().map_or(0, |r| r.region);
+        let reading = self.learn.bulk.reading();
         let quiet = self.now - b.progressed > self.config.failure_timeout_ns;
         let silent: u64 = (0..self.config.replicas)
             .filter(|&a| quiet && self.omega.suspects(a, self.now))
             .fold(0, |m, a| m | 1 << a);
         let silent = |a: u16| silent & (1 << a) != 0;
-        match source {
+        match reading {
             None => {
                 let mut dropped = false;
                 for a in (0..self.config.replicas).filter(|&a| waiting & (1 << a) != 0) {
@@ -318,12 +319,12 @@ impl Replica {
                     self.bulk_words_loaded();
                 }
             }
-            Some(source) if silent(source) => {
+            Some((source, _)) if silent(source) => {
                 self.learn.bulk.abandon();
                 self.event(|| Event::BulkAbandoned { source });
                 self.moved = true;
             }
-            Some(_) => {
+            Some((_, region)) => {
                 let work_id = ids::bulk_values(region);
                 self.op(Op::Test { work_id }, Then::BulkValuesTest);
             }
