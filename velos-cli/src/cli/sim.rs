@@ -452,33 +452,41 @@ fn check_replacements(replace: &[(u16, u64, u64)]) -> Result<(), String> {
 /// `--crash` or a replacement's crash, and not started again since: a fault that does
 /// nothing (the run went on as if it were not there, and every check passed).
 fn check_crashes(crash: &[(u16, u64)], replace: &[(u16, u64, u64)]) -> Result<(), String> {
-    // Per replica, in time order: (time, up afterwards?, what).
-    let mut events: Vec<(u16, u64, bool, String)> = Vec::new();
+    /// What happens to a replica, in the order that decides ties at one time: a restart
+    /// before a crash (the new process is the one crashed).
+    #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+    enum Step {
+        Restart,
+        Crash { by_replace: bool },
+    }
+    // Per replica, in time order: (replica, time, step, the flag as typed).
+    let mut events: Vec<(u16, u64, Step, String)> = Vec::new();
     for &(n, t) in crash {
-        events.push((n, t, false, format!("--crash {n}@{}", human(t))));
+        let step = Step::Crash { by_replace: false };
+        events.push((n, t, step, format!("--crash {n}@{}", human(t))));
     }
     for &(n, t, d) in replace {
         let what = format!("--replace {n}@{}+{}", human(t), human(d));
-        events.push((n, t, false, what.clone()));
-        events.push((n, t + d, true, what));
+        events.push((n, t, Step::Crash { by_replace: true }, what.clone()));
+        events.push((n, t + d, Step::Restart, what));
     }
-    // At one time a restart comes before a crash (the new process is the one crashed).
-    events.sort_by_key(|e| (e.0, e.1, !e.2));
+    events.sort_by_key(|e| (e.0, e.1, e.2));
+    // The replica down, and the flag that took it down.
     let mut down: Option<(u16, String)> = None;
-    for (n, t, up, what) in events {
+    for (n, t, step, what) in events {
         if down.as_ref().is_some_and(|(m, _)| *m != n) {
             down = None; // the next replica's events
         }
-        match (up, &down) {
-            (true, _) => down = None,
-            (false, Some((_, earlier))) if what.starts_with("--crash") => {
+        match (step, &down) {
+            (Step::Restart, _) => down = None,
+            (Step::Crash { by_replace: false }, Some((_, earlier))) => {
                 return Err(format!(
                     "{what}: replica {n} is down already at {} ({earlier}) and nothing \
                      restarts it before: that crash would do nothing",
                     human(t)
                 ));
             }
-            (false, _) => down = Some((n, what)),
+            (Step::Crash { .. }, _) => down = Some((n, what)),
         }
     }
     Ok(())
