@@ -4,8 +4,8 @@
 
 /// Seeds that once broke (a change of the scenario generator gives them other scenarios,
 /// so they are pinned together with it): `(seed, near-overflow starts, what was seen)`.
-/// Each of these failed its liveness phase (6270: agreement) on some earlier build of the
-/// engine.
+/// Each of these failed its liveness phase (6270, 3518, 18396: agreement) on some earlier
+/// build of the engine.
 const REGRESSIONS: &[(u64, bool, &str)] = &[
     (
         6270,
@@ -64,6 +64,24 @@ const REGRESSIONS: &[(u64, bool, &str)] = &[
         10486,
         true,
         "the same, with 5 replicas and a slow sender: the log stopped for 60 µs",
+    ),
+    (
+        3484,
+        false,
+        "a backlog towards the leader's own slowed acceptor outlived the fault: every retry \
+         waited behind it and the log stopped for 67 µs",
+    ),
+    (
+        18396,
+        false,
+        "a decided slot's puts dropped from a backlog still counted as held there: a later \
+         term restamped an older lap's bytes, and a follower applied them (agreement)",
+    ),
+    (
+        6943,
+        true,
+        "a leader slowed by near-overflow slots counted itself behind followers that had \
+         learned its own open slots from the words, and passed the lead to one further behind",
     ),
     (
         526,

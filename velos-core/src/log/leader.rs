@@ -440,6 +440,17 @@ impl Leader {
         index
     }
 
+    /// The next slot this term opens: the ones below it were opened (and are decided, or
+    /// in the window).
+    pub(super) fn next_slot(&self) -> u64 {
+        self.next_slot
+    }
+
+    /// Whether this term decided `slot` (opened it and settled it: it left the window).
+    pub(super) fn settled(&self, slot: u64) -> bool {
+        slot < self.next_slot && !self.window.contains_key(&slot)
+    }
+
     /// Whether a configuration entry of mine is in a slot of the window, or decided and
     /// not applied yet.
     pub(super) fn config_in_window(&self) -> bool {

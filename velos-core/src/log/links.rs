@@ -17,7 +17,8 @@ pub(super) struct CasTag {
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 enum Deferred {
-    Op(Op),
+    /// A put of `slot`'s value in leader term `term`.
+    Op { op: Op, term: u64, slot: u64 },
     Cas {
         remote: Loc,
         expected: u64,
@@ -70,13 +71,14 @@ impl Links {
         }
     }
 
-    /// Sends a put (or any non-CAS operation) towards acceptor `a`, behind its backlog.
-    pub(super) fn send(&mut self, a: u16, op: Op, out: &mut Vec<Op>) {
+    /// Sends a put of `slot`'s value in leader term `term` towards acceptor `a`, behind
+    /// its backlog.
+    pub(super) fn send(&mut self, a: u16, op: Op, (term, slot): (u64, u64), out: &mut Vec<Op>) {
         let link = &mut self.links[usize::from(a)];
         if link.backlog.is_empty() {
             out.push(op);
         } else {
-            link.backlog.push_back(Deferred::Op(op));
+            link.backlog.push_back(Deferred::Op { op, term, slot });
         }
     }
 
@@ -105,7 +107,7 @@ impl Links {
 
     fn post(&mut self, a: u16, deferred: Deferred, out: &mut Vec<Op>) {
         match deferred {
-            Deferred::Op(op) => out.push(op),
+            Deferred::Op { op, .. } => out.push(op),
             Deferred::Cas {
                 remote,
                 expected,
@@ -137,7 +139,7 @@ impl Links {
             loop {
                 let link = &mut self.links[usize::from(a)];
                 let ready = match link.backlog.front() {
-                    Some(Deferred::Op(_)) => true,
+                    Some(Deferred::Op { .. }) => true,
                     Some(Deferred::Cas { .. }) => link.free != 0,
                     None => false,
                 };
@@ -153,6 +155,48 @@ impl Links {
     /// Whether operations towards some acceptor wait for a free cell.
     pub(super) fn any_congested(&self) -> bool {
         self.links.iter().any(|l| !l.backlog.is_empty())
+    }
+
+    /// Rule (bounded backlog): drops from every backlog the operations of leader term
+    /// `term` for the slots `settled` says were decided, and tells `dropped_put(a, slot)`
+    /// of each put dropped. A decided slot needs none of them (an operation not posted is
+    /// one lost on the wire: Paxos asks nothing of it), and a backlog fed one slot's CAS
+    /// a turn while its acceptor lagged did not drain once the link healed: it held the
+    /// link congested, and every retry with it, until the leader passed the lead
+    /// (`velos vopr` seed 3484). Now a backlog holds the window's slots only. A slot's
+    /// puts and CAS go together, so no CAS kept finds its value's puts missing ahead of
+    /// it. The caller must forget that `a` holds the slot's value (as rule (give up)
+    /// does): a later term re-proposing the slot restamped what it took for its content
+    /// there, over an older lap's bytes (`velos vopr` seed 18396, agreement broken).
+    pub(super) fn forget_settled(
+        &mut self,
+        term: u64,
+        settled: impl Fn(u64) -> bool,
+        mut dropped_put: impl FnMut(u16, u64),
+    ) {
+        if !self.any_congested() {
+            return; // the common case: nothing waits
+        }
+        for (a, link) in self.links.iter_mut().enumerate() {
+            link.backlog.retain(|d| {
+                let (t, slot, put) = match d {
+                    Deferred::Op { term, slot, .. } => (*term, *slot, true),
+                    Deferred::Cas { tag, .. } => (tag.term, tag.slot, false),
+                };
+                let keep = t != term || !settled(slot);
+                if !keep && put {
+                    dropped_put(a as u16, slot);
+                }
+                keep
+            });
+        }
+        assert!(
+            self.links.iter().all(|l| l.backlog.iter().all(|d| match d {
+                Deferred::Op { term: t, slot, .. } => *t != term || !settled(*slot),
+                Deferred::Cas { tag, .. } => tag.term != term || !settled(tag.slot),
+            })),
+            "rule (bounded backlog): no decided slot's operation waits"
+        );
     }
 
     /// The work id and result word of the oldest CAS in flight towards `a`.
@@ -231,7 +275,7 @@ impl Links {
         link.given_up = link.in_flight.len();
         lost.extend(link.backlog.drain(..).filter_map(|d| match d {
             Deferred::Cas { tag, .. } => Some(tag),
-            Deferred::Op(_) => None,
+            Deferred::Op { .. } => None,
         }));
         assert!(
             link.backlog.is_empty() && link.given_up == link.in_flight.len(),
@@ -277,5 +321,64 @@ mod tests {
         assert_eq!(links.oldest_posted(1), Some(first));
         assert_eq!(links.chain(1), Some(first), "one chained test a turn");
         assert_eq!(links.chain(1), None, "and no more");
+    }
+
+    /// Rule (bounded backlog): a decided slot's puts and CAS leave the backlog; an open
+    /// slot's, and another term's, stay in order.
+    #[test]
+    fn a_decided_slots_operations_leave_the_backlog() {
+        let config = LogConfig::new(3, 16, 8);
+        let mut links = Links::new(Scratch::new(&config, 0), 3, 1);
+        let mut out = Vec::new();
+        let remote = config.shape().epoch_word(1, 0, 0);
+        let put = |value| Op::PutInline {
+            remote,
+            value,
+            work_id: WorkId(1),
+        };
+        links.send_cas(1, remote, (0, 1), tag(0), &mut out);
+        links.send_cas(1, remote, (0, 1), tag(1), &mut out);
+        assert_eq!(out.len(), 1, "the one cell taken");
+        for slot in 2..4 {
+            links.send(1, put(slot), (1, slot), &mut out);
+            links.send_cas(1, remote, (0, slot), tag(slot), &mut out);
+        }
+        let mut other_term = tag(2);
+        other_term.term = 2;
+        links.send_cas(1, remote, (0, 9), other_term, &mut out);
+        assert_eq!(out.len(), 1, "the rest waits");
+        let mut dropped = Vec::new();
+        links.forget_settled(1, |s| s == 1 || s == 2, |a, s| dropped.push((a, s)));
+        assert_eq!(dropped, [(1, 2)], "slot 2's put (slot 1's was posted)");
+        assert!(
+            links.any_congested(),
+            "slot 3 and the other term's CAS wait"
+        );
+        // The cell frees: what is left goes out, in order.
+        links.new_turn();
+        assert_eq!(links.complete(1), Some(tag(0)));
+        out.clear();
+        links.drain(&mut out);
+        assert_eq!(out.len(), 2, "slot 3's put and its CAS (one cell): {out:?}");
+        assert_eq!(out[0], put(3));
+        assert!(matches!(
+            out[1],
+            Op::Atomic {
+                rmw: Rmw::Cas { new: 3, .. },
+                ..
+            }
+        ));
+        links.new_turn();
+        assert_eq!(links.complete(1), Some(tag(3)));
+        out.clear();
+        links.drain(&mut out);
+        assert!(matches!(
+            out[..],
+            [Op::Atomic {
+                rmw: Rmw::Cas { new: 9, .. },
+                ..
+            }]
+        ));
+        assert!(!links.any_congested());
     }
 }

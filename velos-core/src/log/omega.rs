@@ -27,6 +27,18 @@
 //! counter has moved twice, its timeout is the ceiling. Rule (Ω-time): all of it is
 //! measured on the local clock (`Op::Now`), so it stays deterministic; a wrong suspicion
 //! costs only liveness, never safety (the slot protocol is Paxos).
+//!
+//! Rule (Ω-evidence): a peer is suspected on evidence, not on the reader's own delays: a
+//! read *issued* more than the timeout after the counter was last seen to change came
+//! back with it unchanged (or failed), or a test more than the timeout after that change
+//! found a read still out. A reader whose turns are long (a leader of 21 posting a CAS and
+//! a put to every acceptor for every slot of its window) tests its reads late; measured
+//! from its own clock at the test, a peer that bumped on time looked silent, and the
+//! leadership flapped with nothing failing (`velos sim --replicas 21`). So that evidence
+//! comes as soon as the clock alone used to suspect, a read out past its peer's timeout is
+//! tested in the next turn rather than at the next heartbeat ([`Omega::overdue`]), and a
+//! turn whose tests brought new evidence judges again at its plan, not at the next turn's
+//! start (`Replica::plan`): a crashed leader is replaced as fast as before.
 
 use super::membership::Members;
 
@@ -68,6 +80,14 @@ pub struct Omega {
     changed_at: Vec<u64>,
     /// Per replica: whether a change was seen (the next one measures a gap).
     seen: Vec<bool>,
+    /// Per replica: the latest issue time of a read that found the counter unchanged, or
+    /// failed (rule (Ω-evidence)).
+    unchanged_at: Vec<u64>,
+    /// Per replica: when the read now out was issued, if one is.
+    asked_at: Vec<Option<u64>>,
+    /// Per replica: the latest test that found the read out still incomplete (its issue
+    /// time if none did).
+    waited_at: Vec<u64>,
     /// Per replica: the decaying maximum gap between changes (0: none measured yet).
     gap: Vec<u64>,
     /// The replicas that may lead (the members of the replica's next slot,
@@ -109,6 +129,9 @@ impl Omega {
             last: vec![0; n],
             changed_at: vec![now; n],
             seen: vec![false; n],
+            unchanged_at: vec![now; n],
+            asked_at: vec![None; n],
+            waited_at: vec![now; n],
             gap: vec![0; n],
             able: vec![true; n],
             claims: vec![false; n],
@@ -130,10 +153,43 @@ impl Omega {
         self.standing(peer, false, false);
     }
 
-    /// Replica `peer`'s counter read `counter` at `now`.
-    pub fn observe(&mut self, peer: u16, counter: u64, now: u64) {
+    /// A read of replica `peer`'s counter was issued at `at`.
+    pub fn asked(&mut self, peer: u16, at: u64) {
+        self.asked_at[usize::from(peer)] = Some(at);
+        self.waited_at[usize::from(peer)] = at;
+    }
+
+    /// A test at `at` found the read of replica `peer`'s counter still out.
+    pub fn pending(&mut self, peer: u16, at: u64) {
         let p = usize::from(peer);
-        if counter != self.last[p] {
+        self.waited_at[p] = self.waited_at[p].max(at);
+    }
+
+    /// How long the read of `peer`'s counter now out had been out at the latest test
+    /// that found it so (0 if none did, or none is out): my evidence of a slow read,
+    /// however long my own turns are (rule (able leader) measures promptness with it).
+    pub fn waited_for(&self, peer: u16) -> u64 {
+        let p = usize::from(peer);
+        self.asked_at[p].map_or(0, |i| self.waited_at[p].saturating_sub(i))
+    }
+
+    /// The read of replica `peer`'s counter issued at `issued` failed: it is as silent as
+    /// an unchanged counter from then on (rule (Ω-evidence)).
+    pub fn unanswered(&mut self, peer: u16, issued: u64) {
+        let p = usize::from(peer);
+        self.asked_at[p] = None;
+        self.unchanged_at[p] = self.unchanged_at[p].max(issued);
+    }
+
+    /// The read of replica `peer`'s counter issued at `issued` came back with `counter`,
+    /// seen at `now`.
+    pub fn observe(&mut self, peer: u16, counter: u64, issued: u64, now: u64) {
+        assert!(issued <= now, "Ω-time: a read is seen after it was issued");
+        let p = usize::from(peer);
+        self.asked_at[p] = None;
+        if counter == self.last[p] {
+            self.unchanged_at[p] = self.unchanged_at[p].max(issued);
+        } else {
             let at = self.changed_at[p].max(now);
             if self.seen[p] {
                 // Rule (Ω-adapt): the estimate is at least the latest gap, and decays
@@ -163,10 +219,25 @@ impl Omega {
         }
     }
 
-    /// Whether `peer` is suspected at `now` (never myself).
-    pub fn suspects(&self, peer: u16, now: u64) -> bool {
-        peer != self.me
-            && now.saturating_sub(self.changed_at[usize::from(peer)]) > self.timeout(peer)
+    /// Whether a test of `peer`'s read now out would be evidence (rule (Ω-evidence)): the
+    /// timeout since its last change seen has passed at `now` and it is not suspected yet.
+    pub fn overdue(&self, peer: u16, now: u64) -> bool {
+        let p = usize::from(peer);
+        self.asked_at[p].is_some()
+            && now.saturating_sub(self.changed_at[p]) > self.timeout(peer)
+            && !self.suspects(peer, now)
+    }
+
+    /// Whether `peer` is suspected at `now` (never myself): rule (Ω-evidence), a read
+    /// issued more than the timeout after the last change seen found none (or failed), or
+    /// a test more than the timeout after it found the read out still unanswered. `now`
+    /// itself is no evidence: a reader whose turn was long has not tested its reads yet.
+    pub fn suspects(&self, peer: u16, _now: u64) -> bool {
+        let p = usize::from(peer);
+        let out = self.asked_at[p].is_some_and(|i| self.waited_at[p] > i);
+        let unanswered = if out { self.waited_at[p] } else { 0 };
+        let evidence = self.unchanged_at[p].max(unanswered);
+        peer != self.me && evidence.saturating_sub(self.changed_at[p]) > self.timeout(peer)
     }
 
     /// The leader at `now`, among the members not suspected: the lowest claimant, else
@@ -222,13 +293,19 @@ mod tests {
     fn the_lowest_live_id_leads_and_a_silent_one_is_suspected_after_the_timeout() {
         let mut omega = Omega::new(2, 3, (100, 10), Detector::Fixed, 0);
         assert_eq!(omega.leader(50), 0);
-        omega.observe(0, 1, 60);
-        omega.observe(1, 1, 60);
+        omega.observe(0, 1, 60, 60);
+        omega.observe(1, 1, 60, 60);
         assert_eq!(omega.leader(150), 0, "0 changed at 60: alive until 160");
-        omega.observe(1, 2, 150);
-        assert!(omega.suspects(0, 161));
-        assert_eq!(omega.leader(161), 1);
-        omega.observe(0, 2, 170);
+        omega.observe(1, 2, 150, 150);
+        // Rule (Ω-evidence): no read shows 0 silent yet, however late it is.
+        assert!(!omega.suspects(0, 1_000), "no evidence: trusted");
+        omega.observe(0, 1, 161, 165);
+        assert!(
+            omega.suspects(0, 165),
+            "a read issued at 161 found it unchanged"
+        );
+        assert_eq!(omega.leader(165), 1);
+        omega.observe(0, 2, 170, 170);
         assert_eq!(
             omega.leader(171),
             0,
@@ -237,20 +314,60 @@ mod tests {
         assert!(!omega.suspects(2, 10_000), "never myself");
     }
 
+    /// Rule (Ω-evidence): a reader whose own turns are long (its reads tested late) does
+    /// not suspect a peer that bumps on time; a read still out at a test more than the
+    /// timeout after it was issued (a crashed peer's, which never completes), or one that
+    /// failed, is evidence.
+    #[test]
+    fn suspicion_needs_evidence_not_the_readers_own_delay() {
+        let mut omega = Omega::new(2, 3, (100, 10), Detector::Fixed, 0);
+        omega.observe(0, 1, 0, 10);
+        omega.asked(0, 10);
+        assert!(!omega.suspects(0, 500), "the read out was not tested since");
+        assert_eq!(omega.waited_for(0), 0);
+        omega.observe(0, 2, 10, 500); // tested at 500: it had changed
+        assert!(!omega.suspects(0, 500));
+        omega.asked(0, 500);
+        omega.pending(0, 550);
+        assert!(
+            !omega.suspects(0, 550),
+            "a test 50 after the change: within the timeout"
+        );
+        omega.pending(0, 601);
+        assert_eq!(omega.waited_for(0), 101);
+        assert!(
+            omega.suspects(0, 601),
+            "a test 101 after the change found it out: silent"
+        );
+        // A failed read counts as an unchanged counter from its issue on.
+        omega.observe(1, 1, 0, 10);
+        omega.asked(1, 20);
+        omega.unanswered(1, 20);
+        assert!(!omega.suspects(1, 200), "failed at 20: 10 after the change");
+        omega.asked(1, 111);
+        omega.unanswered(1, 111);
+        assert!(
+            omega.suspects(1, 200),
+            "failed at 111: 101 after the change"
+        );
+    }
+
     #[test]
     fn a_replica_that_cannot_lead_is_passed_over_and_a_working_leader_keeps_the_lead() {
         let mut omega = Omega::new(2, 3, (100, 10), Detector::Fixed, 0);
         omega.standing(2, true, false);
         // Rule (able leader): 0 crashes after 60; 1 (a replacement catching up) cannot
         // lead.
-        omega.observe(0, 1, 60);
-        omega.observe(1, 1, 150);
+        omega.observe(0, 1, 60, 60);
+        omega.observe(1, 1, 150, 150);
         omega.standing(1, false, false);
         assert_eq!(omega.leader(150), 0, "0 is not suspected yet");
+        omega.asked(0, 60);
+        omega.pending(0, 161);
         assert_eq!(omega.leader(161), 2, "0 suspected, 1 unable: I lead");
         omega.standing(2, true, true);
         // Rule (sticky leader): 1 becomes able, with a lower id than mine; I keep leading.
-        omega.observe(1, 2, 170);
+        omega.observe(1, 2, 170, 170);
         omega.standing(1, true, false);
         assert_eq!(omega.leader(171), 2, "a claimant keeps the lead");
         omega.standing(2, true, false);
@@ -267,7 +384,7 @@ mod tests {
         omega.standing(2, false, false);
         assert_eq!(omega.leader(171), 1);
         omega.replaced(1);
-        omega.observe(0, 9, 200);
+        omega.observe(0, 9, 200, 200);
         assert_eq!(omega.leader(201), 0, "0 back and able (never heard unable)");
     }
 
@@ -279,17 +396,20 @@ mod tests {
         };
         let mut omega = Omega::new(1, 2, (20_000, 100), detector, 0);
         assert_eq!(omega.timeout(0), 20_000, "no gap measured: the ceiling");
-        omega.observe(0, 1, 1_000);
+        omega.observe(0, 1, 1_000, 1_000);
         assert_eq!(omega.timeout(0), 20_000, "one change measures no gap");
-        omega.observe(0, 2, 3_000);
+        omega.observe(0, 2, 3_000, 3_000);
         assert_eq!(omega.timeout(0), 6_000, "3 × the 2 µs gap");
-        assert!(!omega.suspects(0, 9_000) && omega.suspects(0, 9_001));
-        omega.observe(0, 3, 3_100);
+        omega.observe(0, 2, 9_000, 9_000);
+        assert!(!omega.suspects(0, 9_000));
+        omega.observe(0, 2, 9_001, 9_001);
+        assert!(omega.suspects(0, 9_001));
+        omega.observe(0, 3, 3_100, 3_100);
         assert_eq!(omega.timeout(0), 3 * (2_000 - 1_900 / 16), "decays slowly");
-        omega.observe(0, 4, 13_100);
+        omega.observe(0, 4, 13_100, 13_100);
         assert_eq!(omega.timeout(0), 20_000, "a long gap raises it at once");
         for (i, t) in (5..200).zip((13_200..).step_by(100)) {
-            omega.observe(0, i, t);
+            omega.observe(0, i, t, t);
         }
         assert_eq!(omega.timeout(0), 400, "short gaps: the floor");
     }

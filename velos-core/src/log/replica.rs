@@ -346,6 +346,7 @@ impl Replica {
             beat: Heartbeats {
                 next_heartbeat: 0,
                 heartbeat: 0,
+                new_suspicion: false,
                 heartbeat_asked: vec![false; usize::from(config.replicas)],
                 points: vec![0; usize::from(config.replicas)],
                 reached: vec![0; usize::from(config.replicas)],
@@ -512,7 +513,19 @@ impl Replica {
                 // A peer cut off in this turn, its read tested before (rule (retire)).
                 _ if self.beat.retired.contains(a) => {}
                 Reply::Value(word) => self.heartbeat_read(a, word),
-                Reply::Failed(_) => self.beat.heartbeat_asked[usize::from(a)] = false,
+                Reply::Failed(_) => {
+                    self.beat.heartbeat_asked[usize::from(a)] = false;
+                    let issued = self.beat.heartbeat_issued[usize::from(a)];
+                    let trusted = !self.omega.suspects(a, self.now);
+                    self.omega.unanswered(a, issued);
+                    self.beat.new_suspicion |= trusted && self.omega.suspects(a, self.now);
+                }
+                // Rules (Ω-evidence), (able leader): still out at this test.
+                Reply::Done => {
+                    let trusted = !self.omega.suspects(a, self.now);
+                    self.omega.pending(a, self.now);
+                    self.beat.new_suspicion |= trusted && self.omega.suspects(a, self.now);
+                }
                 _ => {}
             },
             // The oldest CAS towards `a`: its old value as it completes (`TestLoad`).
@@ -606,10 +619,12 @@ impl Replica {
             self.beat.heartbeat_asked[usize::from(a)],
             "Ω-fresh: a read was out"
         );
-        self.omega.observe(a, word, self.now);
         let issued = self.beat.heartbeat_issued[usize::from(a)];
+        // Rule (able leader): its age at the latest test that found it out (0 if the
+        // first found it complete: my own turn's length is no evidence of a slow read).
+        self.beat.round_trips[usize::from(a)] = self.omega.waited_for(a);
+        self.omega.observe(a, word, issued, self.now);
         // Rule (able leader): the round trip of this read ([`Replica::reaches_majority`]).
-        self.beat.round_trips[usize::from(a)] = self.now.saturating_sub(issued);
         let beat = Heartbeat::of(word);
         let claims = self.claims(beat.trust == Some(a));
         self.omega.standing(a, !beat.unable, claims);
@@ -630,6 +645,7 @@ impl Replica {
             work_id: ids::heartbeat(a),
         };
         self.beat.heartbeat_issued[usize::from(a)] = self.now;
+        self.omega.asked(a, self.now);
         self.op_first(get, Then::Ignore);
     }
 

@@ -30,13 +30,13 @@ mod tests {
         // (mutant, near-overflow starts, first seed that catches it)
         let expected = [
             ("skip-adoption", false, 0),
-            ("accept-without-majority", false, 520),
+            ("accept-without-majority", false, 3),
             ("reuse-proposal", false, 1),
             ("drop-carry", true, 21),
-            ("read-without-lease", false, 12),
-            ("trust-prediction", false, 2),
+            ("read-without-lease", false, 2),
+            ("trust-prediction", false, 1),
             ("reset-with-store", false, 7),
-            ("learn-from-one", false, 3),
+            ("learn-from-one", false, 1),
             ("skip-fallback", true, 6),
             ("rejoin-blank", false, 141),
             ("trust-promise", false, 1),

@@ -94,8 +94,8 @@ impl Replica {
                     if w.holds & bit != 0 && same {
                         // A restamp: the end stamp, then the begin stamp (see `value`).
                         let r = stamp(tag, epoch, proposal, len | RESTAMP_FLAG);
-                        links.send(acceptor, put(end, r), &mut ops);
-                        links.send(acceptor, put(begin, r), &mut ops);
+                        links.send(acceptor, put(end, r), (term, slot), &mut ops);
+                        links.send(acceptor, put(begin, r), (term, slot), &mut ops);
                     } else {
                         if !same {
                             // A new content: the payload is made again below.
@@ -121,9 +121,9 @@ impl Replica {
                             words: w.payload.clone(),
                             work_id: ids::PUT,
                         };
-                        links.send(acceptor, payload, &mut ops);
+                        links.send(acceptor, payload, (term, slot), &mut ops);
                         if !whole {
-                            links.send(acceptor, put(end, full), &mut ops);
+                            links.send(acceptor, put(end, full), (term, slot), &mut ops);
                         }
                     }
                 }
@@ -228,6 +228,16 @@ impl Replica {
         self.role = Role::Leader(leader);
         self.report(&mut progress.events);
         self.moved |= progress.moved || !cmds.is_empty();
+        if let Role::Leader(l) = &self.role {
+            let written = &mut self.learn.written;
+            let dropped_put = |a: u16, slot| {
+                if let Some(w) = written.get_mut(&slot) {
+                    w.holds &= !(1 << a);
+                }
+            };
+            self.links
+                .forget_settled(term, |s| l.settled(s), dropped_put);
+        }
         self.issue(term, &mut cmds);
         self.bufs.cmd_buf = cmds;
         for (slot, value) in progress.apply.drain(..) {
@@ -264,6 +274,12 @@ impl Replica {
 
     /// The plan at the end of a turn.
     pub(super) fn plan(&mut self) {
+        if std::mem::take(&mut self.beat.new_suspicion) {
+            // Rule (Ω-evidence): this turn's tests showed a peer silent. Judged now, not
+            // at the next turn's start: a crashed leader's successor starts a turn sooner.
+            self.follow_omega();
+            self.give_up_suspected();
+        }
         match self.role {
             Role::Leader(_) => self.lead(),
             Role::Follower => self.follow(),

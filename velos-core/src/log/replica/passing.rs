@@ -10,6 +10,10 @@ use crate::log::config::BULK_SLOTS;
 /// Rule (deciding leader): how many times a pass's period doubles at most.
 const MAX_DOUBLINGS: u32 = 6;
 
+/// Rule (deciding leader): the fewest turns of mine a stall spans (a gray failure's turns
+/// are short: its posts crawl on the wire, not on my CPU).
+const STALL_TURNS: u32 = 8;
+
 /// Passing the lead (rules (up-to-date leader) and (deciding leader)); times are on my
 /// local clock.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
@@ -24,6 +28,8 @@ pub(super) struct Passing {
     stalls: u32,
     /// Rule (deciding leader): when my latest term started.
     led_since: u64,
+    /// Rule (deciding leader): my turns that started since `quiet_at`.
+    quiet_turns: u32,
 }
 
 impl Replica {
@@ -89,7 +95,17 @@ impl Replica {
     /// at about 4 µs each, for 386 µs (`velos vopr --seeds 5108..5109`).
     pub(super) fn pass_lead(&mut self, unprovable: bool) -> bool {
         let window = u64::from(self.config.pipeline);
-        let behind = unprovable || self.reached_past(self.next_apply + window);
+        // A leader is behind only past the slots it opened: those it is deciding, and a
+        // follower may learn them from the acceptors' words before the leader has tested
+        // its own completions (with the old leader's last accepts, up to a window past
+        // them). Counted from its next slot to apply, a leader of a window of 2 slowed by
+        // near-overflow slots passed the lead to a replica further behind than itself
+        // (`velos vopr --overflow --seeds 6943..6944`: 86 µs without a commit).
+        let from = match &self.role {
+            Role::Leader(l) => l.next_slot().max(self.next_apply),
+            Role::Follower => self.next_apply,
+        };
+        let behind = unprovable || self.reached_past(from + window);
         let timeout = self.config.failure_timeout_ns;
         let rested = self.now >= self.passing.lagging_until.saturating_add(timeout);
         let pass = behind && rested && self.omega.able_peer(self.now);
@@ -125,7 +141,11 @@ impl Replica {
         }
         // The clock first: a turn of a leader that decides costs a compare. The stall
         // clock restarts when work reaches an idle leader ([`Replica::work_arrives`]).
-        if self.now < b.quiet_at.saturating_add(2 * timeout) {
+        // Evidence, not my own slowness: also [`STALL_TURNS`] turns of mine in the quiet
+        // time (a leader of 21 replicas posts for 28 µs in one turn, and a term's first
+        // attempts, aborted by its predictions, take three turns: judged by the clock
+        // alone it passed the lead before its second attempt was tested).
+        if self.now < b.quiet_at.saturating_add(2 * timeout) || b.quiet_turns < STALL_TURNS {
             return false;
         }
         let Role::Leader(l) = &self.role else {
@@ -136,6 +156,7 @@ impl Replica {
             && !l.waits_for_room(|| self.room());
         if !waits {
             self.passing.quiet_at = self.now;
+            self.passing.quiet_turns = 0;
             return false;
         }
         self.say_unable();
@@ -160,11 +181,17 @@ impl Replica {
         assert!(self.lagging(), "I say I cannot lead");
     }
 
+    /// Rule (deciding leader): a turn of mine starts.
+    pub(super) fn count_turn(&mut self) {
+        self.passing.quiet_turns = self.passing.quiet_turns.saturating_add(1);
+    }
+
     /// Rule (deciding leader): a command reaches me, leading, with nothing waiting
     /// before it (`idle`): the stall clock starts now.
     pub(super) fn work_arrives(&mut self, idle: bool) {
         if idle {
             self.passing.quiet_at = self.now;
+            self.passing.quiet_turns = 0;
         }
     }
 
@@ -172,6 +199,7 @@ impl Replica {
     /// (`started`): the stall clock starts again.
     pub(super) fn leader_moved(&mut self, started: bool) {
         self.passing.quiet_at = self.now;
+        self.passing.quiet_turns = 0;
         if started {
             self.passing.led_since = self.now;
         }
@@ -198,12 +226,15 @@ impl Replica {
         fast >= self.membership.at(k).majority()
     }
 
-    /// How long my heartbeat reads of `a` take: the latest one's round trip, or the one
-    /// out's age if longer.
+    /// How long my heartbeat reads of `a` take, on evidence: the latest one's age at the
+    /// last test that found it out, or the one out's age at such a test if longer. A test
+    /// that finds a read complete shows nothing slow, however long my turn was: a leader
+    /// of 31 replicas, its turns longer than a failure timeout, judged its own reads slow
+    /// and passed the lead with nothing failing (`velos sim --replicas 31`).
     fn read_latency(&self, a: u16) -> u64 {
         let i = usize::from(a);
         let out = match self.beat.heartbeat_asked[i] {
-            true => self.now.saturating_sub(self.beat.heartbeat_issued[i]),
+            true => self.omega.waited_for(a),
             false => 0,
         };
         self.beat.round_trips[i].max(out)

@@ -18,7 +18,11 @@ pub(super) struct Heartbeats {
     pub(super) reached: Vec<u64>,
     /// Per replica: when the heartbeat read now out towards it was issued.
     pub(super) heartbeat_issued: Vec<u64>,
-    /// Per replica: the latest heartbeat read's round trip (rule (able leader)).
+    /// A test of this turn gave Ω the evidence to suspect a peer it trusted: the plan
+    /// judges again (rule (Ω-evidence)).
+    pub(super) new_suspicion: bool,
+    /// Per replica: the latest heartbeat read's round trip as far as my tests saw it — its
+    /// age at the last test that found it out (rule (able leader)).
     pub(super) round_trips: Vec<u64>,
     /// The leader I trust as my heartbeat word last said, and its version.
     pub(super) published_trust: (Option<u16>, u8),

@@ -17,6 +17,7 @@ impl Replica {
     pub(super) fn turn(&mut self, now: u64) {
         assert!(now >= self.now, "the clock never goes back");
         self.now = now;
+        self.count_turn();
         self.moved = false;
         self.links.new_turn();
         if std::mem::take(&mut self.leasing.own_switch_pending) {
@@ -45,6 +46,7 @@ impl Replica {
                 } else {
                     self.beat.heartbeat_asked[usize::from(a)] = true;
                     self.beat.heartbeat_issued[usize::from(a)] = now;
+                    self.omega.asked(a, now);
                     let get = Op::Get {
                         local: self.scratch.heartbeat(a),
                         remote: self.shape.heartbeat(a),
@@ -59,6 +61,20 @@ impl Replica {
                 // Once per heartbeat at most: on verbs a test of unsignaled puts may post
                 // a flush.
                 self.op(Op::Test { work_id: ids::PUT }, Then::PutsTest);
+            }
+        } else {
+            // Rule (Ω-evidence): a read out past its peer's timeout is tested at once, not
+            // at the next heartbeat: the test is the evidence a crash is detected by.
+            let me = self.me;
+            for a in (0..self.config.replicas).filter(|&a| a != me) {
+                if self.beat.heartbeat_asked[usize::from(a)]
+                    && !self.beat.retired.contains(a)
+                    && self.omega.overdue(a, now)
+                {
+                    let work_id = ids::heartbeat(a);
+                    let loc = self.scratch.heartbeat(a);
+                    self.op(Op::TestLoad { work_id, loc }, Then::HeartbeatTest(a));
+                }
             }
         }
         self.write_snapshot_chunk();
@@ -178,7 +194,7 @@ impl Replica {
     /// prepares again instead of waiting for ever (a crash may hang operations rather than
     /// fail them). If the acceptor was only slow, its late completions are not counted:
     /// the slot learns the word's true state from its next CAS.
-    fn give_up_suspected(&mut self) {
+    pub(super) fn give_up_suspected(&mut self) {
         let me = self.me;
         for a in (0..self.config.replicas).filter(|&a| a != me) {
             if !self.omega.suspects(a, self.now) {
