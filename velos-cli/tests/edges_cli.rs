@@ -133,6 +133,24 @@ fn an_out_of_range_flag_is_refused_at_once_naming_it() {
             &["sim", "--replace", "1@50us+100us", "--crash", "1@100us"][..],
             "--crash 1@100us: replica 1 is down already",
         ),
+        (
+            &["sim", "--crash", "1@100us", "--pause", "1@200us+50us"][..],
+            "--pause 1@200us+50us: replica 1 is down from 100us to the end",
+        ),
+        (
+            &[
+                "sim",
+                "--replace",
+                "1@50us+100us",
+                "--delay",
+                "1@60us+90us:1us",
+            ][..],
+            "--delay 1@60us+90us:1us: replica 1 is down from 50us to 150us",
+        ),
+        (
+            &["sim", "--crash", "2@1ms", "--delay-from", "2@1ms+1us:2us"][..],
+            "--delay-from 2@1ms+1us:2us: replica 2 is down",
+        ),
         (&["sim", "--members", "0,1,5"], "--members 0,1,5"),
         (&["sim", "--replicas", "-3"], "-3 is not in 1..=31"),
         (&["sim", "--slots", "0"], "'--slots"),
@@ -212,6 +230,49 @@ fn an_out_of_range_flag_is_refused_at_once_naming_it() {
         assert!(
             started.elapsed().as_secs() < 5,
             "{args:?}: refused before the run"
+        );
+    }
+}
+
+/// The premise of the refusals of faults on a replica down: a fault whose window reaches
+/// past the replica's restart, or starts before its crash, still runs (it acts on the
+/// process up then).
+#[test]
+fn a_fault_on_a_replica_up_for_part_of_its_window_runs() {
+    for args in [
+        &[
+            "sim",
+            "--duration",
+            "1ms",
+            "--replace",
+            "1@50us+100us",
+            "--pause",
+            "1@100us+100us",
+        ][..],
+        &[
+            "sim",
+            "--duration",
+            "1ms",
+            "--crash",
+            "1@300us",
+            "--delay",
+            "1@200us+200us:1us",
+        ],
+        &[
+            "sim",
+            "--duration",
+            "1ms",
+            "--replace",
+            "1@50us+100us",
+            "--crash",
+            "1@300us",
+        ],
+    ] {
+        let (code, stdout, stderr) = velos(args);
+        assert_eq!(code, 0, "{args:?}: {stderr}");
+        assert!(
+            stdout.contains("checks:"),
+            "{args:?}: the run ran: {stdout}"
         );
     }
 }

@@ -448,10 +448,20 @@ fn check_replacements(replace: &[(u16, u64, u64)]) -> Result<(), String> {
     Ok(())
 }
 
+/// When a replica is down: from a crash to its restart (`None`: the end of the run), with
+/// the flag that took it down.
+struct Down {
+    replica: u16,
+    from: u64,
+    until: Option<u64>,
+    flag: String,
+}
+
 /// Refuses a `--crash` that would find its replica down already — crashed by an earlier
 /// `--crash` or a replacement's crash, and not started again since: a fault that does
-/// nothing (the run went on as if it were not there, and every check passed).
-fn check_crashes(crash: &[(u16, u64)], replace: &[(u16, u64, u64)]) -> Result<(), String> {
+/// nothing (the run went on as if it were not there, and every check passed). Returns
+/// when each replica is down.
+fn check_crashes(crash: &[(u16, u64)], replace: &[(u16, u64, u64)]) -> Result<Vec<Down>, String> {
     /// What happens to a replica, in the order that decides ties at one time: a restart
     /// before a crash (the new process is the one crashed).
     #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -473,12 +483,18 @@ fn check_crashes(crash: &[(u16, u64)], replace: &[(u16, u64, u64)]) -> Result<()
     events.sort_by_key(|e| (e.0, e.1, e.2));
     // The replica down, and the flag that took it down.
     let mut down: Option<(u16, String)> = None;
+    let mut spans: Vec<Down> = Vec::new();
     for (n, t, step, what) in events {
         if down.as_ref().is_some_and(|(m, _)| *m != n) {
             down = None; // the next replica's events
         }
         match (step, &down) {
-            (Step::Restart, _) => down = None,
+            (Step::Restart, _) => {
+                if down.take().is_some() {
+                    let open = spans.last_mut().expect("a crash opened the span");
+                    open.until = Some(t);
+                }
+            }
             (Step::Crash { by_replace: false }, Some((_, earlier))) => {
                 return Err(format!(
                     "{what}: replica {n} is down already at {} ({earlier}) and nothing \
@@ -486,7 +502,51 @@ fn check_crashes(crash: &[(u16, u64)], replace: &[(u16, u64, u64)]) -> Result<()
                     human(t)
                 ));
             }
-            (Step::Crash { .. }, _) => down = Some((n, what)),
+            (Step::Crash { .. }, _) => {
+                spans.push(Down {
+                    replica: n,
+                    from: t,
+                    until: None,
+                    flag: what.clone(),
+                });
+                down = Some((n, what));
+            }
+        }
+    }
+    assert!(
+        spans.iter().all(|d| d.until.is_none_or(|u| u >= d.from)),
+        "a replica restarts after it crashed"
+    );
+    Ok(spans)
+}
+
+/// Refuses a `--pause`, `--delay` or `--delay-from` whose whole window falls while its
+/// replica is down (crashed by `--crash` or a replacement's crash, not started again
+/// before the window ends): a fault that does nothing, though the run would list it.
+fn check_faults_on_the_down(a: &SimArgs, down: &[Down]) -> Result<(), String> {
+    let pauses = a.pause.iter().map(|&(n, t, d)| {
+        let flag = format!("--pause {n}@{}+{}", human(t), human(d));
+        (n, t, d, flag)
+    });
+    let delays = [("--delay", &a.delay), ("--delay-from", &a.delay_from)]
+        .into_iter()
+        .flat_map(|(name, delays)| {
+            delays.iter().map(move |&(n, t, x, d)| {
+                let flag = format!("{name} {n}@{}+{}:{}", human(t), human(d), human(x));
+                (n, t, d, flag)
+            })
+        });
+    for (n, t, d, flag) in pauses.chain(delays) {
+        let end = t.saturating_add(d);
+        let within = |s: &&Down| s.replica == n && s.from <= t && s.until.is_none_or(|u| end <= u);
+        if let Some(s) = down.iter().find(within) {
+            let until = s.until.map_or("the end".to_string(), human);
+            return Err(format!(
+                "{flag}: replica {n} is down from {} to {until} ({}), the whole window: \
+                 that fault would do nothing",
+                human(s.from),
+                s.flag
+            ));
         }
     }
     Ok(())
@@ -501,7 +561,8 @@ const RECOVERY_TIMEOUTS: u64 = 10;
 /// crash that leaves less than [`RECOVERY_TIMEOUTS`] failure timeouts before the end.
 fn check_times(a: &SimArgs, spec: &ClusterSpec) -> Result<(), String> {
     check_replacements(&a.replace)?;
-    check_crashes(&a.crash, &a.replace)?;
+    let down = check_crashes(&a.crash, &a.replace)?;
+    check_faults_on_the_down(a, &down)?;
     if !a.json && a.duration.div_ceil(a.interval) > MAX_TIMELINE_LINES {
         return Err(format!(
             "--interval {} ns over --duration {} ns would print {} timeline lines; at most {MAX_TIMELINE_LINES}",
