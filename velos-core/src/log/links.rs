@@ -27,6 +27,16 @@ enum Deferred {
     },
 }
 
+impl Deferred {
+    /// The leader term and slot the operation is for.
+    fn at(&self) -> (u64, u64) {
+        match self {
+            Deferred::Op { term, slot, .. } => (*term, *slot),
+            Deferred::Cas { tag, .. } => (tag.term, tag.slot),
+        }
+    }
+}
+
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 struct Link {
     /// CASes posted, oldest first, with their cells.
@@ -179,22 +189,17 @@ impl Links {
         }
         for (a, link) in self.links.iter_mut().enumerate() {
             link.backlog.retain(|d| {
-                let (t, slot, put) = match d {
-                    Deferred::Op { term, slot, .. } => (*term, *slot, true),
-                    Deferred::Cas { tag, .. } => (tag.term, tag.slot, false),
-                };
+                let (t, slot) = d.at();
                 let keep = t != term || !settled(slot);
-                if !keep && put {
+                if !keep && matches!(d, Deferred::Op { .. }) {
                     dropped_put(a as u16, slot);
                 }
                 keep
             });
         }
+        let waits = |d: &Deferred| d.at().0 == term && settled(d.at().1);
         assert!(
-            self.links.iter().all(|l| l.backlog.iter().all(|d| match d {
-                Deferred::Op { term: t, slot, .. } => *t != term || !settled(*slot),
-                Deferred::Cas { tag, .. } => tag.term != term || !settled(tag.slot),
-            })),
+            self.links.iter().all(|l| !l.backlog.iter().any(waits)),
             "rule (bounded backlog): no decided slot's operation waits"
         );
     }

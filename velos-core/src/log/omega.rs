@@ -159,10 +159,13 @@ impl Omega {
         self.waited_at[usize::from(peer)] = at;
     }
 
-    /// A test at `at` found the read of replica `peer`'s counter still out.
-    pub fn pending(&mut self, peer: u16, at: u64) {
+    /// A test at `at` found the read of replica `peer`'s counter still out: whether that
+    /// made a peer I trusted suspected (rule (Ω-evidence)).
+    pub fn pending(&mut self, peer: u16, at: u64) -> bool {
+        let trusted = !self.suspects(peer, at);
         let p = usize::from(peer);
         self.waited_at[p] = self.waited_at[p].max(at);
+        trusted && self.suspects(peer, at)
     }
 
     /// How long the read of `peer`'s counter now out had been out at the latest test
@@ -174,11 +177,14 @@ impl Omega {
     }
 
     /// The read of replica `peer`'s counter issued at `issued` failed: it is as silent as
-    /// an unchanged counter from then on (rule (Ω-evidence)).
-    pub fn unanswered(&mut self, peer: u16, issued: u64) {
+    /// an unchanged counter from then on (rule (Ω-evidence)). Whether that made a peer I
+    /// trusted suspected.
+    pub fn unanswered(&mut self, peer: u16, issued: u64) -> bool {
+        let trusted = !self.suspects(peer, issued);
         let p = usize::from(peer);
         self.asked_at[p] = None;
         self.unchanged_at[p] = self.unchanged_at[p].max(issued);
+        trusted && self.suspects(peer, issued)
     }
 
     /// The read of replica `peer`'s counter issued at `issued` came back with `counter`,

@@ -516,16 +516,10 @@ impl Replica {
                 Reply::Failed(_) => {
                     self.beat.heartbeat_asked[usize::from(a)] = false;
                     let issued = self.beat.heartbeat_issued[usize::from(a)];
-                    let trusted = !self.omega.suspects(a, self.now);
-                    self.omega.unanswered(a, issued);
-                    self.beat.new_suspicion |= trusted && self.omega.suspects(a, self.now);
+                    self.beat.new_suspicion |= self.omega.unanswered(a, issued);
                 }
                 // Rules (Ω-evidence), (able leader): still out at this test.
-                Reply::Done => {
-                    let trusted = !self.omega.suspects(a, self.now);
-                    self.omega.pending(a, self.now);
-                    self.beat.new_suspicion |= trusted && self.omega.suspects(a, self.now);
-                }
+                Reply::Done => self.beat.new_suspicion |= self.omega.pending(a, self.now),
                 _ => {}
             },
             // The oldest CAS towards `a`: its old value as it completes (`TestLoad`).
@@ -620,11 +614,11 @@ impl Replica {
             "Ω-fresh: a read was out"
         );
         let issued = self.beat.heartbeat_issued[usize::from(a)];
-        // Rule (able leader): its age at the latest test that found it out (0 if the
-        // first found it complete: my own turn's length is no evidence of a slow read).
+        // Rule (able leader): the round trip of this read ([`Replica::reaches_majority`]),
+        // its age at the latest test that found it out (0 if the first found it complete:
+        // my own turn's length is no evidence of a slow read).
         self.beat.round_trips[usize::from(a)] = self.omega.waited_for(a);
         self.omega.observe(a, word, issued, self.now);
-        // Rule (able leader): the round trip of this read ([`Replica::reaches_majority`]).
         let beat = Heartbeat::of(word);
         let claims = self.claims(beat.trust == Some(a));
         self.omega.standing(a, !beat.unable, claims);

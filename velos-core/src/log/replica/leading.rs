@@ -225,19 +225,17 @@ impl Replica {
             let rank = (0..self.me).filter(|&a| members.contains(a)).count() as u64;
             self.retry_at = self.now + rank * (self.config.failure_timeout_ns / 4);
         }
+        let written = &mut self.learn.written;
+        let dropped_put = |a: u16, slot| {
+            if let Some(w) = written.get_mut(&slot) {
+                w.holds &= !(1 << a);
+            }
+        };
+        self.links
+            .forget_settled(term, |s| leader.settled(s), dropped_put);
         self.role = Role::Leader(leader);
         self.report(&mut progress.events);
         self.moved |= progress.moved || !cmds.is_empty();
-        if let Role::Leader(l) = &self.role {
-            let written = &mut self.learn.written;
-            let dropped_put = |a: u16, slot| {
-                if let Some(w) = written.get_mut(&slot) {
-                    w.holds &= !(1 << a);
-                }
-            };
-            self.links
-                .forget_settled(term, |s| l.settled(s), dropped_put);
-        }
         self.issue(term, &mut cmds);
         self.bufs.cmd_buf = cmds;
         for (slot, value) in progress.apply.drain(..) {

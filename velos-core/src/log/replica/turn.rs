@@ -40,9 +40,7 @@ impl Replica {
             let retired = self.beat.retired;
             for a in (0..self.config.replicas).filter(|&a| a != me && !retired.contains(a)) {
                 if self.beat.heartbeat_asked[usize::from(a)] {
-                    let work_id = ids::heartbeat(a);
-                    let loc = self.scratch.heartbeat(a);
-                    self.op(Op::TestLoad { work_id, loc }, Then::HeartbeatTest(a));
+                    self.test_heartbeat(a);
                 } else {
                     self.beat.heartbeat_asked[usize::from(a)] = true;
                     self.beat.heartbeat_issued[usize::from(a)] = now;
@@ -71,9 +69,7 @@ impl Replica {
                     && !self.beat.retired.contains(a)
                     && self.omega.overdue(a, now)
                 {
-                    let work_id = ids::heartbeat(a);
-                    let loc = self.scratch.heartbeat(a);
-                    self.op(Op::TestLoad { work_id, loc }, Then::HeartbeatTest(a));
+                    self.test_heartbeat(a);
                 }
             }
         }
@@ -187,6 +183,13 @@ impl Replica {
             }
         }
         self.items.push_back(Item::Plan);
+    }
+
+    /// Tests the heartbeat read out towards `a` (`Then::HeartbeatTest`).
+    fn test_heartbeat(&mut self, a: u16) {
+        let work_id = ids::heartbeat(a);
+        let loc = self.scratch.heartbeat(a);
+        self.op(Op::TestLoad { work_id, loc }, Then::HeartbeatTest(a));
     }
 
     /// Rule (give up): the CASes towards an acceptor Ω suspects are reported lost, once
