@@ -245,6 +245,17 @@ pub enum SlotCommand {
     },
 }
 
+impl SlotCommand {
+    /// The acceptor the command goes to.
+    pub fn acceptor(&self) -> u16 {
+        match *self {
+            SlotCommand::Cas { acceptor, .. }
+            | SlotCommand::WriteValue { acceptor, .. }
+            | SlotCommand::ReadValue { acceptor, .. } => acceptor,
+        }
+    }
+}
+
 /// Where a slot stands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Outcome {

@@ -11,7 +11,23 @@ const REGRESSIONS: &[(u64, bool, &str)] = &[
         6270,
         false,
         "a value read straddled a replacement: an end stamp of the old memory, zeros and a \
-         blank begin stamp of the new one, taken for a whole read (agreement broken)",
+         blank begin stamp of the new one, taken for a whole read (agreement broken); later, \
+         a replica told late of a replacement lagged at a slot whose other voter then \
+         crashed, found nothing accepted there and never copied the replacement's snapshot \
+         past it: the log stopped for 5 ms (rule (decided past me))",
+    ),
+    (
+        8821,
+        false,
+        "the leader crashed while the replica told late of its replacement had not met it: \
+         the two left could not form a majority until then, a gap charged to the engine \
+         (the gap check now counts that cut as a partition)",
+    ),
+    (
+        10436,
+        false,
+        "two replicas of three both passed the lead during a slow sender's fault and waited \
+         out doubled passes after it ended: 41 µs without a commit (rule (nobody else))",
     ),
     (
         1683,

@@ -347,6 +347,7 @@ impl Replica {
                 next_heartbeat: 0,
                 heartbeat: 0,
                 new_suspicion: false,
+                suspected: 0,
                 heartbeat_asked: vec![false; usize::from(config.replicas)],
                 points: vec![0; usize::from(config.replicas)],
                 reached: vec![0; usize::from(config.replicas)],

@@ -4,7 +4,10 @@
 //! retry of a lost proposal), and so is the cluster's start (nobody leads yet); a
 //! membership change — a replacement joining, catching up, starting to vote — is no
 //! fault: the working leader keeps deciding through it (rule (able leader), rule (sticky
-//! leader) in `paper-notes/velos.md`), so a gap there fails the run.
+//! leader) in `paper-notes/velos.md`), so a gap there fails the run. But a replica told
+//! late of a replacement cannot reach it until it is told: while the live replicas are a
+//! bare majority, every majority needs that link, and the cut is a partition
+//! ([`CommitGaps::partitioned`]), active until it heals.
 
 use super::clients::RETRY_NS;
 use super::scenario::{FaultPlan, Scenario, failures};
@@ -55,6 +58,8 @@ pub struct CommitGaps {
     pub longest: (u64, u64),
     /// Gaps charged: visits with an operation waiting outside every fault's window.
     pub charged_visits: u64,
+    /// Since when a partition cuts every majority of the live replicas, if one does.
+    cut_since: Option<u64>,
 }
 
 impl CommitGaps {
@@ -101,7 +106,24 @@ impl CommitGaps {
             seen: (0, 0),
             longest: (0, 0),
             charged_visits: 0,
+            cut_since: None,
         }
+    }
+
+    /// Whether at `now` a link every majority of the live replicas needs is cut (`cut`):
+    /// a replica told late of a replacement has not met it yet and the live replicas are
+    /// a bare majority. The cut is active while it lasts and excuses a gap until
+    /// [`settle_ns`] after it heals, as a fault does.
+    pub fn partitioned(&mut self, now: u64, cut: bool) {
+        match (self.cut_since, cut) {
+            (None, true) => self.cut_since = Some(now),
+            (Some(since), false) => {
+                self.excused.push((since, now + self.settle_ns));
+                self.cut_since = None;
+            }
+            _ => {}
+        }
+        assert_eq!(self.cut_since.is_some(), cut, "the cut is followed");
     }
 
     /// A fault not planned in advance happened at `at_ns`.
@@ -113,7 +135,8 @@ impl CommitGaps {
     /// the operations completed; `waiting`, whether some operation is outstanding.
     pub fn visit(&mut self, now: u64, (applied, done): (u64, usize), waiting: bool) {
         assert!(now >= self.since, "time moves forward");
-        let excused = self.excused.iter().any(|&(a, b)| a <= now && now < b);
+        let excused =
+            self.cut_since.is_some() || self.excused.iter().any(|&(a, b)| a <= now && now < b);
         if (applied, done) != self.seen || !waiting || excused {
             self.seen = (applied, done);
             self.since = now;
@@ -189,5 +212,40 @@ mod tests {
             excused.visit(now, (5, 0), true);
         }
         assert!(excused.violation().is_none() && excused.charged_visits == 0);
+    }
+
+    #[test]
+    fn a_cut_excuses_while_it_lasts_and_a_settle_after_not_longer() {
+        let (mut gaps, settle, timeout) = watch();
+        let bound = GAP_FAILURE_TIMEOUTS * timeout;
+        // A cut from `settle` on (the start's window ends there), for ten bounds.
+        let (from, heal) = (settle, settle + 10 * bound);
+        let mut now = from;
+        while now < heal {
+            gaps.partitioned(now, true);
+            gaps.visit(now, (7, 0), true);
+            now += 1_000;
+        }
+        assert_eq!(gaps.charged_visits, 0, "the cut excuses while it lasts");
+        // Healed: a settle more is excused, then the same stall is charged and fails.
+        while now <= heal + settle + bound + 2_000 {
+            gaps.partitioned(now, false);
+            gaps.visit(now, (7, 0), true);
+            now += 1_000;
+        }
+        assert!(
+            gaps.charged_visits > 0,
+            "premise: visits after the settle were charged"
+        );
+        assert!(
+            gaps.violation().is_some(),
+            "a stall past the cut's settle fails"
+        );
+        // Charged from the last excused visit on, a visit before the settle ends.
+        let start = gaps.longest.0;
+        assert!(
+            start < heal + settle && start + 1_000 >= heal + settle,
+            "{start}"
+        );
     }
 }

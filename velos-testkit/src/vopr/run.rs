@@ -387,6 +387,7 @@ pub fn run(scenario: &Scenario) -> RunReport {
         services.visit(&mut sim);
         let service = (&services.kv[..], &services.next[..]);
         clients.visit(now, sim.machine_mut(), service, now < stop_starting);
+        gaps.partitioned(now, cut(&sim, log.replicas, &tells));
         let applied = most_applied(&sim);
         gaps.visit(now, (applied, clients.completed()), clients.waiting());
         if now >= stop_starting && clients.idle() {
@@ -524,6 +525,18 @@ fn report(
 
 /// The join path's late meetings due by `now` (`tells`: when, the replica told, the place
 /// replaced), each done if both are up.
+/// Whether a replica told late of a replacement has not met it yet, both are up, and the
+/// replicas up are a bare majority: every majority of them needs the link it lacks (a
+/// partition, [`CommitGaps::partitioned`]).
+fn cut(sim: &Simulator<Replica>, replicas: u16, tells: &[(u64, u16, u16)]) -> bool {
+    let m = sim.machine();
+    let up = (0..replicas).filter(|&n| m.is_up(NodeId(n))).count();
+    let bare = up <= usize::from(replicas) / 2 + 1;
+    bare && tells
+        .iter()
+        .any(|&(_, j, r)| m.is_up(NodeId(j)) && m.is_up(NodeId(r)))
+}
+
 fn tell_due(sim: &mut Simulator<Replica>, tells: &mut Vec<(u64, u16, u16)>, now: u64) {
     while tells.first().is_some_and(|&(at, ..)| at <= now) {
         let (_, j, r) = tells.remove(0);

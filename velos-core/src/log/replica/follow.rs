@@ -95,9 +95,19 @@ impl Replica {
                     let seen = std::mem::take(&mut self.learn.catch_up).map(|c| c.replies);
                     self.learn.last_progress = self.now;
                     let since = *self.learn.stuck_since.get_or_insert(self.now);
-                    if !accepted {
+                    // Rule (decided past me): a trusted peer's snapshot past k proves k
+                    // decided, whatever the words I can read show: decided under voters
+                    // I cannot reach or a configuration I have not learned (a replica
+                    // told late of a replacement, lagging at a slot whose other voter
+                    // then crashed, found nothing accepted among those it asked and
+                    // waited for a leader for good, while the replacement could not
+                    // lead without its trust: `velos vopr --seeds 6270..6271`). It stays
+                    // stuck, and copies that snapshot after a failure timeout.
+                    let past = self.snapshot_past(k);
+                    if !accepted && !past {
                         self.learn.stuck_since = None;
-                    } else if self.now - since >= self.config.failure_timeout_ns
+                    } else if accepted
+                        && self.now - since >= self.config.failure_timeout_ns
                         && self.learn.repair.is_none()
                     {
                         self.term += 1;

@@ -29,6 +29,16 @@ pub(super) fn proposer_in<'a>(
     }
 }
 
+/// Rule (suspected last): what goes to an acceptor in `suspected` (a mask) is posted after
+/// the rest, so that a new leader's first rounds reach the live majority without first
+/// posting towards the crashed leader. A stable sort: each acceptor's commands keep their
+/// order (a put before its accept CAS).
+fn suspected_last(cmds: &mut [(SlotAt, SlotCommand)], suspected: u64) {
+    if suspected != 0 {
+        cmds.sort_by_key(|(_, c)| suspected >> c.acceptor() & 1);
+    }
+}
+
 impl Replica {
     /// The leader of `term`: this replica's, or its repair of a slot (see [`follow`]).
     pub(super) fn proposer(&mut self, term: u64) -> Option<&mut Leader> {
@@ -45,6 +55,7 @@ impl Replica {
             .unwrap_or_else(|| panic!("slot commands of term {term}, which nobody runs"));
         let mut ops = std::mem::take(&mut self.bufs.op_buf);
         assert!(ops.is_empty(), "operations are queued where they are made");
+        suspected_last(cmds, self.beat.suspected);
         for (SlotAt { slot, epoch }, cmd) in cmds.drain(..) {
             match cmd {
                 SlotCommand::Cas {
@@ -294,6 +305,51 @@ impl Replica {
                 },
                 Then::Ignore,
             );
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn suspected_acceptors_go_last_and_each_acceptor_keeps_its_order() {
+        let at = |slot| SlotAt { slot, epoch: 0 };
+        let cas = |id, acceptor| SlotCommand::Cas {
+            id,
+            acceptor,
+            expected: 0,
+            desired: 1,
+        };
+        let put = |acceptor| SlotCommand::WriteValue {
+            acceptor,
+            content: crate::slot::Content::Mine,
+            proposal: 1,
+        };
+        // Two slots' accepts, a put then a CAS per acceptor, acceptor 0 first.
+        let accepts: Vec<(SlotAt, SlotCommand)> = (0..2u64)
+            .flat_map(|s| (0..3u16).flat_map(move |a| [(at(s), put(a)), (at(s), cas(s, a))]))
+            .collect();
+        let mut none = accepts.clone();
+        suspected_last(&mut none, 0);
+        assert_eq!(none, accepts, "nothing suspected: the order is kept");
+        let mut sorted = accepts.clone();
+        suspected_last(&mut sorted, 1 << 0);
+        let acceptors: Vec<u16> = sorted.iter().map(|(_, c)| c.acceptor()).collect();
+        assert_eq!(
+            acceptors,
+            [1, 1, 2, 2, 1, 1, 2, 2, 0, 0, 0, 0],
+            "acceptor 0 last"
+        );
+        for a in 0..3 {
+            let of = |v: &[(SlotAt, SlotCommand)]| -> Vec<(SlotAt, SlotCommand)> {
+                v.iter()
+                    .filter(|(_, c)| c.acceptor() == a)
+                    .cloned()
+                    .collect()
+            };
+            assert_eq!(of(&sorted), of(&accepts), "acceptor {a} keeps its order");
         }
     }
 }

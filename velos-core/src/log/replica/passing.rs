@@ -49,8 +49,14 @@ impl Replica {
     /// date leads at once, as before (no extra round at a failover). Each bulk moves my
     /// next slot or ends the catch-up: it ends.
     pub(super) fn ready_to_lead(&mut self) -> bool {
-        if self.lagging() {
-            return false; // I passed the lead (rule (up-to-date leader)): Ω moves off me
+        if self.lagging() && self.omega.able_peer(self.now) {
+            // I passed the lead (rules (up-to-date leader), (deciding leader)): Ω moves
+            // off me. Rule (nobody else): not while no peer I trust can lead — it chose me
+            // for want of one, and waiting out my pass helps nobody. Two replicas of three
+            // that both passed during a slow sender's fault (the third crashed) each
+            // waited out a pass doubled to 160 µs and more after the fault had ended, and
+            // the log stood still (`velos vopr --seeds 10436..10437`).
+            return false;
         }
         let k = self.next_apply;
         let window = u64::from(self.config.pipeline);

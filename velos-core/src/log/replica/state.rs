@@ -21,6 +21,8 @@ pub(super) struct Heartbeats {
     /// A test of this turn gave Ω the evidence to suspect a peer it trusted: the plan
     /// judges again (rule (Ω-evidence)).
     pub(super) new_suspicion: bool,
+    /// The peers Ω suspected at this turn's start, as a mask (rule (suspected last)).
+    pub(super) suspected: u64,
     /// Per replica: the latest heartbeat read's round trip as far as my tests saw it — its
     /// age at the last test that found it out (rule (able leader)).
     pub(super) round_trips: Vec<u64>,

@@ -63,11 +63,18 @@ impl Replica {
         } else {
             // Rule (Ω-evidence): a read out past its peer's timeout is tested at once, not
             // at the next heartbeat: the test is the evidence a crash is detected by.
+            // Rule (watch the leader): a follower tests its read of the leader's counter
+            // at every turn, so that with rule (Ω-fresh) the next read goes out as the
+            // last one lands: the leader's counter is sampled once per read round trip,
+            // not once per two heartbeat periods, the gaps Ω measures shrink with it and
+            // so does the time to suspect a crashed leader. (A follower's turns are short
+            // and idle; the leader keeps its turns for deciding.)
             let me = self.me;
+            let watched = (!self.is_leader()).then(|| self.leader());
             for a in (0..self.config.replicas).filter(|&a| a != me) {
                 if self.beat.heartbeat_asked[usize::from(a)]
                     && !self.beat.retired.contains(a)
-                    && self.omega.overdue(a, now)
+                    && (self.omega.overdue(a, now) || watched == Some(a))
                 {
                     self.test_heartbeat(a);
                 }
@@ -199,10 +206,12 @@ impl Replica {
     /// the slot learns the word's true state from its next CAS.
     pub(super) fn give_up_suspected(&mut self) {
         let me = self.me;
+        self.beat.suspected = 0;
         for a in (0..self.config.replicas).filter(|&a| a != me) {
             if !self.omega.suspects(a, self.now) {
                 continue;
             }
+            self.beat.suspected |= 1 << a;
             // Writes waiting in the backlog are dropped: the next write there is a full one.
             for w in self.learn.written.values_mut() {
                 w.holds &= !(1 << a);
