@@ -220,6 +220,52 @@ fn misaligned_atomic_fails_at_the_wait_once() {
     }
 }
 
+/// A work id awaited, then posted again (a CAS cell, a heartbeat read: the engine reuses
+/// its ids every turn): each round's wait and test see that round's operations only, a
+/// failure is reported in the round that had it and never again.
+#[test]
+fn a_reused_work_id_reports_each_round_alone() {
+    for fabric in fabrics(3) {
+        let replies = script(
+            &fabric,
+            0,
+            vec![
+                // Round 1: towards node 1, fine.
+                put_inline(w(1, 0), 7, D),
+                Op::Wait { work_id: D },
+                Op::Test { work_id: D },
+                // Round 2: towards node 2 this time, out of bounds (waited for: a NIC
+                // worker may not have run it at a test right after the post).
+                get(w(0, 1), w(2, 100), D),
+                Op::Wait { work_id: D },
+                Op::Test { work_id: D },
+                // Round 3: towards node 1 again, fine: the old failure stays reported.
+                get(w(0, 2), w(1, 0), D),
+                Op::Wait { work_id: D },
+                Op::TestLoad {
+                    work_id: D,
+                    loc: w(0, 2),
+                },
+            ],
+        );
+        let cause = RdmaError::OutOfBounds { loc: w(2, 100) };
+        assert_eq!(
+            replies,
+            [
+                Reply::Done,
+                Reply::Done,
+                Reply::Value(1),
+                Reply::Done,
+                work_failed(D, cause),
+                Reply::Value(1),
+                Reply::Done,
+                Reply::Done,
+                Reply::Value(7),
+            ]
+        );
+    }
+}
+
 #[test]
 fn out_of_bounds_fails_at_the_wait_of_its_work_id() {
     for fabric in fabrics(2) {

@@ -12,7 +12,7 @@ use crate::idle::Backoff;
 use crate::ids::{Loc, NodeId, WorkId};
 use crate::op::{Op, Reply};
 use crossbeam_channel::Sender;
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 use std::sync::Arc;
 use std::sync::atomic::{self, AtomicU64, Ordering};
 
@@ -56,9 +56,12 @@ pub struct MemEndpoint<'f> {
     posted: Vec<u64>,
     /// Per target node: completions acknowledged by `Poll` so far.
     polled: Vec<u64>,
-    /// Per work id not awaited since its last post: per target node, the queue-pair
-    /// position of the newest operation with that id (0: none).
-    newest: HashMap<WorkId, Vec<u64>>,
+    /// Per work id ever posted: per target node, the queue-pair position of the newest
+    /// operation with that id not awaited since (0: none; all 0: nothing to wait for).
+    /// An awaited id's row is zeroed, not removed, so that a work id posted again and
+    /// again (a CAS cell, a heartbeat read) allocates nothing; hashed by `FxHash`, since
+    /// a work id is a small integer the endpoint's own program chose.
+    newest: FxHashMap<WorkId, Box<[u64]>>,
     /// Operations executed so far.
     ops: u64,
     /// How `Pause`s pass: the idle back-off of [`crate::idle`].
@@ -103,7 +106,7 @@ impl<'f> MemEndpoint<'f> {
             seq: 0,
             posted: vec![0; nodes],
             polled: vec![0; nodes],
-            newest: HashMap::new(),
+            newest: FxHashMap::default(),
             ops: 0,
             backoff: Backoff::default(),
             doorbells: Doorbells::new(nodes),
@@ -152,7 +155,9 @@ impl<'f> MemEndpoint<'f> {
             work_id,
         };
         let nodes = self.posted.len();
-        self.newest.entry(work_id).or_insert_with(|| vec![0; nodes])[target] = ticket.qp_seq;
+        self.newest
+            .entry(work_id)
+            .or_insert_with(|| vec![0; nodes].into_boxed_slice())[target] = ticket.qp_seq;
         if self.doorbells.keep(target) {
             self.doorbells.ring(target);
         }
@@ -178,8 +183,12 @@ impl<'f> MemEndpoint<'f> {
         let Some(newest) = self.newest.get(&work_id) else {
             return Ok(true);
         };
-        let newest = newest.clone();
-        if !self.settle(|_| true, |completions| completions.covers(&newest)) {
+        // Borrowed, not cloned: the rows and the completions are different fields.
+        if !settle(
+            &mut self.nic,
+            |_| true,
+            |completions| completions.covers(newest),
+        ) {
             return Ok(false);
         }
         self.wait(work_id).map(|()| true)
@@ -194,7 +203,8 @@ impl<'f> MemEndpoint<'f> {
             .filter(|i| mask & (1 << i) != 0)
             .map(|i| {
                 let id = WorkId(base.0 + i as u32);
-                (i, self.newest.get(&id).cloned().unwrap_or_default())
+                let row = self.newest.get(&id).map(|row| row.to_vec());
+                (i, row.unwrap_or_default())
             })
             .collect();
         let complete = |c: &Completions| {
@@ -208,13 +218,19 @@ impl<'f> MemEndpoint<'f> {
 
     /// `Wait`: every earlier operation with `work_id` has completed.
     fn wait(&mut self, work_id: WorkId) -> Result<(), RdmaError> {
-        let Some(newest) = self.newest.remove(&work_id) else {
+        let Some(newest) = self.newest.get_mut(&work_id) else {
             return Ok(());
         };
-        match self.settle(
-            |completions| completions.covers(&newest),
+        if newest.iter().all(|&p| p == 0) {
+            return Ok(()); // awaited since its last post: as if never posted
+        }
+        let failure = settle(
+            &mut self.nic,
+            |completions| completions.covers(newest),
             |completions| completions.take_failure(|ticket| ticket.work_id == work_id),
-        ) {
+        );
+        newest.fill(0);
+        match failure {
             None => Ok(()),
             Some(cause) => Err(RdmaError::WorkFailed {
                 work_id,
@@ -269,13 +285,7 @@ impl<'f> MemEndpoint<'f> {
         ready: impl Fn(&Completions) -> bool,
         then: impl FnOnce(&mut Completions) -> R,
     ) -> R {
-        match &mut self.nic {
-            Nic::Inline(completions) => {
-                assert!(ready(completions), "inline operations complete at post");
-                then(completions)
-            }
-            Nic::Worker { completions, .. } => completions.settle(ready, then),
-        }
+        settle(&mut self.nic, ready, then)
     }
 
     fn execute_op(&mut self, op: &Op) -> Result<Reply, RdmaError> {
@@ -333,6 +343,22 @@ impl<'f> MemEndpoint<'f> {
                 Ok(Reply::Done)
             }
         }
+    }
+}
+
+/// [`MemEndpoint::settle`] on the endpoint's NIC alone (so that the caller may hold
+/// another field of the endpoint meanwhile).
+fn settle<R>(
+    nic: &mut Nic<'_>,
+    ready: impl Fn(&Completions) -> bool,
+    then: impl FnOnce(&mut Completions) -> R,
+) -> R {
+    match nic {
+        Nic::Inline(completions) => {
+            assert!(ready(completions), "inline operations complete at post");
+            then(completions)
+        }
+        Nic::Worker { completions, .. } => completions.settle(ready, then),
     }
 }
 

@@ -104,14 +104,22 @@ impl Task {
         }
         let local = |index| memory.word_at(self.source, index);
         let remote = |index| memory.word_at(self.target, index);
-        match self.access.clone()? {
+        // By reference: a `PutWords` payload is shared, and cloning it costs two atomics.
+        let access = match &self.access {
+            Ok(access) => access,
+            Err(e) => return Err(e.clone()),
+        };
+        match *access {
             Access::Put {
                 remote: r,
                 local: l,
             } => remote(r).store(local(l).load(Ordering::SeqCst), Ordering::SeqCst),
             Access::PutInline { remote: r, value } => remote(r).store(value, Ordering::SeqCst),
             // In address order, as the model's rule 3 appends the words' remote writes.
-            Access::PutWords { remote: r, words } => {
+            Access::PutWords {
+                remote: r,
+                ref words,
+            } => {
                 for (i, &w) in words.as_slice().iter().enumerate() {
                     remote(r + i).store(w, Ordering::SeqCst);
                 }
