@@ -14,10 +14,13 @@
 //!
 //! Premises, per run: the slowed replica led (or followed) at the fault's start, and the
 //! log decided through the fault (the backlog's source). Check: from the heal to the end,
-//! the log never goes a failure timeout without a commit. Without the rule, every run with
-//! the leader slowed fails (51 to 61 µs without a commit against 5 to 12 µs with it); with
-//! a follower slowed (the control) the log passes either way. Run with
-//! `--nocapture` for each run's numbers.
+//! the log never goes a failure timeout and a half without a commit — a failure timeout,
+//! and room for one hand-back: with 5 replicas the slowed leader's peers take the lead now
+//! and then during the fault, and at the heal the lowest claimant takes it back (rule
+//! (sticky leader)), 20.1 µs at most. Without the rule, 6 of the 8 runs with the leader
+//! slowed fail (49.5 to 57.3 µs without a commit; the other two 4.0 and 11.0); with a
+//! follower slowed (the control) the log passes either way. Run with `--nocapture` for
+//! each run's numbers.
 
 use velos_core::log::{LogConfig, Replica};
 use velos_rdma::NodeId;
@@ -101,8 +104,9 @@ fn a_healed_acceptor_does_not_hold_the_log_back() {
                     "premise: {what}: the log decided through the fault"
                 );
                 let timeout = LogConfig::new(replicas, 256, 16).failure_timeout_ns;
-                if r.gap > timeout {
-                    failed.push(format!("{what}: {r:?}, more than {timeout} ns"));
+                let bound = timeout + timeout / 2;
+                if r.gap > bound {
+                    failed.push(format!("{what}: {r:?}, more than {bound} ns"));
                 }
             }
         }
