@@ -208,8 +208,8 @@ fn removals_over_drawn_schedules() {
 
 /// Drawn schedules of a replacement the join path brings to one replica late: 3 to 5
 /// replicas, any of them (the leader too) crashed and a new process started in its place,
-/// another told of it up to 800 µs later. The premise: wherever the late replica followed
-/// then (a third of the schedules at least), it had cut the place off (it applied the
+/// another told of it up to 800 µs later. The premise: in a third of the schedules at
+/// least, the late replica followed then and had cut the place off (it applied the
 /// removal of the old incarnation) before it was told. In every one: the new process votes at every live replica, the
 /// queue pairs between it and each are up both ways, and the log went on.
 #[test]
@@ -247,14 +247,14 @@ fn a_replacement_met_late_is_not_cut_off_by_the_removal_of_its_predecessor() {
         services.run(&mut sim, crash_at + after);
         replace(&spec, &mut sim, &mut services, replaced);
         // A late leader removes nothing before it is told; a late follower applies the
-        // removal its told leader decides, and cuts the place off.
+        // removal its told leader decides, and cuts the place off — unless it learns the
+        // removal and the addition of the new process together (a bulk catch-up, say):
+        // then the old process is never named at the incarnation it is connected to in
+        // its latest configuration, and nothing is cut (rule (retire) leaves a replaced
+        // process to the join path). Counted: the premise below needs enough of the first.
         let follows = !replica(&sim, late).is_leader();
         services.run(&mut sim, crash_at + after + delay);
-        if follows {
-            assert!(
-                replica(&sim, late).retired().contains(replaced),
-                "{at}: the premise: the late follower cut the place off before it was told"
-            );
+        if follows && replica(&sim, late).retired().contains(replaced) {
             cut_before_told += 1;
         }
         tell_replaced(&mut sim, late, replaced);
