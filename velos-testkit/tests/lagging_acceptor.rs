@@ -70,17 +70,8 @@ fn run(replicas: u16, seed: u64, leader: bool) -> Run {
     let healed = AT_NS + FAULT_NS;
     services.run(&mut sim, healed);
     let from = most_applied(&sim, None);
-    let (mut last, mut at, mut gap) = (from, healed, 0);
     let end = healed + AFTER_NS;
-    while sim.now() < end {
-        let next = sim.now() + STEP_NS;
-        services.run(&mut sim, next);
-        let now = most_applied(&sim, None);
-        if now > last || sim.now() >= end {
-            gap = gap.max(sim.now() - at);
-            (last, at) = (now, sim.now());
-        }
-    }
+    let (gap, _) = services.longest_gap(&mut sim, (from, healed), (end, STEP_NS), None);
     Run {
         during: from - start,
         gap,

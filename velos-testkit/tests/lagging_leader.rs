@@ -84,17 +84,9 @@ fn run(seed: u64, pipeline: u32, (slow_for, crash_after): (u64, u64)) -> Run {
     let point = Heartbeat::of(word.expect("a heartbeat word")).point;
     let before = most_applied(&sim);
     let timeout = spec.log.failure_timeout_ns;
-    let (mut last, mut at, mut gap) = (before, crash + 2 * timeout, 0);
     let end = crash + AFTER_NS;
-    while sim.now() < end {
-        let next = sim.now() + STEP_NS;
-        services.run(&mut sim, next);
-        let now = most_applied(&sim);
-        if now > last || sim.now() >= end {
-            gap = gap.max(sim.now().saturating_sub(at));
-            (last, at) = (now, sim.now().max(at));
-        }
-    }
+    let since = crash + 2 * timeout;
+    let (gap, last) = services.longest_gap(&mut sim, (before, since), (end, STEP_NS), None);
     assert!(
         m_is_up(&sim, LAGGARD) && !m_is_up(&sim, crashed),
         "premise: the leader crashed, the laggard did not"

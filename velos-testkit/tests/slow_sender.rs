@@ -82,17 +82,8 @@ fn run(replicas: u16, seed: u64, extra_ns: u64, leader: bool) -> Run {
     });
     services.run(&mut sim, settled);
     let from = most_applied(&sim, slowed);
-    let (mut last, mut at, mut gap) = (from, settled, 0);
     let end = AT_NS + AFTER_NS;
-    while sim.now() < end {
-        let next = sim.now() + STEP_NS;
-        services.run(&mut sim, next);
-        let now = most_applied(&sim, slowed);
-        if now > last || sim.now() >= end {
-            gap = gap.max(sim.now() - at);
-            (last, at) = (now, sim.now());
-        }
-    }
+    let (gap, last) = services.longest_gap(&mut sim, (from, settled), (end, STEP_NS), Some(slowed));
     Run {
         before,
         after: (last - from) * 1_000_000 / (end - settled),

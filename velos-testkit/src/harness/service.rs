@@ -156,6 +156,34 @@ impl Services {
         }
     }
 
+    /// Runs `sim` to `end` in steps of `step_ns`, watching how far the log got (the next
+    /// slot to apply of the most advanced live replica but `except`): the longest stretch
+    /// without it moving, counted from `since` (a stretch starting earlier counts from
+    /// there; the one still open at `end` counts too), and the slot it reached. `from`:
+    /// the slot it had reached at the start. The commit-gap measure of the tests that slow
+    /// or crash a replica (`tests/slow_sender.rs`, `lagging_leader.rs`, `lagging_acceptor.rs`).
+    pub fn longest_gap(
+        &mut self,
+        sim: &mut Simulator<Replica>,
+        (from, since): (u64, u64),
+        (end, step_ns): (u64, u64),
+        except: Option<u16>,
+    ) -> (u64, u64) {
+        assert!(step_ns > 0, "a step of virtual time");
+        let (mut last, mut at, mut gap) = (from, since, 0);
+        while sim.now() < end {
+            let next = sim.now() + step_ns;
+            self.run(sim, next);
+            let now = super::cluster::most_applied(sim, except);
+            if now > last || sim.now() >= end {
+                gap = gap.max(sim.now().saturating_sub(at));
+                (last, at) = (now, sim.now().max(at));
+            }
+        }
+        assert!(sim.now() >= end && last >= from, "the run reached its end");
+        (gap, last)
+    }
+
     fn visit(&mut self, sim: &mut Simulator<Replica>) {
         let now = sim.now();
         let m = sim.machine_mut();
