@@ -162,10 +162,10 @@ impl Omega {
     /// A test at `at` found the read of replica `peer`'s counter still out: whether that
     /// made a peer I trusted suspected (rule (Ω-evidence)).
     pub fn pending(&mut self, peer: u16, at: u64) -> bool {
-        let trusted = !self.suspects(peer, at);
+        let trusted = !self.suspects(peer);
         let p = usize::from(peer);
         self.waited_at[p] = self.waited_at[p].max(at);
-        trusted && self.suspects(peer, at)
+        trusted && self.suspects(peer)
     }
 
     /// How long the read of `peer`'s counter now out had been out at the latest test
@@ -180,11 +180,11 @@ impl Omega {
     /// an unchanged counter from then on (rule (Ω-evidence)). Whether that made a peer I
     /// trusted suspected.
     pub fn unanswered(&mut self, peer: u16, issued: u64) -> bool {
-        let trusted = !self.suspects(peer, issued);
+        let trusted = !self.suspects(peer);
         let p = usize::from(peer);
         self.asked_at[p] = None;
         self.unchanged_at[p] = self.unchanged_at[p].max(issued);
-        trusted && self.suspects(peer, issued)
+        trusted && self.suspects(peer)
     }
 
     /// The read of replica `peer`'s counter issued at `issued` came back with `counter`,
@@ -231,14 +231,15 @@ impl Omega {
         let p = usize::from(peer);
         self.asked_at[p].is_some()
             && now.saturating_sub(self.changed_at[p]) > self.timeout(peer)
-            && !self.suspects(peer, now)
+            && !self.suspects(peer)
     }
 
-    /// Whether `peer` is suspected at `now` (never myself): rule (Ω-evidence), a read
-    /// issued more than the timeout after the last change seen found none (or failed), or
-    /// a test more than the timeout after it found the read out still unanswered. `now`
-    /// itself is no evidence: a reader whose turn was long has not tested its reads yet.
-    pub fn suspects(&self, peer: u16, _now: u64) -> bool {
+    /// Whether `peer` is suspected (never myself): rule (Ω-evidence), a read issued more
+    /// than the timeout after the last change seen found none (or failed), or a test more
+    /// than the timeout after it found the read out still unanswered. The clock alone is
+    /// no evidence, so no time is asked: a reader whose turn was long has not tested its
+    /// reads yet.
+    pub fn suspects(&self, peer: u16) -> bool {
         let p = usize::from(peer);
         let out = self.asked_at[p].is_some_and(|i| self.waited_at[p] > i);
         let unanswered = if out { self.waited_at[p] } else { 0 };
@@ -246,16 +247,16 @@ impl Omega {
         peer != self.me && evidence.saturating_sub(self.changed_at[p]) > self.timeout(peer)
     }
 
-    /// The leader at `now`, among the members not suspected: the lowest claimant, else
+    /// The leader, among the members not suspected: the lowest claimant, else
     /// the lowest that can lead (rules (sticky leader) and (able leader)), else the lowest
     /// (the lowest member if I suspect them all).
-    pub fn leader(&self, now: u64) -> u16 {
+    pub fn leader(&self) -> u16 {
         let first = self
             .members
             .iter()
             .next()
             .expect("a configuration has a member");
-        let trusted = || self.members.iter().filter(|&p| !self.suspects(p, now));
+        let trusted = || self.members.iter().filter(|&p| !self.suspects(p));
         let leader = trusted()
             .find(|&p| self.claims[usize::from(p)])
             .or_else(|| trusted().find(|&p| self.able[usize::from(p)]))
@@ -270,10 +271,10 @@ impl Omega {
 
     /// Whether a member I do not suspect, other than me, says it can lead (rule
     /// (up-to-date leader): someone to pass the lead to).
-    pub fn able_peer(&self, now: u64) -> bool {
+    pub fn able_peer(&self) -> bool {
         self.members
             .iter()
-            .any(|p| p != self.me && !self.suspects(p, now) && self.able[usize::from(p)])
+            .any(|p| p != self.me && !self.suspects(p) && self.able[usize::from(p)])
     }
 
     /// The replicas that may lead from now on.
@@ -298,26 +299,23 @@ mod tests {
     #[test]
     fn the_lowest_live_id_leads_and_a_silent_one_is_suspected_after_the_timeout() {
         let mut omega = Omega::new(2, 3, (100, 10), Detector::Fixed, 0);
-        assert_eq!(omega.leader(50), 0);
+        assert_eq!(omega.leader(), 0);
         omega.observe(0, 1, 60, 60);
         omega.observe(1, 1, 60, 60);
-        assert_eq!(omega.leader(150), 0, "0 changed at 60: alive until 160");
+        assert_eq!(omega.leader(), 0, "0 changed at 60: alive until 160");
         omega.observe(1, 2, 150, 150);
         // Rule (Ω-evidence): no read shows 0 silent yet, however late it is.
-        assert!(!omega.suspects(0, 1_000), "no evidence: trusted");
+        assert!(!omega.suspects(0), "no evidence: trusted");
         omega.observe(0, 1, 161, 165);
-        assert!(
-            omega.suspects(0, 165),
-            "a read issued at 161 found it unchanged"
-        );
-        assert_eq!(omega.leader(165), 1);
+        assert!(omega.suspects(0), "a read issued at 161 found it unchanged");
+        assert_eq!(omega.leader(), 1);
         omega.observe(0, 2, 170, 170);
         assert_eq!(
-            omega.leader(171),
+            omega.leader(),
             0,
             "a counter that moves again restores trust"
         );
-        assert!(!omega.suspects(2, 10_000), "never myself");
+        assert!(!omega.suspects(2), "never myself");
     }
 
     /// Rule (Ω-evidence): a reader whose own turns are long (its reads tested late) does
@@ -329,33 +327,30 @@ mod tests {
         let mut omega = Omega::new(2, 3, (100, 10), Detector::Fixed, 0);
         omega.observe(0, 1, 0, 10);
         omega.asked(0, 10);
-        assert!(!omega.suspects(0, 500), "the read out was not tested since");
+        assert!(!omega.suspects(0), "the read out was not tested since");
         assert_eq!(omega.waited_for(0), 0);
         omega.observe(0, 2, 10, 500); // tested at 500: it had changed
-        assert!(!omega.suspects(0, 500));
+        assert!(!omega.suspects(0));
         omega.asked(0, 500);
         omega.pending(0, 550);
         assert!(
-            !omega.suspects(0, 550),
+            !omega.suspects(0),
             "a test 50 after the change: within the timeout"
         );
         omega.pending(0, 601);
         assert_eq!(omega.waited_for(0), 101);
         assert!(
-            omega.suspects(0, 601),
+            omega.suspects(0),
             "a test 101 after the change found it out: silent"
         );
         // A failed read counts as an unchanged counter from its issue on.
         omega.observe(1, 1, 0, 10);
         omega.asked(1, 20);
         omega.unanswered(1, 20);
-        assert!(!omega.suspects(1, 200), "failed at 20: 10 after the change");
+        assert!(!omega.suspects(1), "failed at 20: 10 after the change");
         omega.asked(1, 111);
         omega.unanswered(1, 111);
-        assert!(
-            omega.suspects(1, 200),
-            "failed at 111: 101 after the change"
-        );
+        assert!(omega.suspects(1), "failed at 111: 101 after the change");
     }
 
     #[test]
@@ -367,31 +362,31 @@ mod tests {
         omega.observe(0, 1, 60, 60);
         omega.observe(1, 1, 150, 150);
         omega.standing(1, false, false);
-        assert_eq!(omega.leader(150), 0, "0 is not suspected yet");
+        assert_eq!(omega.leader(), 0, "0 is not suspected yet");
         omega.asked(0, 60);
         omega.pending(0, 161);
-        assert_eq!(omega.leader(161), 2, "0 suspected, 1 unable: I lead");
+        assert_eq!(omega.leader(), 2, "0 suspected, 1 unable: I lead");
         omega.standing(2, true, true);
         // Rule (sticky leader): 1 becomes able, with a lower id than mine; I keep leading.
         omega.observe(1, 2, 170, 170);
         omega.standing(1, true, false);
-        assert_eq!(omega.leader(171), 2, "a claimant keeps the lead");
+        assert_eq!(omega.leader(), 2, "a claimant keeps the lead");
         omega.standing(2, true, false);
-        assert_eq!(omega.leader(171), 1, "without a claimant, the lowest able");
+        assert_eq!(omega.leader(), 1, "without a claimant, the lowest able");
         // A claimant that lags behind a configuration change keeps the lead it has.
         omega.standing(2, false, true);
-        assert_eq!(omega.leader(171), 2, "a claimant, able or not");
+        assert_eq!(omega.leader(), 2, "a claimant, able or not");
         // Two claimants (after a partition): the lower one.
         omega.standing(2, true, true);
         omega.standing(1, true, true);
-        assert_eq!(omega.leader(171), 1, "the lowest claimant");
+        assert_eq!(omega.leader(), 1, "the lowest claimant");
         // Nobody able: the lowest trusted member, as before the rule.
         omega.standing(1, false, false);
         omega.standing(2, false, false);
-        assert_eq!(omega.leader(171), 1);
+        assert_eq!(omega.leader(), 1);
         omega.replaced(1);
         omega.observe(0, 9, 200, 200);
-        assert_eq!(omega.leader(201), 0, "0 back and able (never heard unable)");
+        assert_eq!(omega.leader(), 0, "0 back and able (never heard unable)");
     }
 
     #[test]
@@ -407,9 +402,9 @@ mod tests {
         omega.observe(0, 2, 3_000, 3_000);
         assert_eq!(omega.timeout(0), 6_000, "3 × the 2 µs gap");
         omega.observe(0, 2, 9_000, 9_000);
-        assert!(!omega.suspects(0, 9_000));
+        assert!(!omega.suspects(0));
         omega.observe(0, 2, 9_001, 9_001);
-        assert!(omega.suspects(0, 9_001));
+        assert!(omega.suspects(0));
         omega.observe(0, 3, 3_100, 3_100);
         assert_eq!(omega.timeout(0), 3 * (2_000 - 1_900 / 16), "decays slowly");
         omega.observe(0, 4, 13_100, 13_100);

@@ -465,7 +465,7 @@ impl Replica {
 
     /// The leader as this replica sees it now.
     pub fn leader(&self) -> u16 {
-        self.omega.leader(self.now)
+        self.omega.leader()
     }
 
     /// The first log instance that may not be opened yet: every instance below it has a

@@ -23,7 +23,7 @@ impl Replica {
             return; // a leader whose seeds are right
         }
         for a in (0..self.config.replicas).filter(|&a| out & (1 << a) != 0) {
-            if self.omega.suspects(a, self.now) {
+            if self.omega.suspects(a) {
                 if let Role::Leader(l) = &mut self.role {
                     l.read_ahead_done(a, None);
                 }
@@ -80,8 +80,8 @@ impl Replica {
             return; // a leader whose seeds are right
         }
         let bulk = &self.learn.bulk;
-        let (omega, now) = (&self.omega, self.now);
-        let may_read = |a: u16| !omega.suspects(a, now) && bulk.region_free(a);
+        let omega = &self.omega;
+        let may_read = |a: u16| !omega.suspects(a) && bulk.region_free(a);
         let mut reads: Vec<Read> = Vec::new(); // allocates only when a read is wanted
         leader.reads_ahead(self.ring, may_read, &mut reads);
         for read in reads {

@@ -200,7 +200,7 @@ impl Replica {
         }
         let pending = self.learn.bulk.pending_words;
         let asked = (0..self.config.replicas)
-            .filter(|&a| a == self.me || !self.omega.suspects(a, self.now))
+            .filter(|&a| a == self.me || !self.omega.suspects(a))
             .filter(|&a| pending & (1 << a) == 0)
             .fold(0u64, |m, a| m | 1 << a);
         for a in (0..self.config.replicas).filter(|&a| asked & (1 << a) != 0) {
@@ -296,7 +296,7 @@ impl Replica {
         let reading = self.learn.bulk.reading();
         let quiet = self.now - b.progressed > self.config.failure_timeout_ns;
         let silent: u64 = (0..self.config.replicas)
-            .filter(|&a| quiet && self.omega.suspects(a, self.now))
+            .filter(|&a| quiet && self.omega.suspects(a))
             .fold(0, |m, a| m | 1 << a);
         let silent = |a: u16| silent & (1 << a) != 0;
         match reading {

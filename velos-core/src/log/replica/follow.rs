@@ -78,9 +78,9 @@ impl Replica {
                     let from = self.holder_to_read(&holders);
                     self.learn.streak = true;
                     self.learn(k, from, epoch, state);
-                } else if (0..self.config.replicas).all(|a| {
-                    c.answered(a) || !c.asked[usize::from(a)] || self.omega.suspects(a, self.now)
-                }) {
+                } else if (0..self.config.replicas)
+                    .all(|a| c.answered(a) || !c.asked[usize::from(a)] || self.omega.suspects(a))
+                {
                     // Nothing chosen among those asked: try again later (asking whoever is
                     // trusted then: a peer suspected when this catch-up started and trusted
                     // again since was never asked, and waiting for its answer stalled the
@@ -159,13 +159,8 @@ impl Replica {
     pub(super) fn holder_to_read(&self, holders: &[u16]) -> u16 {
         assert!(!holders.is_empty(), "a chosen value has holders");
         let mine = holders.iter().copied().find(|&a| a == self.me);
-        mine.or_else(|| {
-            holders
-                .iter()
-                .copied()
-                .find(|&a| !self.omega.suspects(a, self.now))
-        })
-        .unwrap_or(holders[0])
+        mine.or_else(|| holders.iter().copied().find(|&a| !self.omega.suspects(a)))
+            .unwrap_or(holders[0])
     }
 
     /// Whether a peer I trust holds a snapshot past `k`.
@@ -185,9 +180,8 @@ impl Replica {
         // The position first: it is a load and a compare, and almost always false (a
         // leader asks at every turn, rule (up-to-date leader)); suspicion only where it is
         // past.
-        (0..self.config.replicas).any(|a| {
-            positions[usize::from(a)] > k && a != self.me && !self.omega.suspects(a, self.now)
-        })
+        (0..self.config.replicas)
+            .any(|a| positions[usize::from(a)] > k && a != self.me && !self.omega.suspects(a))
     }
 
     /// Whether catch-ups of `k` have found no majority for a failure timeout while a live
@@ -235,7 +229,7 @@ impl Replica {
         // My own words too, by loopback gets: the local loads skip epochs above an
         // unfrozen word, but a slot moves up once a majority froze, maybe without me.
         let peers: Vec<u16> = (0..self.config.replicas)
-            .filter(|&a| a == self.me || !self.omega.suspects(a, self.now))
+            .filter(|&a| a == self.me || !self.omega.suspects(a))
             .collect();
         for a in peers {
             c.asked[usize::from(a)] = true;

@@ -49,7 +49,7 @@ impl Replica {
     /// date leads at once, as before (no extra round at a failover). Each bulk moves my
     /// next slot or ends the catch-up: it ends.
     pub(super) fn ready_to_lead(&mut self) -> bool {
-        if self.lagging() && self.omega.able_peer(self.now) {
+        if self.lagging() && self.omega.able_peer() {
             // I passed the lead (rules (up-to-date leader), (deciding leader)): Ω moves
             // off me. Rule (nobody else): not while no peer I trust can lead — it chose me
             // for want of one, and waiting out my pass helps nobody. Two replicas of three
@@ -114,7 +114,7 @@ impl Replica {
         let behind = unprovable || self.reached_past(from + window);
         let timeout = self.config.failure_timeout_ns;
         let rested = self.now >= self.passing.lagging_until.saturating_add(timeout);
-        let pass = behind && rested && self.omega.able_peer(self.now);
+        let pass = behind && rested && self.omega.able_peer();
         if pass {
             self.say_unable();
         }

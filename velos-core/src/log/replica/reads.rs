@@ -155,8 +155,7 @@ impl Replica {
     pub(super) fn abandon_stuck_read(&mut self) {
         let under_way = self.learn.reads.front().filter(|r| r.stage.at_acceptor());
         let stuck = under_way.is_some_and(|r| {
-            self.omega.suspects(r.acceptor, self.now)
-                && self.now - r.started > self.config.failure_timeout_ns
+            self.omega.suspects(r.acceptor) && self.now - r.started > self.config.failure_timeout_ns
         });
         let replaced = std::mem::take(&mut self.learn.read_replaced) && under_way.is_some();
         if stuck || replaced {
@@ -192,7 +191,7 @@ impl Replica {
             return;
         }
         let silent = |p: &Poisoned| p.gets != 0 && p.acceptor == read.acceptor;
-        if self.omega.suspects(read.acceptor, now) || self.learn.poisoned.iter().any(silent) {
+        if self.omega.suspects(read.acceptor) || self.learn.poisoned.iter().any(silent) {
             // It may never answer and would hold a bank for good: the reader finds the
             // value elsewhere (another majority, another holder). Rule (one read bank per
             // silent acceptor): an acceptor whose abandoned read's gets are still pending

@@ -209,7 +209,7 @@ impl Replica {
                 let joined = (0..self.config.replicas).find(|&r| {
                     !latest.members.contains(r)
                         && self.membership.incarnation(r) > latest.named[usize::from(r)]
-                        && !self.omega.suspects(r, self.now)
+                        && !self.omega.suspects(r)
                 });
                 match joined {
                     Some(r) => Members(latest.members.0 | 1 << r),

@@ -37,7 +37,7 @@ impl Replica {
         if removed.contains(me) {
             let let_go = (0..self.config.replicas)
                 .filter(|&p| p != me)
-                .all(|p| self.omega.suspects(p, self.now));
+                .all(|p| self.omega.suspects(p));
             if !let_go {
                 return; // my words may still count for a peer below the change
             }
@@ -64,7 +64,7 @@ impl Replica {
             let since = *self.beat.removed_since[p].get_or_insert(self.now);
             let cut = self.beat.reached[p] >= next
                 || self.now >= since + self.config.failure_timeout_ns
-                || self.omega.suspects(peer, self.now);
+                || self.omega.suspects(peer);
             if cut {
                 self.disconnect(peer);
                 let incarnation = self.membership.incarnation(peer);

@@ -115,7 +115,7 @@ impl Replica {
         }
         let k = self.next_apply;
         let source = (0..self.config.replicas)
-            .filter(|&a| a != self.me && !self.omega.suspects(a, self.now))
+            .filter(|&a| a != self.me && !self.omega.suspects(a))
             .filter(|&a| self.beat.points[usize::from(a)] > k)
             .filter(|&a| !self.snap.transfer_poisoned.contains(&Some(a)))
             .max_by_key(|&a| self.beat.points[usize::from(a)]);
@@ -157,7 +157,7 @@ impl Replica {
         if matches!(t.stage, Copying::Loading | Copying::LengthLoad) {
             return;
         }
-        let stuck = self.omega.suspects(t.source, self.now)
+        let stuck = self.omega.suspects(t.source)
             && self.now - t.progressed > self.config.failure_timeout_ns;
         if stuck {
             assert!(

@@ -208,7 +208,7 @@ impl Replica {
         let me = self.me;
         self.beat.suspected = 0;
         for a in (0..self.config.replicas).filter(|&a| a != me) {
-            if !self.omega.suspects(a, self.now) {
+            if !self.omega.suspects(a) {
                 continue;
             }
             self.beat.suspected |= 1 << a;
@@ -250,7 +250,7 @@ impl Replica {
     /// My heartbeat word now: snapshot point, the leader I trust (Ω's) and its version,
     /// how far past the point I applied, counter.
     pub(super) fn heartbeat_word(&mut self) -> u64 {
-        let leader = self.omega.leader(self.now);
+        let leader = self.omega.leader();
         // Rule (sticky leader): a replica claims the lead by naming itself, so it names
         // itself only while it leads. One that Ω names but that does not lead — it passed
         // the lead (rules (up-to-date leader), (deciding leader)) and suspects the others,
@@ -302,7 +302,7 @@ impl Replica {
         let voters = self.membership.voters(k);
         let live = voters
             .iter()
-            .filter(|&a| a == self.me || !self.omega.suspects(a, self.now))
+            .filter(|&a| a == self.me || !self.omega.suspects(a))
             .count();
         live >= self.membership.at(k).majority()
     }
@@ -373,7 +373,7 @@ impl Replica {
 
     /// Becomes leader or follower as Ω says.
     pub(super) fn follow_omega(&mut self) {
-        let leader = self.omega.leader(self.now);
+        let leader = self.omega.leader();
         if self.leader_changes.last().map(|&(_, l)| l) != Some(leader) {
             self.leader_changes.push((self.now, leader));
         }
@@ -450,7 +450,7 @@ impl Replica {
         let able = self.is_leader() || self.able_to_lead();
         self.omega.standing(self.me, able, claims);
         assert!(
-            !self.is_leader() || self.omega.leader(self.now) == self.me,
+            !self.is_leader() || self.omega.leader() == self.me,
             "rule (sticky leader): a leader is its own Ω's choice"
         );
     }
