@@ -71,7 +71,9 @@ fn run(replicas: u16, seed: u64, leader: bool) -> Run {
     services.run(&mut sim, healed);
     let from = most_applied(&sim, None);
     let end = healed + AFTER_NS;
-    let (gap, _) = services.longest_gap(&mut sim, (from, healed), (end, STEP_NS), None);
+    let (gap, _) = services.longest_gap(&mut sim, (from, healed), (end, STEP_NS), |sim| {
+        most_applied(sim, None)
+    });
     Run {
         during: from - start,
         gap,

@@ -86,7 +86,7 @@ fn run(seed: u64, pipeline: u32, (slow_for, crash_after): (u64, u64)) -> Run {
     let timeout = spec.log.failure_timeout_ns;
     let end = crash + AFTER_NS;
     let since = crash + 2 * timeout;
-    let (gap, last) = services.longest_gap(&mut sim, (before, since), (end, STEP_NS), None);
+    let (gap, last) = services.longest_gap(&mut sim, (before, since), (end, STEP_NS), most_applied);
     assert!(
         m_is_up(&sim, LAGGARD) && !m_is_up(&sim, crashed),
         "premise: the leader crashed, the laggard did not"

@@ -83,7 +83,9 @@ fn run(replicas: u16, seed: u64, extra_ns: u64, leader: bool) -> Run {
     services.run(&mut sim, settled);
     let from = most_applied(&sim, slowed);
     let end = AT_NS + AFTER_NS;
-    let (gap, last) = services.longest_gap(&mut sim, (from, settled), (end, STEP_NS), Some(slowed));
+    let (gap, last) = services.longest_gap(&mut sim, (from, settled), (end, STEP_NS), |sim| {
+        most_applied(sim, slowed)
+    });
     Run {
         before,
         after: (last - from) * 1_000_000 / (end - settled),

@@ -156,25 +156,26 @@ impl Services {
         }
     }
 
-    /// Runs `sim` to `end` in steps of `step_ns`, watching how far the log got (the next
-    /// slot to apply of the most advanced live replica but `except`): the longest stretch
-    /// without it moving, counted from `since` (a stretch starting earlier counts from
-    /// there; the one still open at `end` counts too), and the slot it reached. `from`:
-    /// the slot it had reached at the start. The commit-gap measure of the tests that slow
-    /// or crash a replica (`tests/slow_sender.rs`, `lagging_leader.rs`, `lagging_acceptor.rs`).
+    /// Runs `sim` to `end` in steps of `step_ns`, watching how far the log got (`reached`:
+    /// e.g. the next slot to apply of the most advanced live replica,
+    /// [`super::cluster::most_applied`]): the longest stretch without it moving, counted
+    /// from `since` (a stretch starting earlier counts from there; the one still open at
+    /// `end` counts too), and where it got. `from`: where it was at the start. The
+    /// commit-gap measure of the tests that slow or crash a replica
+    /// (`tests/slow_sender.rs`, `lagging_leader.rs`, `lagging_acceptor.rs`).
     pub fn longest_gap(
         &mut self,
         sim: &mut Simulator<Replica>,
         (from, since): (u64, u64),
         (end, step_ns): (u64, u64),
-        except: Option<u16>,
+        reached: impl Fn(&Simulator<Replica>) -> u64,
     ) -> (u64, u64) {
         assert!(step_ns > 0, "a step of virtual time");
         let (mut last, mut at, mut gap) = (from, since, 0);
         while sim.now() < end {
             let next = sim.now() + step_ns;
             self.run(sim, next);
-            let now = super::cluster::most_applied(sim, except);
+            let now = reached(sim);
             if now > last || sim.now() >= end {
                 gap = gap.max(sim.now().saturating_sub(at));
                 (last, at) = (now, sim.now().max(at));
