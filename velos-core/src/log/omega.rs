@@ -168,6 +168,11 @@ impl Omega {
         trusted && self.suspects(peer)
     }
 
+    /// When the read of replica `peer`'s counter now out was issued, if one is.
+    pub fn issued(&self, peer: u16) -> Option<u64> {
+        self.asked_at[usize::from(peer)]
+    }
+
     /// How long the read of `peer`'s counter now out had been out at the latest test
     /// that found it so (0 if none did, or none is out): my evidence of a slow read,
     /// however long my own turns are (rule (able leader) measures promptness with it).

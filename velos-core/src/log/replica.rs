@@ -354,7 +354,6 @@ impl Replica {
                 round_trips: vec![0; usize::from(config.replicas)],
                 retired: Members(0),
                 removed_since: vec![None; usize::from(config.replicas)],
-                heartbeat_issued: vec![0; usize::from(config.replicas)],
                 published_trust: (None, 0),
             },
             leasing: Leasing {
@@ -516,7 +515,7 @@ impl Replica {
                 Reply::Value(word) => self.heartbeat_read(a, word),
                 Reply::Failed(_) => {
                     self.beat.heartbeat_asked[usize::from(a)] = false;
-                    let issued = self.beat.heartbeat_issued[usize::from(a)];
+                    let issued = self.omega.issued(a).expect("a read was out");
                     self.beat.new_suspicion |= self.omega.unanswered(a, issued);
                 }
                 // Rules (Ω-evidence), (able leader): still out at this test.
@@ -614,7 +613,7 @@ impl Replica {
             self.beat.heartbeat_asked[usize::from(a)],
             "Ω-fresh: a read was out"
         );
-        let issued = self.beat.heartbeat_issued[usize::from(a)];
+        let issued = self.omega.issued(a).expect("Ω-fresh: a read was out");
         // Rule (able leader): the round trip of this read ([`Replica::reaches_majority`]),
         // its age at the latest test that found it out (0 if the first found it complete:
         // my own turn's length is no evidence of a slow read).
@@ -639,7 +638,6 @@ impl Replica {
             remote: self.shape.heartbeat(a),
             work_id: ids::heartbeat(a),
         };
-        self.beat.heartbeat_issued[usize::from(a)] = self.now;
         self.omega.asked(a, self.now);
         self.op_first(get, Then::Ignore);
     }

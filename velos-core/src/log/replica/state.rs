@@ -3,8 +3,8 @@
 
 use super::*;
 
-/// Ω's inputs and my heartbeat word: when it is next due, its counter, the reads of every
-/// replica's word out and when each was issued, their snapshot points, the trust I last
+/// Ω's inputs and my heartbeat word: when it is next due, its counter, which reads of the
+/// replicas' words are out (Ω keeps when each was issued), their snapshot points, the trust I last
 /// published.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub(super) struct Heartbeats {
@@ -16,8 +16,6 @@ pub(super) struct Heartbeats {
     /// Per replica: the highest `point + past` its heartbeat words showed, a lower bound
     /// of its next slot to apply (rule (term catch-up)).
     pub(super) reached: Vec<u64>,
-    /// Per replica: when the heartbeat read now out towards it was issued.
-    pub(super) heartbeat_issued: Vec<u64>,
     /// A test of this turn gave Ω the evidence to suspect a peer it trusted: the plan
     /// judges again (rule (Ω-evidence)).
     pub(super) new_suspicion: bool,

@@ -43,7 +43,6 @@ impl Replica {
                     self.test_heartbeat(a);
                 } else {
                     self.beat.heartbeat_asked[usize::from(a)] = true;
-                    self.beat.heartbeat_issued[usize::from(a)] = now;
                     self.omega.asked(a, now);
                     let get = Op::Get {
                         local: self.scratch.heartbeat(a),
