@@ -20,9 +20,10 @@ fn decision_path(c: &mut Criterion) {
         let recording = record(2_000, 4_000, outstanding).expect("the recording runs");
         let ops = recording.ops;
         println!(
-            "engine/{name}: per decision {:.2} steps, {:.2} work requests ({:.2} puts, {:.2} \
+            "engine/{name}: per decision {:.2} engine calls, {:.2} steps, {:.2} work requests ({:.2} puts, {:.2} \
              atomics, {:.2} gets) in {:.2} doorbells, {:.2} tests, {:.2} loads, {:.2} clock \
              readings",
+            ops.calls,
             ops.steps,
             ops.work_requests,
             ops.puts,

@@ -14,15 +14,17 @@ use super::trace::Trace;
 use anyhow::{Context, ensure};
 use velos_core::log::{ClientScript, Detector, LogConfig, Replica};
 use velos_rdma::mem::{MemFabric, MemOptions, Mode};
-use velos_rdma::{Endpoint, NodeId, Op, Process, Reply, Shared, Step};
+use velos_rdma::{Batch, Endpoint, NodeId, Op, Process, Reply, Shared};
 
 const REPLICAS: u16 = 3;
 
 /// The leader's operations per decision over the recorded window, by kind.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct OpsPerDecision {
-    /// Every operation (one engine step each).
+    /// Every operation.
     pub steps: f64,
+    /// Engine calls ([`Process::resume_batch`]): a batch of operations each.
+    pub calls: f64,
     /// Puts (value words and stamps).
     pub puts: f64,
     /// Remote atomics (prepare and accept CASes).
@@ -88,6 +90,7 @@ pub fn record(warmup: u64, decisions: u64, outstanding: u64) -> anyhow::Result<R
     let mut trace = Trace::with_capacity(decisions as usize);
     let mut counts = [0u64; 8];
     let mut steps = 0u64;
+    let (mut calls, mut batch) = (0u64, Vec::new());
     let mut rung = 0u64;
     while committed < total {
         steps += 1;
@@ -111,26 +114,29 @@ pub fn record(warmup: u64, decisions: u64, outstanding: u64) -> anyhow::Result<R
             let reply = std::mem::replace(&mut replies[r], Reply::Done);
             if r == 0 && recording {
                 trace.resume(&reply);
+                calls += 1;
             }
-            let op = match replica.resume(reply) {
-                Step::Done => anyhow::bail!("replica {r} stopped"),
-                Step::Op(op) => op,
-            };
+            batch.clear();
+            if replica.resume_batch(reply, &mut batch) == Batch::Done {
+                anyhow::bail!("replica {r} stopped");
+            }
             if r == 0 {
                 for (id, result) in replica.drain_results() {
                     result.with_context(|| format!("proposal {id}"))?;
                     committed += 1;
                 }
-                if recording {
-                    count(&mut counts, &op);
-                }
             }
             replica.drain_committed().for_each(drop);
-            // One thread: an idle pause lets the others run, no time need pass.
-            replies[r] = match op {
-                Op::Pause { .. } => Reply::Done,
-                op => endpoints[r].execute(&op),
-            };
+            for op in &batch {
+                if r == 0 && recording {
+                    count(&mut counts, op);
+                }
+                // One thread: an idle pause lets the others run, no time need pass.
+                replies[r] = match op {
+                    Op::Pause { .. } => Reply::Done,
+                    op => endpoints[r].execute(op),
+                };
+            }
         }
         if window.is_none() && committed >= warmup {
             rung = endpoints[0].work_requests().doorbells;
@@ -143,6 +149,7 @@ pub fn record(warmup: u64, decisions: u64, outstanding: u64) -> anyhow::Result<R
     let per = |n: u64| n as f64 / decisions as f64;
     let ops = OpsPerDecision {
         steps: per(counts.iter().sum()),
+        calls: per(calls),
         puts: per(counts[0]),
         atomics: per(counts[1]),
         gets: per(counts[2]),

@@ -4,7 +4,7 @@
 
 use anyhow::ensure;
 use velos_core::log::Replica;
-use velos_rdma::{Process, Reply, Step};
+use velos_rdma::{Batch, Process, Reply};
 
 /// The leader replica's inputs, in order, packed so that recording them costs the leader
 /// little: one byte per input, plus the word of each `Value` reply and any other reply
@@ -48,7 +48,8 @@ impl Trace {
         });
     }
 
-    /// The reply the leader was resumed with.
+    /// The reply the leader was resumed with (the last of its batch's, see
+    /// [`Process::resume_batch`]).
     pub(crate) fn resume(&mut self, reply: &Reply) {
         match reply {
             Reply::Done => self.kinds.push(Trace::DONE),
@@ -76,6 +77,7 @@ impl Trace {
         let (mut values, mut others) = (self.values.iter(), self.others.iter());
         let mut proposed = first_command;
         let mut committed = 0u64;
+        let mut batch = Vec::with_capacity(64);
         for (i, &kind) in self.kinds.iter().enumerate() {
             let reply = match kind {
                 Trace::REFUSED | Trace::PROPOSED => {
@@ -91,9 +93,9 @@ impl Trace {
                 Trace::VALUE => Reply::Value(*values.next().expect("recorded")),
                 _ => others.next().expect("recorded").clone(),
             };
-            let step = replica.resume(reply);
+            batch.clear();
             ensure!(
-                !matches!(step, Step::Done),
+                replica.resume_batch(reply, &mut batch) == Batch::Resume,
                 "the replay stopped at input {i}"
             );
             committed += replica.drain_results().count() as u64;

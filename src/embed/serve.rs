@@ -9,7 +9,7 @@ use crossbeam_channel::{Receiver, Select};
 use std::time::{Duration, Instant};
 use velos_core::log::{LogConfig, Replica};
 use velos_rdma::idle::{Backoff, Policy};
-use velos_rdma::{Endpoint, Op, Process, RdmaError, Reply, Step};
+use velos_rdma::{Batch, Endpoint, Op, Process, RdmaError, Reply};
 
 /// The longest an idle replica sleeps through one pause: a heartbeat period, and a tenth
 /// of the failure timeout. Ω then holds within that: a sleeping replica bumps its
@@ -81,6 +81,7 @@ pub(crate) fn serve<S: StateMachine, E: Endpoint>(
     let mut turn_apply = replica.next_apply();
     let mut arrived = false;
     let mut reply = Reply::Start;
+    let mut batch = Vec::with_capacity(64);
     loop {
         let mut took = false;
         while let Ok(command) = inbox.try_recv() {
@@ -115,51 +116,64 @@ pub(crate) fn serve<S: StateMachine, E: Endpoint>(
             arrived = true;
             driver.pump(&mut replica, now());
         }
-        let op = match replica.resume(reply) {
-            Step::Done => break,
-            Step::Op(op) => op,
-        };
-        if matches!(op, Op::Now | Op::Pause { .. }) {
-            let t = now();
-            driver.collect(&mut replica, t);
-            driver.pump(&mut replica, t);
-        }
-        reply = match op {
-            Op::Pause { .. } if arrived || replica.next_apply() > turn_apply => {
-                // A command arrived during the turn (the engine planned its pause before
-                // it had it), or the turn applied a slot (a follower learns one per turn,
-                // and the engine asks for its pause before the value read that applies it
-                // completes: the next slot may be decided already). Not idle.
-                backoff.worked();
-                Reply::Done
+        batch.clear();
+        let end = replica.resume_batch(reply, &mut batch);
+        reply = Reply::Done;
+        let last = batch.len().saturating_sub(1);
+        for (i, op) in batch.iter().enumerate() {
+            let turn_edge = matches!(op, Op::Now | Op::Pause { .. });
+            // The driver hands proposals over at these: the engine computed nothing past
+            // them (rule (batch), `Process::resume_batch`).
+            assert!(
+                !turn_edge || i == last,
+                "a batch ends at a clock or a pause"
+            );
+            if turn_edge {
+                let t = now();
+                driver.collect(&mut replica, t);
+                driver.pump(&mut replica, t);
             }
-            Op::Pause { ns } => {
-                // While something waits here (a batch held back for a follower, a read),
-                // sleeps do not grow past the pause asked.
-                let most = if driver.idle() { sleep_max_ns } else { 0 };
-                backoff.set_policy(if replica.leader() == me.0 {
-                    leader_policy(most)
-                } else {
-                    follower_policy(most)
-                });
-                backoff.pause(ns, now, || !inbox.is_empty(), |d| park(inbox, d));
-                Reply::Done
-            }
-            op => {
-                if op == Op::Now {
-                    turn_apply = replica.next_apply();
-                    arrived = false;
-                    turn(endpoint, &mut replica);
+            reply = match op {
+                Op::Pause { .. } if arrived || replica.next_apply() > turn_apply => {
+                    // A command arrived during the turn (the engine planned its pause
+                    // before it had it), or the turn applied a slot (a follower learns one
+                    // per turn, and the engine asks for its pause before the value read
+                    // that applies it completes: the next slot may be decided already).
+                    // Not idle.
+                    backoff.worked();
+                    Reply::Done
                 }
-                backoff.saw(&op);
-                endpoint.execute(&op)
+                &Op::Pause { ns } => {
+                    // While something waits here (a batch held back for a follower, a
+                    // read), sleeps do not grow past the pause asked.
+                    let most = if driver.idle() { sleep_max_ns } else { 0 };
+                    backoff.set_policy(if replica.leader() == me.0 {
+                        leader_policy(most)
+                    } else {
+                        follower_policy(most)
+                    });
+                    backoff.pause(ns, now, || !inbox.is_empty(), |d| park(inbox, d));
+                    Reply::Done
+                }
+                op => {
+                    if *op == Op::Now {
+                        turn_apply = replica.next_apply();
+                        arrived = false;
+                        turn(endpoint, &mut replica);
+                    }
+                    backoff.saw(op);
+                    endpoint.execute(op)
+                }
+            };
+            if reply == Reply::Failed(RdmaError::RemoteCrashed { node: me }) {
+                // The handle crashed this node (its memory is gone at once); the command
+                // follows in the inbox. The engine must not see its own memory fail.
+                refuse_rest(&driver, inbox, true);
+                return driver.stop(End::Crashed, now());
             }
-        };
-        if reply == Reply::Failed(RdmaError::RemoteCrashed { node: me }) {
-            // The handle crashed this node (its memory is gone at once); the command
-            // follows in the inbox. The engine must not see its own memory fail.
-            refuse_rest(&driver, inbox, true);
-            return driver.stop(End::Crashed, now());
+        }
+        if end == Batch::Done {
+            break;
         }
     }
     // Shut down, or removed (rule (retire)): what the last turn decided is reported as

@@ -2,7 +2,7 @@
 
 use crate::ids::NodeId;
 use crate::op::{Op, Reply};
-use crate::process::{Process, Step};
+use crate::process::{Batch, Process};
 
 /// One thread's connection to a fabric: it executes operations in program order.
 /// Remote operations are posted and return at once; `Wait`, `Poll`, `GlobalFence`,
@@ -17,17 +17,25 @@ pub trait Endpoint {
     fn execute(&mut self, op: &Op) -> Reply;
 }
 
-/// Runs `process` to completion on `endpoint`; returns how many operations it issued.
+/// Runs `process` to completion on `endpoint`, a batch at a time
+/// ([`Process::resume_batch`]); returns how many operations it issued.
 pub fn drive<P: Process, E: Endpoint + ?Sized>(process: &mut P, endpoint: &mut E) -> u64 {
     let mut reply = Reply::Start;
     let mut ops = 0u64;
+    let mut batch = Vec::new();
     loop {
-        match process.resume(reply) {
-            Step::Done => return ops,
-            Step::Op(op) => {
-                ops += 1;
-                reply = endpoint.execute(&op);
-            }
+        let end = process.resume_batch(reply, &mut batch);
+        assert!(
+            end == Batch::Done || !batch.is_empty(),
+            "a batch to resume after has an operation to reply to"
+        );
+        reply = Reply::Done;
+        for op in batch.drain(..) {
+            ops += 1;
+            reply = endpoint.execute(&op);
+        }
+        if end == Batch::Done {
+            return ops;
         }
     }
 }

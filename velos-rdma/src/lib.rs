@@ -79,6 +79,6 @@ pub use ids::{Loc, NodeId, WorkId};
 pub use layout::Layout;
 pub use layout_builder::LayoutBuilder;
 pub use op::{Op, Reply, Rmw, check_writers, may_write};
-pub use process::{Process, Step};
+pub use process::{Batch, Process, Step};
 pub use shared::Shared;
 pub use words::Words;

@@ -13,6 +13,15 @@ pub enum Step {
     Done,
 }
 
+/// How a batch of operations from [`Process::resume_batch`] ends.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Batch {
+    /// Execute the batch in order, then resume me with the reply to its last operation.
+    Resume,
+    /// Execute the batch in order (it may be empty); then I have finished.
+    Done,
+}
+
 /// A thread of an RDMA program, written as a state machine: the backend resumes it with
 /// the reply to its previous operation and it answers with the next one.
 ///
@@ -23,6 +32,28 @@ pub enum Step {
 pub trait Process: Clone + Eq + Hash + Debug + Send + 'static {
     /// Resume with the reply to the previous operation ([`Reply::Start`] the first time).
     fn resume(&mut self, reply: Reply) -> Step;
+
+    /// Resume with the reply to the last operation of the previous batch ([`Reply::Start`]
+    /// the first time) and append the next operations to `out`, in order: the operations
+    /// [`Process::resume`] would have returned one by one, where every one but the last
+    /// of a [`Batch::Resume`] batch is one whose reply the process does not read (a post
+    /// it reaps later, a store, a pause that ends nothing).
+    ///
+    /// A caller executes the batch in order and calls nothing else of the process in
+    /// between: the process computed the batch without those replies, exactly as it would
+    /// have computed each operation after ignoring the reply of the one before, so a
+    /// batch is the same sequence of operations and executing it is an execution of the
+    /// process's one-at-a-time form (the emulator's). What it saves is one `resume` per
+    /// operation whose reply nobody reads. The default returns one operation per batch.
+    fn resume_batch(&mut self, reply: Reply, out: &mut Vec<Op>) -> Batch {
+        match self.resume(reply) {
+            Step::Op(op) => {
+                out.push(op);
+                Batch::Resume
+            }
+            Step::Done => Batch::Done,
+        }
+    }
 
     /// Whether this process uses rdmatso `poll`. Backends keep completion notifications
     /// for pollers only; rdmawait processes consume theirs through `wait`.

@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 use velos_core::log::{ClientScript, Detector, LogConfig, Replica};
 use velos_rdma::mem::MemFabric;
-use velos_rdma::{Endpoint, NodeId, Op, Process, Reply, Shared, Step};
+use velos_rdma::{Batch, Endpoint, NodeId, Op, Process, Reply, Shared, Step};
 
 const REPLICAS: u16 = 3;
 
@@ -46,6 +46,8 @@ fn log_config(config: &EmbedConfig, slots: u64) -> anyhow::Result<LogConfig> {
 /// Operations of the leader by kind.
 #[derive(Clone, Copy, Debug, Default)]
 struct OpCounts {
+    /// Engine calls (`resume_batch`), a batch of operations each.
+    calls: u64,
     steps: u64,
     now: u64,
     pause: u64,
@@ -75,6 +77,7 @@ impl OpCounts {
 
     fn since(self, before: OpCounts) -> Vec<(&'static str, u64)> {
         vec![
+            ("engine_calls", self.calls - before.calls),
             ("steps", self.steps - before.steps),
             ("op_now", self.now - before.now),
             ("op_pause", self.pause - before.pause),
@@ -166,6 +169,7 @@ fn lead(
     let mut window_start: Option<(Replica, Marks, u64, u64)> = None;
     let mut last_commit = Instant::now();
     let mut reply = Reply::Start;
+    let mut batch = Vec::with_capacity(64);
     let started = Instant::now();
     let mut iterations = 0u64;
     loop {
@@ -184,7 +188,9 @@ fn lead(
         if recording {
             trace.resume(&reply);
         }
-        let step = replica.resume(reply);
+        batch.clear();
+        let end = replica.resume_batch(reply, &mut batch);
+        counts.calls += 1;
         for (id, result) in replica.take_results() {
             let slot = result.map_err(|e| anyhow::anyhow!("proposal {id}: {e}"))?;
             anyhow::ensure!(slot < 1 << 32, "slot {slot}");
@@ -214,22 +220,25 @@ fn lead(
                 "no progress: {committed} of {total} commits after 10 minutes"
             );
         }
-        reply = match step {
-            Step::Done => anyhow::bail!("the leader stopped"),
-            // A command to propose: the engine has work, no time to idle.
-            Step::Op(Op::Pause { .. })
-                if proposed < total
-                    && proposed - committed < outstanding
-                    && replica.is_leader() =>
-            {
-                counts.skipped_pause += 1;
-                Reply::Done
-            }
-            Step::Op(op) => {
-                counts.count(&op);
-                endpoint.execute(&op)
-            }
-        };
+        anyhow::ensure!(end == Batch::Resume, "the leader stopped");
+        reply = Reply::Done;
+        for op in &batch {
+            reply = match op {
+                // A command to propose: the engine has work, no time to idle.
+                Op::Pause { .. }
+                    if proposed < total
+                        && proposed - committed < outstanding
+                        && replica.is_leader() =>
+                {
+                    counts.skipped_pause += 1;
+                    Reply::Done
+                }
+                op => {
+                    counts.count(op);
+                    endpoint.execute(op)
+                }
+            };
+        }
     }
     let end = Marks::now();
     let (snapshot, start, committed_before, proposed_before) =

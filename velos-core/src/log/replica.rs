@@ -17,7 +17,7 @@ use super::ring::{self, Ring};
 use crate::cluster::ClusterShape;
 use crate::proposal::ProposerId;
 use std::collections::{BTreeMap, VecDeque};
-use velos_rdma::{Op, Process, Reply, Shared, Step};
+use velos_rdma::{Batch, Op, Process, Reply, Shared, Step};
 
 mod ahead;
 mod api;
@@ -721,32 +721,65 @@ impl Replica {
     }
 }
 
-impl Process for Replica {
-    fn resume(&mut self, reply: Reply) -> Step {
+impl Replica {
+    /// Takes in the reply to the operation issued last.
+    fn take_reply(&mut self, reply: Reply) {
         // (`matches!`, not `!=`: comparing replies calls their `PartialEq`, out of line
         // since a reply may hold words.)
         if !matches!(reply, Reply::Start) {
             let then = std::mem::replace(&mut self.then, Then::Ignore);
             self.absorb(then, reply);
         }
+    }
+
+    /// The next operation (`None`: finished), its reply's use in `self.then`.
+    fn next_op(&mut self) -> Option<Op> {
         if self.api.shutting_down {
-            return Step::Done;
+            return None;
         }
         loop {
             match self.items.pop_front() {
                 Some(Item::Op(op, then)) => {
                     self.then = then;
-                    return Step::Op(op);
+                    return Some(op);
                 }
                 Some(Item::Plan) => self.plan(),
                 // Rule (retire): removed, I cut myself off in the turn that ended.
-                None if self.api.removed => return Step::Done,
+                None if self.api.removed => return None,
                 None => {
                     self.then = Then::Clock;
-                    return Step::Op(Op::Now);
+                    return Some(Op::Now);
                 }
             }
         }
+    }
+}
+
+impl Process for Replica {
+    fn resume(&mut self, reply: Reply) -> Step {
+        self.take_reply(reply);
+        match self.next_op() {
+            Some(op) => Step::Op(op),
+            None => Step::Done,
+        }
+    }
+
+    /// The operations up to the first whose reply the replica reads, or the turn's
+    /// pause (a caller hands proposals over there): a turn's posts — CASes, value puts,
+    /// the heartbeat's store and reads — go out in one batch behind the test or load
+    /// that follows them.
+    fn resume_batch(&mut self, reply: Reply, out: &mut Vec<Op>) -> Batch {
+        self.take_reply(reply);
+        while let Some(op) = self.next_op() {
+            let last = !matches!(self.then, Then::Ignore) || matches!(op, Op::Pause { .. });
+            out.push(op);
+            if last {
+                return Batch::Resume;
+            }
+            // Rule (batch): `absorb` reads nothing of a reply to an operation issued with
+            // `Then::Ignore`, so going on without it is what `resume` does with it.
+        }
+        Batch::Done
     }
 
     fn puts_from_memory(&self) -> bool {
