@@ -30,17 +30,19 @@ use crate::proposal::{Numbering, ProposerId};
 use crate::slot::{Content, Outcome, SlotCommand, SlotConfig, SlotProposer};
 use crate::spare::Spare;
 use crate::word::Lap;
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeSet, VecDeque};
 
 mod ahead;
 mod decided;
 mod overflow;
 #[cfg(test)]
 mod tests;
+mod window;
 
 use ahead::Ahead;
 pub(super) use ahead::Read;
 use decided::Decided;
+use window::Window;
 
 /// The most acceptors a log has (its membership is a 64-bit mask).
 const MAX_ACCEPTORS: usize = 64;
@@ -221,7 +223,7 @@ pub(super) struct Leader {
     pub prefix: u64,
     next_slot: u64,
     /// Boxed: a run moves in and out of the window and the spare room by pointer.
-    window: BTreeMap<u64, Box<Run>>,
+    window: Window<Box<Run>>,
     /// Client values not yet given to a slot.
     pub pending: VecDeque<Proposal>,
     /// Rule (lease-barrier): `pipeline` consecutive slots decided with my own proposals
@@ -287,7 +289,7 @@ impl Leader {
             ahead: Ahead::default(),
             prefix,
             next_slot: prefix,
-            window: BTreeMap::new(),
+            window: Window::default(),
             pending: VecDeque::new(),
             barrier_done: false,
             barrier_run: BTreeSet::new(),
@@ -429,7 +431,7 @@ impl Leader {
             .window
             .iter()
             .filter(|(_, r)| r.mine.is_some() || r.adopted.is_some())
-            .map(|(&s, _)| s + 1)
+            .map(|(s, _)| s + 1)
             .max()
             .unwrap_or(0);
         let index = past.max(self.prefix).max(in_flight);
@@ -448,7 +450,7 @@ impl Leader {
 
     /// Whether this term decided `slot` (opened it and settled it: it left the window).
     pub(super) fn settled(&self, slot: u64) -> bool {
-        slot < self.next_slot && !self.window.contains_key(&slot)
+        slot < self.next_slot && !self.window.contains(slot)
     }
 
     /// Whether a configuration entry of mine is in a slot of the window, or decided and
@@ -586,8 +588,8 @@ impl Leader {
         }
         assert!(
             self.window
-                .keys()
-                .all(|&s| s >= self.prefix && s < self.next_slot),
+                .iter()
+                .all(|(s, _)| s >= self.prefix && s < self.next_slot),
             "the window lies between the prefix and the next slot"
         );
     }
@@ -600,7 +602,7 @@ impl Leader {
         actual: u64,
         out: &mut Vec<(SlotAt, SlotCommand)>,
     ) {
-        let Some(run) = self.window.get(&slot) else {
+        let Some(run) = self.window.get(slot) else {
             return; // decided already: a late completion
         };
         let (epoch, freeze, id) = split_id(id);
@@ -608,7 +610,7 @@ impl Leader {
             return; // an epoch the slot left: its words are frozen, nothing to count
         }
         let previous = self.previous(config, slot, epoch, run.proposer.proposal());
-        let run = self.window.get_mut(&slot).expect("present");
+        let run = self.window.get_mut(slot).expect("present");
         if !freeze && run.seeded >> a & 1 == 1 {
             // Rule (term predictions): the slot's first CAS towards `a` (its first
             // prepare, which expected my seed) completed. If my seed or `a`'s word is of
@@ -660,7 +662,7 @@ impl Leader {
 
     /// A CAS of `slot` towards `a` will never answer.
     pub(super) fn on_cas_lost(&mut self, slot: u64, a: u16, id: u64) {
-        let Some(run) = self.window.get_mut(&slot) else {
+        let Some(run) = self.window.get_mut(slot) else {
             return;
         };
         let (epoch, freeze, id) = split_id(id);
@@ -694,7 +696,7 @@ impl Leader {
         own_key: Option<u64>,
         out: &mut Vec<(SlotAt, SlotCommand)>,
     ) {
-        let Some(run) = self.window.get(&slot) else {
+        let Some(run) = self.window.get(slot) else {
             return;
         };
         // My proposal's origin on the value read: another leader adopted my value here
@@ -713,7 +715,7 @@ impl Leader {
         }
         let epoch = run.epoch;
         let previous = self.previous(config, slot, epoch, run.proposer.proposal());
-        let run = self.window.get_mut(&slot).expect("present");
+        let run = self.window.get_mut(slot).expect("present");
         assert!(run.reading, "a value read for a slot reading one");
         run.reading = false;
         let ok = value.is_some();
@@ -728,7 +730,7 @@ impl Leader {
     /// The bytes an accept of `slot` writes for `content`, stamped with `key`: a write of
     /// my own value is remembered by its key (lemma (own adoption)).
     pub(super) fn write_of(&mut self, slot: u64, content: Content, key: u64) -> &Value {
-        let run = self.window.get_mut(&slot).expect("a slot of the window");
+        let run = self.window.get_mut(slot).expect("a slot of the window");
         let mine = content == Content::Mine || run.adopted_mine;
         if mine && !run.mine_keys.contains(&key) {
             run.mine_keys.push(key);
@@ -769,13 +771,13 @@ impl Leader {
         let mut cmds = std::mem::take(&mut self.buf);
         let mut from = 0;
         // Every slot of the window in order, by a cursor (the window may change).
-        while let Some(slot) = self.window.range(from..).next().map(|(&s, _)| s) {
+        while let Some(slot) = self.window.next_from(from) {
             from = slot + 1;
             assert!(cmds.is_empty(), "commands are emitted where they are made");
-            let outcome = self.window[&slot].proposer.outcome();
+            let outcome = self.window[slot].proposer.outcome();
             match outcome {
                 Outcome::Decided { content, .. } => {
-                    let mut run = self.window.remove(&slot).expect("present");
+                    let mut run = self.window.remove(slot).expect("present");
                     if content == Content::Mine {
                         self.barrier_decided(config, slot);
                     }
@@ -814,7 +816,7 @@ impl Leader {
                 Outcome::Aborted if self.repair => {
                     // A leader is likely working on the slot: let it, rather than duel.
                     self.gave_up = true;
-                    let attempt = self.window[&slot].proposer.attempt();
+                    let attempt = self.window[slot].proposer.attempt();
                     progress
                         .events
                         .push(aborted(slot, attempt, AfterAbort::GaveUp));
@@ -825,7 +827,7 @@ impl Leader {
                     // into a backlog grew it (a CAS built on a failed one's hope fails
                     // too) faster than the link drained it, and the log stopped for good.
                     // The ballot still moves above the aborted one (see the lemma).
-                    let run = &self.window[&slot];
+                    let run = &self.window[slot];
                     let e = run.epoch as usize;
                     let above = run.proposer.proposal() + 1;
                     if above > self.ballots[e] {
@@ -838,7 +840,7 @@ impl Leader {
                     self.ballots[e] = self.ballots[e].max(above);
                 }
                 Outcome::Aborted => {
-                    let run = self.window.get_mut(&slot).expect("present");
+                    let run = self.window.get_mut(slot).expect("present");
                     // A first abort is expected of a new term (a predecessor's promises);
                     // each later one means a proposer outbid the ballot this one moved to.
                     let attempt = run.proposer.attempt();
@@ -862,12 +864,12 @@ impl Leader {
                 }
                 Outcome::Overtaken => self.overtaken = true,
                 Outcome::Pending
-                    if self.window[&slot].proposer.is_promised()
-                        && self.window[&slot].carry.is_some() =>
+                    if self.window[slot].proposer.is_promised()
+                        && self.window[slot].carry.is_some() =>
                 {
-                    let run = &self.window[&slot];
+                    let run = &self.window[slot];
                     let previous = self.previous(config, slot, run.epoch, run.proposer.proposal());
-                    let run = self.window.get_mut(&slot).expect("present");
+                    let run = self.window.get_mut(slot).expect("present");
                     // The frozen epoch's value goes first; my own waits for a later slot.
                     run.adopted = run.carry.clone();
                     run.adopted_mine = run.carry_mine;
@@ -876,11 +878,11 @@ impl Leader {
                     emit(out, slot, run.epoch, false, &mut cmds);
                     progress.moved = true;
                 }
-                Outcome::Pending if self.window[&slot].proposer.is_promised() => {
+                Outcome::Pending if self.window[slot].proposer.is_promised() => {
                     let fill = self.fill_below(slot);
-                    let run = &self.window[&slot];
+                    let run = &self.window[slot];
                     let previous = self.previous(config, slot, run.epoch, run.proposer.proposal());
-                    let run = self.window.get_mut(&slot).expect("present");
+                    let run = self.window.get_mut(slot).expect("present");
                     if run.mine.is_none() {
                         run.mine = match self.pending.pop_front() {
                             Some(p) => Some(Some(p)),
@@ -923,7 +925,7 @@ impl Leader {
         self.decided.last().is_some_and(|s| s > slot)
             || self
                 .window
-                .range(slot + 1..)
+                .above(slot)
                 .any(|(_, r)| r.reading || r.adopted.is_some() || r.carrying || r.carry.is_some())
     }
 }

@@ -19,7 +19,7 @@ impl Leader {
         out: &mut Vec<(SlotAt, SlotCommand)>,
         events: &mut Vec<Event>,
     ) -> bool {
-        let run = self.window.get_mut(&slot).expect("present");
+        let run = self.window.get_mut(slot).expect("present");
         assert_eq!(
             run.proposer.outcome(),
             Outcome::Overflow,
@@ -99,7 +99,7 @@ impl Leader {
         value: Option<(Value, bool)>,
         out: &mut Vec<(SlotAt, SlotCommand)>,
     ) {
-        let run = self.window.get_mut(&slot).expect("present");
+        let run = self.window.get_mut(slot).expect("present");
         assert!(run.carrying, "Freeze: a carry read under way");
         run.carrying = false;
         match value {
@@ -130,9 +130,9 @@ impl Leader {
         out: &mut Vec<(SlotAt, SlotCommand)>,
     ) {
         let cfg = self.slot_config(config, slot);
-        let from = self.window[&slot].epoch;
+        let from = self.window[slot].epoch;
         let mut proposer = self.proposer_at(cfg, (slot, from + 1), None);
-        let run = self.window.get_mut(&slot).expect("present");
+        let run = self.window.get_mut(slot).expect("present");
         assert!(
             run.freezer.as_ref().is_some_and(|f| f.outcome().is_some()),
             "Freeze: a majority frozen before the next epoch"
