@@ -260,6 +260,11 @@ pub struct Replica {
     scratch: Scratch,
     me: u16,
     items: VecDeque<Item>,
+    /// Rule (ready posts): a plan's posts, when nothing else was queued, waiting ahead of
+    /// `items` from `ready_at` on (no reply of theirs is read: they go out as a block);
+    /// emptied as the last goes out.
+    ready: Vec<Op>,
+    ready_at: usize,
     then: Then,
     now: u64,
     /// Heartbeats: mine, and what I read of everyone's (Ω's inputs).
@@ -419,6 +424,8 @@ impl Replica {
             config,
             me,
             items: VecDeque::new(),
+            ready: Vec::new(),
+            ready_at: 0,
             then: Then::Ignore,
             now: 0,
             role: Role::Follower,
@@ -492,6 +499,9 @@ impl Replica {
     }
 
     fn op_first(&mut self, op: Op, then: Then) {
+        // Rule (ready posts): ahead of everything queued — and a reply is read only once
+        // the ready posts went out, so none waits.
+        assert!(self.ready.is_empty(), "rule (ready posts)");
         self.items.push_front(Item::Op(op, then));
     }
 
@@ -738,6 +748,18 @@ impl Replica {
             return None;
         }
         loop {
+            // Rule (ready posts): ahead of `items` (a plan may have just made them).
+            if let Some(op) = self.ready.get_mut(self.ready_at) {
+                let op = std::mem::replace(op, Op::Mfence);
+                self.ready_at += 1;
+                if self.ready_at == self.ready.len() {
+                    // The block went out: no trace of it stays.
+                    self.ready.clear();
+                    self.ready_at = 0;
+                }
+                self.then = Then::Ignore;
+                return Some(op);
+            }
             match self.items.pop_front() {
                 Some(Item::Op(op, then)) => {
                     self.then = then;
@@ -777,7 +799,14 @@ impl Process for Replica {
                 return Batch::Resume;
             }
             // Rule (batch): `absorb` reads nothing of a reply to an operation issued with
-            // `Then::Ignore`, so going on without it is what `resume` does with it.
+            // `Then::Ignore`, so going on without it is what `resume` does with it. The
+            // rest of the ready posts (rule (ready posts)) go as one block: posts, none a
+            // pause, nothing between them.
+            if self.ready_at < self.ready.len() {
+                out.extend(self.ready.drain(self.ready_at..));
+                self.ready.clear();
+                self.ready_at = 0;
+            }
         }
         Batch::Done
     }

@@ -163,8 +163,20 @@ impl Replica {
 
     /// Queues `ops` (emptied) after the operations queued so far.
     pub(super) fn queue(&mut self, ops: &mut Vec<Op>) {
-        self.items
-            .extend(ops.drain(..).map(|op| Item::Op(op, Then::Ignore)));
+        if self.items.is_empty() {
+            // Rule (ready posts): nothing else waits but ready posts, so they are next in
+            // any case; they wait as they are (nobody reads their replies) and go out as
+            // one block.
+            if self.ready.is_empty() {
+                std::mem::swap(&mut self.ready, ops);
+            } else {
+                self.ready.append(ops);
+            }
+            assert!(ops.is_empty(), "the ready posts are taken");
+        } else {
+            self.items
+                .extend(ops.drain(..).map(|op| Item::Op(op, Then::Ignore)));
+        }
     }
 
     /// The leader's turn: client values in, slots opened, outcomes settled.
