@@ -478,8 +478,20 @@ impl Replica {
     /// ring position whose previous instance is retired ([`super::ring`]) — in the
     /// snapshots of a majority of the members of my next slot.
     pub fn room(&self) -> u64 {
+        if !self.ring.recycles() {
+            return self.ring.room(0); // the ring's end, whatever is retired
+        }
         let members = self.membership.at(self.next_apply);
-        let mut points = [0u64; 64]; // on the stack: the leader asks at every turn
+        // On the stack (the leader asks at every turn), no more of it zeroed than a small
+        // configuration needs.
+        let mut small = [0u64; 8];
+        let mut large;
+        let points: &mut [u64] = if members.len() <= small.len() {
+            &mut small
+        } else {
+            large = [0u64; 64];
+            &mut large
+        };
         let mut n = 0;
         for r in members.iter() {
             points[n] = self.beat.points[usize::from(r)];

@@ -117,8 +117,16 @@ impl Ring {
 pub fn retired(points: &[u64]) -> u64 {
     assert!(!points.is_empty(), "some replica");
     assert!(points.len() <= 64, "a log has at most 64 replicas");
-    let mut sorted = [0u64; 64]; // on the stack: the leader asks at every turn
-    let sorted = &mut sorted[..points.len()];
+    // On the stack (the leader asks at every turn), and no more of it zeroed than a
+    // small configuration needs.
+    let mut small = [0u64; 8];
+    let mut large;
+    let sorted: &mut [u64] = if points.len() <= small.len() {
+        &mut small[..points.len()]
+    } else {
+        large = [0u64; 64];
+        &mut large[..points.len()]
+    };
     sorted.copy_from_slice(points);
     sorted.sort_unstable_by(|a, b| b.cmp(a));
     let bound = sorted[points.len() / 2];
