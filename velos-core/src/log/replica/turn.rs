@@ -144,7 +144,10 @@ impl Replica {
         if self.learn.words_from != next {
             // Words of applied slots are of no use any more.
             for words in &mut self.learn.words {
-                words.retain(|&s, _| s >= next);
+                // The lowest first: only those below go, no walk over the rest.
+                while words.first_key_value().is_some_and(|(&s, _)| s < next) {
+                    words.pop_first();
+                }
             }
             self.learn.words_from = next;
         }
