@@ -5,8 +5,8 @@
 //! commit, no batching) and with many outstanding proposals (pipelined), and CPU time per
 //! decision.
 //!
-//! Each repeat runs the four measurements (Velos and OmniPaxos, one client and many) one
-//! after the other, never at once, so that the two systems see the same machine, then
+//! Each repeat runs the six measurements (Velos and OmniPaxos; one client, many, and many
+//! batched) one after the other, never at once, so that the two systems see the same machine, then
 //! the round trip of `velos::embed::Cluster::submit` from a client thread
 //! (`embed/submit.rs`); the report gives the medians over the repeats.
 //!
@@ -83,6 +83,11 @@ pub enum Workload {
     /// Many clients: `outstanding` commands proposed and not yet committed at all times
     /// (pipelined); a new one as soon as one commits. Still one command per log entry.
     Many,
+    /// Many clients, batching on in both systems: `outstanding` commands in flight,
+    /// `batch` commands per log entry (Velos: the client packs them into one proposal
+    /// with the library's frames, `velos::embed::batch`; OmniPaxos: its `batch_size`),
+    /// a new entry as soon as one commits.
+    Batched,
 }
 
 impl Workload {
@@ -91,6 +96,7 @@ impl Workload {
         match self {
             Workload::One => "1client",
             Workload::Many => "many",
+            Workload::Batched => "batched",
         }
     }
 }
@@ -122,7 +128,7 @@ impl FollowerIdle {
 /// What to measure.
 #[derive(Clone, Debug, Serialize)]
 pub struct EmbedConfig {
-    /// Repeats of the four measurements; the report gives medians.
+    /// Repeats of the six measurements; the report gives medians.
     pub repeats: usize,
     /// Commits measured per one-client run.
     pub commits_1client: u64,
@@ -132,6 +138,8 @@ pub struct EmbedConfig {
     pub warmup_commits: u64,
     /// Commands outstanding in the many-client runs.
     pub outstanding: u64,
+    /// Commands per log entry in the batched runs (both systems).
+    pub batch: u64,
     /// Velos: slots the leader keeps prepared or accepting at once
     /// ([`velos_core::log::LogConfig`]'s `pipeline`).
     pub velos_pipeline: u32,
@@ -151,7 +159,8 @@ pub struct EmbedConfig {
 
 impl EmbedConfig {
     /// The full run: 5 repeats, 200 000 commits per one-client run and 500 000 per
-    /// many-client run (64 outstanding) after 5 000 of warm-up; Velos with the engine's
+    /// many-client run (64 outstanding; 16 commands per entry when batched) after 5 000
+    /// of warm-up; Velos with the engine's
     /// default pipeline (4 slots), idle pauses of 20 µs, followers idling as the backend
     /// does; OmniPaxos ticked every millisecond, an election timeout of 10 ticks; 20 000
     /// timed submits.
@@ -162,6 +171,7 @@ impl EmbedConfig {
             commits_many: 500_000,
             warmup_commits: 5_000,
             outstanding: 64,
+            batch: 16,
             velos_pipeline: 4,
             velos_idle_pause_ns: 20_000,
             velos_follower_idle: FollowerIdle::Spin,
@@ -191,6 +201,13 @@ impl EmbedConfig {
             "at least one commit per run"
         );
         anyhow::ensure!(self.outstanding > 0, "at least one outstanding command");
+        // OmniPaxos hands a batch over only when it is full: every count a multiple.
+        anyhow::ensure!(
+            self.batch > 0 && self.outstanding % self.batch == 0,
+            "a batch of 1 or more commands dividing the {} outstanding, not {}",
+            self.outstanding,
+            self.batch
+        );
         anyhow::ensure!(self.submits > 0, "at least one timed submit");
         // The engine keeps 4 CAS cells per pipelined slot and 4 more per acceptor, at most
         // 64 (velos_core::log::LogConfig::cas_cells).
@@ -203,7 +220,7 @@ impl EmbedConfig {
             "OmniPaxos ticks and election ticks must be positive"
         );
         // Velos's log is not recycled yet: every commit of a run keeps its slot.
-        let slots = velos::slots(self, self.commits_1client.max(self.commits_many));
+        let slots = velos::slots(self, self.commits_1client.max(self.commits_many), 1);
         anyhow::ensure!(
             slots <= 1 << 24,
             "a run of {slots} commits needs as many Velos slots; at most 2^24"
@@ -215,7 +232,7 @@ impl EmbedConfig {
     fn commits(&self, workload: Workload) -> u64 {
         match workload {
             Workload::One => self.commits_1client,
-            Workload::Many => self.commits_many,
+            Workload::Many | Workload::Batched => self.commits_many,
         }
     }
 
@@ -223,8 +240,22 @@ impl EmbedConfig {
     fn outstanding(&self, workload: Workload) -> u64 {
         match workload {
             Workload::One => 1,
-            Workload::Many => self.outstanding,
+            Workload::Many | Workload::Batched => self.outstanding,
         }
+    }
+
+    /// The commands per log entry in a run of `workload`.
+    fn batch(&self, workload: Workload) -> u64 {
+        match workload {
+            Workload::One | Workload::Many => 1,
+            Workload::Batched => self.batch,
+        }
+    }
+
+    /// Commands a run of `workload` proposes in all (warm-up and window), rounded up to
+    /// whole batches.
+    fn total(&self, workload: Workload) -> u64 {
+        (self.warmup_commits + self.commits(workload)).next_multiple_of(self.batch(workload))
     }
 }
 
@@ -344,9 +375,11 @@ pub fn run_one(
         System::OmniPaxos => omnipaxos::measure(config, workload)?,
     };
     // A step may decide several commands: the window starts at the first step that
-    // completes the warm-up, so it holds the planned commits or a few fewer.
+    // completes the warm-up, so it holds the planned commits or a few fewer (a batch's
+    // worth more when the total was rounded up to whole batches).
+    let batch = config.batch(workload);
     assert!(
-        window.commits <= config.commits(workload)
+        window.commits < config.commits(workload) + batch
             && window.commits + config.outstanding(workload) >= config.commits(workload),
         "the window holds about the planned commits"
     );
@@ -367,14 +400,14 @@ enum Measured {
     Submit(SubmitRun),
 }
 
-/// Runs every repeat of the four measurements and the submit round trips, one at a time,
+/// Runs every repeat of the six measurements and the submit round trips, one at a time,
 /// showing a progress bar on stderr when `progress` is set.
 pub fn run(config: &EmbedConfig, progress: bool) -> anyhow::Result<EmbedReport> {
     config.check()?;
     let start = Instant::now();
     let jobs: Vec<Job> = (0..config.repeats)
         .flat_map(|r| {
-            [Workload::One, Workload::Many]
+            [Workload::One, Workload::Many, Workload::Batched]
                 .into_iter()
                 .flat_map(move |w| System::ALL.into_iter().map(move |s| Job::Run(r, w, s)))
                 .chain([Job::Submit(r)])

@@ -6,7 +6,7 @@
 //! backend ([`MemFabric`], remote operations executed inline by the posting replica,
 //! region plans checked), so it needs no spare core and every remote operation is
 //! complete when it returns — the leader's inputs are those of `velos bench embed`'s
-//! leader. Its clock is virtual ([`OP_NS`] per operation), so that a recording depends on
+//! leader. Its clock is virtual (50 ns per operation), so that a recording depends on
 //! nothing but the code: the same inputs on every run and under a profiler. The replay ([`Recording::replay`]) checks that it retraces the run: the same
 //! proposals taken, as many commands committed.
 

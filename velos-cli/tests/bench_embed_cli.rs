@@ -25,7 +25,10 @@ fn quick_embed_prints_its_fields() {
         for key in [
             "commits_per_s_1client",
             "commits_per_s_many",
+            "commits_per_s_batched",
             "cpu_ns_per_decision",
+            "cpu_ns_per_command_many",
+            "cpu_ns_per_command_batched",
             "process_cpu_ns_per_decision",
             "leader_thread_cpu_ns_per_decision",
             "latency_p50_ns_1client",
@@ -46,10 +49,10 @@ fn quick_embed_prints_its_fields() {
         );
     }
     assert_eq!(json["submit_runs"].as_array().map(Vec::len), Some(1));
-    for key in ["ratio_1client", "ratio_many"] {
+    for key in ["ratio_1client", "ratio_many", "ratio_batched"] {
         assert!(json[key].is_number(), "{key}: {}", json[key]);
     }
-    assert_eq!(json["runs"].as_array().map(Vec::len), Some(4));
+    assert_eq!(json["runs"].as_array().map(Vec::len), Some(6));
     assert!(dir.join("embed.json").is_file(), "embed.json written");
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -62,6 +65,9 @@ fn bad_input_exits_2() {
         &["--commits-many", "100000000"],
         &["--velos-follower-idle", "nap"],
         &["--velos-pipeline", "16"],
+        &["--batch", "0"],
+        &["--batch", "65"],
+        &["--outstanding", "64", "--batch", "48"],
     ] {
         let out = velos()
             .args(["bench", "embed", "--quick"])

@@ -2,10 +2,11 @@
 //! in-memory storage (`MemoryStorage`), on one thread with the client. Messages are moved
 //! by value from each instance's outgoing buffer into its receiver's `handle_incoming` —
 //! no serialisation, no channel, no thread handoff: the fastest in-process transport we
-//! know for it, so that what is measured is OmniPaxos's own work. Unbatched:
-//! `batch_size` 1, one `append` per command (the leader still merges the entries
+//! know for it, so that what is measured is OmniPaxos's own work. Unbatched (one client,
+//! many): `batch_size` 1, one `append` per command (the leader still merges the entries
 //! appended between two deliveries into one `AcceptDecide` per follower, as it always
-//! does). Every instance is ticked every `omnipaxos_tick_ns` of wall time, with an
+//! does); batched: `batch_size` the configuration's `batch` (OmniPaxos hands a batch to
+//! its log only when it is full, so every count of a batched run is whole batches). Every instance is ticked every `omnipaxos_tick_ns` of wall time, with an
 //! election timeout of `omnipaxos_election_ticks` ticks; the leader is elected before
 //! the warm-up. A command is committed when the leader's `decided_idx` passes it.
 
@@ -38,7 +39,7 @@ struct Cluster {
 }
 
 impl Cluster {
-    fn new(config: &EmbedConfig) -> anyhow::Result<Cluster> {
+    fn new(config: &EmbedConfig, batch: u64) -> anyhow::Result<Cluster> {
         let cluster = ClusterConfig {
             configuration_id: 1,
             nodes: vec![1, 2, 3],
@@ -49,7 +50,7 @@ impl Cluster {
                 let server = ServerConfig {
                     pid,
                     election_tick_timeout: config.omnipaxos_election_ticks,
-                    batch_size: 1,
+                    batch_size: usize::try_from(batch)?,
                     ..ServerConfig::default()
                 };
                 cluster
@@ -124,10 +125,9 @@ impl Cluster {
 
 /// Measures one run.
 pub(super) fn measure(config: &EmbedConfig, workload: Workload) -> anyhow::Result<Window> {
-    let commits = config.commits(workload);
     let outstanding = config.outstanding(workload);
-    let total = config.warmup_commits + commits;
-    let mut cluster = Cluster::new(config)?;
+    let total = config.total(workload);
+    let mut cluster = Cluster::new(config, config.batch(workload))?;
     let leader = cluster.elect()?;
     let base = cluster.nodes[leader].get_decided_idx() as u64;
     let mut latencies = (outstanding == 1).then(latency_histogram);

@@ -54,6 +54,24 @@ pub fn table(report: &EmbedReport) -> String {
         "velos / omnipaxos commits/s: {:.2}x one client, {:.2}x many ({} outstanding)",
         report.ratio_1client, report.ratio_many, report.config.outstanding
     );
+    for s in [&report.velos, &report.omnipaxos] {
+        let _ = writeln!(
+            out,
+            "{} batched ({} outstanding, {} commands per entry): {:.0} commands/s, engine \
+             {:.0} ns, leader thread {:.0} ns per command",
+            s.system,
+            report.config.outstanding,
+            report.config.batch,
+            s.commits_per_s_batched,
+            s.cpu_ns_per_command_batched,
+            s.leader_thread_cpu_ns_per_command_batched
+        );
+    }
+    let _ = writeln!(
+        out,
+        "velos / omnipaxos commands/s, batched: {:.2}x",
+        report.ratio_batched
+    );
     if let (Some(p50), Some(p99)) = (report.velos.submit_p50_us, report.velos.submit_p99_us) {
         let rate = report
             .submit_runs

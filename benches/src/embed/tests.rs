@@ -11,11 +11,12 @@ fn a_quick_run_measures_both_systems_and_replays_velos_exactly() {
     let report = run(&config, false).unwrap();
     assert_eq!(
         report.runs.len(),
-        4,
-        "two systems, two workloads, one repeat"
+        6,
+        "two systems, three workloads, one repeat"
     );
     for r in &report.runs {
-        assert!(r.commits > 0 && r.commits <= config.commits(r.workload));
+        let planned = config.commits(r.workload);
+        assert!(r.commits > 0 && r.commits < planned + config.batch(r.workload));
         assert!(r.engine_cpu_ns_per_decision > 0.0, "{r:?}");
         assert_eq!(
             r.latency_p50_ns.is_some(),
@@ -23,7 +24,15 @@ fn a_quick_run_measures_both_systems_and_replays_velos_exactly() {
             "latencies of one-client runs only"
         );
     }
-    assert!(report.ratio_1client > 0.0 && report.ratio_many > 0.0);
+    assert!(report.ratio_1client > 0.0 && report.ratio_many > 0.0 && report.ratio_batched > 0.0);
+    // Batching took effect: a log entry's six CASes (prepare and accept at three acceptors)
+    // shared by the commands of a batch; OmniPaxos's messages likewise.
+    let batched = &report.velos.per_command_batched;
+    assert!(
+        batched["op_remote_atomic"] <= 6.0 / config.batch as f64 + 0.1,
+        "{batched:?}"
+    );
+    assert!(report.omnipaxos.per_command_batched["messages"] > 0.0);
     assert!(report.velos.per_decision_1client["op_remote_atomic"] >= 2.0);
     assert!(report.omnipaxos.per_decision_1client["messages"] > 0.0);
     assert_eq!(report.submit_runs.len(), 1, "one submit run per repeat");

@@ -21,18 +21,50 @@ use velos_rdma::{Batch, Endpoint, NodeId, Op, Process, Reply, Shared, Step};
 
 const REPLICAS: u16 = 3;
 
-/// Slots a run of `commits` measured commits uses: the warm-up, the window, what is
-/// outstanding at its end, and a margin for the no-ops of the leader's first turn.
-pub(super) fn slots(config: &EmbedConfig, commits: u64) -> u64 {
-    config.warmup_commits + commits + config.outstanding + 1_024
+/// Slots a run of `commits` measured commits, `batch` commands per entry, uses: the
+/// warm-up, the window, what is outstanding at its end, and a margin for the no-ops of the
+/// leader's first turn.
+pub(super) fn slots(config: &EmbedConfig, commits: u64, batch: u64) -> u64 {
+    (config.warmup_commits + commits).div_ceil(batch) + config.outstanding + 1_024
+}
+
+/// Bytes of an entry of `batch` commands: one command, or the library's batch of them
+/// (`velos::embed::batch`: a tag byte, then each command's length and bytes).
+fn entry_bytes(batch: u64) -> usize {
+    match batch {
+        1 => super::COMMAND_BYTES,
+        n => {
+            1 + n as usize
+                * (velos::embed::batch::len_bytes(super::COMMAND_BYTES) + super::COMMAND_BYTES)
+        }
+    }
+}
+
+/// Entry `k` of a run of `batch` commands per entry: commands `k·batch` to
+/// `(k + 1)·batch − 1`, as one command or one batch of them.
+fn entry(k: u64, batch: u64) -> Vec<u8> {
+    if batch == 1 {
+        return command(k).to_vec();
+    }
+    let mut builder = velos::embed::batch::BatchBuilder::new(entry_bytes(batch));
+    for n in k * batch..(k + 1) * batch {
+        let pushed = builder.push(&command(n));
+        assert!(pushed, "a batch holds its commands");
+    }
+    let bytes = builder.finish();
+    assert!(
+        bytes.len() <= entry_bytes(batch),
+        "an entry fits the value size"
+    );
+    bytes
 }
 
 /// The log: a stable leader on real threads (a heartbeat every 100 µs, suspicion after
 /// 50 ms without one, as the demo does: OS scheduling gaps are not failures), catch-up
 /// reads after 1 ms (the followers learn from their own acceptor words).
-fn log_config(config: &EmbedConfig, slots: u64) -> anyhow::Result<LogConfig> {
+fn log_config(config: &EmbedConfig, slots: u64, batch: u64) -> anyhow::Result<LogConfig> {
     let slots = u32::try_from(slots)?;
-    let mut c = LogConfig::new(REPLICAS, slots, super::COMMAND_BYTES as u32);
+    let mut c = LogConfig::new(REPLICAS, slots, u32::try_from(entry_bytes(batch))?);
     c.heartbeat_period_ns = 100_000;
     c.failure_timeout_ns = 50_000_000;
     c.detector = Detector::Fixed;
@@ -97,8 +129,10 @@ struct LeaderRun {
     /// The leader's replica when the window started, and its inputs from then on.
     snapshot: Replica,
     trace: Trace,
-    /// Commands proposed before the window (the next one's number).
+    /// Entries proposed before the window (the next one's number).
     proposed_before: u64,
+    /// Commands per entry.
+    batch: u64,
     start: Marks,
     end: Marks,
     commits: u64,
@@ -110,7 +144,8 @@ struct LeaderRun {
 pub(super) fn measure(config: &EmbedConfig, workload: Workload) -> anyhow::Result<Window> {
     let commits = config.commits(workload);
     let outstanding = config.outstanding(workload);
-    let log = log_config(config, slots(config, commits))?;
+    let batch = config.batch(workload);
+    let log = log_config(config, slots(config, commits, batch), batch)?;
     let fabric = crate::engine::inline_fabric(&log)?;
     let log = Shared::new(log);
     let stop = AtomicBool::new(false);
@@ -124,9 +159,9 @@ pub(super) fn measure(config: &EmbedConfig, workload: Workload) -> anyhow::Resul
         let run = lead(
             &fabric,
             log.clone(),
-            config.warmup_commits,
-            commits,
+            (config.warmup_commits, config.total(workload)),
             outstanding,
+            batch,
         );
         stop.store(true, Ordering::SeqCst);
         for f in followers {
@@ -134,7 +169,7 @@ pub(super) fn measure(config: &EmbedConfig, workload: Workload) -> anyhow::Resul
         }
         run
     })?;
-    let engine_cpu_ns = replay(&run, run.proposed_before)?;
+    let engine_cpu_ns = replay(&run, config.total(workload))?;
     Ok(Window {
         commits: run.commits,
         start: run.start,
@@ -145,21 +180,24 @@ pub(super) fn measure(config: &EmbedConfig, workload: Workload) -> anyhow::Resul
     })
 }
 
-/// The leader's thread: replica 0 (Ω's first choice) and the client. Proposes
-/// `warmup + commits` commands, keeping `outstanding` of them in the engine; the window
-/// is the last `commits` of them.
+/// The leader's thread: replica 0 (Ω's first choice) and the client. Proposes `total`
+/// commands, `batch` to an entry, keeping `outstanding` of them in the engine; the window
+/// starts once `warmup` are committed.
 fn lead(
     fabric: &MemFabric,
     log: Shared<LogConfig>,
-    warmup: u64,
-    commits: u64,
+    (warmup, total): (u64, u64),
     outstanding: u64,
+    batch: u64,
 ) -> anyhow::Result<LeaderRun> {
+    assert!(
+        total % batch == 0 && outstanding % batch == 0,
+        "whole entries"
+    );
     let no_client = ClientScript { count: 0, size: 10 };
     let mut replica = Replica::new(log, 0, no_client).map_err(anyhow::Error::msg)?;
     let mut endpoint = fabric.endpoint(NodeId(0));
-    let total = warmup + commits;
-    let mut trace = Trace::with_capacity(commits as usize + 1_000);
+    let mut trace = Trace::with_capacity((total / batch) as usize + 1_000);
     let mut counts = OpCounts::default();
     let mut before = counts;
     let mut latencies = (outstanding == 1).then(latency_histogram);
@@ -169,32 +207,32 @@ fn lead(
     let mut window_start: Option<(Replica, Marks, u64, u64)> = None;
     let mut last_commit = Instant::now();
     let mut reply = Reply::Start;
-    let mut batch = Vec::with_capacity(64);
+    let mut ops = Vec::with_capacity(64);
     let started = Instant::now();
     let mut iterations = 0u64;
     loop {
         let recording = window_start.is_some();
         // The client: keep `outstanding` commands in the engine, once it leads.
         while proposed < total && proposed - committed < outstanding && replica.is_leader() {
-            let taken = replica.propose(command(proposed).to_vec()).is_ok();
+            let taken = replica.propose(entry(proposed / batch, batch)).is_ok();
             if recording {
                 trace.propose(taken);
             }
             if !taken {
                 break;
             }
-            proposed += 1;
+            proposed += batch;
         }
         if recording {
             trace.resume(&reply);
         }
-        batch.clear();
-        let end = replica.resume_batch(reply, &mut batch);
+        ops.clear();
+        let end = replica.resume_batch(reply, &mut ops);
         counts.calls += 1;
         for (id, result) in replica.take_results() {
             let slot = result.map_err(|e| anyhow::anyhow!("proposal {id}: {e}"))?;
             anyhow::ensure!(slot < 1 << 32, "slot {slot}");
-            committed += 1;
+            committed += batch;
             if recording && let Some(h) = latencies.as_mut() {
                 let now = Instant::now();
                 h.record((now - last_commit).as_nanos() as u64)
@@ -222,7 +260,7 @@ fn lead(
         }
         anyhow::ensure!(end == Batch::Resume, "the leader stopped");
         reply = Reply::Done;
-        for op in &batch {
+        for op in &ops {
             reply = match op {
                 // A command to propose: the engine has work, no time to idle.
                 Op::Pause { .. }
@@ -246,7 +284,8 @@ fn lead(
     Ok(LeaderRun {
         snapshot,
         trace,
-        proposed_before,
+        proposed_before: proposed_before / batch,
+        batch,
         start,
         end,
         commits: committed - committed_before,
@@ -286,14 +325,23 @@ fn follow(
 
 /// Replays the leader's recorded inputs into a copy of its replica as the window found
 /// it, on this thread, without a backend; the thread CPU time of the replay (ns). Checks
-/// that the replay takes the same proposals and decides as many commands.
-fn replay(run: &LeaderRun, first_command: u64) -> anyhow::Result<u64> {
+/// that the replay takes the same proposals and decides as many commands. A batched run's
+/// entries (of a run of `total` commands) are made before the clock starts: packing them
+/// is the client's work, not the engine's.
+fn replay(run: &LeaderRun, total: u64) -> anyhow::Result<u64> {
+    let (first, batch) = (run.proposed_before, run.batch);
+    let entries: Vec<Vec<u8>> = match batch {
+        1 => Vec::new(),
+        _ => (first..total / batch).map(|k| entry(k, batch)).collect(),
+    };
     let mut replica = run.snapshot.clone();
     let cpu_start = cpu_time::ThreadTime::now();
-    let committed = run
-        .trace
-        .replay(&mut replica, first_command, |n| command(n).to_vec())?;
+    let proposals = run.trace.replay(&mut replica, first, |k| match batch {
+        1 => command(k).to_vec(),
+        _ => entries[(k - first) as usize].clone(),
+    })?;
     let cpu = cpu_start.elapsed();
+    let committed = proposals * batch;
     anyhow::ensure!(
         committed == run.commits,
         "the replay decided {committed} commands in the window, the run {}",

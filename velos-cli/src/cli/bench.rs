@@ -71,7 +71,7 @@ struct EmbedArgs {
     /// A small run (one repeat, a few thousand commits), for tests and a first look.
     #[arg(long)]
     quick: bool,
-    /// Repeats of the four measurements, 1 to 100 (default 5); medians are reported.
+    /// Repeats of the six measurements, 1 to 100 (default 5); medians are reported.
     #[arg(long, value_parser = number::<usize>(1, 100, ""))]
     repeats: Option<usize>,
     /// Commits measured per one-client run, 1 to 10^7 (default 200000).
@@ -87,6 +87,10 @@ struct EmbedArgs {
     /// `--commits-many` (default 64).
     #[arg(long, value_parser = number::<u64>(1, 4096, ""))]
     outstanding: Option<u64>,
+    /// Commands per log entry in the batched runs (both systems), 1 to 64, dividing
+    /// `--outstanding` (default 16, or the largest divisor of `--outstanding` below it).
+    #[arg(long, value_parser = number::<u64>(1, 64, ""))]
+    batch: Option<u64>,
     /// Velos: slots the leader keeps prepared or accepting at once, 1 to 15 (default 4).
     #[arg(long, value_parser = number::<u32>(1, 15, ""))]
     velos_pipeline: Option<u32>,
@@ -120,6 +124,19 @@ impl EmbedArgs {
         c.commits_many = self.commits_many.unwrap_or(c.commits_many);
         c.warmup_commits = self.warmup_commits.unwrap_or(c.warmup_commits);
         c.outstanding = self.outstanding.unwrap_or(c.outstanding);
+        c.batch = match self.batch {
+            Some(b) if c.outstanding % b != 0 => {
+                return Err(format!(
+                    "--batch {b} does not divide --outstanding {}",
+                    c.outstanding
+                ));
+            }
+            Some(b) => b,
+            None => (1..=c.batch.min(c.outstanding))
+                .rev()
+                .find(|b| c.outstanding % b == 0)
+                .unwrap_or(1),
+        };
         c.velos_pipeline = self.velos_pipeline.unwrap_or(c.velos_pipeline);
         if let Some(name) = &self.velos_follower_idle {
             c.velos_follower_idle = FollowerIdle::by_name(name)
