@@ -51,6 +51,17 @@ const MAX_ACCEPTORS: usize = 64;
 /// array, so that computing it allocates nothing on the hot path.
 type Previous = [u8; MAX_ACCEPTORS];
 
+/// Every count's array, made once: an accept borrows its row instead of filling 64 bytes.
+static PREVIOUS: [Previous; 256] = {
+    let mut rows = [[0u8; MAX_ACCEPTORS]; 256];
+    let mut c = 0;
+    while c < 256 {
+        rows[c] = [c as u8; MAX_ACCEPTORS];
+        c += 1;
+    }
+    rows
+};
+
 /// Where a slot command goes: the slot and the epoch of its words.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(super) struct SlotAt {
@@ -494,7 +505,13 @@ impl Leader {
     }
 
     /// The previous_decision count for an accept of `slot` at `proposal` in `epoch`.
-    fn previous(&self, config: &LogConfig, slot: u64, epoch: u32, proposal: u64) -> Previous {
+    fn previous(
+        &self,
+        config: &LogConfig,
+        slot: u64,
+        epoch: u32,
+        proposal: u64,
+    ) -> &'static Previous {
         let e = epoch as usize;
         let c = if !self.overflowed[e]
             && proposal == self.ballots[e]
@@ -514,7 +531,7 @@ impl Leader {
             usize::from(config.replicas) <= MAX_ACCEPTORS,
             "a count per acceptor"
         );
-        [c; MAX_ACCEPTORS]
+        &PREVIOUS[usize::from(c)]
     }
 
     /// The slots [`Leader::open_slots`] may open in this turn, with a window of `pipeline`
@@ -634,7 +651,7 @@ impl Leader {
                 f.on_cas(a, id, actual, &mut cmds);
             }
         } else {
-            run.proposer.on_cas(a, id, actual, &previous, &mut cmds);
+            run.proposer.on_cas(a, id, actual, previous, &mut cmds);
             Self::note_reads(run, &cmds);
         }
         emit(out, slot, epoch, freeze, &mut cmds);
@@ -722,7 +739,7 @@ impl Leader {
         run.adopted = value;
         run.adopted_mine = ok && mine;
         let mut cmds = std::mem::take(&mut self.buf);
-        run.proposer.on_value_read(ok, &previous, &mut cmds);
+        run.proposer.on_value_read(ok, previous, &mut cmds);
         emit(out, slot, epoch, false, &mut cmds);
         self.buf = cmds;
     }
@@ -874,7 +891,7 @@ impl Leader {
                     run.adopted = run.carry.clone();
                     run.adopted_mine = run.carry_mine;
                     run.proposer
-                        .supply_content(Content::Adopted, &previous, &mut cmds);
+                        .supply_content(Content::Adopted, previous, &mut cmds);
                     emit(out, slot, run.epoch, false, &mut cmds);
                     progress.moved = true;
                 }
@@ -900,7 +917,7 @@ impl Leader {
                         };
                     }
                     if run.mine.is_some() {
-                        run.proposer.supply(&previous, &mut cmds);
+                        run.proposer.supply(previous, &mut cmds);
                         emit(out, slot, run.epoch, false, &mut cmds);
                         progress.moved = true;
                     }
