@@ -482,22 +482,8 @@ impl Replica {
             return self.ring.room(0); // the ring's end, whatever is retired
         }
         let members = self.membership.at(self.next_apply);
-        // On the stack (the leader asks at every turn), no more of it zeroed than a small
-        // configuration needs.
-        let mut small = [0u64; 8];
-        let mut large;
-        let points: &mut [u64] = if members.len() <= small.len() {
-            &mut small
-        } else {
-            large = [0u64; 64];
-            &mut large
-        };
-        let mut n = 0;
-        for r in members.iter() {
-            points[n] = self.beat.points[usize::from(r)];
-            n += 1;
-        }
-        self.ring.room(ring::retired(&points[..n]))
+        let points = members.iter().map(|r| self.beat.points[usize::from(r)]);
+        self.ring.room(ring::retired_of(members.len(), points))
     }
 
     /// The members of slot `slot` as this replica knows them (exact from its next slot

@@ -115,23 +115,34 @@ impl Ring {
 /// The retirement bound given every replica's snapshot point: every instance below it is
 /// in the snapshots of a majority (the majority-th largest point).
 pub fn retired(points: &[u64]) -> u64 {
-    assert!(!points.is_empty(), "some replica");
-    assert!(points.len() <= 64, "a log has at most 64 replicas");
+    retired_of(points.len(), points.iter().copied())
+}
+
+/// [`retired`] of the `count` points `points` yields, gathered straight into the buffer
+/// they are sorted in.
+pub fn retired_of(count: usize, points: impl IntoIterator<Item = u64>) -> u64 {
+    assert!(count > 0, "some replica");
+    assert!(count <= 64, "a log has at most 64 replicas");
     // On the stack (the leader asks at every turn), and no more of it zeroed than a
     // small configuration needs.
     let mut small = [0u64; 8];
     let mut large;
-    let sorted: &mut [u64] = if points.len() <= small.len() {
-        &mut small[..points.len()]
+    let sorted: &mut [u64] = if count <= small.len() {
+        &mut small[..count]
     } else {
         large = [0u64; 64];
-        &mut large[..points.len()]
+        &mut large[..count]
     };
-    sorted.copy_from_slice(points);
+    let mut n = 0;
+    for p in points {
+        sorted[n] = p;
+        n += 1;
+    }
+    assert_eq!(n, count, "as many points as announced");
     sorted.sort_unstable_by(|a, b| b.cmp(a));
-    let bound = sorted[points.len() / 2];
+    let bound = sorted[count / 2];
     assert!(
-        points.iter().filter(|&&p| p >= bound).count() > points.len() / 2,
+        sorted.iter().filter(|&&p| p >= bound).count() > count / 2,
         "a majority's snapshots include every instance below the bound"
     );
     bound

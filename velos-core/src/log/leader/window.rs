@@ -133,10 +133,9 @@ impl<T> Window<T> {
 
     /// The records, in slot order, the window emptied.
     pub(super) fn into_values(mut self) -> impl Iterator<Item = T> {
-        let slots: Vec<u64> = self.iter().map(|(s, _)| s).collect();
-        slots
-            .into_iter()
-            .map(move |s| self.remove(s).expect("open"))
+        // As `values_mut`: the ring from `first` on, wrapping.
+        self.records.rotate_left(at(self.first));
+        self.records.into_iter().flatten()
     }
 }
 
@@ -180,7 +179,10 @@ mod tests {
                 let tree: Vec<_> = map.iter().map(|(&s, &r)| (s, r)).collect();
                 prop_assert_eq!(&ring, &tree);
                 let mutable: Vec<u64> = window.values_mut().map(|r| *r).collect();
-                prop_assert_eq!(mutable, tree.iter().map(|&(_, r)| r).collect::<Vec<_>>());
+                let values: Vec<u64> = tree.iter().map(|&(_, r)| r).collect();
+                prop_assert_eq!(&mutable, &values);
+                let owned: Vec<u64> = window.clone().into_values().collect();
+                prop_assert_eq!(&owned, &values);
                 for s in next.saturating_sub(2 * SPAN)..next + SPAN {
                     prop_assert_eq!(window.get(s), map.get(&s));
                     prop_assert_eq!(window.next_from(s), map.range(s..).next().map(|(&k, _)| k));
