@@ -35,6 +35,7 @@ pub mod cluster_file;
 pub mod connect;
 pub mod embed;
 pub mod join;
+pub mod loopback;
 pub mod rendezvous;
 
 pub use velos_core as core;

@@ -10,12 +10,8 @@ const SECRET: &str = "the cluster's secret";
 /// A cluster file of `n` nodes on free loopback ports (the joiners' tests use it too).
 pub(crate) fn file(n: u16, cluster_id: &str) -> ClusterFile {
     let mut text = format!("cluster_id = \"{cluster_id}\"\nsecret = \"{SECRET}\"\n");
-    for id in 0..n {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
+    let ports = crate::loopback::free_ports(n.into()).unwrap();
+    for (id, port) in ports.iter().enumerate() {
         text += &format!("[[node]]\nid = {id}\naddress = \"127.0.0.1:{port}\"\n");
     }
     ClusterFile::parse(&text, "test.toml").unwrap()
@@ -28,13 +24,21 @@ fn stranger(f: &ClusterFile) -> ClusterFile {
     theirs
 }
 
-/// Connects to node `id` of `f`, waiting until it listens.
+/// The longest a test waits for a byte from a node: every wait is bounded, so a node that
+/// stalls fails its test instead of hanging the run.
+const READ_LIMIT: Duration = Duration::from_secs(10);
+
+/// Connects to node `id` of `f`, waiting until it listens (reads bounded by
+/// [`READ_LIMIT`]).
 fn connect(f: &ClusterFile, id: u16) -> TcpStream {
     let address = f.socket_address(id).unwrap();
     let start = Instant::now();
     loop {
         match TcpStream::connect(address) {
-            Ok(st) => return st,
+            Ok(st) => {
+                st.set_read_timeout(Some(READ_LIMIT)).unwrap();
+                return st;
+            }
             Err(e) if start.elapsed() > Duration::from_secs(5) => panic!("{e}"),
             Err(_) => std::thread::sleep(Duration::from_millis(10)),
         }
@@ -224,7 +228,7 @@ fn a_replayed_exchange_is_refused() {
     let listener = TcpListener::bind(f.socket_address(0).unwrap()).unwrap();
     let (hello, recorded) = std::thread::scope(|s| {
         let one = s.spawn(|| exchange(&f, 1, b"keys of 1", Duration::from_secs(2)));
-        let (mut stream, _) = listener.accept().unwrap();
+        let mut stream = accept_within(&listener, Duration::from_secs(5));
         let hello: Hello = receive(&mut stream).unwrap();
         // Answer as the real node 0 would, with the secret (the recording is of a genuine
         // exchange); then keep node 1's proof.
@@ -253,22 +257,7 @@ fn a_dialer_whose_connection_breaks_dials_again_and_is_counted_once_it_acknowled
         let one = s.spawn(|| exchange(&f, 1, b"b", Duration::from_secs(5)));
         // Node 0, by hand: the first connection is dropped after its hello (as a reset
         // would end it), the second is answered and must be acknowledged.
-        listener.set_nonblocking(true).unwrap();
-        let accept = || {
-            let start = Instant::now();
-            loop {
-                match listener.accept() {
-                    Ok((st, _)) => {
-                        st.set_nonblocking(false).unwrap();
-                        return st;
-                    }
-                    Err(_) if start.elapsed() < Duration::from_secs(5) => {
-                        std::thread::sleep(Duration::from_millis(5));
-                    }
-                    Err(e) => panic!("node 1 did not dial again: {e}"),
-                }
-            }
-        };
+        let accept = || accept_within(&listener, Duration::from_secs(5));
         let mut first = accept();
         let _: Hello = receive(&mut first).unwrap();
         drop(first);
@@ -341,6 +330,26 @@ fn a_cluster_file_whose_secret_cannot_be_had_is_an_error() {
     );
 }
 
+/// The first connection `listener` accepts within `limit` (a panic after it; reads bounded
+/// by [`READ_LIMIT`]).
+fn accept_within(listener: &TcpListener, limit: Duration) -> TcpStream {
+    listener.set_nonblocking(true).unwrap();
+    let start = Instant::now();
+    loop {
+        match listener.accept() {
+            Ok((stream, _)) => {
+                stream.set_nonblocking(false).unwrap();
+                stream.set_read_timeout(Some(READ_LIMIT)).unwrap();
+                return stream;
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock && start.elapsed() < limit => {
+                std::thread::sleep(Duration::from_millis(5))
+            }
+            Err(e) => panic!("nobody dialed within {limit:?}: {e}"),
+        }
+    }
+}
+
 /// An eavesdropper on the set-up network: every byte of two real nodes' exchange, both
 /// ways, recorded by a relay between them, holds none of their information — neither its
 /// bytes nor their JSON form — while the nodes learn each other's (and the recording does
@@ -357,7 +366,9 @@ fn a_recorded_exchange_holds_no_information_in_the_clear() {
     let (zero, one, recorded) = std::thread::scope(|s| {
         let zero = s.spawn(|| exchange(&f, 0, &secret_0, Duration::from_secs(5)));
         let one = s.spawn(|| exchange(&dialer_file, 1, &secret_1, Duration::from_secs(5)));
-        let (inbound, _) = relay.accept().unwrap();
+        // Every wait bounded: whatever the nodes do, the test ends (a node that never
+        // dials fails it here, a connection that stalls fails it below).
+        let inbound = accept_within(&relay, Duration::from_secs(10));
         let outbound = connect(&f, 0);
         let copy = |mut from: TcpStream, mut to: TcpStream| {
             let mut seen = Vec::new();

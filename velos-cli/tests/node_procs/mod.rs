@@ -49,15 +49,8 @@ pub fn proposed_since(log: &Mutex<Vec<Entry>>, since: Instant, proposers: &[u16]
 
 /// A cluster file for three nodes on free ports of 127.0.0.1 in `dir`; its path.
 pub fn cluster_file(dir: &std::path::Path, cluster_id: &str) -> String {
-    // Free ports (released right away; the nodes bind them again).
-    let ports: Vec<u16> = (0..3)
-        .map(|_| {
-            std::net::TcpListener::bind("127.0.0.1:0")
-                .and_then(|l| l.local_addr())
-                .expect("a free port")
-                .port()
-        })
-        .collect();
+    // Free ports no outgoing connection takes before the nodes bind them.
+    let ports = velos::loopback::free_ports(3).expect("three free ports");
     // Each test's own secret (its cluster id): the processes prove it to each other.
     let mut text =
         format!("cluster_id = \"{cluster_id}\"\nsecret = \"the secret of cluster {cluster_id}\"\n");
