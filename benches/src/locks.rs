@@ -150,6 +150,34 @@ impl LocksConfig {
         }
     }
 
+    /// This configuration on the latency profile `latency`, its windows of virtual time
+    /// scaled by the profile's remote round ([`round_ns`]) against the cluster profile's:
+    /// the same number of lock rounds, so about the same work, whatever a step costs
+    /// (under `uniform`, where every step costs 1 ns, 1 ms would be ≈ 45 times the
+    /// cluster profile's steps). The cluster profile keeps its windows exactly.
+    pub fn on_profile(mut self, latency: LatencyModel) -> LocksConfig {
+        let (ours, cluster) = (round_ns(&latency), round_ns(&LatencyModel::cluster()));
+        let scale = |ns: u64| (u128::from(ns) * u128::from(ours) / u128::from(cluster)) as u64;
+        self.warmup_ns = scale(self.warmup_ns);
+        self.measure_ns = scale(self.measure_ns).max(1);
+        self.latency = latency;
+        self
+    }
+
+    /// About how many machine steps the whole sweep simulates, at most: each of a run's P
+    /// processes taking one step per cheapest CPU step (a process spinning on local
+    /// memory) through its warm-up and window, summed over the runs (an exclusive lock
+    /// runs once per P). Measured sweeps stay near or below it (the cluster profile's quick
+    /// sweep simulates about a twentieth of it; `uniform`, where NIC steps run beside the
+    /// CPUs', 1.1 times).
+    pub fn estimated_steps(&self) -> u128 {
+        let per_process = u128::from(self.warmup_ns + self.measure_ns)
+            / u128::from(self.latency.cpu_local_ns.max(1));
+        let runs_per_p = self.runs_per_p() as u128;
+        let processes: u128 = self.processes.iter().map(|&p| p as u128).sum();
+        processes * per_process * runs_per_p
+    }
+
     /// RMA-RW's configuration for participants on `nodes`: the two-level tree (root,
     /// nodes) with this configuration's thresholds.
     pub fn rma_rw(&self, nodes: &[NodeId]) -> RmaRwConfig {
@@ -185,6 +213,17 @@ impl LocksConfig {
             "writer fractions are percentages in 0..=100"
         );
         anyhow::ensure!(self.measure_ns > 0, "the measured window must be positive");
+        let steps = self.estimated_steps();
+        anyhow::ensure!(
+            steps <= MAX_ESTIMATED_STEPS,
+            "the sweep would simulate up to about {steps} steps (processes × virtual time \
+             / the {} profile's cheapest step, {} ns, summed over {} runs), more than \
+             {MAX_ESTIMATED_STEPS}: shorten --measure-us or --warmup-us, or ask for fewer \
+             --processes, --locks or --writer-percent",
+            self.latency.name,
+            self.latency.cpu_local_ns.max(1),
+            self.runs_per_p() * self.processes.len()
+        );
         if self.locks.contains(&LockKind::RmaRw) {
             for &p in &self.processes {
                 self.rma_rw(&self.placement(p))
@@ -195,10 +234,41 @@ impl LocksConfig {
         Ok(())
     }
 
+    /// How many simulations the sweep runs per P (an exclusive lock once).
+    fn runs_per_p(&self) -> usize {
+        self.locks
+            .iter()
+            .map(|l| {
+                if l.reader_writer() {
+                    self.writer_percents.len()
+                } else {
+                    usize::from(!self.writer_percents.is_empty())
+                }
+            })
+            .sum()
+    }
+
     /// The number of nodes for `p` processes.
     pub fn nodes(&self, p: usize) -> usize {
         p.div_ceil(self.per_node)
     }
+}
+
+/// The most steps a sweep may be estimated to simulate ([`LocksConfig::estimated_steps`]):
+/// about ten minutes of one core at the simulator's ≈ 0.7 µs a step when the estimate is
+/// reached, a few times less in practice; the full sweep on the cluster profile is
+/// estimated at 3.1 × 10^8.
+pub const MAX_ESTIMATED_STEPS: u128 = 1_000_000_000;
+
+/// A remote atomic's round in `latency`, without jitter: post, doorbell, the wire both
+/// ways, the atomic at the responder, the completion written back.
+pub fn round_ns(latency: &LatencyModel) -> u64 {
+    (latency.cpu_post_ns
+        + latency.doorbell_ns
+        + 2 * latency.wire_ns
+        + latency.atomic_ns
+        + latency.local_mem_write_ns)
+        .max(1)
 }
 
 /// One measured point.

@@ -130,3 +130,71 @@ fn fompi_excludes_writers_exhaustively() {
         "the lock word returns to 0"
     );
 }
+
+/// The sweep's measured steps (each run once: an exclusive lock's point is repeated for
+/// every F_W).
+fn steps_simulated(report: &LocksReport) -> u64 {
+    let mut runs: Vec<(&str, usize, u64)> = report
+        .points
+        .iter()
+        .map(|x| (x.lock, x.processes, x.steps))
+        .collect();
+    let exclusive = |name: &str| {
+        LockKind::ALL
+            .iter()
+            .any(|l| l.name() == name && !l.reader_writer())
+    };
+    runs.dedup_by(|a, b| exclusive(a.0) && a.0 == b.0 && a.1 == b.1);
+    runs.iter().map(|r| r.2).sum()
+}
+
+/// The work bound checked before a sweep runs: the estimate stays near or above what the
+/// sweep simulates on the cluster profile and on `uniform` (every step 1 ns), and the
+/// windows scaled to a profile keep its work near the cluster profile's.
+#[test]
+fn the_estimate_bounds_the_work_and_scaled_windows_keep_it_alike() {
+    let cluster = LocksConfig::quick();
+    assert_eq!(
+        cluster
+            .clone()
+            .on_profile(LatencyModel::cluster())
+            .measure_ns,
+        cluster.measure_ns,
+        "the cluster profile keeps its windows"
+    );
+    let uniform = LocksConfig::quick().on_profile(LatencyModel::uniform());
+    assert!(
+        uniform.measure_ns < cluster.measure_ns / 100,
+        "{}",
+        uniform.measure_ns
+    );
+    let mut measured = Vec::new();
+    for config in [&cluster, &uniform] {
+        let report = run(config, false).expect("the quick sweep runs");
+        assert!(report.points.iter().all(|x| x.acquisitions > 0));
+        let steps = steps_simulated(&report);
+        let estimate = config.estimated_steps();
+        assert!(steps > 0);
+        assert!(
+            u128::from(steps) * 4 <= estimate * 5,
+            "{}: {steps} steps, estimated {estimate}",
+            config.latency.name
+        );
+        measured.push(steps);
+    }
+    // Unscaled, `uniform` simulates ≈ 45 times the cluster profile's steps.
+    assert!(
+        measured[1] < 4 * measured[0],
+        "cluster {} steps, uniform {}",
+        measured[0],
+        measured[1]
+    );
+    // A sweep past the bound is refused before it runs, naming the flags.
+    let mut huge = LocksConfig::full();
+    huge.measure_ns = 1_000_000_000;
+    let e = huge.check().unwrap_err().to_string();
+    assert!(
+        e.contains("--measure-us") && e.contains("--processes"),
+        "{e}"
+    );
+}

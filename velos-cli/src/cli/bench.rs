@@ -465,10 +465,13 @@ struct LocksArgs {
     /// Local loads between a release and the next acquire, 0 to 10000 (default 0).
     #[arg(long, value_parser = number::<u32>(0, 10_000, ""))]
     think_ops: Option<u32>,
-    /// Virtual warm-up before measuring, in µs, 0 to 10^6 (default 50).
+    /// Virtual warm-up before measuring, in µs, 0 to 10^6 (default 50 on the cluster
+    /// profile, as many lock rounds on the others).
     #[arg(long, value_parser = number::<u64>(0, 1_000_000, " µs"))]
     warmup_us: Option<u64>,
-    /// The measured window of virtual time, in µs, 1 to 10^6 (default 1000).
+    /// The measured window of virtual time, in µs, 1 to 10^6 (default 1000 on the cluster
+    /// profile, as many lock rounds on the others; a sweep estimated past 10^9 steps is
+    /// refused).
     #[arg(long, value_parser = number::<u64>(1, 1_000_000, " µs"))]
     measure_us: Option<u64>,
     /// The seed (default 1).
@@ -529,14 +532,17 @@ impl LocksArgs {
         c.t_r = self.t_r.unwrap_or(c.t_r);
         c.cs_ops = self.cs_ops.unwrap_or(c.cs_ops);
         c.think_ops = self.think_ops.unwrap_or(c.think_ops);
+        if let Some(name) = &self.latency {
+            // The default windows hold as many lock rounds on every profile.
+            c = c.on_profile(
+                LatencyModel::by_name(name)
+                    .ok_or_else(|| format!("unknown latency profile {name:?}"))?,
+            );
+        }
         c.warmup_ns = self.warmup_us.map_or(c.warmup_ns, |us| us * 1_000);
         c.measure_ns = self.measure_us.map_or(c.measure_ns, |us| us * 1_000);
         c.seed = self.seed.unwrap_or(c.seed);
         c.jobs = self.jobs.unwrap_or(c.jobs);
-        if let Some(name) = &self.latency {
-            c.latency = LatencyModel::by_name(name)
-                .ok_or_else(|| format!("unknown latency profile {name:?}"))?;
-        }
         c.check().map_err(|e| format!("{e:#}"))?;
         Ok(c)
     }
