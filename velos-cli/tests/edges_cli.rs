@@ -276,3 +276,31 @@ fn a_fault_on_a_replica_up_for_part_of_its_window_runs() {
         );
     }
 }
+
+/// A fault that meets its replica down does nothing, so the checks that count on it held
+/// without it: `--crash-leader-at` crashes replica 0, the leader then, and a pause of
+/// replica 0 after it fails the run (the same pause of a live replica passes).
+#[test]
+fn a_fault_that_met_its_replica_down_fails_the_run() {
+    let run = |pause: &str| {
+        velos(&[
+            "sim",
+            "--duration",
+            "1ms",
+            "--crash-leader-at",
+            "100us",
+            "--pause",
+            pause,
+        ])
+    };
+    let (code, stdout, stderr) = run("0@200us+100us");
+    assert_eq!(code, 1, "{stdout}\n{stderr}");
+    assert!(stdout.contains("faults_acted: FAIL"), "{stdout}");
+    assert!(
+        stderr.contains("a pause of node 0 for 100000 ns at 200000 ns met it down"),
+        "{stderr}"
+    );
+    let (code, stdout, stderr) = run("1@200us+100us");
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    assert!(stdout.contains("faults_acted: pass"), "{stdout}");
+}

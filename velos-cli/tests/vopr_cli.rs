@@ -38,7 +38,15 @@ fn thousand_seeds(flags: &[&str]) {
     let gap_checked = summary["gap_checked_seeds"].as_u64().expect("a count");
     assert!(
         gap_checked >= 500,
-        "premise: the commit-gap check saw operations wait outside every fault's window          in {gap_checked} seeds"
+        "premise: the commit-gap check saw operations wait outside every fault's window \
+         in {gap_checked} seeds"
+    );
+    let applied = summary["faults_applied"].as_u64().expect("a count");
+    let idle = summary["faults_idle"].as_u64().expect("a count");
+    assert!(
+        applied >= 1000 && idle * 100 <= applied * 15,
+        "premise: the campaign's faults acted — {applied} applied, {idle} of them on a replica \
+         already down"
     );
     println!(
         "1000 seeds {flags:?}, {ops} client operations: {:.1} seeds/s",

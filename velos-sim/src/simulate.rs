@@ -67,6 +67,53 @@ pub enum Fault {
     },
 }
 
+impl std::fmt::Display for Fault {
+    /// The fault as a person would say it: "a pause of node 1 for 100000 ns".
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Fault::Crash { node, mode } => {
+                let then = match mode {
+                    CrashMode::Hang => "hang",
+                    CrashMode::Error => "fail",
+                };
+                write!(
+                    f,
+                    "a crash of node {} (operations towards it {then})",
+                    node.0
+                )
+            }
+            Fault::QueuePairError { from, to } => {
+                write!(
+                    f,
+                    "a queue-pair error from node {} to node {}",
+                    from.0, to.0
+                )
+            }
+            Fault::Delay {
+                node,
+                extra_ns,
+                duration_ns,
+            } => write!(
+                f,
+                "a delay of {extra_ns} ns a step towards node {} for {duration_ns} ns",
+                node.0
+            ),
+            Fault::DelayFrom {
+                node,
+                extra_ns,
+                duration_ns,
+            } => write!(
+                f,
+                "a delay of {extra_ns} ns a step of what node {} posts for {duration_ns} ns",
+                node.0
+            ),
+            Fault::Pause { node, duration_ns } => {
+                write!(f, "a pause of node {} for {duration_ns} ns", node.0)
+            }
+        }
+    }
+}
+
 /// A fault and its virtual time.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ScheduledFault {
@@ -202,7 +249,26 @@ pub struct Simulator<P> {
     enabled: Vec<(Transition, u64)>,
     /// Paused nodes and until when (see [`Fault::Pause`]).
     paused: Vec<(NodeId, u64)>,
+    /// Every fault applied so far, with whether it met a live node ([`FaultEffect`]).
+    effects: Vec<FaultEffect>,
     seed: u64,
+}
+
+/// A fault the simulator applied, and whether it acted: a crash or a queue-pair error
+/// met its nodes up; a delay or pause met its node up at some moment of its window (up
+/// when it began, or restarted before it ended). A fault that did not act changed
+/// nothing, so a check that counts on it held without it: a harness reports it as a
+/// missing premise ([`Simulator::faults_without_effect`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FaultEffect {
+    /// When it was applied (virtual ns).
+    pub at_ns: u64,
+    /// The fault.
+    pub fault: Fault,
+    /// When its window ends (its application time for a crash or a queue-pair error).
+    pub until_ns: u64,
+    /// Whether it met a live node.
+    pub acted: bool,
 }
 
 impl<P: Process> Simulator<P> {
@@ -227,6 +293,7 @@ impl<P: Process> Simulator<P> {
             cpu_steps: 0,
             enabled: Vec::new(),
             paused: Vec::new(),
+            effects: Vec::new(),
             seed: config.seed,
         }
     }
@@ -345,6 +412,28 @@ impl<P: Process> Simulator<P> {
     fn apply(&mut self, fault: Fault) {
         self.trace.word(6 << 56);
         self.trace.word(self.clock.now);
+        let now = self.clock.now;
+        let (acted, until_ns) = match fault {
+            Fault::Crash { node, .. } => (self.machine.is_up(node), now),
+            Fault::QueuePairError { from, to } => {
+                (self.machine.is_up(from) && self.machine.is_up(to), now)
+            }
+            Fault::Delay {
+                node, duration_ns, ..
+            }
+            | Fault::DelayFrom {
+                node, duration_ns, ..
+            }
+            | Fault::Pause { node, duration_ns } => {
+                (self.machine.is_up(node), now.saturating_add(duration_ns))
+            }
+        };
+        self.effects.push(FaultEffect {
+            at_ns: now,
+            fault: fault.clone(),
+            until_ns,
+            acted,
+        });
         match fault {
             Fault::Crash { node, mode } => self.machine.crash(node, mode),
             Fault::QueuePairError { from, to } => self.machine.queue_pair_error(from, to),
@@ -377,6 +466,30 @@ impl<P: Process> Simulator<P> {
         self.trace.word(self.clock.now);
         let now = self.clock.now;
         self.machine.restart(node, process, now);
+        // A window still open on this node now meets a live one.
+        for e in self
+            .effects
+            .iter_mut()
+            .filter(|e| !e.acted && e.until_ns > now)
+        {
+            if let Fault::Delay { node: n, .. }
+            | Fault::DelayFrom { node: n, .. }
+            | Fault::Pause { node: n, .. } = e.fault
+            {
+                e.acted |= n == node;
+            }
+        }
+    }
+
+    /// How many faults were applied so far.
+    pub fn faults_applied(&self) -> usize {
+        self.effects.len()
+    }
+
+    /// The faults applied so far that met no live node (see [`FaultEffect`]); a window
+    /// still open may yet act, when its node restarts before it ends.
+    pub fn faults_without_effect(&self) -> impl Iterator<Item = &FaultEffect> {
+        self.effects.iter().filter(|e| !e.acted)
     }
 
     /// The join path met the process now in `to`'s place from `from`, now

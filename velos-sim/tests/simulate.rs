@@ -647,3 +647,55 @@ fn test_after_a_put_sees_both_pending_and_complete() {
         );
     }
 }
+
+/// Every fault applied is recorded with whether it met a live node: a second crash of a
+/// node already down and a pause of it did nothing, until the node restarts inside the
+/// pause's window; a delay of a live node acted.
+#[test]
+fn a_fault_that_meets_its_node_down_is_told_as_doing_nothing() {
+    let mut machine = script(2, put_wait(1));
+    let idle = |code: Vec<Op>| LitmusThread::new(code.into_iter().map(Compiled::op).collect(), 0);
+    machine.spawn(NodeId(1), idle(vec![]));
+    let mut config = SimConfig::new(1, LatencyModel::uniform());
+    config.faults.push(crash_of(1, 0, CrashMode::Hang));
+    config.faults.push(crash_of(1, 1, CrashMode::Hang));
+    config.faults.push(ScheduledFault {
+        at_ns: 1,
+        fault: Fault::Pause {
+            node: NodeId(1),
+            duration_ns: 1_000_000,
+        },
+    });
+    config.faults.push(ScheduledFault::delay(0, 1, 5, 10));
+    let mut sim = Simulator::new(machine, config);
+    assert_eq!(sim.run(u64::MAX, 1000), Stop::Deadlock);
+    assert_eq!(sim.faults_applied(), 4);
+    let idle_faults = |sim: &Simulator<LitmusThread>| -> Vec<Fault> {
+        sim.faults_without_effect()
+            .map(|e| e.fault.clone())
+            .collect()
+    };
+    assert_eq!(
+        idle_faults(&sim),
+        [
+            Fault::Crash {
+                node: NodeId(1),
+                mode: CrashMode::Hang
+            },
+            Fault::Pause {
+                node: NodeId(1),
+                duration_ns: 1_000_000
+            }
+        ],
+        "the second crash and the pause met node 1 down; the first crash and the delay acted"
+    );
+    // Node 1 restarts inside the pause's window: the pause now acts on the new process.
+    sim.restart(NodeId(1), idle(vec![]));
+    assert_eq!(
+        idle_faults(&sim),
+        [Fault::Crash {
+            node: NodeId(1),
+            mode: CrashMode::Hang
+        }]
+    );
+}

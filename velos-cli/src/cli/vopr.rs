@@ -70,6 +70,10 @@ struct Summary {
     operations_completed: u64,
     /// Seeds whose leader crashed after a replacement joined (the budget it returned).
     crashes_after_join: u64,
+    /// Faults the simulator applied over every seed (planned leader crashes included).
+    faults_applied: u64,
+    /// Of them, those that met their replica already down and did nothing.
+    faults_idle: u64,
     /// The longest commit gap while operations waited and no fault was active, over
     /// every seed (ns), and its seed.
     longest_gap_ns: u64,
@@ -236,6 +240,8 @@ pub fn run_cli(a: VoprArgs) -> ExitCode {
         operations: reports.iter().map(|r| r.operations[0] as u64).sum(),
         operations_completed: reports.iter().map(|r| r.operations[1] as u64).sum(),
         crashes_after_join: reports.iter().filter(|r| r.crashed_after_join).count() as u64,
+        faults_applied: reports.iter().map(|r| r.faults_applied[0] as u64).sum(),
+        faults_idle: reports.iter().map(|r| r.faults_applied[1] as u64).sum(),
         longest_gap_ns: longest.map_or(0, |r| r.longest_gap.1),
         longest_gap_seed: longest.map_or(first, |r| r.seed),
         gap_checked_seeds: reports.iter().filter(|r| r.gap_visits > 0).count() as u64,
@@ -268,7 +274,8 @@ pub fn run_cli(a: VoprArgs) -> ExitCode {
         }
         println!(
             "{} seeds ({}..{end}), {} violating; {} client operations, {} completed; {} \
-             leader crashes after a replacement joined; longest commit gap outside faults \
+             leader crashes after a replacement joined; {} faults applied, {} of them on a \
+             replica already down (they did nothing); longest commit gap outside faults \
              {} ns (seed {}; {} seeds checked); {:.1} s, {:.1} seeds/s",
             total,
             first,
@@ -276,6 +283,8 @@ pub fn run_cli(a: VoprArgs) -> ExitCode {
             summary.operations,
             summary.operations_completed,
             summary.crashes_after_join,
+            summary.faults_applied,
+            summary.faults_idle,
             summary.longest_gap_ns,
             summary.longest_gap_seed,
             summary.gap_checked_seeds,

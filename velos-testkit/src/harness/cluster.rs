@@ -86,6 +86,19 @@ pub fn run(spec: &ClusterSpec) -> ClusterReport {
     }
     services.run(&mut sim, spec.duration_ns);
     let mut report = report_with(spec, &sim, &services);
+    // The premise of every fault asked for: it met its replica up (a crash of the leader
+    // may take the replica a later fault names, which then does nothing).
+    if sim.faults_applied() > 0 {
+        let mut acted = true;
+        for e in sim.faults_without_effect() {
+            acted = false;
+            report.failures.push(format!(
+                "faults: {} at {} ns met it down: it did nothing (was it crashed before?)",
+                e.fault, e.at_ns
+            ));
+        }
+        report.checks.insert("faults_acted".to_string(), acted);
+    }
     if let Some(crashed) = leader_crashed {
         if let Err(at) = crashed {
             report.failures.push(format!(

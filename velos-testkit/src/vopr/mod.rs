@@ -50,6 +50,7 @@ pub fn run_mutant(seed: u64, mutation: Mutation, overflow: bool) -> RunReport {
             seed,
             replicas,
             faults,
+            faults_applied: [0, 0],
             operations: [0, 0],
             entries: 0,
             crashed_after_join: false,

@@ -57,8 +57,11 @@ pub struct RunReport {
     pub seed: u64,
     /// Replicas.
     pub replicas: u16,
-    /// Faults injected.
+    /// Faults the plan drew.
     pub faults: usize,
+    /// Faults the simulator applied (a planned leader crash included), and of them those
+    /// that met no live replica and did nothing (`velos_sim::simulate::FaultEffect`).
+    pub faults_applied: [usize; 2],
     /// Client operations started, and completed.
     pub operations: [usize; 2],
     /// Log entries the most advanced replica applied.
@@ -500,6 +503,11 @@ fn report(
             sim.now().saturating_sub(scenario.safety_ns)
         ));
     }
+    // A fault may meet its replica already down (a leader's crash is decided when it is
+    // due and may take the replica a later fault names): it did nothing. Counted, so the
+    // campaign's premise (its faults acted) is checked over its seeds.
+    let faults_applied = sim.faults_applied();
+    let faults_idle = sim.faults_without_effect().count();
     let completed = history.iter().filter(|o| o.response_ns.is_some()).count();
     // The premise of the checks above: the clients completed an operation (else
     // linearizability and the clients' liveness held on an empty history).
@@ -512,6 +520,7 @@ fn report(
         seed: scenario.seed,
         replicas: scenario.log.replicas,
         faults: scenario.faults.len(),
+        faults_applied: [faults_applied, faults_idle],
         operations: [history.len(), completed],
         entries: logs.iter().map(|l| l.entries.len()).max().unwrap_or(0),
         crashed_after_join: false,
