@@ -58,6 +58,21 @@ fn decision_path(c: &mut Criterion) {
              {:.2} allocations per decision",
             allocations as f64 / recording.decisions as f64
         );
+        // The in-process NIC's share of the leader's thread: the same window's operations
+        // on a fresh fabric (`Recording::replay_nic`).
+        let fabric = recording.nic_fabric().expect("the fabric is made");
+        let nic = (0..30)
+            .map(|_| {
+                let start = cpu_time::ThreadTime::now();
+                recording.replay_nic(&fabric).expect("the NIC replay runs");
+                start.elapsed().as_nanos() as f64 / recording.decisions as f64
+            })
+            .fold(f64::INFINITY, f64::min);
+        println!(
+            "nic/{name}: {nic:.0} ns of thread CPU per decision in the in-process NIC (best of \
+             30 replays of the leader's operations, {:.2} work requests a decision)",
+            ops.work_requests
+        );
         group.throughput(Throughput::Elements(recording.decisions));
         group.bench_function(name, |b| {
             b.iter_batched(

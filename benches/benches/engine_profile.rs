@@ -13,8 +13,10 @@
 //! ```
 //!
 //! The argument picks the load: `1client` (default) or `64outstanding`. Prints the
-//! decisions replayed, so that counts divide into counts per decision. Reports; asserts
-//! nothing about speed.
+//! decisions replayed, so that counts divide into counts per decision. With
+//! `VELOS_PROFILE_PART=nic` it replays the same window's operations on the in-process NIC
+//! instead (`Recording::replay_nic`; callgrind's `--toggle-collect='*replay_nic*'`).
+//! Reports; asserts nothing about speed.
 
 use velos_bench::engine::record;
 
@@ -46,9 +48,21 @@ fn main() -> anyhow::Result<()> {
             Err(e) => return Err(e),
         }
     };
-    for _ in 0..replays {
-        let replica = recording.start();
-        recording.replay(replica)?;
+    let nic = match std::env::var("VELOS_PROFILE_PART").as_deref() {
+        Ok("nic") => true,
+        Ok("engine") | Err(_) => false,
+        Ok(other) => anyhow::bail!("VELOS_PROFILE_PART: engine or nic, not {other:?}"),
+    };
+    if nic {
+        let fabric = recording.nic_fabric()?;
+        for _ in 0..replays {
+            recording.replay_nic(&fabric)?;
+        }
+    } else {
+        for _ in 0..replays {
+            let replica = recording.start();
+            recording.replay(replica)?;
+        }
     }
     println!(
         "engine_profile/{load}: {} replays of {} decisions: {} decisions",

@@ -61,6 +61,11 @@ pub struct Recording {
     pub decisions: u64,
     /// What the leader issued over the window.
     pub ops: OpsPerDecision,
+    /// The leader's operations over the window that reach its backend (every one but
+    /// pauses), in order: the in-process NIC's work for [`Recording::replay_nic`].
+    nic_ops: Vec<Op>,
+    /// The log the run had (for the NIC replay's fabric).
+    log: Shared<LogConfig>,
 }
 
 /// The log of the recording: heartbeats every 100 µs, suspicion after 50 ms (a stable
@@ -100,6 +105,7 @@ pub fn record(warmup: u64, decisions: u64, outstanding: u64) -> anyhow::Result<R
     let (mut calls, mut batch) = (0u64, Vec::new());
     let mut clock = 0u64;
     let mut rung = 0u64;
+    let mut nic_ops = Vec::new();
     while committed < total {
         steps += 1;
         ensure!(
@@ -138,6 +144,9 @@ pub fn record(warmup: u64, decisions: u64, outstanding: u64) -> anyhow::Result<R
             for op in &batch {
                 if r == 0 && recording {
                     count(&mut counts, op);
+                    if !matches!(op, Op::Pause { .. }) {
+                        nic_ops.push(op.clone());
+                    }
                 }
                 // One thread: an idle pause lets the others run, no time need pass.
                 clock += OP_NS;
@@ -152,6 +161,7 @@ pub fn record(warmup: u64, decisions: u64, outstanding: u64) -> anyhow::Result<R
             rung = endpoints[0].work_requests().doorbells;
             window = Some((replicas[0].clone(), proposed, committed));
             trace.clear();
+            nic_ops.clear();
         }
     }
     let (snapshot, first_command, committed_before) = window.context("the window started")?;
@@ -175,6 +185,8 @@ pub fn record(warmup: u64, decisions: u64, outstanding: u64) -> anyhow::Result<R
         first_command,
         decisions,
         ops,
+        nic_ops,
+        log,
     })
 }
 
@@ -220,6 +232,35 @@ impl Recording {
     }
 }
 
+impl Recording {
+    /// A fabric for [`Recording::replay_nic`]: the run's log, inline mode.
+    pub fn nic_fabric(&self) -> anyhow::Result<MemFabric> {
+        inline_fabric(&self.log)
+    }
+
+    /// Executes the leader's operations of the window, in order, on a fresh in-process
+    /// fabric of the same log (inline mode, as `velos bench embed` and `velos::embed` run
+    /// it): the in-process NIC's own work for the window's decisions, the part of the
+    /// leader's thread that is neither the engine nor the client. The followers' memory
+    /// is blank, so CASes meet other words than in the run; each still costs its post,
+    /// execution and completion. `fabric` is [`Recording::nic_fabric`] (made once: its
+    /// memory is the run's size); the work requests executed.
+    pub fn replay_nic(&self, fabric: &MemFabric) -> anyhow::Result<u64> {
+        let mut endpoint = fabric.endpoint(NodeId(0));
+        let mut failed = 0u64;
+        for op in &self.nic_ops {
+            failed += u64::from(matches!(endpoint.execute(op), Reply::Failed(_)));
+        }
+        ensure!(
+            failed == 0,
+            "{failed} operations failed on the fresh fabric"
+        );
+        let posted = endpoint.work_requests().posted;
+        ensure!(posted > 0, "the window posted work requests");
+        Ok(posted)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -236,6 +277,14 @@ mod tests {
             let ops = recording.ops;
             assert!(ops.atomics >= 3.0, "an accept CAS per acceptor: {ops:?}");
             assert!(ops.work_requests >= ops.atomics + ops.puts);
+            // The NIC replay posts the window's work requests again, all of them.
+            let fabric = recording.nic_fabric().unwrap();
+            let posted = recording.replay_nic(&fabric).unwrap();
+            let expected = ops.work_requests * recording.decisions as f64;
+            assert!(
+                (posted as f64 - expected).abs() < 0.5,
+                "{posted} posted, {expected} in the run"
+            );
         }
     }
 }
