@@ -49,9 +49,11 @@ impl Layout {
     /// Checks that `loc` names an aligned word inside its node's region and returns its
     /// word index.
     pub fn check(&self, loc: Loc) -> Result<usize, RdmaError> {
-        let index = loc
-            .word_index()
-            .ok_or(RdmaError::MisalignedAtomic { loc })?;
+        // Not `ok_or(error)`: that builds and drops an error on every call, the hot path's
+        // most frequent check.
+        let Some(index) = loc.word_index() else {
+            return Err(RdmaError::MisalignedAtomic { loc });
+        };
         if index >= self.words(loc.node) as usize {
             return Err(RdmaError::OutOfBounds { loc });
         }

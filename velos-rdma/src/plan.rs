@@ -97,6 +97,19 @@ impl Grant {
     }
 }
 
+/// Whether `plan` lets `peer` make an access of `kind` to each of the `count` words from
+/// `first` by one grant (a checked plan has at most one grant for `peer` over any word,
+/// so then every word is permitted as [`permits`] says; `false` leaves the words to be
+/// checked one by one).
+pub fn permits_all(plan: &[Grant], peer: NodeId, first: u32, count: u32, kind: RemoteKind) -> bool {
+    plan.iter()
+        .find(|grant| grant.is_for(peer) && grant.covers(first))
+        .is_some_and(|grant| {
+            grant.access.allows(kind)
+                && u64::from(first) + u64::from(count) <= u64::from(grant.words.end)
+        })
+}
+
 /// Whether `plan` lets `peer` make an access of `kind` to word `word`.
 pub fn permits(plan: &[Grant], peer: NodeId, word: u32, kind: RemoteKind) -> bool {
     plan.iter()

@@ -180,7 +180,7 @@ impl<'f> MemEndpoint<'f> {
     /// `Test`: whether every earlier operation with `work_id` has completed (then as
     /// `wait`), without blocking.
     fn test(&mut self, work_id: WorkId) -> Result<bool, RdmaError> {
-        let Some(newest) = self.newest.get(&work_id) else {
+        let Some(newest) = self.newest.get_mut(&work_id) else {
             return Ok(true);
         };
         // Borrowed, not cloned: the rows and the completions are different fields.
@@ -191,7 +191,8 @@ impl<'f> MemEndpoint<'f> {
         ) {
             return Ok(false);
         }
-        self.wait(work_id).map(|()| true)
+        // Complete: as `wait`, on the row already found.
+        Self::awaited(&mut self.nic, work_id, newest).map(|()| true)
     }
 
     /// `WaitAny`: the lowest i in `mask` whose work id `base + i` is complete (then as `wait`).
@@ -221,11 +222,17 @@ impl<'f> MemEndpoint<'f> {
         let Some(newest) = self.newest.get_mut(&work_id) else {
             return Ok(());
         };
+        Self::awaited(&mut self.nic, work_id, newest)
+    }
+
+    /// `wait` for `work_id` whose row of newest positions is `newest`: blocks until they
+    /// completed, then zeroes the row and reports the earliest failure among them.
+    fn awaited(nic: &mut Nic<'_>, work_id: WorkId, newest: &mut [u64]) -> Result<(), RdmaError> {
         if newest.iter().all(|&p| p == 0) {
             return Ok(()); // awaited since its last post: as if never posted
         }
         let failure = settle(
-            &mut self.nic,
+            nic,
             |completions| completions.covers(newest),
             |completions| completions.take_failure(|ticket| ticket.work_id == work_id),
         );

@@ -67,6 +67,31 @@ impl Memory {
         }
     }
 
+    /// Whether the plan of `first`'s node lets `source` make an access of `kind` to each
+    /// of the `count` words from `first` by one grant (always without plans); `false`
+    /// says nothing: check them one by one ([`Memory::permit`]).
+    pub(crate) fn permit_all(
+        &self,
+        source: NodeId,
+        first: Loc,
+        count: usize,
+        kind: RemoteKind,
+    ) -> bool {
+        let Some(plans) = &self.plans else {
+            return true;
+        };
+        let Ok(count) = u32::try_from(count) else {
+            return false;
+        };
+        crate::plan::permits_all(
+            &plans[first.node.index()],
+            source,
+            first.offset / 8,
+            count,
+            kind,
+        )
+    }
+
     /// `Err(RemoteAccess)` unless the plan of `remote`'s node lets `source` make an access
     /// of `kind` there (always `Ok` without plans); `remote` is a checked location.
     pub(crate) fn permit(

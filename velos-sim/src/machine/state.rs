@@ -285,9 +285,10 @@ impl<P: Process> Machine<P> {
 
     /// Checks a location against the memory's shape.
     pub fn word_index(&self, loc: Loc) -> Result<usize, RdmaError> {
-        let index = loc
-            .word_index()
-            .ok_or(RdmaError::MisalignedAtomic { loc })?;
+        // Not `ok_or(error)`: that builds and drops an error on every call.
+        let Some(index) = loc.word_index() else {
+            return Err(RdmaError::MisalignedAtomic { loc });
+        };
         match self.mem.get(loc.node.index()) {
             Some(words) if index < words.len() => Ok(index),
             _ => Err(RdmaError::OutOfBounds { loc }),

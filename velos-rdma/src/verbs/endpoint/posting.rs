@@ -78,10 +78,12 @@ impl VerbsEndpoint<'_> {
         let staged = if Connection::fits_inline(words.len()) {
             None
         } else {
-            let slots = Staging::slots_for(words.len()).ok_or(RdmaError::Unsupported {
-                operation: "PutWords",
-                backend: "the verbs backend, beyond 64 KiB (the staging ring)",
-            })?;
+            let Some(slots) = Staging::slots_for(words.len()) else {
+                return Err(RdmaError::Unsupported {
+                    operation: "PutWords",
+                    backend: "the verbs backend, beyond 64 KiB (the staging ring)",
+                });
+            };
             let first = self.reserve(slots);
             let target = request.target();
             let holder = Holder {
