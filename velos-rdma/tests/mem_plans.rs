@@ -165,3 +165,52 @@ fn a_bad_plan_is_refused_with_its_reason() {
     let e = MemFabric::with_plans(Layout::uniform(2, 8), options, outside).unwrap_err();
     assert!(e.contains("the plan of") && e.contains("outside"), "{e}");
 }
+
+/// Accesses of several words: inside one grant they go through; across two grants that
+/// both allow them too; the first word no grant allows, or past the region, is the
+/// failure, and a refused put writes none of its words.
+#[test]
+fn a_many_word_access_is_allowed_word_by_word_and_refused_at_its_first_bad_word() {
+    for mode in [Mode::Inline, Mode::Worker] {
+        let put = |at: u32, n: u64| Op::PutWords {
+            remote: w(0, at),
+            words: (1..=n).collect::<Vec<u64>>().into(),
+            work_id: D,
+        };
+        let wait = Op::Wait { work_id: D };
+        // Node 1 may write words 2..4 of node 0: two words go in, three stop at word 4.
+        let f = fabric(mode);
+        assert_eq!(
+            script(&f, 1, vec![put(2, 2), wait.clone()]),
+            [Reply::Done, Reply::Done]
+        );
+        assert_eq!(&f.snapshot()[0][2..4], [1, 2]);
+        let f = fabric(mode);
+        assert_eq!(
+            script(&f, 1, vec![put(2, 3), wait.clone()])[1],
+            refused(w(0, 4))
+        );
+        assert_eq!(f.snapshot()[0], vec![0; 8], "a refused put writes nothing");
+        // Node 2 reads words 0..4 of node 0 across two grants, both readable for it.
+        let f = fabric(mode);
+        let get = |remote: Loc, count: u32| Op::GetWords {
+            local: w(2, 0),
+            remote,
+            count,
+            work_id: D,
+        };
+        assert_eq!(
+            script(&f, 2, vec![get(w(0, 0), 4), wait.clone()]),
+            [Reply::Done, Reply::Done]
+        );
+        // Past the region: the first word beyond it is the failure.
+        let f = fabric(mode);
+        assert_eq!(
+            script(&f, 2, vec![get(w(1, 6), 4), wait.clone()])[1],
+            Reply::Failed(RdmaError::WorkFailed {
+                work_id: D,
+                cause: Box::new(RdmaError::OutOfBounds { loc: w(1, 8) }),
+            })
+        );
+    }
+}
