@@ -29,6 +29,7 @@
 //!   driver thread).
 
 mod omnipaxos;
+mod omnipaxos_threads;
 mod output;
 mod report;
 mod submit;
@@ -58,17 +59,21 @@ pub enum System {
     Velos,
     /// OmniPaxos: three instances on one thread, messages moved between them in-process.
     OmniPaxos,
+    /// OmniPaxos: three instances, each on a thread of its own, messages over channels.
+    #[serde(rename = "omnipaxos-threads")]
+    OmniPaxosThreads,
 }
 
 impl System {
-    /// Both systems, in the order of tables.
-    pub const ALL: [System; 2] = [System::Velos, System::OmniPaxos];
+    /// Every system, in the order of tables.
+    pub const ALL: [System; 3] = [System::Velos, System::OmniPaxos, System::OmniPaxosThreads];
 
     /// The system's name in reports.
     pub fn name(self) -> &'static str {
         match self {
             System::Velos => "velos",
             System::OmniPaxos => "omnipaxos",
+            System::OmniPaxosThreads => "omnipaxos-threads",
         }
     }
 }
@@ -373,6 +378,7 @@ pub fn run_one(
     let window = match system {
         System::Velos => velos::measure(config, workload)?,
         System::OmniPaxos => omnipaxos::measure(config, workload)?,
+        System::OmniPaxosThreads => omnipaxos_threads::measure(config, workload)?,
     };
     // A step may decide several commands: the window starts at the first step that
     // completes the warm-up, so it holds the planned commits or a few fewer (a batch's

@@ -19,18 +19,18 @@ use std::time::{Duration, Instant};
 
 /// A command: an 8-byte counter, copied without allocation.
 #[derive(Clone, Copy, Debug)]
-struct Command(#[allow(dead_code)] u64);
+pub(super) struct Command(#[allow(dead_code)] pub(super) u64);
 
 impl Entry for Command {
     type Snapshot = NoSnapshot;
 }
 
-type Instance = OmniPaxos<Command, MemoryStorage<Command>>;
+pub(super) type Instance = OmniPaxos<Command, MemoryStorage<Command>>;
 
 /// Three instances and the in-process network between them.
-struct Cluster {
+pub(super) struct Cluster {
     /// Instance of pid `p` at index `p - 1`.
-    nodes: Vec<Instance>,
+    pub(super) nodes: Vec<Instance>,
     outbox: Vec<Message<Command>>,
     /// Messages moved so far.
     messages: u64,
@@ -39,7 +39,7 @@ struct Cluster {
 }
 
 impl Cluster {
-    fn new(config: &EmbedConfig, batch: u64) -> anyhow::Result<Cluster> {
+    pub(super) fn new(config: &EmbedConfig, batch: u64) -> anyhow::Result<Cluster> {
         let cluster = ClusterConfig {
             configuration_id: 1,
             nodes: vec![1, 2, 3],
@@ -111,7 +111,7 @@ impl Cluster {
 
     /// Ticks (without waiting for wall time: ticks are logical) and delivers until a
     /// leader is elected.
-    fn elect(&mut self) -> anyhow::Result<usize> {
+    pub(super) fn elect(&mut self) -> anyhow::Result<usize> {
         for _ in 0..10_000 {
             self.tick_all();
             while self.deliver() {}

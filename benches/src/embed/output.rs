@@ -12,7 +12,7 @@ pub fn table(report: &EmbedReport) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "{:<9} | {:>13} | {:>13} | {:>14} | {:>16} | {:>19} | {:>15}",
+        "{:<17} | {:>13} | {:>13} | {:>14} | {:>16} | {:>19} | {:>15}",
         "",
         "commits/s 1c",
         "commits/s many",
@@ -23,13 +23,14 @@ pub fn table(report: &EmbedReport) -> String {
     );
     let _ = writeln!(
         out,
-        "{:<9} | {:>13} | {:>13} | {:>14} | {:>16} | {:>19} | {:>15}",
+        "{:<17} | {:>13} | {:>13} | {:>14} | {:>16} | {:>19} | {:>15}",
         "", "", "", "1 client", "1c / many", "1c / many", "1c / many"
     );
-    for s in [&report.velos, &report.omnipaxos] {
+    let systems = [&report.velos, &report.omnipaxos, &report.omnipaxos_threads];
+    for s in systems {
         let _ = writeln!(
             out,
-            "{:<9} | {:>13.0} | {:>13.0} | {:>14} | {:>16} | {:>19} | {:>15}",
+            "{:<17} | {:>13.0} | {:>13.0} | {:>14} | {:>16} | {:>19} | {:>15}",
             s.system,
             s.commits_per_s_1client,
             s.commits_per_s_many,
@@ -54,7 +55,13 @@ pub fn table(report: &EmbedReport) -> String {
         "velos / omnipaxos commits/s: {:.2}x one client, {:.2}x many ({} outstanding)",
         report.ratio_1client, report.ratio_many, report.config.outstanding
     );
-    for s in [&report.velos, &report.omnipaxos] {
+    let [one, many, batched] = report.ratio_threads;
+    let _ = writeln!(
+        out,
+        "velos / omnipaxos-threads commits/s: {one:.2}x one client, {many:.2}x many, \
+         {batched:.2}x batched"
+    );
+    for s in systems {
         let _ = writeln!(
             out,
             "{} batched ({} outstanding, {} commands per entry): {:.0} commands/s, engine \
@@ -93,7 +100,7 @@ pub fn table(report: &EmbedReport) -> String {
             t.name, t.value, t.bound
         );
     }
-    for s in [&report.velos, &report.omnipaxos] {
+    for s in systems {
         let _ = writeln!(out, "{}", counts_line(s));
     }
     for n in &report.notes {

@@ -1,7 +1,7 @@
 use super::*;
 
 #[test]
-fn a_quick_run_measures_both_systems_and_replays_velos_exactly() {
+fn a_quick_run_measures_every_system_and_replays_velos_exactly() {
     let config = EmbedConfig {
         commits_1client: 300,
         commits_many: 600,
@@ -11,8 +11,8 @@ fn a_quick_run_measures_both_systems_and_replays_velos_exactly() {
     let report = run(&config, false).unwrap();
     assert_eq!(
         report.runs.len(),
-        6,
-        "two systems, three workloads, one repeat"
+        9,
+        "three systems, three workloads, one repeat"
     );
     for r in &report.runs {
         let planned = config.commits(r.workload);
@@ -25,6 +25,7 @@ fn a_quick_run_measures_both_systems_and_replays_velos_exactly() {
         );
     }
     assert!(report.ratio_1client > 0.0 && report.ratio_many > 0.0 && report.ratio_batched > 0.0);
+    assert!(report.ratio_threads.iter().all(|&r| r > 0.0));
     // Batching took effect: a log entry's six CASes (prepare and accept at three acceptors)
     // shared by the commands of a batch; OmniPaxos's messages likewise.
     let batched = &report.velos.per_command_batched;
@@ -35,6 +36,10 @@ fn a_quick_run_measures_both_systems_and_replays_velos_exactly() {
     assert!(report.omnipaxos.per_command_batched["messages"] > 0.0);
     assert!(report.velos.per_decision_1client["op_remote_atomic"] >= 2.0);
     assert!(report.omnipaxos.per_decision_1client["messages"] > 0.0);
+    // On threads, the leader sends and receives messages over its channels (an
+    // AcceptDecide out and an Accepted back per follower, at least).
+    let threads = &report.omnipaxos_threads.per_decision_1client;
+    assert!(threads["leader_messages"] >= 2.0, "{threads:?}");
     assert_eq!(report.submit_runs.len(), 1, "one submit run per repeat");
     assert_eq!(report.submit_runs[0].submits, config.submits);
     assert!(report.velos.submit_p50_us.is_some_and(|p| p > 0.0));
