@@ -21,7 +21,7 @@ fn quick_embed_prints_its_fields() {
         String::from_utf8_lossy(&out.stderr)
     );
     let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
-    for system in ["velos", "omnipaxos"] {
+    for system in ["velos", "omnipaxos", "omnipaxos_threads"] {
         for key in [
             "commits_per_s_1client",
             "commits_per_s_many",
@@ -52,7 +52,9 @@ fn quick_embed_prints_its_fields() {
     for key in ["ratio_1client", "ratio_many", "ratio_batched"] {
         assert!(json[key].is_number(), "{key}: {}", json[key]);
     }
-    assert_eq!(json["runs"].as_array().map(Vec::len), Some(6));
+    let threads = json["ratio_threads"].as_array().expect("three ratios");
+    assert!(threads.len() == 3 && threads.iter().all(serde_json::Value::is_number));
+    assert_eq!(json["runs"].as_array().map(Vec::len), Some(9));
     assert!(dir.join("embed.json").is_file(), "embed.json written");
     let _ = std::fs::remove_dir_all(&dir);
 }
