@@ -190,6 +190,44 @@ mod tests {
         assert!(!permits(&plan, NodeId(0), 9, RemoteKind::Read), "no grant");
     }
 
+    /// `permits_all` never says more than `permits` word by word on a checked plan, and
+    /// says yes for every run of words inside one grant that allows the access.
+    #[test]
+    fn a_run_of_words_is_permitted_at_once_only_when_each_word_is() {
+        let layout = Layout::uniform(3, 16);
+        let plan = vec![
+            Grant::new(0..4, Access::ReadAtomic),
+            Grant::new(4..8, Access::ReadWrite).only(NodeId(1)),
+            Grant::new(4..8, Access::Read).only(NodeId(2)),
+            Grant::new(8..12, Access::All),
+        ];
+        assert_eq!(check_plan(&layout, NodeId(0), &plan), Ok(()));
+        let mut at_once = 0;
+        for peer in (0..3).map(NodeId) {
+            for kind in [RemoteKind::Read, RemoteKind::Write, RemoteKind::Atomic] {
+                for first in 0..16u32 {
+                    for count in 1..=16 - first {
+                        let each = (first..first + count).all(|w| permits(&plan, peer, w, kind));
+                        let all = permits_all(&plan, peer, first, count, kind);
+                        assert!(!all || each, "{peer} {kind:?} {first}+{count}");
+                        let one_grant = plan.iter().any(|g| {
+                            g.is_for(peer)
+                                && g.access.allows(kind)
+                                && g.words.start <= first
+                                && first + count <= g.words.end
+                        });
+                        assert_eq!(all, one_grant, "{peer} {kind:?} {first}+{count}");
+                        at_once += usize::from(all);
+                    }
+                }
+            }
+        }
+        assert!(
+            at_once > 50,
+            "the premise: many runs are permitted at once ({at_once})"
+        );
+    }
+
     #[test]
     fn bad_plans_are_refused_with_the_reason() {
         let layout = Layout::uniform(2, 8);
