@@ -32,6 +32,40 @@ pub struct LeaderChange {
     /// From the crash until the first write acknowledged once the new leader was seen
     /// (ms); writes the old leader decided just before it stopped do not count.
     pub first_commit_after_ms: Option<f64>,
+    /// The survivors' commit rate against the three replicas': writes acknowledged per
+    /// interval in the whole intervals after the first commit under the new leader, over
+    /// those in the whole intervals before the crash ([`survivors_rate`]); none when
+    /// either side has no whole interval or nothing was committed before the crash.
+    pub survivors_rate: Option<f64>,
+}
+
+/// The survivors' commit rate against the three replicas' (see
+/// [`LeaderChange::survivors_rate`]): `timeline`'s intervals of `interval_ms` that end by
+/// `crash_ms`, against those that start at or after `resumed_ms` (the first commit under
+/// the new leader) and end by `end_ms` (the run's end: a last, cut interval is left out).
+pub fn survivors_rate(
+    timeline: &[Interval],
+    interval_ms: f64,
+    crash_ms: f64,
+    (resumed_ms, end_ms): (f64, f64),
+) -> Option<f64> {
+    let mean =
+        |xs: Vec<u64>| (!xs.is_empty()).then(|| xs.iter().sum::<u64>() as f64 / xs.len() as f64);
+    let before = mean(
+        timeline
+            .iter()
+            .filter(|i| i.start_ms + interval_ms <= crash_ms)
+            .map(|i| i.commits)
+            .collect(),
+    )?;
+    let after = mean(
+        timeline
+            .iter()
+            .filter(|i| i.start_ms >= resumed_ms && i.start_ms + interval_ms <= end_ms)
+            .map(|i| i.commits)
+            .collect(),
+    )?;
+    (before > 0.0).then(|| after / before)
 }
 
 /// How the leaders packed the clients' writes (the cluster's metrics at the end).
@@ -160,6 +194,12 @@ impl fmt::Display for DemoReport {
                 opt(c.elected_after_ms),
                 opt(c.first_commit_after_ms)
             )?;
+            if let Some(rate) = c.survivors_rate {
+                writeln!(
+                    f,
+                    "the survivors commit {rate:.2}x the three replicas' writes per interval"
+                )?;
+            }
         }
         writeln!(
             f,
@@ -214,5 +254,40 @@ impl fmt::Display for DemoReport {
             )?;
         }
         write!(f, "{}", if self.ok() { "OK" } else { "FAILED" })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The rate compares whole intervals only: before the crash, and from the first commit
+    /// under the new leader to the end; none without both sides or a rate before.
+    #[test]
+    fn the_survivors_rate_compares_whole_intervals_around_the_failover() {
+        let timeline: Vec<Interval> = [10, 10, 4, 0, 6, 8, 8, 3]
+            .iter()
+            .enumerate()
+            .map(|(k, &commits)| Interval {
+                start_ms: 50.0 * k as f64,
+                commits,
+                gets: 0,
+                leader: None,
+            })
+            .collect();
+        // Crash at 120 ms: before, the intervals at 0 and 50; the first commit under the
+        // new leader at 190 ms: after, those at 200, 250, 300 (350 is cut by the end).
+        let rate = survivors_rate(&timeline, 50.0, 120.0, (190.0, 390.0));
+        assert_eq!(rate, Some(((6.0 + 8.0 + 8.0) / 3.0) / 10.0));
+        assert_eq!(survivors_rate(&timeline, 50.0, 20.0, (190.0, 390.0)), None);
+        assert_eq!(survivors_rate(&timeline, 50.0, 120.0, (390.0, 390.0)), None);
+        let idle: Vec<Interval> = timeline
+            .iter()
+            .map(|i| Interval {
+                commits: 0,
+                ..i.clone()
+            })
+            .collect();
+        assert_eq!(survivors_rate(&idle, 50.0, 120.0, (190.0, 390.0)), None);
     }
 }

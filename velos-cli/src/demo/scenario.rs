@@ -2,7 +2,7 @@
 
 use super::codec::KvCommand;
 use super::kv::{KvMap, KvStore};
-use super::report::{Batching, Checks, DemoReport, Interval, LeaderChange};
+use super::report::{Batching, Checks, DemoReport, Interval, LeaderChange, survivors_rate};
 use super::{DemoConfig, DemoError};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -261,15 +261,22 @@ fn report(config: &DemoConfig, o: Outcome) -> DemoReport {
     let leader_changes = o.samples.windows(2).filter(|w| w[0].1 != w[1].1).count() as u32;
     let change = o.crash.map(|(crashed, at)| {
         let new = o.samples.iter().find(|(t, l)| *t >= at && *l != crashed);
+        let crash_ms = at.as_secs_f64() * 1e3;
+        let first_commit_after_ms = new.and_then(|&(seen, _)| {
+            acks.iter()
+                .find(|&&t| t >= seen)
+                .map(|&t| (t - at).as_secs_f64() * 1e3)
+        });
+        let interval_ms = config.interval.as_secs_f64() * 1e3;
         LeaderChange {
             crashed,
-            crash_ms: at.as_secs_f64() * 1e3,
+            crash_ms,
             new_leader: new.map(|&(_, l)| l),
             elected_after_ms: new.map(|&(t, _)| (t - at).as_secs_f64() * 1e3),
-            first_commit_after_ms: new.and_then(|&(seen, _)| {
-                acks.iter()
-                    .find(|&&t| t >= seen)
-                    .map(|&t| (t - at).as_secs_f64() * 1e3)
+            first_commit_after_ms,
+            survivors_rate: first_commit_after_ms.and_then(|after| {
+                let end_ms = config.duration.as_secs_f64() * 1e3;
+                survivors_rate(&timeline, interval_ms, crash_ms, (crash_ms + after, end_ms))
             }),
         }
     });
