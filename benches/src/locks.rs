@@ -173,9 +173,8 @@ impl LocksConfig {
     pub fn estimated_steps(&self) -> u128 {
         let per_process = u128::from(self.warmup_ns + self.measure_ns)
             / u128::from(self.latency.cpu_local_ns.max(1));
-        let runs_per_p = self.runs_per_p() as u128;
-        let processes: u128 = self.processes.iter().map(|&p| p as u128).sum();
-        processes * per_process * runs_per_p
+        let processes: u128 = self.runs().iter().map(|&(_, p, _)| p as u128).sum();
+        processes * per_process
     }
 
     /// RMA-RW's configuration for participants on `nodes`: the two-level tree (root,
@@ -222,7 +221,7 @@ impl LocksConfig {
              --processes, --locks or --writer-percent",
             self.latency.name,
             self.latency.cpu_local_ns.max(1),
-            self.runs_per_p() * self.processes.len()
+            self.runs().len()
         );
         if self.locks.contains(&LockKind::RmaRw) {
             for &p in &self.processes {
@@ -234,18 +233,21 @@ impl LocksConfig {
         Ok(())
     }
 
-    /// How many simulations the sweep runs per P (an exclusive lock once).
-    fn runs_per_p(&self) -> usize {
-        self.locks
-            .iter()
-            .map(|l| {
-                if l.reader_writer() {
-                    self.writer_percents.len()
-                } else {
-                    usize::from(!self.writer_percents.is_empty())
+    /// The simulations the sweep runs, `(lock, P, F_W)` in order: an exclusive lock takes
+    /// every acquire as a writer's, whatever F_W, so it runs once per P (with F_W = 100 %)
+    /// and that point is reported for every F_W.
+    fn runs(&self) -> Vec<(LockKind, usize, f64)> {
+        let mut runs = Vec::new();
+        for &lock in &self.locks {
+            for &p in &self.processes {
+                if lock.reader_writer() {
+                    runs.extend(self.writer_percents.iter().map(|&fw| (lock, p, fw)));
+                } else if !self.writer_percents.is_empty() {
+                    runs.push((lock, p, 100.0));
                 }
-            })
-            .sum()
+            }
+        }
+        runs
     }
 
     /// The number of nodes for `p` processes.
@@ -352,18 +354,7 @@ impl LocksReport {
 /// Runs the sweep, showing a progress bar on stderr when it is a terminal.
 pub fn run(config: &LocksConfig, progress: bool) -> anyhow::Result<LocksReport> {
     config.check()?;
-    // An exclusive lock takes every acquire as a writer's, whatever F_W: it is measured
-    // once per P (with F_W = 100 %) and that point is reported for every F_W.
-    let mut jobs = Vec::new();
-    for &lock in &config.locks {
-        for &p in &config.processes {
-            if lock.reader_writer() {
-                jobs.extend(config.writer_percents.iter().map(|&fw| (lock, p, fw)));
-            } else if !config.writer_percents.is_empty() {
-                jobs.push((lock, p, 100.0));
-            }
-        }
-    }
+    let jobs = config.runs();
     let start = Instant::now();
     let measured = run_jobs(
         &jobs,
