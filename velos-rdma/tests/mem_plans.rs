@@ -203,6 +203,19 @@ fn a_many_word_access_is_allowed_word_by_word_and_refused_at_its_first_bad_word(
             script(&f, 2, vec![get(w(0, 0), 4), wait.clone()]),
             [Reply::Done, Reply::Done]
         );
+        // A misaligned first word: it is the failure, whatever follows.
+        let f = fabric(mode);
+        let odd = Loc {
+            offset: 4,
+            ..w(1, 0)
+        };
+        assert_eq!(
+            script(&f, 2, vec![get(odd, 2), wait.clone()])[1],
+            Reply::Failed(RdmaError::WorkFailed {
+                work_id: D,
+                cause: Box::new(RdmaError::MisalignedAtomic { loc: odd }),
+            })
+        );
         // Past the region: the first word beyond it is the failure.
         let f = fabric(mode);
         assert_eq!(
