@@ -13,6 +13,7 @@
 use super::{EmbedConfig, Marks, Window, Workload, latency_histogram};
 use omnipaxos::messages::Message;
 use omnipaxos::storage::{Entry, NoSnapshot};
+use omnipaxos::util::NodeId;
 use omnipaxos::{ClusterConfig, OmniPaxos, ServerConfig};
 use omnipaxos_storage::memory_storage::MemoryStorage;
 use std::time::{Duration, Instant};
@@ -34,8 +35,7 @@ pub(super) struct Cluster {
     outbox: Vec<Message<Command>>,
     /// Messages moved so far.
     messages: u64,
-    tick: Duration,
-    last_tick: Instant,
+    ticks: Ticker,
 }
 
 impl Cluster {
@@ -63,8 +63,7 @@ impl Cluster {
             nodes,
             outbox: Vec::new(),
             messages: 0,
-            tick: Duration::from_nanos(config.omnipaxos_tick_ns),
-            last_tick: Instant::now(),
+            ticks: Ticker::new(config),
         })
     }
 
@@ -76,8 +75,7 @@ impl Cluster {
         for i in 0..self.nodes.len() {
             self.nodes[i].take_outgoing_messages(&mut self.outbox);
             for m in self.outbox.drain(..) {
-                let to = usize::try_from(m.get_receiver()).expect("a small pid") - 1;
-                self.nodes[to].handle_incoming(m);
+                self.nodes[index_of(m.get_receiver())].handle_incoming(m);
                 self.messages += 1;
                 moved = true;
             }
@@ -93,8 +91,7 @@ impl Cluster {
 
     /// Ticks every instance if a tick period has passed.
     fn tick_if_due(&mut self, now: Instant) {
-        if now - self.last_tick >= self.tick {
-            self.last_tick = now;
+        if self.ticks.due(now) {
             self.tick_all();
         }
     }
@@ -106,7 +103,7 @@ impl Cluster {
             .nodes
             .iter()
             .all(|n| n.get_current_leader() == Some((pid, true)));
-        (accepted && agreed).then(|| usize::try_from(pid).expect("a small pid") - 1)
+        (accepted && agreed).then(|| index_of(pid))
     }
 
     /// Ticks (without waiting for wall time: ticks are logical) and delivers until a
@@ -123,6 +120,128 @@ impl Cluster {
     }
 }
 
+/// The index in [`Cluster::nodes`] of the instance with pid `pid`.
+pub(super) fn index_of(pid: NodeId) -> usize {
+    usize::try_from(pid).expect("a small pid") - 1
+}
+
+/// Ticks on the wall clock: due once a tick period (`omnipaxos_tick_ns`) has passed.
+pub(super) struct Ticker {
+    period: Duration,
+    last: Instant,
+}
+
+impl Ticker {
+    pub(super) fn new(config: &EmbedConfig) -> Ticker {
+        Ticker {
+            period: Duration::from_nanos(config.omnipaxos_tick_ns),
+            last: Instant::now(),
+        }
+    }
+
+    /// Whether a tick is due at `now` (then the next one is a period later).
+    pub(super) fn due(&mut self, now: Instant) -> bool {
+        let due = now - self.last >= self.period;
+        if due {
+            self.last = now;
+        }
+        due
+    }
+}
+
+/// The leader's count of a run's commits: its decided index against where the run
+/// started, the commit latencies of a one-client run, and the measured window, which
+/// starts once the warm-up's commits are in.
+pub(super) struct Commits {
+    base: u64,
+    committed: u64,
+    warmup: u64,
+    latencies: Option<hdrhistogram::Histogram<u64>>,
+    last_commit: Instant,
+    started: Instant,
+    /// The window's clocks, commits and messages at its start.
+    window: Option<(Marks, u64, u64)>,
+}
+
+impl Commits {
+    /// No commit yet; the leader's decided index is `base`.
+    pub(super) fn new(config: &EmbedConfig, outstanding: u64, base: u64) -> Commits {
+        let now = Instant::now();
+        Commits {
+            base,
+            committed: 0,
+            warmup: config.warmup_commits,
+            latencies: (outstanding == 1).then(latency_histogram),
+            last_commit: now,
+            started: now,
+            window: None,
+        }
+    }
+
+    /// Commands committed so far.
+    pub(super) fn committed(&self) -> u64 {
+        self.committed
+    }
+
+    /// The leader's decided index now, `proposed` commands appended: when some newly
+    /// committed, records them (and their latency within the window) and returns when.
+    pub(super) fn decided(
+        &mut self,
+        decided_idx: u64,
+        proposed: u64,
+    ) -> anyhow::Result<Option<Instant>> {
+        let decided = decided_idx - self.base;
+        anyhow::ensure!(decided <= proposed, "decided {decided} of {proposed}");
+        if decided <= self.committed {
+            return Ok(None);
+        }
+        self.committed = decided;
+        let now = Instant::now();
+        if self.window.is_some()
+            && let Some(h) = self.latencies.as_mut()
+        {
+            h.record((now - self.last_commit).as_nanos() as u64)
+                .expect("the histogram grows");
+        }
+        self.last_commit = now;
+        Ok(Some(now))
+    }
+
+    /// Starts the window once the warm-up's commits are in; `messages` so far.
+    pub(super) fn start_when_warm(&mut self, messages: u64) {
+        if self.window.is_none() && self.committed >= self.warmup {
+            let marks = Marks::now();
+            self.last_commit = marks.wall;
+            self.window = Some((marks, self.committed, messages));
+        }
+    }
+
+    /// Fails a run that committed nothing new for ten minutes, at `now`, of `total`.
+    pub(super) fn ensure_progress(&self, now: Instant, total: u64) -> anyhow::Result<()> {
+        anyhow::ensure!(
+            now - self.started < Duration::from_secs(600),
+            "no progress: {} of {total} commits after 10 minutes",
+            self.committed
+        );
+        Ok(())
+    }
+
+    /// The window, ended now, its messages counted as `name` from `messages` so far; the
+    /// engine's CPU is this thread's.
+    pub(super) fn finish(self, messages: u64, name: &'static str) -> Window {
+        let end = Marks::now();
+        let (start, committed_before, messages_before) = self.window.expect("the window started");
+        Window {
+            commits: self.committed - committed_before,
+            start,
+            end,
+            engine_cpu_ns: (end.thread_cpu - start.thread_cpu).as_nanos() as u64,
+            latencies: self.latencies,
+            counts: vec![(name, messages - messages_before)],
+        }
+    }
+}
+
 /// Measures one run.
 pub(super) fn measure(config: &EmbedConfig, workload: Workload) -> anyhow::Result<Window> {
     let outstanding = config.outstanding(workload);
@@ -130,15 +249,11 @@ pub(super) fn measure(config: &EmbedConfig, workload: Workload) -> anyhow::Resul
     let mut cluster = Cluster::new(config, config.batch(workload))?;
     let leader = cluster.elect()?;
     let base = cluster.nodes[leader].get_decided_idx() as u64;
-    let mut latencies = (outstanding == 1).then(latency_histogram);
+    let mut commits = Commits::new(config, outstanding, base);
     let mut proposed = 0u64;
-    let mut committed = 0u64;
-    let mut window_start: Option<(Marks, u64, u64)> = None;
-    let mut last_commit = Instant::now();
-    let started = Instant::now();
     let mut rounds = 0u64;
-    while committed < total {
-        while proposed < total && proposed - committed < outstanding {
+    while commits.committed() < total {
+        while proposed < total && proposed - commits.committed() < outstanding {
             cluster.nodes[leader]
                 .append(Command(proposed))
                 .map_err(|e| anyhow::anyhow!("append: {e:?}"))?;
@@ -146,47 +261,20 @@ pub(super) fn measure(config: &EmbedConfig, workload: Workload) -> anyhow::Resul
         }
         cluster.deliver();
         rounds += 1;
-        let decided = cluster.nodes[leader].get_decided_idx() as u64 - base;
-        anyhow::ensure!(decided <= proposed, "decided {decided} of {proposed}");
-        if decided > committed {
-            committed = decided;
-            let now = Instant::now();
-            if window_start.is_some()
-                && let Some(h) = latencies.as_mut()
-            {
-                h.record((now - last_commit).as_nanos() as u64)
-                    .expect("the histogram grows");
-            }
-            last_commit = now;
+        let decided_idx = cluster.nodes[leader].get_decided_idx() as u64;
+        if let Some(now) = commits.decided(decided_idx, proposed)? {
             cluster.tick_if_due(now);
-            if window_start.is_none() && committed >= config.warmup_commits {
-                let marks = Marks::now();
-                last_commit = marks.wall;
-                window_start = Some((marks, committed, cluster.messages));
-            }
+            commits.start_when_warm(cluster.messages);
         } else if rounds % 64 == 0 {
             let now = Instant::now();
             cluster.tick_if_due(now);
-            anyhow::ensure!(
-                now - started < Duration::from_secs(600),
-                "no progress: {committed} of {total} commits after 10 minutes"
-            );
+            commits.ensure_progress(now, total)?;
         }
     }
-    let end = Marks::now();
-    let (start, committed_before, messages_before) = window_start.expect("the window started");
     anyhow::ensure!(
         cluster.leader() == Some(leader),
         "the OmniPaxos leader changed during the run"
     );
-    let thread_ns = (end.thread_cpu - start.thread_cpu).as_nanos() as u64;
-    Ok(Window {
-        commits: committed - committed_before,
-        start,
-        end,
-        // Every instance's handling runs for a decision, all on this thread.
-        engine_cpu_ns: thread_ns,
-        latencies,
-        counts: vec![("messages", cluster.messages - messages_before)],
-    })
+    // Every instance's handling runs for a decision, all on this thread.
+    Ok(commits.finish(cluster.messages, "messages"))
 }

@@ -7,12 +7,12 @@
 //! `omnipaxos_tick_ns` of wall time. A command is committed when the leader's
 //! `decided_idx` passes it.
 
-use super::omnipaxos::{Cluster, Command, Instance};
-use super::{EmbedConfig, Marks, Window, Workload, latency_histogram};
+use super::omnipaxos::{Cluster, Command, Commits, Instance, Ticker, index_of};
+use super::{EmbedConfig, Window, Workload};
 use crossbeam_channel::{Receiver, Sender, unbounded};
 use omnipaxos::messages::Message;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 /// Idle rounds a follower spins before it yields its core.
 const SPINS: u32 = 1_000;
@@ -29,9 +29,8 @@ impl Network {
         node.take_outgoing_messages(&mut self.outbox);
         let n = self.outbox.len() as u64;
         for m in self.outbox.drain(..) {
-            let to = usize::try_from(m.get_receiver()).expect("a small pid") - 1;
             // A receiver gone means the run is over: its messages no longer matter.
-            let _ = self.to[to].send(m);
+            let _ = self.to[index_of(m.get_receiver())].send(m);
         }
         n
     }
@@ -53,10 +52,9 @@ fn follow(
     mut node: Instance,
     inbox: Receiver<Message<Command>>,
     mut net: Network,
-    tick: Duration,
+    mut ticks: Ticker,
     stop: &AtomicBool,
 ) {
-    let mut last_tick = Instant::now();
     let mut idle = 0u32;
     while !stop.load(Ordering::Relaxed) {
         let got = receive(&mut node, &inbox);
@@ -71,12 +69,8 @@ fn follow(
                 std::thread::yield_now();
             }
         }
-        if idle % 64 == 0 {
-            let now = Instant::now();
-            if now - last_tick >= tick {
-                last_tick = now;
-                node.tick();
-            }
+        if idle % 64 == 0 && ticks.due(Instant::now()) {
+            node.tick();
         }
     }
 }
@@ -87,7 +81,6 @@ pub(super) fn measure(config: &EmbedConfig, workload: Workload) -> anyhow::Resul
     let total = config.total(workload);
     let mut cluster = Cluster::new(config, config.batch(workload))?;
     let leader = cluster.elect()?;
-    let tick = Duration::from_nanos(config.omnipaxos_tick_ns);
     let (senders, inboxes): (Vec<_>, Vec<_>) =
         (0..cluster.nodes.len()).map(|_| unbounded()).unzip();
     let network = || Network {
@@ -101,7 +94,8 @@ pub(super) fn measure(config: &EmbedConfig, workload: Workload) -> anyhow::Resul
         for (i, node) in nodes.iter_mut().enumerate() {
             if let Some(node) = node.take() {
                 let (inbox, net, stop) = (inboxes[i].clone(), network(), &stop);
-                s.spawn(move || follow(node, inbox, net, tick, stop));
+                let ticks = Ticker::new(config);
+                s.spawn(move || follow(node, inbox, net, ticks, stop));
             }
         }
         let run = lead(
@@ -109,7 +103,6 @@ pub(super) fn measure(config: &EmbedConfig, workload: Workload) -> anyhow::Resul
             &inboxes[leader],
             network(),
             (config, outstanding, total),
-            tick,
         );
         stop.store(true, Ordering::SeqCst);
         run
@@ -123,17 +116,12 @@ fn lead(
     inbox: &Receiver<Message<Command>>,
     mut net: Network,
     (config, outstanding, total): (&EmbedConfig, u64, u64),
-    tick: Duration,
 ) -> anyhow::Result<Window> {
-    let base = node.get_decided_idx() as u64;
-    let mut latencies = (outstanding == 1).then(latency_histogram);
-    let (mut proposed, mut committed, mut messages) = (0u64, 0u64, 0u64);
-    let mut window_start: Option<(Marks, u64, u64)> = None;
-    let started = Instant::now();
-    let (mut last_commit, mut last_tick) = (started, started);
-    let mut rounds = 0u64;
-    while committed < total {
-        while proposed < total && proposed - committed < outstanding {
+    let mut commits = Commits::new(config, outstanding, node.get_decided_idx() as u64);
+    let mut ticks = Ticker::new(config);
+    let (mut proposed, mut messages, mut rounds) = (0u64, 0u64, 0u64);
+    while commits.committed() < total {
+        while proposed < total && proposed - commits.committed() < outstanding {
             node.append(Command(proposed))
                 .map_err(|e| anyhow::anyhow!("append: {e:?}"))?;
             proposed += 1;
@@ -141,50 +129,24 @@ fn lead(
         messages += net.send(&mut node);
         messages += receive(&mut node, inbox);
         rounds += 1;
-        let decided = node.get_decided_idx() as u64 - base;
-        anyhow::ensure!(decided <= proposed, "decided {decided} of {proposed}");
-        if decided > committed {
-            committed = decided;
-            let now = Instant::now();
-            if window_start.is_some()
-                && let Some(h) = latencies.as_mut()
-            {
-                h.record((now - last_commit).as_nanos() as u64)
-                    .expect("the histogram grows");
-            }
-            last_commit = now;
-            if window_start.is_none() && committed >= config.warmup_commits {
-                let marks = Marks::now();
-                last_commit = marks.wall;
-                window_start = Some((marks, committed, messages));
-            }
+        if commits
+            .decided(node.get_decided_idx() as u64, proposed)?
+            .is_some()
+        {
+            commits.start_when_warm(messages);
         }
         if rounds % 64 == 0 {
             let now = Instant::now();
-            if now - last_tick >= tick {
-                last_tick = now;
+            if ticks.due(now) {
                 node.tick();
             }
-            anyhow::ensure!(
-                now - started < Duration::from_secs(600),
-                "no progress: {committed} of {total} commits after 10 minutes"
-            );
+            commits.ensure_progress(now, total)?;
         }
     }
-    let end = Marks::now();
-    let (start, committed_before, messages_before) = window_start.expect("the window started");
     anyhow::ensure!(
         node.get_current_leader() == Some((node.get_pid(), true)),
         "the OmniPaxos leader changed during the run"
     );
-    let thread_ns = (end.thread_cpu - start.thread_cpu).as_nanos() as u64;
-    Ok(Window {
-        commits: committed - committed_before,
-        start,
-        end,
-        // The leader's instance, its sends and receives and the client, on this thread.
-        engine_cpu_ns: thread_ns,
-        latencies,
-        counts: vec![("leader_messages", messages - messages_before)],
-    })
+    // The leader's instance, its sends and receives and the client, on this thread.
+    Ok(commits.finish(messages, "leader_messages"))
 }
