@@ -97,17 +97,7 @@ fn pauses_crashes_and_a_ring_over_many_seeds() {
         let replicas = if seed % 2 == 0 { 3 } else { 5 };
         let mut s = spec(seed, replicas);
         let paused = (seed % u64::from(replicas)) as u16;
-        let mut at = 20_000 + (seed * 7_919) % 300_000;
-        if seed % 3 == 0 {
-            let crash = 50_000 + (seed * 3_571) % 400_000;
-            s.crash_leader_at = Some(crash);
-            // The crash may take the replica the pause names: a pause after it would do
-            // nothing (the harness fails such a run), so it starts before.
-            if at >= crash {
-                at = 20_000 + (seed * 7_919) % (crash - 20_000);
-            }
-        }
-        s.pauses = vec![(paused, at, 50_000 + seed * 9_001)];
+        s.draw_pause_and_leader_crash(seed, paused, 50_000 + seed * 9_001);
         if seed % 4 == 1 {
             s.log.slots = 32;
             s.log.max_snapshot_bytes = 8;

@@ -160,30 +160,13 @@ fn a_paused_leader_is_replaced_and_then_copies_a_snapshot() {
     assert!(report.leader_changes.len() >= 2, "someone took over");
 }
 
-/// A pause's start `at`, moved before a leader's crash at `crash` when it came after: the
-/// crash may take the very replica the pause names, and a pause of a replica down does
-/// nothing (the harness fails the run on such a fault).
-fn before_the_crash(seed: u64, at: u64, crash: u64) -> u64 {
-    if at < crash {
-        return at;
-    }
-    20_000 + (seed * 7_919) % (crash - 20_000)
-}
-
 #[test]
 fn pauses_and_crashes_over_many_seeds() {
     for seed in 0..60 {
         let replicas = if seed % 2 == 0 { 3 } else { 5 };
         let mut s = spec(seed, replicas);
         let paused = (seed % u64::from(replicas)) as u16;
-        let mut at = 20_000 + (seed * 7_919) % 300_000;
-        let long = 50_000 + (seed * 104_729) % 500_000;
-        if seed % 3 == 0 {
-            let crash = 50_000 + (seed * 3_571) % 400_000;
-            s.crash_leader_at = Some(crash);
-            at = before_the_crash(seed, at, crash);
-        }
-        s.pauses = vec![(paused, at, long)];
+        s.draw_pause_and_leader_crash(seed, paused, 50_000 + (seed * 104_729) % 500_000);
         if replicas == 5 && seed % 4 == 1 {
             let other = (paused + 1) % replicas;
             s.crashes = vec![(other, (seed * 6_007) % 500_000)];

@@ -89,14 +89,14 @@ pub fn run(spec: &ClusterSpec) -> ClusterReport {
     // The premise of every fault asked for: it met its replica up (a crash of the leader
     // may take the replica a later fault names, which then does nothing).
     if sim.faults_applied() > 0 {
-        let mut acted = true;
-        for e in sim.faults_without_effect() {
-            acted = false;
-            report.failures.push(format!(
+        let failures_before = report.failures.len();
+        report.failures.extend(sim.faults_without_effect().map(|e| {
+            format!(
                 "faults: {} at {} ns met it down: it did nothing (was it crashed before?)",
                 e.fault, e.at_ns
-            ));
-        }
+            )
+        }));
+        let acted = report.failures.len() == failures_before;
         report.checks.insert("faults_acted".to_string(), acted);
     }
     if let Some(crashed) = leader_crashed {

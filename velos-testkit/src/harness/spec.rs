@@ -85,6 +85,23 @@ impl ClusterSpec {
             .max()
     }
 
+    /// A pause of `replica` for `duration_ns` drawn from `seed` (starting 20 to 320 µs
+    /// in), and on every third seed a crash of whoever leads, drawn too (50 to 450 µs in).
+    /// A pause drawn at or after that crash starts before it instead: the crash may take
+    /// the very replica the pause names, and a fault on a replica down does nothing (the
+    /// run fails on it, check `faults_acted`).
+    pub fn draw_pause_and_leader_crash(&mut self, seed: u64, replica: u16, duration_ns: u64) {
+        let mut at = 20_000 + (seed * 7_919) % 300_000;
+        if seed % 3 == 0 {
+            let crash = 50_000 + (seed * 3_571) % 400_000;
+            self.crash_leader_at = Some(crash);
+            if at >= crash {
+                at = 20_000 + (seed * 7_919) % (crash - 20_000);
+            }
+        }
+        self.pauses = vec![(replica, at, duration_ns)];
+    }
+
     /// A busy log on a recycling ring: `replicas` on 256 slots with a window of
     /// `pipeline`, every leader proposing 16-byte values without pause, services that
     /// snapshot every 64 entries (64-byte snapshots), run by the caller's driver.
