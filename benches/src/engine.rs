@@ -230,9 +230,7 @@ impl Recording {
         );
         Ok(committed)
     }
-}
 
-impl Recording {
     /// A fabric for [`Recording::replay_nic`]: the run's log, inline mode.
     pub fn nic_fabric(&self) -> anyhow::Result<MemFabric> {
         inline_fabric(&self.log)
