@@ -99,6 +99,11 @@ pub struct Omega {
     /// Per replica: its last heartbeat named itself as the leader it trusts (rule (sticky
     /// leader)); for me, whether I lead.
     claims: Vec<bool>,
+    /// Derived, kept: the replicas suspected now (bit r) and the leader they leave,
+    /// recomputed by every method that changes what they derive from, so that the turns
+    /// that only ask (every turn asks) compute nothing.
+    suspected: u64,
+    leader: u16,
 }
 
 impl Omega {
@@ -115,7 +120,7 @@ impl Omega {
         assert!(me < replicas, "replica {me} of {replicas}");
         assert!(timeout_ns > 0, "a failure timeout");
         let n = usize::from(replicas);
-        Omega {
+        let mut omega = Omega {
             me,
             members: Members::all(replicas),
             timeout_ns,
@@ -135,15 +140,48 @@ impl Omega {
             gap: vec![0; n],
             able: vec![true; n],
             claims: vec![false; n],
-        }
+            suspected: 0,
+            leader: 0,
+        };
+        omega.refresh();
+        omega
+    }
+
+    /// Recomputes the suspected replicas and the leader from the state (the fields kept
+    /// for the turns that only ask).
+    fn refresh(&mut self) {
+        self.suspected = (0..self.last.len() as u16)
+            .filter(|&p| self.suspicion(p))
+            .fold(0, |m, p| m | 1 << p);
+        let first = self
+            .members
+            .iter()
+            .next()
+            .expect("a configuration has a member");
+        let trusted = Members(self.members.0 & !self.suspected);
+        let leader = trusted
+            .iter()
+            .find(|&p| self.claims[usize::from(p)])
+            .or_else(|| trusted.iter().find(|&p| self.able[usize::from(p)]))
+            .or_else(|| trusted.iter().next())
+            .unwrap_or(first);
+        self.leader = leader;
+        assert!(
+            self.members.contains(self.leader),
+            "Ω: the leader is a member of my next slot"
+        );
     }
 
     /// What replica `peer`'s last heartbeat said of its standing, or (for me) what I know
     /// of mine: whether it can lead, and whether it claims the lead.
     pub fn standing(&mut self, peer: u16, able: bool, claims: bool) {
         let p = usize::from(peer);
+        if (self.able[p], self.claims[p]) == (able, claims) {
+            return; // every turn says so of me: nothing to recompute
+        }
         self.able[p] = able;
         self.claims[p] = claims;
+        self.refresh();
     }
 
     /// A fresh process took replica `peer`'s place: it cannot lead until its heartbeat says
@@ -157,6 +195,7 @@ impl Omega {
     pub fn asked(&mut self, peer: u16, at: u64) {
         self.asked_at[usize::from(peer)] = Some(at);
         self.waited_at[usize::from(peer)] = at;
+        self.refresh();
     }
 
     /// A test at `at` found the read of replica `peer`'s counter still out: whether that
@@ -165,6 +204,7 @@ impl Omega {
         let trusted = !self.suspects(peer);
         let p = usize::from(peer);
         self.waited_at[p] = self.waited_at[p].max(at);
+        self.refresh();
         trusted && self.suspects(peer)
     }
 
@@ -189,6 +229,7 @@ impl Omega {
         let p = usize::from(peer);
         self.asked_at[p] = None;
         self.unchanged_at[p] = self.unchanged_at[p].max(issued);
+        self.refresh();
         trusted && self.suspects(peer)
     }
 
@@ -213,6 +254,7 @@ impl Omega {
             self.last[p] = counter;
             self.changed_at[p] = at;
         }
+        self.refresh();
         assert!(
             self.timeout(peer) <= self.timeout_ns,
             "Ω-adapt: the configured failure timeout is the ceiling"
@@ -245,6 +287,16 @@ impl Omega {
     /// no evidence, so no time is asked: a reader whose turn was long has not tested its
     /// reads yet.
     pub fn suspects(&self, peer: u16) -> bool {
+        peer < 64 && self.suspected >> peer & 1 == 1
+    }
+
+    /// The replicas suspected now (bit r: replica r), as [`Omega::suspects`] says of each.
+    pub fn suspected(&self) -> u64 {
+        self.suspected
+    }
+
+    /// [`Omega::suspects`] computed from the state ([`Omega::refresh`] keeps its answer).
+    fn suspicion(&self, peer: u16) -> bool {
         let p = usize::from(peer);
         let out = self.asked_at[p].is_some_and(|i| self.waited_at[p] > i);
         let unanswered = if out { self.waited_at[p] } else { 0 };
@@ -256,22 +308,7 @@ impl Omega {
     /// the lowest that can lead (rules (sticky leader) and (able leader)), else the lowest
     /// (the lowest member if I suspect them all).
     pub fn leader(&self) -> u16 {
-        let first = self
-            .members
-            .iter()
-            .next()
-            .expect("a configuration has a member");
-        let trusted = || self.members.iter().filter(|&p| !self.suspects(p));
-        let leader = trusted()
-            .find(|&p| self.claims[usize::from(p)])
-            .or_else(|| trusted().find(|&p| self.able[usize::from(p)]))
-            .or_else(|| trusted().next())
-            .unwrap_or(first);
-        assert!(
-            self.members.contains(leader),
-            "Ω: the leader is a member of my next slot"
-        );
-        leader
+        self.leader
     }
 
     /// Whether a member I do not suspect, other than me, says it can lead (rule
@@ -289,6 +326,7 @@ impl Omega {
             "members are replicas"
         );
         self.members = members;
+        self.refresh();
     }
 
     /// The replicas that may lead.

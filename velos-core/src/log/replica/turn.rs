@@ -9,6 +9,7 @@ use crate::log::heartbeat::Heartbeat;
 use crate::log::leader::Leader;
 use crate::log::learner::LOOKAHEAD;
 use crate::log::lease::ReadError;
+use crate::log::membership::Members;
 use crate::word::Lap;
 use velos_rdma::Op;
 
@@ -207,13 +208,9 @@ impl Replica {
     /// fail them). If the acceptor was only slow, its late completions are not counted:
     /// the slot learns the word's true state from its next CAS.
     pub(super) fn give_up_suspected(&mut self) {
-        let me = self.me;
-        self.beat.suspected = 0;
-        for a in (0..self.config.replicas).filter(|&a| a != me) {
-            if !self.omega.suspects(a) {
-                continue;
-            }
-            self.beat.suspected |= 1 << a;
+        // Ω never suspects me; in ascending order, as the members iterate.
+        self.beat.suspected = self.omega.suspected();
+        for a in Members(self.beat.suspected).iter() {
             // Writes waiting in the backlog are dropped: the next write there is a full one.
             for w in self.learn.written.values_mut() {
                 w.holds &= !(1 << a);
