@@ -1,6 +1,6 @@
 #![allow(missing_docs)] // criterion's macros generate undocumented functions
 
-//! `cargo bench --bench engine`: the engine's CPU per decision — a stable leader's recorded
+//! `cargo bench -p velos-bench --bench engine`: the engine's CPU per decision — a stable leader's recorded
 //! inputs replayed into a copy of its replica, no backend, one thread
 //! (`velos_bench::engine`). Criterion's time per element is the engine's time per
 //! decision; a regression of the hot path shows up as a change here. Reports; asserts
@@ -15,6 +15,10 @@ use velos_bench::engine::record;
 static GLOBAL: dhat::Alloc = dhat::Alloc;
 
 fn decision_path(c: &mut Criterion) {
+    if let Err(e) = velos_bench::release_engine("engine") {
+        eprintln!("error: {e}");
+        std::process::exit(2);
+    }
     let mut group = c.benchmark_group("engine");
     for (name, outstanding) in [("1client", 1), ("64outstanding", 64)] {
         let recording = record(2_000, 4_000, outstanding).expect("the recording runs");

@@ -1,12 +1,12 @@
-//! `cargo bench --bench engine_profile`: the engine's decision path for a profiler — the
-//! recording `cargo bench --bench engine` replays (a stable leader's inputs, no backend,
+//! `cargo bench -p velos-bench --bench engine_profile`: the engine's decision path for a profiler — the
+//! recording `cargo bench -p velos-bench --bench engine` replays (a stable leader's inputs, no backend,
 //! one thread), replayed `VELOS_PROFILE_REPLAYS` times (default 20) with nothing else
 //! around it, so that a profiler's counts per decision are the engine's. For instruction
 //! counts per function (the figures of `paper-notes/results.md`, "The engine's CPU per
 //! decision"):
 //!
 //! ```sh
-//! cargo bench --bench engine_profile --no-run
+//! cargo bench -p velos-bench --bench engine_profile --no-run
 //! valgrind --tool=callgrind --toggle-collect='*Recording*replay*' \
 //!     target/release/deps/engine_profile-* 1client
 //! callgrind_annotate --inclusive=no callgrind.out.*
@@ -21,6 +21,7 @@
 use velos_bench::engine::record;
 
 fn main() -> anyhow::Result<()> {
+    velos_bench::release_engine("engine_profile")?;
     let load = std::env::args().nth(1).unwrap_or_else(|| "1client".into());
     let outstanding = match load.as_str() {
         "1client" => 1,

@@ -1,4 +1,4 @@
-//! The engine's own CPU per decision, for `cargo bench --bench engine`: a stable leader's
+//! The engine's own CPU per decision, for `cargo bench -p velos-bench --bench engine`: a stable leader's
 //! inputs recorded over a window, then replayed into a copy of the leader's replica
 //! without any backend, so that what is timed is the engine alone.
 //!

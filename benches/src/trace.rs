@@ -1,4 +1,4 @@
-//! A stable leader's recorded inputs, and their replay: how `cargo bench --bench engine`
+//! A stable leader's recorded inputs, and their replay: how `cargo bench -p velos-bench --bench engine`
 //! and `velos bench embed` time the engine alone (its inputs replayed into a copy of its
 //! replica, without a backend).
 
