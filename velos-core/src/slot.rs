@@ -585,6 +585,7 @@ impl SlotProposer {
         let mut promised = self.spare.take().unwrap_or_default();
         promised.clear();
         promised.resize(self.predicted.len(), None);
+        let mut posted = 0u64;
         for (a, promise) in promised.iter_mut().enumerate() {
             if !self.config.votes(a as u16) {
                 continue; // not a member in this slot: never asked, never counted
@@ -613,16 +614,24 @@ impl SlotProposer {
                 false,
                 out,
             );
+            posted |= 1 << a;
             #[cfg(feature = "mutations")]
             if self.config.mutation == Mutation::TrustPromise {
                 *promise = Some(state); // "a prediction is not a confirmation", broken
             }
         }
         let counted = promised.iter().flatten().count();
+        // The attempt is new: its CASes in flight are those just posted.
+        let hopes = promised
+            .iter()
+            .enumerate()
+            .filter(|&(a, p)| p.is_some() || posted >> a & 1 == 1)
+            .count();
         self.set_phase(Phase::Preparing { promised });
+        debug_assert_eq!(hopes, self.hopes(false), "rule (hopeless attempt)");
         if counted >= self.config.majority() {
             self.prepared(&[], out);
-        } else if self.hopes(false) < self.config.majority() {
+        } else if hopes < self.config.majority() {
             // Rule (hopeless attempt), at its start: too few voters (rule (no amnesia)).
             self.set_phase(Phase::Done(Outcome::Aborted));
             return;
@@ -792,6 +801,7 @@ impl SlotProposer {
         let proposal = self.proposal;
         #[cfg_attr(not(feature = "mutations"), allow(unused_mut))]
         let mut accepted_now = 0u64;
+        let mut posted = 0u64;
         for a in 0..self.predicted.len() {
             if !self.config.votes(a as u16) {
                 continue; // not a member in this slot
@@ -827,6 +837,7 @@ impl SlotProposer {
                 continue;
             }
             self.cas(a, desired, true, out);
+            posted |= 1 << a;
             #[cfg(feature = "mutations")]
             if self.config.mutation == Mutation::TrustPrediction {
                 accepted_now |= 1 << a; // "a prediction is not a confirmation", broken on purpose
@@ -837,9 +848,13 @@ impl SlotProposer {
             content,
             accepted: accepted_now,
         });
+        // Accepts are posted once an attempt: its accept CASes in flight are those just
+        // posted.
+        let hopes = (accepted_now | posted).count_ones() as usize;
+        debug_assert_eq!(hopes, self.hopes(true), "rule (hopeless attempt)");
         if counted >= self.config.majority() {
             self.set_phase(Phase::Done(Outcome::Decided { proposal, content }));
-        } else if self.hopes(true) < self.config.majority() {
+        } else if hopes < self.config.majority() {
             // Rule (hopeless attempt), at its start: acceptors promised higher or absent
             // (rule (no amnesia)) left too few to post to; no completion would ever come.
             self.set_phase(Phase::Done(Outcome::Aborted));

@@ -637,11 +637,13 @@ impl Leader {
             // no sign of the positions ahead.)
             run.seeded &= !(1 << a);
             let lap = |w| config.ring().classify(config.layout, slot, w);
-            let within = matches!(
-                (lap(run.seed), lap(actual)),
-                (Lap::Current(_), Lap::Current(_))
-            );
-            if actual != run.seed && !within {
+            // (A word equal to my seed mirrors it: no lap to classify.)
+            let mispredicted = actual != run.seed
+                && !matches!(
+                    (lap(run.seed), lap(actual)),
+                    (Lap::Current(_), Lap::Current(_))
+                );
+            if mispredicted {
                 self.ahead.mispredicted(a, self.next_slot);
             }
         }
