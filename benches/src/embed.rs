@@ -281,6 +281,9 @@ pub struct RunResult {
     pub commits_per_s: f64,
     /// The engine's CPU time per decision (ns; see the module documentation).
     pub engine_cpu_ns_per_decision: f64,
+    /// Velos: the in-process NIC's CPU time per decision (ns), the leader's operations of
+    /// the window executed again on a fresh fabric; `None` for OmniPaxos.
+    pub nic_cpu_ns_per_decision: Option<f64>,
     /// The leader's (and client's) thread CPU time per decision (ns).
     pub leader_thread_cpu_ns_per_decision: f64,
     /// The process's CPU time per decision (ns).
@@ -324,6 +327,9 @@ pub(crate) struct Window {
     pub(crate) end: Marks,
     /// The engine's CPU time over it (ns).
     pub(crate) engine_cpu_ns: u64,
+    /// Velos: the in-process NIC's CPU time for the window's operations (ns), measured
+    /// apart (`nic_cpu` in `embed/velos.rs`); what a real NIC does for free.
+    pub(crate) nic_cpu_ns: Option<u64>,
     /// Commit latencies (one-client runs).
     pub(crate) latencies: Option<Histogram<u64>>,
     /// Counts over the window, divided by the commits in the report.
@@ -345,6 +351,7 @@ impl Window {
             wall_ns: wall_ns as u64,
             commits_per_s: self.commits as f64 * 1e9 / wall_ns.max(1) as f64,
             engine_cpu_ns_per_decision: per(u128::from(self.engine_cpu_ns)),
+            nic_cpu_ns_per_decision: self.nic_cpu_ns.map(|ns| per(u128::from(ns))),
             leader_thread_cpu_ns_per_decision: per(thread),
             process_cpu_ns_per_decision: per(process),
             latency_p50_ns: self.latencies.as_ref().map(|h| h.value_at_quantile(0.5)),

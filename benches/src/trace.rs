@@ -4,7 +4,7 @@
 
 use anyhow::ensure;
 use velos_core::log::Replica;
-use velos_rdma::{Batch, Process, Reply};
+use velos_rdma::{Batch, Op, Process, Reply};
 
 /// The leader replica's inputs, in order, packed so that recording them costs the leader
 /// little: one byte per input, plus the word of each `Value` reply and any other reply
@@ -74,6 +74,17 @@ impl Trace {
         first_command: u64,
         command: impl Fn(u64) -> Vec<u8>,
     ) -> anyhow::Result<u64> {
+        self.replay_into(replica, first_command, command, |_| {})
+    }
+
+    /// [`Trace::replay`], handing every batch of operations the replica returns to `ops`.
+    pub(crate) fn replay_into(
+        &self,
+        replica: &mut Replica,
+        first_command: u64,
+        command: impl Fn(u64) -> Vec<u8>,
+        mut ops: impl FnMut(&[Op]),
+    ) -> anyhow::Result<u64> {
         let (mut values, mut others) = (self.values.iter(), self.others.iter());
         let mut proposed = first_command;
         let mut committed = 0u64;
@@ -98,6 +109,7 @@ impl Trace {
                 replica.resume_batch(reply, &mut batch) == Batch::Resume,
                 "the replay stopped at input {i}"
             );
+            ops(&batch);
             committed += replica.drain_results().count() as u64;
             replica.drain_committed().for_each(drop);
         }

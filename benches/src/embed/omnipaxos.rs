@@ -236,6 +236,7 @@ impl Commits {
             start,
             end,
             engine_cpu_ns: (end.thread_cpu - start.thread_cpu).as_nanos() as u64,
+            nic_cpu_ns: None,
             latencies: self.latencies,
             counts: vec![(name, messages - messages_before)],
         }

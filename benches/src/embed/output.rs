@@ -50,6 +50,16 @@ pub fn table(report: &EmbedReport) -> String {
             ),
         );
     }
+    if let (Some(one), Some(many)) = (
+        report.velos.nic_cpu_ns_per_decision,
+        report.velos.nic_cpu_ns_per_decision_many,
+    ) {
+        let _ = writeln!(
+            out,
+            "velos in-process NIC (in the leader thread's figure; a real NIC's work): {one:.0} / \
+             {many:.0} ns per decision (1c / many)"
+        );
+    }
     let _ = writeln!(
         out,
         "velos / omnipaxos commits/s: {:.2}x one client, {:.2}x many ({} outstanding)",

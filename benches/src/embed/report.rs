@@ -30,6 +30,18 @@ pub struct SystemSummary {
     pub cpu_ns_per_command_batched: f64,
     /// The leader's thread CPU time per command, batched (ns).
     pub leader_thread_cpu_ns_per_command_batched: f64,
+    /// Velos: the in-process NIC's CPU time per decision, one client (ns): the leader's
+    /// operations of the window executed again on a fresh fabric, apart from the engine —
+    /// the leader's thread's share a real NIC takes over. `None` for OmniPaxos, whose
+    /// messages move by value (one thread) or over channels (threads), not measured apart.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nic_cpu_ns_per_decision: Option<f64>,
+    /// The same with many clients (ns).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nic_cpu_ns_per_decision_many: Option<f64>,
+    /// The same per command, batched (ns).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nic_cpu_ns_per_command_batched: Option<f64>,
     /// The leader's thread (engine, backend, client) CPU time per decision, one client (ns).
     pub leader_thread_cpu_ns_per_decision: f64,
     /// The same with many clients (ns).
@@ -214,6 +226,10 @@ fn notes(config: &EmbedConfig) -> Vec<String> {
          replayed into a copy of its replica, thread CPU time); omnipaxos, its thread's CPU time \
          (all three instances). process_cpu_*: every thread of the process"
             .into(),
+        "nic_cpu_*: velos, the in-process NIC's share of the leader's thread (the window's \
+         operations executed again on a fresh inline fabric, thread CPU time), the work a \
+         real NIC does; the leader thread's figure holds it besides the engine and the client"
+            .into(),
     ]
 }
 
@@ -254,6 +270,10 @@ fn summary(runs: &[RunResult], system: System) -> SystemSummary {
             })
             .collect()
     };
+    let nic = |rs: &[&RunResult]| -> Option<f64> {
+        let xs: Option<Vec<f64>> = rs.iter().map(|r| r.nic_cpu_ns_per_decision).collect();
+        xs.filter(|xs| !xs.is_empty()).map(median)
+    };
     SystemSummary {
         system: system.name(),
         commits_per_s_1client: med(&one, |r| r.commits_per_s),
@@ -273,6 +293,9 @@ fn summary(runs: &[RunResult], system: System) -> SystemSummary {
         leader_thread_cpu_ns_per_command_batched: med(&batched, |r| {
             r.leader_thread_cpu_ns_per_decision
         }),
+        nic_cpu_ns_per_decision: nic(&one),
+        nic_cpu_ns_per_decision_many: nic(&many),
+        nic_cpu_ns_per_command_batched: nic(&batched),
         leader_thread_cpu_ns_per_decision: med(&one, |r| r.leader_thread_cpu_ns_per_decision),
         leader_thread_cpu_ns_per_decision_many: med(&many, |r| r.leader_thread_cpu_ns_per_decision),
         process_cpu_ns_per_decision: med(&one, |r| r.process_cpu_ns_per_decision),

@@ -18,6 +18,12 @@ fn a_quick_run_measures_every_system_and_replays_velos_exactly() {
         let planned = config.commits(r.workload);
         assert!(r.commits > 0 && r.commits < planned + config.batch(r.workload));
         assert!(r.engine_cpu_ns_per_decision > 0.0, "{r:?}");
+        // The NIC's share is Velos's alone, and measured: its operations ran again.
+        assert_eq!(
+            r.nic_cpu_ns_per_decision.is_some_and(|ns| ns > 0.0),
+            r.system == System::Velos,
+            "{r:?}"
+        );
         assert_eq!(
             r.latency_p50_ns.is_some(),
             r.workload == Workload::One,

@@ -159,11 +159,13 @@ pub(super) fn measure(config: &EmbedConfig, workload: Workload) -> anyhow::Resul
         run
     })?;
     let engine_cpu_ns = replay(&run, config.total(workload))?;
+    let nic_cpu_ns = nic_cpu(&run, config.total(workload), &log)?;
     Ok(Window {
         commits: run.commits,
         start: run.start,
         end: run.end,
         engine_cpu_ns,
+        nic_cpu_ns: Some(nic_cpu_ns),
         latencies: run.latencies,
         counts: run.counts,
     })
@@ -335,6 +337,55 @@ fn replay(run: &LeaderRun, total: u64) -> anyhow::Result<u64> {
         committed == run.commits,
         "the replay decided {committed} commands in the window, the run {}",
         run.commits
+    );
+    Ok(cpu.as_nanos() as u64)
+}
+
+/// The in-process NIC's share of the leader's thread: the window's operations (what a
+/// second replay of the recorded inputs returns, the idle pauses left out) executed again,
+/// in order, on a fresh inline fabric of the same log, timed in thread CPU (ns) — the
+/// part a real NIC does for free. The followers' memory is blank there, so CASes meet
+/// other words than in the run; each still costs its post, execution and completion
+/// (as `cargo bench -p velos-bench --bench engine`'s `nic/` figures).
+fn nic_cpu(run: &LeaderRun, total: u64, log: &LogConfig) -> anyhow::Result<u64> {
+    let (first, batch) = (run.proposed_before, run.batch);
+    let entries: Vec<Vec<u8>> = match batch {
+        1 => Vec::new(),
+        _ => (first..total / batch).map(|k| entry(k, batch)).collect(),
+    };
+    let mut ops = Vec::new();
+    let mut replica = run.snapshot.clone();
+    run.trace.replay_into(
+        &mut replica,
+        first,
+        |k| match batch {
+            1 => command(k).to_vec(),
+            _ => entries[(k - first) as usize].clone(),
+        },
+        |batch| {
+            ops.extend(
+                batch
+                    .iter()
+                    .filter(|op| !matches!(op, Op::Pause { .. }))
+                    .cloned(),
+            )
+        },
+    )?;
+    let fabric = crate::engine::inline_fabric(log)?;
+    let mut endpoint = fabric.endpoint(NodeId(0));
+    let cpu_start = cpu_time::ThreadTime::now();
+    let failed = ops
+        .iter()
+        .filter(|op| matches!(endpoint.execute(op), Reply::Failed(_)))
+        .count();
+    let cpu = cpu_start.elapsed();
+    anyhow::ensure!(
+        failed == 0,
+        "{failed} operations failed on the fresh fabric"
+    );
+    anyhow::ensure!(
+        endpoint.work_requests().posted > 0,
+        "the window posted work requests"
     );
     Ok(cpu.as_nanos() as u64)
 }
