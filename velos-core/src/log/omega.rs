@@ -338,6 +338,94 @@ impl Omega {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    /// One call that changes what Ω knows.
+    #[derive(Clone, Debug)]
+    enum Call {
+        Asked(u16, u64),
+        Pending(u16, u64),
+        Observe(u16, u64, u64),
+        Unanswered(u16),
+        Standing(u16, bool, bool),
+        Members(u64),
+    }
+
+    fn call(replicas: u16) -> impl Strategy<Value = Call> {
+        let peer = 0..replicas;
+        prop_oneof![
+            (peer.clone(), 0..400u64).prop_map(|(p, d)| Call::Asked(p, d)),
+            (peer.clone(), 0..400u64).prop_map(|(p, d)| Call::Pending(p, d)),
+            (peer.clone(), 0..4u64, 0..400u64).prop_map(|(p, c, d)| Call::Observe(p, c, d)),
+            peer.clone().prop_map(Call::Unanswered),
+            (peer, any::<bool>(), any::<bool>()).prop_map(|(p, a, c)| Call::Standing(p, a, c)),
+            (1..(1u64 << replicas)).prop_map(Call::Members),
+        ]
+    }
+
+    proptest! {
+        /// The kept answers are the state's after every call that changes it: each
+        /// peer's suspicion as computed from the evidence, and the leader as rules (sticky
+        /// leader) and (able leader) pick it from them (computed here apart).
+        #[test]
+        fn the_kept_suspicions_and_leader_are_the_states(
+            adaptive in any::<bool>(),
+            calls in proptest::collection::vec(call(4), 1..60),
+        ) {
+            let detector = if adaptive { Detector::ADAPTIVE } else { Detector::Fixed };
+            let mut omega = Omega::new(1, 4, (100, 10), detector, 0);
+            let mut now = 0u64;
+            for c in calls {
+                match c {
+                    Call::Asked(p, d) => {
+                        now += d;
+                        omega.asked(p, now);
+                    }
+                    Call::Pending(p, d) => {
+                        now += d;
+                        omega.pending(p, now);
+                    }
+                    Call::Observe(p, counter, d) => {
+                        let issued = omega.issued(p).unwrap_or(now);
+                        now += d;
+                        omega.observe(p, counter, issued, now);
+                    }
+                    Call::Unanswered(p) => {
+                        if let Some(issued) = omega.issued(p) {
+                            omega.unanswered(p, issued);
+                        }
+                    }
+                    Call::Standing(p, able, claims) => omega.standing(p, able, claims),
+                    Call::Members(m) => omega.set_members(Members(m)),
+                }
+                let suspected: Vec<u16> = (0..4).filter(|&p| omega.suspicion(p)).collect();
+                for p in 0..4 {
+                    prop_assert_eq!(omega.suspects(p), suspected.contains(&p));
+                }
+                let trusted: Vec<u16> =
+                    omega.members.iter().filter(|p| !suspected.contains(p)).collect();
+                let leader = trusted
+                    .iter()
+                    .find(|&&p| omega.claims[usize::from(p)])
+                    .or_else(|| trusted.iter().find(|&&p| omega.able[usize::from(p)]))
+                    .or_else(|| trusted.first())
+                    .copied()
+                    .unwrap_or_else(|| omega.members.iter().next().expect("a member"));
+                prop_assert_eq!(omega.leader(), leader);
+            }
+        }
+    }
+
+    #[test]
+    fn generated_calls_reach_suspicion() {
+        // The premise of the property above: its calls can make a peer suspected, so its
+        // comparison covers a suspected peer and a moved leader, not only the calm state.
+        let mut omega = Omega::new(1, 4, (100, 10), Detector::Fixed, 0);
+        omega.asked(0, 0);
+        omega.pending(0, 300);
+        assert!(omega.suspects(0) && omega.suspicion(0));
+        assert_eq!(omega.leader(), 1, "0 suspected: the lowest trusted leads");
+    }
 
     #[test]
     fn the_lowest_live_id_leads_and_a_silent_one_is_suspected_after_the_timeout() {
