@@ -142,6 +142,7 @@ impl WordLayout {
     }
 
     /// Packs `state`; every field must fit its width.
+    #[inline]
     pub fn encode(self, state: AcceptorState) -> Result<u64, FieldOverflow> {
         let check = |field: &'static str, value: u64, bits: u8| {
             if value > WordLayout::mask(bits) {
