@@ -1,5 +1,6 @@
-//! `cargo bench -p velos-bench --bench embed`: Velos beside OmniPaxos, three replicas in this process
-//! (the same measurement as `velos bench embed`), written to `target/bench-embed/`.
+//! `cargo bench -p velos-bench --bench embed`: Velos beside OmniPaxos, three replicas in
+//! this process (the same measurement as `velos bench embed`), written to
+//! `target/bench-embed/`.
 //! Reports; asserts nothing about speed.
 
 fn main() -> anyhow::Result<()> {

@@ -1,7 +1,7 @@
 #![allow(missing_docs)] // criterion's macros generate undocumented functions
 
-//! `cargo bench -p velos-bench --bench engine`: the engine's CPU per decision — a stable leader's recorded
-//! inputs replayed into a copy of its replica, no backend, one thread
+//! `cargo bench -p velos-bench --bench engine`: the engine's CPU per decision — a stable
+//! leader's recorded inputs replayed into a copy of its replica, no backend, one thread
 //! (`velos_bench::engine`). Criterion's time per element is the engine's time per
 //! decision; a regression of the hot path shows up as a change here. Reports; asserts
 //! nothing about speed.

@@ -1,6 +1,6 @@
-//! `cargo bench -p velos-bench --bench engine_profile`: the engine's decision path for a profiler — the
-//! recording `cargo bench -p velos-bench --bench engine` replays (a stable leader's inputs, no backend,
-//! one thread), replayed `VELOS_PROFILE_REPLAYS` times (default 20) with nothing else
+//! `cargo bench -p velos-bench --bench engine_profile`: the engine's decision path for a
+//! profiler — the recording `cargo bench -p velos-bench --bench engine` replays (a stable
+//! leader's inputs, no backend, one thread), replayed `VELOS_PROFILE_REPLAYS` times (default 20) with nothing else
 //! around it, so that a profiler's counts per decision are the engine's. For instruction
 //! counts per function (the figures of `paper-notes/results.md`, "The engine's CPU per
 //! decision"):

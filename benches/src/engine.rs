@@ -1,6 +1,6 @@
-//! The engine's own CPU per decision, for `cargo bench -p velos-bench --bench engine`: a stable leader's
-//! inputs recorded over a window, then replayed into a copy of the leader's replica
-//! without any backend, so that what is timed is the engine alone.
+//! The engine's own CPU per decision, for `cargo bench -p velos-bench --bench engine`: a
+//! stable leader's inputs recorded over a window, then replayed into a copy of the
+//! leader's replica without any backend, so that what is timed is the engine alone.
 //!
 //! The recording runs three [`Replica`]s round-robin on one thread over the in-process
 //! backend ([`MemFabric`], remote operations executed inline by the posting replica,

@@ -7,7 +7,7 @@
 
 /// Refuses a build whose engine carries velos-core's test-only `mutations` feature
 /// ([`velos_core::MUTATIONS`]): its branches are on the decision path, so a CPU figure
-/// would not be the engine users run. `cargo bench -p velos-bench --bench NAME` from the workspace root
+/// would not be the engine users run. `cargo bench --bench NAME` from the workspace root
 /// builds every member's dev-dependencies and gets that feature from the test kit's;
 /// `cargo bench -p velos-bench --bench NAME` does not.
 pub fn release_engine(bench: &str) -> anyhow::Result<()> {

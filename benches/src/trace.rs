@@ -1,6 +1,6 @@
-//! A stable leader's recorded inputs, and their replay: how `cargo bench -p velos-bench --bench engine`
-//! and `velos bench embed` time the engine alone (its inputs replayed into a copy of its
-//! replica, without a backend).
+//! A stable leader's recorded inputs, and their replay: how
+//! `cargo bench -p velos-bench --bench engine` and `velos bench embed` time the engine
+//! alone (its inputs replayed into a copy of its replica, without a backend).
 
 use anyhow::ensure;
 use velos_core::log::Replica;
