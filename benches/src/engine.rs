@@ -244,19 +244,25 @@ impl Recording {
     /// execution and completion. `fabric` is [`Recording::nic_fabric`] (made once: its
     /// memory is the run's size); the work requests executed.
     pub fn replay_nic(&self, fabric: &MemFabric) -> anyhow::Result<u64> {
-        let mut endpoint = fabric.endpoint(NodeId(0));
-        let mut failed = 0u64;
-        for op in &self.nic_ops {
-            failed += u64::from(matches!(endpoint.execute(op), Reply::Failed(_)));
-        }
-        ensure!(
-            failed == 0,
-            "{failed} operations failed on the fresh fabric"
-        );
-        let posted = endpoint.work_requests().posted;
-        ensure!(posted > 0, "the window posted work requests");
-        Ok(posted)
+        execute_afresh(fabric, &self.nic_ops)
     }
+}
+
+/// Executes the leader's operations `ops`, in order, as node 0 of `fabric` (a fresh one):
+/// the work requests posted. Fails if any operation fails there, or none was posted.
+pub(crate) fn execute_afresh(fabric: &MemFabric, ops: &[Op]) -> anyhow::Result<u64> {
+    let mut endpoint = fabric.endpoint(NodeId(0));
+    let mut failed = 0u64;
+    for op in ops {
+        failed += u64::from(matches!(endpoint.execute(op), Reply::Failed(_)));
+    }
+    ensure!(
+        failed == 0,
+        "{failed} operations failed on the fresh fabric"
+    );
+    let posted = endpoint.work_requests().posted;
+    ensure!(posted > 0, "the window posted work requests");
+    Ok(posted)
 }
 
 #[cfg(test)]

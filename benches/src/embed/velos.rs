@@ -314,30 +314,44 @@ fn follow(
     }
 }
 
-/// Replays the leader's recorded inputs into a copy of its replica as the window found
-/// it, on this thread, without a backend; the thread CPU time of the replay (ns). Checks
-/// that the replay takes the same proposals and decides as many commands. A batched run's
-/// entries (of a run of `total` commands) are made before the clock starts: packing them
-/// is the client's work, not the engine's.
-fn replay(run: &LeaderRun, total: u64) -> anyhow::Result<u64> {
+/// The proposals the window's replays make, by number from the window's first on (of a
+/// run of `total` commands): a command, or a batched run's entry — made here, before any
+/// clock starts: packing them is the client's work, not the engine's.
+fn proposals(run: &LeaderRun, total: u64) -> impl Fn(u64) -> Vec<u8> {
     let (first, batch) = (run.proposed_before, run.batch);
     let entries: Vec<Vec<u8>> = match batch {
         1 => Vec::new(),
         _ => (first..total / batch).map(|k| entry(k, batch)).collect(),
     };
-    let mut replica = run.snapshot.clone();
-    let cpu_start = cpu_time::ThreadTime::now();
-    let proposals = run.trace.replay(&mut replica, first, |k| match batch {
+    move |k| match batch {
         1 => command(k).to_vec(),
         _ => entries[(k - first) as usize].clone(),
-    })?;
-    let cpu = cpu_start.elapsed();
-    let committed = proposals * batch;
+    }
+}
+
+/// Checks that a replay of the window decided as many commands as the run did.
+fn retraced(run: &LeaderRun, proposals: u64) -> anyhow::Result<()> {
+    let committed = proposals * run.batch;
     anyhow::ensure!(
         committed == run.commits,
         "the replay decided {committed} commands in the window, the run {}",
         run.commits
     );
+    Ok(())
+}
+
+/// Replays the leader's recorded inputs into a copy of its replica as the window found
+/// it, on this thread, without a backend; the thread CPU time of the replay (ns). Checks
+/// that the replay takes the same proposals and decides as many commands.
+fn replay(run: &LeaderRun, total: u64) -> anyhow::Result<u64> {
+    let proposal = proposals(run, total);
+    let mut replica = run.snapshot.clone();
+    let cpu_start = cpu_time::ThreadTime::now();
+    let decided = run
+        .trace
+        .replay(&mut replica, run.proposed_before, proposal)?;
+    let cpu = cpu_start.elapsed();
+    retraced(run, decided)?;
     Ok(cpu.as_nanos() as u64)
 }
 
@@ -348,44 +362,20 @@ fn replay(run: &LeaderRun, total: u64) -> anyhow::Result<u64> {
 /// other words than in the run; each still costs its post, execution and completion
 /// (as `cargo bench -p velos-bench --bench engine`'s `nic/` figures).
 fn nic_cpu(run: &LeaderRun, total: u64, log: &LogConfig) -> anyhow::Result<u64> {
-    let (first, batch) = (run.proposed_before, run.batch);
-    let entries: Vec<Vec<u8>> = match batch {
-        1 => Vec::new(),
-        _ => (first..total / batch).map(|k| entry(k, batch)).collect(),
-    };
     let mut ops = Vec::new();
     let mut replica = run.snapshot.clone();
-    run.trace.replay_into(
+    let decided = run.trace.replay_into(
         &mut replica,
-        first,
-        |k| match batch {
-            1 => command(k).to_vec(),
-            _ => entries[(k - first) as usize].clone(),
-        },
+        run.proposed_before,
+        proposals(run, total),
         |batch| {
-            ops.extend(
-                batch
-                    .iter()
-                    .filter(|op| !matches!(op, Op::Pause { .. }))
-                    .cloned(),
-            )
+            let posted = batch.iter().filter(|op| !matches!(op, Op::Pause { .. }));
+            ops.extend(posted.cloned());
         },
     )?;
+    retraced(run, decided)?;
     let fabric = crate::engine::inline_fabric(log)?;
-    let mut endpoint = fabric.endpoint(NodeId(0));
     let cpu_start = cpu_time::ThreadTime::now();
-    let failed = ops
-        .iter()
-        .filter(|op| matches!(endpoint.execute(op), Reply::Failed(_)))
-        .count();
-    let cpu = cpu_start.elapsed();
-    anyhow::ensure!(
-        failed == 0,
-        "{failed} operations failed on the fresh fabric"
-    );
-    anyhow::ensure!(
-        endpoint.work_requests().posted > 0,
-        "the window posted work requests"
-    );
-    Ok(cpu.as_nanos() as u64)
+    crate::engine::execute_afresh(&fabric, &ops)?;
+    Ok(cpu_start.elapsed().as_nanos() as u64)
 }
