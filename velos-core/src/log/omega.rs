@@ -153,6 +153,22 @@ impl Omega {
         self.suspected = (0..self.last.len() as u16)
             .filter(|&p| self.suspicion(p))
             .fold(0, |m, p| m | 1 << p);
+        self.refresh_leader();
+    }
+
+    /// [`Omega::refresh`] after a change of what is known of `peer` alone: a peer's
+    /// suspicion reads its own evidence and timeout only.
+    fn refresh_peer(&mut self, peer: u16) {
+        let bit = 1u64 << peer;
+        self.suspected = match self.suspicion(peer) {
+            true => self.suspected | bit,
+            false => self.suspected & !bit,
+        };
+        self.refresh_leader();
+    }
+
+    /// The kept leader, from the kept suspicions, the standings and the members.
+    fn refresh_leader(&mut self) {
         let first = self
             .members
             .iter()
@@ -181,7 +197,7 @@ impl Omega {
         }
         self.able[p] = able;
         self.claims[p] = claims;
-        self.refresh();
+        self.refresh_leader();
     }
 
     /// A fresh process took replica `peer`'s place: it cannot lead until its heartbeat says
@@ -195,7 +211,7 @@ impl Omega {
     pub fn asked(&mut self, peer: u16, at: u64) {
         self.asked_at[usize::from(peer)] = Some(at);
         self.waited_at[usize::from(peer)] = at;
-        self.refresh();
+        self.refresh_peer(peer);
     }
 
     /// A test at `at` found the read of replica `peer`'s counter still out: whether that
@@ -204,7 +220,7 @@ impl Omega {
         let trusted = !self.suspects(peer);
         let p = usize::from(peer);
         self.waited_at[p] = self.waited_at[p].max(at);
-        self.refresh();
+        self.refresh_peer(peer);
         trusted && self.suspects(peer)
     }
 
@@ -229,7 +245,7 @@ impl Omega {
         let p = usize::from(peer);
         self.asked_at[p] = None;
         self.unchanged_at[p] = self.unchanged_at[p].max(issued);
-        self.refresh();
+        self.refresh_peer(peer);
         trusted && self.suspects(peer)
     }
 
@@ -254,7 +270,7 @@ impl Omega {
             self.last[p] = counter;
             self.changed_at[p] = at;
         }
-        self.refresh();
+        self.refresh_peer(peer);
         assert!(
             self.timeout(peer) <= self.timeout_ns,
             "Ω-adapt: the configured failure timeout is the ceiling"
@@ -326,7 +342,7 @@ impl Omega {
             "members are replicas"
         );
         self.members = members;
-        self.refresh();
+        self.refresh_leader();
     }
 
     /// The replicas that may lead.
