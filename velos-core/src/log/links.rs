@@ -82,10 +82,14 @@ impl Links {
     }
 
     /// Sends a put of `slot`'s value in leader term `term` towards acceptor `a`, behind
-    /// its backlog.
+    /// its backlog. Rule (puts wait with their CAS): with no cell free the put waits too,
+    /// since the CAS it goes ahead of will: a put is posted only when its CAS may follow.
+    /// Else every accept towards a crashed acceptor whose cells its hung CASes hold posted
+    /// its put while its CAS waited and was given up: one put per slot, none ever
+    /// completing, piled up on the queue pair for as long as the crash lasted.
     pub(super) fn send(&mut self, a: u16, op: Op, (term, slot): (u64, u64), out: &mut Vec<Op>) {
         let link = &mut self.links[usize::from(a)];
-        if link.backlog.is_empty() {
+        if link.backlog.is_empty() && link.free != 0 {
             out.push(op);
         } else {
             link.backlog.push_back(Deferred::Op { op, term, slot });
@@ -148,12 +152,8 @@ impl Links {
         for a in 0..self.links.len() as u16 {
             loop {
                 let link = &mut self.links[usize::from(a)];
-                let ready = match link.backlog.front() {
-                    Some(Deferred::Op { .. }) => true,
-                    Some(Deferred::Cas { .. }) => link.free != 0,
-                    None => false,
-                };
-                if !ready {
+                // Rule (puts wait with their CAS): a put leaves with a cell for its CAS.
+                if link.backlog.is_empty() || link.free == 0 {
                     break;
                 }
                 let next = link.backlog.pop_front().expect("a front");
@@ -326,6 +326,40 @@ mod tests {
         assert_eq!(links.oldest_posted(1), Some(first));
         assert_eq!(links.chain(1), Some(first), "one chained test a turn");
         assert_eq!(links.chain(1), None, "and no more");
+    }
+
+    /// Rule (puts wait with their CAS): with every cell taken (by CASes given up towards a
+    /// crashed acceptor) a value's put is not posted ahead of its CAS; it waits with it,
+    /// leaves with it once a cell frees, and goes when the backlog is given up.
+    #[test]
+    fn a_put_waits_with_its_cas() {
+        let config = LogConfig::new(3, 16, 8);
+        let mut links = Links::new(Scratch::new(&config, 0), 3, 1);
+        let mut out = Vec::new();
+        let remote = config.shape().epoch_word(1, 0, 0);
+        let put = |value| Op::PutInline {
+            remote,
+            value,
+            work_id: WorkId(1),
+        };
+        links.send(1, put(0), (1, 0), &mut out);
+        links.send_cas(1, remote, (0, 1), tag(0), &mut out);
+        assert_eq!(out.len(), 2, "a free cell: the put and its CAS go out");
+        assert_eq!(links.give_up(1), [tag(0)], "the acceptor is suspected");
+        for slot in 1..100 {
+            links.send(1, put(slot), (1, slot), &mut out);
+            links.send_cas(1, remote, (0, slot), tag(slot), &mut out);
+            links.drain(&mut out);
+            assert_eq!(links.give_up(1), [tag(slot)], "reported lost, puts dropped");
+        }
+        assert_eq!(out.len(), 2, "nothing more posted towards it: {out:?}");
+        // Its late completion frees the cell: a put and its CAS leave together.
+        links.new_turn();
+        assert_eq!(links.complete(1), None, "given up already");
+        links.send(1, put(100), (1, 100), &mut out);
+        links.send_cas(1, remote, (0, 100), tag(100), &mut out);
+        assert_eq!(out.len(), 4, "the put and its CAS: {out:?}");
+        assert_eq!(out[2], put(100));
     }
 
     /// Rule (bounded backlog): a decided slot's puts and CAS leave the backlog; an open
