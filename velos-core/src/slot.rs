@@ -94,6 +94,11 @@ pub enum Mutation {
     /// with three proposers, or with two retries).
     #[cfg(feature = "mutations")]
     TrustPromise,
+    /// Rule (chosen at prepare) broken: a value read for adoption counts as chosen when
+    /// one confirmed promise shows its accepted pair, not a majority's; an accepted but
+    /// unchosen value is decided before its accepts are confirmed.
+    #[cfg(feature = "mutations")]
+    ChosenByOne,
     /// Rule (sticky leader) broken: nobody's heartbeat claims the lead, so Ω moves it to
     /// the lowest able replica — from a working leader to a replacement the moment it
     /// votes (a liveness mutant: a hand-over on every change).
@@ -128,6 +133,8 @@ impl Mutation {
         #[cfg(feature = "mutations")]
         Mutation::TrustPromise,
         #[cfg(feature = "mutations")]
+        Mutation::ChosenByOne,
+        #[cfg(feature = "mutations")]
         Mutation::HandOver,
     ];
 
@@ -157,6 +164,8 @@ impl Mutation {
             Mutation::RejoinBlank => "rejoin-blank",
             #[cfg(feature = "mutations")]
             Mutation::TrustPromise => "trust-promise",
+            #[cfg(feature = "mutations")]
+            Mutation::ChosenByOne => "chosen-by-one",
             #[cfg(feature = "mutations")]
             Mutation::HandOver => "hand-over",
         }
@@ -298,8 +307,11 @@ enum Phase {
     /// A majority promised and nothing is to be adopted: waiting for a value to propose
     /// (pre-preparation: the accept then costs one CAS round trip).
     Promised,
-    /// Waiting for the value to adopt.
-    Reading,
+    /// Waiting for the value to adopt; `chosen`: a majority's confirmed promises showed
+    /// its accepted pair (rule (chosen at prepare)).
+    Reading {
+        chosen: bool,
+    },
     /// Waiting for a majority of successful accept CASes.
     Accepting {
         content: Content,
@@ -731,6 +743,13 @@ impl SlotProposer {
     /// trips (end stamp, content, begin stamp). A new leader usually accepted the old
     /// leader's last values itself, and its adoptions of them are what stands between the
     /// takeover and its first decision.
+    ///
+    /// Rule (chosen at prepare): when a majority's confirmed promises show that very pair
+    /// ⟨b', p⟩, a majority accepted p's value at b', so it is chosen (Paxos); once read, it
+    /// is decided at once — a new leader's first decision costs its prepare round only, not
+    /// prepare and accept. The accepts of the adopted value at my proposal go out all the
+    /// same: learners learn from them (lemma (learning) reads my buffer at my ballot, which
+    /// holds the chosen value whether those accepts succeed or not).
     fn prepared(&mut self, previous: &[u8], out: &mut Vec<SlotCommand>) {
         let Phase::Preparing { promised } = &self.phase else {
             unreachable!("prepared from preparing")
@@ -758,7 +777,20 @@ impl SlotProposer {
             Some((a, state)) => {
                 let proposer = ProposerId::from_value_tag(state.accepted_value)
                     .expect("an accepted value names a proposer");
-                self.set_phase(Phase::Reading);
+                let pair = (state.accepted_proposal, state.accepted_value);
+                let showing = promised
+                    .iter()
+                    .flatten()
+                    .filter(|s| s.has_accepted() && (s.accepted_proposal, s.accepted_value) == pair)
+                    .count();
+                #[cfg(feature = "mutations")]
+                let showing = if self.config.mutation == Mutation::ChosenByOne {
+                    showing.max(self.config.majority())
+                } else {
+                    showing
+                };
+                let chosen = showing >= self.config.majority();
+                self.set_phase(Phase::Reading { chosen });
                 out.push(SlotCommand::ReadValue {
                     acceptor: a as u16,
                     proposer,
@@ -782,13 +814,21 @@ impl SlotProposer {
     /// accepted nothing above b'. Requiring the exact stamp instead livelocks: p's write
     /// lands ahead of an accept CAS that fails, and the word still names ⟨b', p⟩.
     pub fn on_value_read(&mut self, stamped_ok: bool, previous: &[u8], out: &mut Vec<SlotCommand>) {
-        assert!(
-            matches!(self.phase, Phase::Reading),
-            "a value read while reading, not {:?}",
-            self.phase
-        );
+        let Phase::Reading { chosen } = self.phase else {
+            panic!("a value read while reading, not {:?}", self.phase)
+        };
         if stamped_ok {
             self.accept(Content::Adopted, previous, out);
+            if chosen && matches!(self.phase, Phase::Accepting { .. }) {
+                // Rule (chosen at prepare): a majority accepted the pair read, so its value
+                // is chosen; the accepts just posted carry it on at my proposal (what
+                // learners and lemma (learning) read), and need not be waited for.
+                let proposal = self.proposal;
+                self.set_phase(Phase::Done(Outcome::Decided {
+                    proposal,
+                    content: Content::Adopted,
+                }));
+            }
         } else {
             self.set_phase(Phase::Done(Outcome::Aborted));
         }
@@ -1097,6 +1137,61 @@ mod tests {
         slot.on_value_read(true, &[], &mut out);
         assert_eq!(out[0], write(0, Content::Adopted, 5));
         assert_eq!(out[1], cas(7, 0, word(5, 2, 2), word(5, 5, 1)));
+        assert_eq!(
+            slot.outcome(),
+            Outcome::Pending,
+            "one promise showed ⟨2, p1⟩: not chosen, the accepts must confirm"
+        );
+    }
+
+    /// Rule (chosen at prepare): when a majority's confirmed promises show the pair read,
+    /// its value is decided at the read; the accepts carrying it at my proposal are
+    /// posted all the same, and their completions count for nothing.
+    #[test]
+    fn a_pair_a_majority_shows_is_decided_at_its_read() {
+        let mut slot = SlotProposer::fresh(config(0)).reading_locally();
+        let mut out = Vec::new();
+        slot.prepare(&mut out);
+        out.clear();
+        // Acceptors 0 and 1 accepted ⟨2, p1⟩ (nacks of attempt 1), acceptor 2 nothing.
+        slot.on_cas(0, 1, word(4, 2, 2), &[], &mut out);
+        slot.on_cas(1, 2, word(4, 2, 2), &[], &mut out);
+        slot.on_cas(2, 3, word(0, 0, 0), &[], &mut out);
+        out.clear();
+        slot.prepare(&mut out);
+        out.clear();
+        slot.on_cas(0, 4, word(4, 2, 2), &[], &mut out);
+        slot.on_cas(1, 5, word(4, 2, 2), &[], &mut out);
+        assert_eq!(
+            slot.outcome(),
+            Outcome::Pending,
+            "the value is not read yet"
+        );
+        out.clear();
+        slot.on_value_read(true, &[], &mut out);
+        let decided = Outcome::Decided {
+            proposal: 5,
+            content: Content::Adopted,
+        };
+        assert_eq!(slot.outcome(), decided);
+        let accepts = out.iter().filter(|c| matches!(c, SlotCommand::Cas { .. }));
+        assert_eq!(accepts.count(), 3, "the accepts still go out: {out:?}");
+        out.clear();
+        slot.on_cas(2, 6, word(5, 0, 0), &[], &mut out);
+        slot.on_cas(0, 7, word(5, 2, 2), &[], &mut out);
+        assert_eq!(slot.outcome(), decided, "completions change nothing");
+        // A stale buffer is no value: the read fails and the attempt aborts as before.
+        let mut torn = SlotProposer::fresh(config(0)).reading_locally();
+        torn.prepare(&mut out);
+        for (a, id) in [(0, 1), (1, 2)] {
+            torn.on_cas(a, id, word(4, 2, 2), &[], &mut out);
+        }
+        torn.on_cas(2, 3, word(0, 0, 0), &[], &mut out);
+        torn.prepare(&mut out);
+        torn.on_cas(0, 4, word(4, 2, 2), &[], &mut out);
+        torn.on_cas(1, 5, word(4, 2, 2), &[], &mut out);
+        torn.on_value_read(false, &[], &mut out);
+        assert_eq!(torn.outcome(), Outcome::Aborted);
     }
 
     #[test]

@@ -16,7 +16,10 @@
 //! so no CAS at B from an earlier term of mine, still in flight, exists; k was attempted
 //! at B in epoch e; an abort at B would have moved the epoch's ballot above B before s's
 //! accept could carry B, and an overflow of k out of epoch e would have stopped every later
-//! count in e, so k was decided by its attempt at B.
+//! count in e, so k was decided by its attempt at B — or, under rule (chosen at prepare),
+//! decided before it, with the value its accept at B writes: whether that accept succeeds
+//! or is overtaken, my buffer of k at B holds the decided value, which is what the lemma
+//! lets a learner read.
 //!
 //! The overflow fallback ([`crate::freeze`]) lives in [`overflow`]: a slot whose proposal
 //! numbers run out freezes its epoch and continues in the next one, with its own ballots.
