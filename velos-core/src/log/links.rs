@@ -54,6 +54,9 @@ struct Link {
     fresh: usize,
     /// A completion towards this acceptor was chained in this turn ([`Links::chain`]).
     chained: bool,
+    /// Puts posted while no cell was free, since the last completion from the acceptor
+    /// (rule (puts wait with their CAS)).
+    blind: u32,
 }
 
 /// The links to every acceptor.
@@ -61,6 +64,25 @@ struct Link {
 pub(super) struct Links {
     scratch: Scratch,
     links: Vec<Link>,
+    /// Rule (puts wait with their CAS): the most puts posted towards an acceptor while
+    /// its cells are all taken, until a completion shows it alive (its number of cells).
+    blind_max: u32,
+}
+
+impl Link {
+    /// Rule (puts wait with their CAS): whether a put may leave now, ahead of the CAS it
+    /// precedes: a cell is free for that CAS, or fewer than `blind_max` puts went out with
+    /// none free since the acceptor last completed anything.
+    fn put_may_leave(&self, blind_max: u32) -> bool {
+        self.free != 0 || self.blind < blind_max
+    }
+
+    /// A put leaves: counted when no cell is free.
+    fn put_left(&mut self) {
+        if self.free == 0 {
+            self.blind += 1;
+        }
+    }
 }
 
 impl Links {
@@ -78,18 +100,24 @@ impl Links {
         Links {
             scratch,
             links: vec![link; usize::from(acceptors)],
+            blind_max: cells,
         }
     }
 
     /// Sends a put of `slot`'s value in leader term `term` towards acceptor `a`, behind
-    /// its backlog. Rule (puts wait with their CAS): with no cell free the put waits too,
-    /// since the CAS it goes ahead of will: a put is posted only when its CAS may follow.
-    /// Else every accept towards a crashed acceptor whose cells its hung CASes hold posted
-    /// its put while its CAS waited and was given up: one put per slot, none ever
-    /// completing, piled up on the queue pair for as long as the crash lasted.
+    /// its backlog. Rule (puts wait with their CAS): with no cell free, a put goes ahead of
+    /// its waiting CAS only while fewer than `blind_max` did so since the acceptor last
+    /// completed anything; then it waits with its CAS. Without the bound every accept
+    /// towards a crashed acceptor whose cells its hung CASes hold posted its put while its
+    /// CAS waited and was given up: one put per slot, none ever completing, piled up on
+    /// the queue pair for as long as the crash lasted. Without the puts ahead, a replica
+    /// paused for a while came back missing every value of the pause, and learning them
+    /// slowed a later takeover past the liveness bound (`velos vopr --overflow` seed 2892).
     pub(super) fn send(&mut self, a: u16, op: Op, (term, slot): (u64, u64), out: &mut Vec<Op>) {
+        let blind_max = self.blind_max;
         let link = &mut self.links[usize::from(a)];
-        if link.backlog.is_empty() && link.free != 0 {
+        if link.backlog.is_empty() && link.put_may_leave(blind_max) {
+            link.put_left();
             out.push(op);
         } else {
             link.backlog.push_back(Deferred::Op { op, term, slot });
@@ -151,10 +179,19 @@ impl Links {
     pub(super) fn drain(&mut self, out: &mut Vec<Op>) {
         for a in 0..self.links.len() as u16 {
             loop {
+                let blind_max = self.blind_max;
                 let link = &mut self.links[usize::from(a)];
-                // Rule (puts wait with their CAS): a put leaves with a cell for its CAS.
-                if link.backlog.is_empty() || link.free == 0 {
+                let ready = match link.backlog.front() {
+                    // Rule (puts wait with their CAS).
+                    Some(Deferred::Op { .. }) => link.put_may_leave(blind_max),
+                    Some(Deferred::Cas { .. }) => link.free != 0,
+                    None => false,
+                };
+                if !ready {
                     break;
+                }
+                if matches!(link.backlog.front(), Some(Deferred::Op { .. })) {
+                    link.put_left();
                 }
                 let next = link.backlog.pop_front().expect("a front");
                 self.post(a, next, out);
@@ -251,6 +288,7 @@ impl Links {
             .pop_front()
             .expect("a completion for a CAS in flight");
         assert!(link.free & (1 << cell) == 0, "the cell was taken");
+        link.blind = 0; // the acceptor is alive: its puts may go ahead again
         assert!(
             link.in_flight.len() >= link.fresh,
             "rule (test what was posted): a CAS of this turn is never tested in it"
@@ -329,8 +367,9 @@ mod tests {
     }
 
     /// Rule (puts wait with their CAS): with every cell taken (by CASes given up towards a
-    /// crashed acceptor) a value's put is not posted ahead of its CAS; it waits with it,
-    /// leaves with it once a cell frees, and goes when the backlog is given up.
+    /// crashed acceptor) a value's put is posted ahead of its CAS only as many times as
+    /// there are cells; then it waits with it, leaves with it once a cell frees, and goes
+    /// when the backlog is given up.
     #[test]
     fn a_put_waits_with_its_cas() {
         let config = LogConfig::new(3, 16, 8);
@@ -352,14 +391,15 @@ mod tests {
             links.drain(&mut out);
             assert_eq!(links.give_up(1), [tag(slot)], "reported lost, puts dropped");
         }
-        assert_eq!(out.len(), 2, "nothing more posted towards it: {out:?}");
+        // One cell: one put went ahead of its waiting CAS, then none.
+        assert_eq!(out.len(), 3, "nothing more posted towards it: {out:?}");
         // Its late completion frees the cell: a put and its CAS leave together.
         links.new_turn();
         assert_eq!(links.complete(1), None, "given up already");
         links.send(1, put(100), (1, 100), &mut out);
         links.send_cas(1, remote, (0, 100), tag(100), &mut out);
-        assert_eq!(out.len(), 4, "the put and its CAS: {out:?}");
-        assert_eq!(out[2], put(100));
+        assert_eq!(out.len(), 5, "the put and its CAS: {out:?}");
+        assert_eq!(out[3], put(100));
     }
 
     /// Rule (bounded backlog): a decided slot's puts and CAS leave the backlog; an open
