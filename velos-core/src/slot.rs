@@ -784,12 +784,14 @@ impl SlotProposer {
                     .filter(|s| s.has_accepted() && (s.accepted_proposal, s.accepted_value) == pair)
                     .count();
                 #[cfg(feature = "mutations")]
-                let showing = if self.config.mutation == Mutation::ChosenByOne {
-                    showing.max(self.config.majority())
+                let needed = if self.config.mutation == Mutation::ChosenByOne {
+                    1
                 } else {
-                    showing
+                    self.config.majority()
                 };
-                let chosen = showing >= self.config.majority();
+                #[cfg(not(feature = "mutations"))]
+                let needed = self.config.majority();
+                let chosen = showing >= needed;
                 self.set_phase(Phase::Reading { chosen });
                 out.push(SlotCommand::ReadValue {
                     acceptor: a as u16,
@@ -1033,6 +1035,20 @@ mod tests {
         (slot, out)
     }
 
+    /// A slot of proposer 0, reading locally, whose first prepare found acceptors 0 (mine)
+    /// and 1 holding ⟨2, p1⟩ and acceptor 2 blank (nacks), and whose second prepare
+    /// (proposal 5, ids 4 to 6) is out.
+    fn preparing_over_two_accepts() -> SlotProposer {
+        let mut slot = SlotProposer::fresh(config(0)).reading_locally();
+        let mut out = Vec::new();
+        slot.prepare(&mut out);
+        slot.on_cas(0, 1, word(4, 2, 2), &[], &mut out);
+        slot.on_cas(1, 2, word(4, 2, 2), &[], &mut out);
+        slot.on_cas(2, 3, word(0, 0, 0), &[], &mut out);
+        slot.prepare(&mut out);
+        slot
+    }
+
     #[test]
     fn prepare_posts_one_cas_per_acceptor_with_the_first_proposal_number() {
         let (slot, out) = preparing();
@@ -1149,17 +1165,8 @@ mod tests {
     /// posted all the same, and their completions count for nothing.
     #[test]
     fn a_pair_a_majority_shows_is_decided_at_its_read() {
-        let mut slot = SlotProposer::fresh(config(0)).reading_locally();
+        let mut slot = preparing_over_two_accepts();
         let mut out = Vec::new();
-        slot.prepare(&mut out);
-        out.clear();
-        // Acceptors 0 and 1 accepted ⟨2, p1⟩ (nacks of attempt 1), acceptor 2 nothing.
-        slot.on_cas(0, 1, word(4, 2, 2), &[], &mut out);
-        slot.on_cas(1, 2, word(4, 2, 2), &[], &mut out);
-        slot.on_cas(2, 3, word(0, 0, 0), &[], &mut out);
-        out.clear();
-        slot.prepare(&mut out);
-        out.clear();
         slot.on_cas(0, 4, word(4, 2, 2), &[], &mut out);
         slot.on_cas(1, 5, word(4, 2, 2), &[], &mut out);
         assert_eq!(
@@ -1181,13 +1188,7 @@ mod tests {
         slot.on_cas(0, 7, word(5, 2, 2), &[], &mut out);
         assert_eq!(slot.outcome(), decided, "completions change nothing");
         // A stale buffer is no value: the read fails and the attempt aborts as before.
-        let mut torn = SlotProposer::fresh(config(0)).reading_locally();
-        torn.prepare(&mut out);
-        for (a, id) in [(0, 1), (1, 2)] {
-            torn.on_cas(a, id, word(4, 2, 2), &[], &mut out);
-        }
-        torn.on_cas(2, 3, word(0, 0, 0), &[], &mut out);
-        torn.prepare(&mut out);
+        let mut torn = preparing_over_two_accepts();
         torn.on_cas(0, 4, word(4, 2, 2), &[], &mut out);
         torn.on_cas(1, 5, word(4, 2, 2), &[], &mut out);
         torn.on_value_read(false, &[], &mut out);
@@ -1196,17 +1197,8 @@ mod tests {
 
     #[test]
     fn adoption_reads_my_own_acceptor_among_those_with_the_highest_accepted_proposal() {
-        let mut slot = SlotProposer::fresh(config(0)).reading_locally();
+        let mut slot = preparing_over_two_accepts();
         let mut out = Vec::new();
-        slot.prepare(&mut out);
-        out.clear();
-        // Acceptors 0 (mine) and 1 both accepted ⟨2, p1⟩: nacks of attempt 1.
-        slot.on_cas(0, 1, word(4, 2, 2), &[], &mut out);
-        slot.on_cas(1, 2, word(4, 2, 2), &[], &mut out);
-        slot.on_cas(2, 3, word(0, 0, 0), &[], &mut out);
-        out.clear();
-        slot.prepare(&mut out);
-        out.clear();
         slot.on_cas(0, 4, word(4, 2, 2), &[], &mut out);
         assert!(out.is_empty());
         slot.on_cas(1, 5, word(4, 2, 2), &[], &mut out);

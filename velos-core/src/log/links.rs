@@ -57,6 +57,8 @@ struct Link {
     /// Puts posted while no cell was free, since the last completion from the acceptor
     /// (rule (puts wait with their CAS)).
     blind: u32,
+    /// The most such puts: the link's number of cells.
+    blind_max: u32,
 }
 
 /// The links to every acceptor.
@@ -64,24 +66,20 @@ struct Link {
 pub(super) struct Links {
     scratch: Scratch,
     links: Vec<Link>,
-    /// Rule (puts wait with their CAS): the most puts posted towards an acceptor while
-    /// its cells are all taken, until a completion shows it alive (its number of cells).
-    blind_max: u32,
 }
 
 impl Link {
     /// Rule (puts wait with their CAS): whether a put may leave now, ahead of the CAS it
-    /// precedes: a cell is free for that CAS, or fewer than `blind_max` puts went out with
-    /// none free since the acceptor last completed anything.
-    fn put_may_leave(&self, blind_max: u32) -> bool {
-        self.free != 0 || self.blind < blind_max
-    }
-
-    /// A put leaves: counted when no cell is free.
-    fn put_left(&mut self) {
-        if self.free == 0 {
-            self.blind += 1;
+    /// precedes — a cell is free for that CAS, or fewer than `blind_max` puts went out with
+    /// none free since the acceptor last completed anything — counting it if it leaves
+    /// blind.
+    fn let_put_leave(&mut self) -> bool {
+        if self.free != 0 {
+            return true;
         }
+        let leaves = self.blind < self.blind_max;
+        self.blind += u32::from(leaves);
+        leaves
     }
 }
 
@@ -95,12 +93,12 @@ impl Links {
         };
         let link = Link {
             free,
+            blind_max: cells,
             ..Link::default()
         };
         Links {
             scratch,
             links: vec![link; usize::from(acceptors)],
-            blind_max: cells,
         }
     }
 
@@ -114,10 +112,8 @@ impl Links {
     /// paused for a while came back missing every value of the pause, and learning them
     /// slowed a later takeover past the liveness bound (`velos vopr --overflow` seed 2892).
     pub(super) fn send(&mut self, a: u16, op: Op, (term, slot): (u64, u64), out: &mut Vec<Op>) {
-        let blind_max = self.blind_max;
         let link = &mut self.links[usize::from(a)];
-        if link.backlog.is_empty() && link.put_may_leave(blind_max) {
-            link.put_left();
+        if link.backlog.is_empty() && link.let_put_leave() {
             out.push(op);
         } else {
             link.backlog.push_back(Deferred::Op { op, term, slot });
@@ -179,19 +175,15 @@ impl Links {
     pub(super) fn drain(&mut self, out: &mut Vec<Op>) {
         for a in 0..self.links.len() as u16 {
             loop {
-                let blind_max = self.blind_max;
                 let link = &mut self.links[usize::from(a)];
                 let ready = match link.backlog.front() {
                     // Rule (puts wait with their CAS).
-                    Some(Deferred::Op { .. }) => link.put_may_leave(blind_max),
+                    Some(Deferred::Op { .. }) => link.let_put_leave(),
                     Some(Deferred::Cas { .. }) => link.free != 0,
                     None => false,
                 };
                 if !ready {
                     break;
-                }
-                if matches!(link.backlog.front(), Some(Deferred::Op { .. })) {
-                    link.put_left();
                 }
                 let next = link.backlog.pop_front().expect("a front");
                 self.post(a, next, out);
@@ -333,6 +325,21 @@ mod tests {
     use super::*;
     use crate::log::config::LogConfig;
 
+    /// Links of replica 0 to 3 acceptors, one cell each, and a word at acceptor 1.
+    fn one_cell() -> (Links, Loc) {
+        let config = LogConfig::new(3, 16, 8);
+        let links = Links::new(Scratch::new(&config, 0), 3, 1);
+        (links, config.shape().epoch_word(1, 0, 0))
+    }
+
+    fn put_to(remote: Loc, value: u64) -> Op {
+        Op::PutInline {
+            remote,
+            value,
+            work_id: WorkId(1),
+        }
+    }
+
     fn tag(slot: u64) -> CasTag {
         CasTag {
             term: 1,
@@ -372,15 +379,9 @@ mod tests {
     /// when the backlog is given up.
     #[test]
     fn a_put_waits_with_its_cas() {
-        let config = LogConfig::new(3, 16, 8);
-        let mut links = Links::new(Scratch::new(&config, 0), 3, 1);
+        let (mut links, remote) = one_cell();
+        let put = |value| put_to(remote, value);
         let mut out = Vec::new();
-        let remote = config.shape().epoch_word(1, 0, 0);
-        let put = |value| Op::PutInline {
-            remote,
-            value,
-            work_id: WorkId(1),
-        };
         links.send(1, put(0), (1, 0), &mut out);
         links.send_cas(1, remote, (0, 1), tag(0), &mut out);
         assert_eq!(out.len(), 2, "a free cell: the put and its CAS go out");
@@ -406,15 +407,9 @@ mod tests {
     /// slot's, and another term's, stay in order.
     #[test]
     fn a_decided_slots_operations_leave_the_backlog() {
-        let config = LogConfig::new(3, 16, 8);
-        let mut links = Links::new(Scratch::new(&config, 0), 3, 1);
+        let (mut links, remote) = one_cell();
+        let put = |value| put_to(remote, value);
         let mut out = Vec::new();
-        let remote = config.shape().epoch_word(1, 0, 0);
-        let put = |value| Op::PutInline {
-            remote,
-            value,
-            work_id: WorkId(1),
-        };
         links.send_cas(1, remote, (0, 1), tag(0), &mut out);
         links.send_cas(1, remote, (0, 1), tag(1), &mut out);
         assert_eq!(out.len(), 1, "the one cell taken");
