@@ -270,9 +270,11 @@ impl SlotCommand {
 pub enum Outcome {
     /// Nothing started, or a phase is under way.
     Pending,
-    /// A majority accepted `proposal` with my buffer's content (`content`).
+    /// A majority accepted `proposal` with my buffer's content (`content`): my own
+    /// proposal, or, under rule (chosen at prepare), the earlier proposal b' at which a
+    /// majority accepted the value I adopted.
     Decided {
-        /// The deciding proposal number.
+        /// The proposal number a majority accepted the value at.
         proposal: u64,
         /// Which content my buffer held.
         content: Content,
@@ -307,10 +309,11 @@ enum Phase {
     /// A majority promised and nothing is to be adopted: waiting for a value to propose
     /// (pre-preparation: the accept then costs one CAS round trip).
     Promised,
-    /// Waiting for the value to adopt; `chosen`: a majority's confirmed promises showed
-    /// its accepted pair (rule (chosen at prepare)).
+    /// Waiting for the value to adopt; `chosen`: the proposal b' of the accepted pair
+    /// ⟨b', p⟩ read, when a majority's confirmed promises showed it (rule (chosen at
+    /// prepare)).
     Reading {
-        chosen: bool,
+        chosen: Option<u64>,
     },
     /// Waiting for a majority of successful accept CASes.
     Accepting {
@@ -791,7 +794,7 @@ impl SlotProposer {
                 };
                 #[cfg(not(feature = "mutations"))]
                 let needed = self.config.majority();
-                let chosen = showing >= needed;
+                let chosen = (showing >= needed).then_some(state.accepted_proposal);
                 self.set_phase(Phase::Reading { chosen });
                 out.push(SlotCommand::ReadValue {
                     acceptor: a as u16,
@@ -821,11 +824,11 @@ impl SlotProposer {
         };
         if stamped_ok {
             self.accept(Content::Adopted, previous, out);
-            if chosen && matches!(self.phase, Phase::Accepting { .. }) {
+            if let (Some(proposal), Phase::Accepting { .. }) = (chosen, &self.phase) {
                 // Rule (chosen at prepare): a majority accepted the pair read, so its value
-                // is chosen; the accepts just posted carry it on at my proposal (what
-                // learners and lemma (learning) read), and need not be waited for.
-                let proposal = self.proposal;
+                // is chosen at its proposal b' (what the outcome names); the accepts just
+                // posted carry it on at mine (what learners and lemma (learning) read), and
+                // need not be waited for.
                 self.set_phase(Phase::Done(Outcome::Decided {
                     proposal,
                     content: Content::Adopted,
@@ -1176,8 +1179,10 @@ mod tests {
         );
         out.clear();
         slot.on_value_read(true, &[], &mut out);
+        // Decided at the proposal the majority accepted (2), not at mine (5): a later
+        // majority carries a pair at least ⟨2, p1⟩, not necessarily one at 5.
         let decided = Outcome::Decided {
-            proposal: 5,
+            proposal: 2,
             content: Content::Adopted,
         };
         assert_eq!(slot.outcome(), decided);

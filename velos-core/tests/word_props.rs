@@ -18,8 +18,11 @@
 //!   position reads as that instance's initial state (lemma (recycling)), a later lap's word
 //!   reads as retired (lemma (overtaken)).
 //!
-//! Each property runs proptest's default 256 cases (well under a second in release);
-//! `PROPTEST_CASES=100000` runs more.
+//! Each property runs proptest's default 256 cases (well under a second in release), but
+//! the proposers' run 20,000 (≈ 0.6 s): at 256 a mismatch between a rule of the proposer
+//! and the checkers' premises surfaced in about one CI run in two (the decided proposal
+//! named by rule (chosen at prepare), pinned in `word_props.proptest-regressions`);
+//! `PROPTEST_CASES=100000` runs more of the others.
 
 use proptest::prelude::*;
 use std::collections::{BTreeMap, VecDeque};
@@ -377,6 +380,7 @@ fn paxos_transition(layout: WordLayout, from: AcceptorState, to: AcceptorState) 
 }
 
 proptest! {
+    #![proptest_config(ProptestConfig::with_cases(20_000))]
     #[test]
     fn slot_proposers_change_words_only_by_paxos_transitions(
         velos: bool,
