@@ -224,14 +224,11 @@ impl Services {
                 // What this replica applied since the last visit, seen now: before the
                 // read asked below, as a service acting on it would have asked after.
                 let next = replica.next_apply();
-                let seen = &mut self.seen_next[i];
-                if next < *seen {
-                    *seen = next; // a fresh process in the place starts over
-                }
-                for slot in *seen..next {
+                // (A fresh process in the place starts below: an empty range, then over.)
+                for slot in self.seen_next[i]..next {
                     self.seen_applied.entry(slot).or_insert(now);
                 }
-                *seen = next;
+                self.seen_next[i] = next;
                 for (id, answer) in replica.take_reads() {
                     let asked_at = service.asked.remove(&id).expect("a read asked");
                     match answer {
