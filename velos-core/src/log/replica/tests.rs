@@ -434,3 +434,61 @@ fn a_configuration_entry_two_changes_away_is_void_where_applied() {
     );
     assert_eq!(r.members_at(2 + alpha), Members::of(&[0, 1, 2, 3]));
 }
+
+/// Replica 1, a follower whose own acceptor words show slots 0–7 accepted for replica 0's
+/// proposal, each word counting the slot before it decided (so slots 0–6 are proven by a
+/// later word), and whose own copies of replica 0's buffers hold a consistent value.
+/// Runs one turn with the leader's heartbeat having `reached` and returns the slots
+/// applied.
+fn follower_turn_learning(reached: u64) -> u64 {
+    let mut r = replica(1);
+    r.resume(Reply::Start);
+    r.beat.reached[0] = reached;
+    let (layout, ring, shape) = (r.config.layout, r.ring, r.config.shape());
+    let proposer = crate::proposal::ProposerId(0);
+    let p = 1;
+    let word = |s: u64| {
+        let state = AcceptorState {
+            tag: ring.tag(s),
+            min_proposal: p,
+            accepted_proposal: p,
+            accepted_value: proposer.value_tag(),
+            previous_decision: u8::from(s > 0),
+        };
+        layout.encode(state).expect("a word")
+    };
+    let stamp = |s: u64| crate::log::value::stamp(ring.tag(s), 0, p, 3);
+    let value_words = r.config.value_words();
+    turn_replying(&mut r, 0, |op| match *op {
+        Op::Load { loc } => {
+            let found = (0..8u64).find_map(|s| {
+                let pos = ring.position(s);
+                if loc == shape.epoch_word(1, pos, 0) {
+                    Some(word(s))
+                } else if loc == shape.value_stamp(1, proposer, pos)
+                    || loc == shape.value_end_stamp(1, proposer, pos)
+                {
+                    Some(stamp(s))
+                } else {
+                    (0..value_words)
+                        .any(|i| loc == shape.value_word(1, proposer, pos, i))
+                        .then_some(0)
+                }
+            });
+            Reply::Value(found.unwrap_or(0))
+        }
+        ref other => neutral(other),
+    });
+    assert!(!r.is_leader(), "premise: replica 1 follows replica 0");
+    r.next_apply
+}
+
+#[test]
+fn a_follower_behind_learns_every_slot_its_own_words_prove_in_one_turn() {
+    // Rule (learn a run): a window (pipeline 4) and more behind the leader's reach, every
+    // slot its words of the turn prove — 0 to 6 (slot 7's proof would be in slots 8–14,
+    // past the turn's look-ahead).
+    assert_eq!(follower_turn_learning(50), 7);
+    // Near the head, one slot a turn, as before.
+    assert_eq!(follower_turn_learning(3), 1);
+}
