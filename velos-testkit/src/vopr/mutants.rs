@@ -33,14 +33,14 @@ mod tests {
             ("accept-without-majority", false, 1),
             ("reuse-proposal", false, 1),
             ("drop-carry", true, 21),
-            ("read-without-lease", false, 12),
+            ("read-without-lease", false, 2),
             ("trust-prediction", false, 1),
             ("reset-with-store", false, 7),
             ("learn-from-one", false, 88),
             ("skip-fallback", true, 6),
             ("rejoin-blank", false, 141),
             ("trust-promise", false, 1),
-            ("chosen-by-one", false, 355),
+            ("chosen-by-one", false, 246),
         ];
         let names: Vec<&str> = Mutation::ALL.iter().map(|m| m.name()).collect();
         assert_eq!(
