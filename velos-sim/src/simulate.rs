@@ -335,7 +335,7 @@ impl<P: Process> Simulator<P> {
 
     /// Fires one step (or one fault). Returns `false` when nothing can happen any more.
     pub fn step(&mut self) -> bool {
-        self.machine.enabled(&mut self.enabled);
+        self.machine.enabled_cached(&mut self.enabled);
         let now = self.clock.now;
         self.paused.retain(|&(_, until)| until > now);
         if !self.paused.is_empty() {

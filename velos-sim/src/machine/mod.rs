@@ -5,6 +5,7 @@ mod access;
 mod active;
 mod cpu;
 mod delay;
+mod enabled_cache;
 mod fault;
 mod items;
 mod mutation;

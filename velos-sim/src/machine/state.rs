@@ -3,6 +3,7 @@
 
 use super::active::{ActiveQps, Members};
 use super::delay::Link;
+use super::enabled_cache::EnabledCache;
 use super::items::{LocalWriteEntry, PipeItem, RemoteWrite, SbEntry, Timed};
 use super::mutation::Mutation;
 use std::collections::VecDeque;
@@ -149,6 +150,9 @@ pub struct Machine<P> {
     pub(crate) device: Shared<Vec<Vec<Range<u32>>>>,
     /// The queue pairs in use (derived from `qps`; out of equality and hashing).
     active: ActiveQps,
+    /// The simulator's per-queue-pair enabled steps (derived from `qps`; out of equality
+    /// and hashing; a clone starts cold).
+    pub(crate) enabled_cache: EnabledCache,
 }
 
 impl<P: Process> Machine<P> {
@@ -175,6 +179,7 @@ impl<P: Process> Machine<P> {
             ),
             device: Shared::new(vec![Vec::new(); n]),
             active: ActiveQps::new(),
+            enabled_cache: EnabledCache::default(),
         }
     }
 
@@ -225,6 +230,7 @@ impl<P: Process> Machine<P> {
         let qp = &self.qps[q];
         let busy = !(qp.pipe.is_empty() && qp.rw.is_empty() && qp.lw.is_empty());
         self.active.set(q, busy);
+        self.enabled_cache.stale(q);
     }
 
     /// Brings the whole set of queue pairs in use up to date (after a fault).
@@ -232,11 +238,13 @@ impl<P: Process> Machine<P> {
         for q in 0..self.qps.len() {
             self.refresh_active(q);
         }
+        self.enabled_cache.stale_all();
     }
 
     /// Marks queue pair q in use: an item is entering it.
     pub(crate) fn mark_active(&mut self, q: usize) {
         self.active.set(q, true);
+        self.enabled_cache.stale(q);
     }
 
     /// The queue pairs that may hold something, in index order: every non-empty one, and

@@ -27,6 +27,20 @@ pub enum Transition {
 impl<P: Process> Machine<P> {
     /// Appends every enabled transition, with the virtual time from which it may fire.
     pub fn enabled(&self, out: &mut Vec<(Transition, u64)>) {
+        self.threads_enabled(out);
+        #[cfg(debug_assertions)]
+        self.check_active();
+        // Only queue pairs in use can contribute, and they are visited in index order,
+        // as if every queue pair were: the list (and so the simulator's tie-breaking) is
+        // the same.
+        for q in self.active_qps() {
+            self.qp_enabled(q, out);
+        }
+    }
+
+    /// Clears `out` and appends the threads' enabled steps (the start of
+    /// [`Machine::enabled`]'s list).
+    pub(super) fn threads_enabled(&self, out: &mut Vec<(Transition, u64)>) {
         out.clear();
         for (t, thread) in self.threads.iter().enumerate() {
             if !self.is_up(thread.node) {
@@ -46,17 +60,10 @@ impl<P: Process> Machine<P> {
                 out.push((Transition::StoreBufferPost(t), thread.sb[post].ready));
             }
         }
-        #[cfg(debug_assertions)]
-        self.check_active();
-        // Only queue pairs in use can contribute, and they are visited in index order,
-        // as if every queue pair were: the list (and so the simulator's tie-breaking) is
-        // the same.
-        for q in self.active_qps() {
-            self.qp_enabled(q, out);
-        }
     }
 
-    fn qp_enabled(&self, q: usize, out: &mut Vec<(Transition, u64)>) {
+    /// Queue pair q's enabled steps, appended to `out`.
+    pub(super) fn qp_enabled(&self, q: usize, out: &mut Vec<(Transition, u64)>) {
         let qp = &self.qps[q];
         if qp.pipe.is_empty() && qp.rw.is_empty() && qp.lw.is_empty() {
             return; // the common case in large clusters: nothing on this queue pair
