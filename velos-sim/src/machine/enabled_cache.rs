@@ -30,10 +30,13 @@ struct Key {
     lock_free: bool,
 }
 
+/// Enabled steps, each with the virtual time from which it may fire.
+type Steps = Vec<(Transition, u64)>;
+
 /// Per queue pair: its enabled steps and the key they hold for (`None`: stale).
 #[derive(Default)]
 pub(crate) struct EnabledCache {
-    parts: Vec<(Option<Key>, Vec<(Transition, u64)>)>,
+    parts: Vec<(Option<Key>, Steps)>,
 }
 
 impl EnabledCache {
