@@ -3,7 +3,7 @@
 //! for bit.
 
 use crate::latency::LatencyModel;
-use crate::machine::{Clock, CrashMode, Delay, Link, Machine, Transition};
+use crate::machine::{Clock, CrashMode, Delay, EnabledCache, Link, Machine, Transition};
 use crate::rng::{Fnv64, Rng};
 use serde::{Deserialize, Serialize};
 use velos_rdma::{NodeId, Process};
@@ -247,6 +247,8 @@ pub struct Simulator<P> {
     steps: u64,
     cpu_steps: u64,
     enabled: Vec<(Transition, u64)>,
+    /// Each queue pair's enabled steps, kept between steps (lemma (cache key)).
+    cache: EnabledCache,
     /// Paused nodes and until when (see [`Fault::Pause`]).
     paused: Vec<(NodeId, u64)>,
     /// Every fault applied so far, with whether it met a live node ([`FaultEffect`]).
@@ -292,6 +294,7 @@ impl<P: Process> Simulator<P> {
             steps: 0,
             cpu_steps: 0,
             enabled: Vec::new(),
+            cache: EnabledCache::default(),
             paused: Vec::new(),
             effects: Vec::new(),
             seed: config.seed,
@@ -328,6 +331,18 @@ impl<P: Process> Simulator<P> {
         self.cpu_steps
     }
 
+    /// Whether every part of the cache of enabled steps the next step would reuse is what
+    /// a walk of its queue pair gives (lemma (cache key); a check for tests).
+    pub fn enabled_cache_agrees(&self) -> bool {
+        self.machine.enabled_cache_agrees(&self.cache)
+    }
+
+    /// The queue pairs in use, and how many of them the next step would take from the
+    /// cache (a test's premise that the cache was used).
+    pub fn enabled_cache_reuse(&self) -> (usize, usize) {
+        self.machine.enabled_cache_reuse(&self.cache)
+    }
+
     /// A hash of every step fired and its time: equal seeds give equal hashes.
     pub fn trace_hash(&self) -> u64 {
         self.trace.finish()
@@ -335,7 +350,8 @@ impl<P: Process> Simulator<P> {
 
     /// Fires one step (or one fault). Returns `false` when nothing can happen any more.
     pub fn step(&mut self) -> bool {
-        self.machine.enabled_cached(&mut self.enabled);
+        self.machine
+            .enabled_cached(&mut self.cache, &mut self.enabled);
         let now = self.clock.now;
         self.paused.retain(|&(_, until)| until > now);
         if !self.paused.is_empty() {

@@ -66,13 +66,12 @@ fn every_part_the_cache_reuses_is_what_a_walk_gives() {
         ]);
         let mut sim = Simulator::new(machine(&spec), config);
         while sim.now() < END_NS {
-            let m = sim.machine();
             assert!(
-                m.enabled_cache_agrees(),
+                sim.enabled_cache_agrees(),
                 "seed {seed}, step {}: a reused part differs from a walk",
                 sim.steps()
             );
-            let (active, fresh) = m.enabled_cache_reuse();
+            let (active, fresh) = sim.enabled_cache_reuse();
             reusing += u64::from(active > 0 && fresh > 0);
             if !sim.step() {
                 break;

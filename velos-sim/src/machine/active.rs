@@ -71,6 +71,11 @@ impl ActiveQps {
         }
     }
 
+    /// Empties the set.
+    pub(crate) fn clear(&mut self) {
+        self.words_mut().fill(0);
+    }
+
     /// Whether queue pair `q` is in the set.
     #[cfg(debug_assertions)]
     pub(crate) fn contains(&self, q: usize) -> bool {

@@ -10,20 +10,19 @@
 //! Lemma (cache key): without a mutation, the steps queue pair q enables depend only on
 //! q's own queues (pipe, `rW`, `lW`), its status, whether its target is up and whether
 //! the target's atomic lock `L[n]` is taken (`transition.rs::qp_enabled`). Every change
-//! of q's queues goes through [`Machine::refresh_active`] or [`Machine::mark_active`]
-//! (the set of queue pairs in use needs them too), or a fault's
-//! [`Machine::refresh_all_active`], which mark q's part stale; the other three are the
-//! part's key, compared at every use. Mutations may look further (another queue pair's
-//! `rW`): under one the list is computed afresh.
+//! of q's queues goes through `Machine::refresh_active` or `Machine::mark_active` (the set
+//! of queue pairs in use needs them too), which add q to the machine's set of changed
+//! queue pairs; the cache marks their parts stale before each use. The other three are
+//! the part's key, compared at every use. Mutations may look further (another queue
+//! pair's `rW`): under one the list is computed afresh. The cache lives beside the
+//! machine, in the simulator: the explorer clones and hashes machines and never uses it.
 
 use super::state::{Machine, QpStatus};
 use super::transition::Transition;
-use std::fmt;
-use std::hash::{Hash, Hasher};
 use velos_rdma::Process;
 
 /// What a queue pair's part of the list was computed under, besides its own queues.
-#[derive(Clone, Copy, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Key {
     status: QpStatus,
     target_up: bool,
@@ -33,69 +32,37 @@ struct Key {
 /// Enabled steps, each with the virtual time from which it may fire.
 type Steps = Vec<(Transition, u64)>;
 
-/// Per queue pair: its enabled steps and the key they hold for (`None`: stale).
-#[derive(Default)]
-pub(crate) struct EnabledCache {
+/// The simulator's memory of each queue pair's enabled steps: per queue pair, its steps
+/// and the key they hold for (`None`: stale).
+#[derive(Clone, Debug, Default)]
+pub struct EnabledCache {
     parts: Vec<(Option<Key>, Steps)>,
 }
 
 impl EnabledCache {
     /// Marks queue pair q's part stale: its queues changed.
-    pub(crate) fn stale(&mut self, q: usize) {
+    fn stale(&mut self, q: usize) {
         if let Some(part) = self.parts.get_mut(q) {
             part.0 = None;
         }
-    }
-
-    /// Marks every part stale.
-    pub(crate) fn stale_all(&mut self) {
-        for part in &mut self.parts {
-            part.0 = None;
-        }
-    }
-}
-
-/// A copy starts cold (the explorer clones states by the million and never uses the
-/// cache): it is derived from the queue pairs, which are copied already.
-impl Clone for EnabledCache {
-    fn clone(&self) -> Self {
-        EnabledCache::default()
-    }
-}
-
-/// Derived from the queue pairs, which are compared already.
-impl PartialEq for EnabledCache {
-    fn eq(&self, _other: &Self) -> bool {
-        true
-    }
-}
-
-impl Eq for EnabledCache {}
-
-/// Derived from the queue pairs, which are hashed already.
-impl Hash for EnabledCache {
-    fn hash<H: Hasher>(&self, _state: &mut H) {}
-}
-
-impl fmt::Debug for EnabledCache {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let fresh = self.parts.iter().filter(|p| p.0.is_some()).count();
-        write!(f, "EnabledCache {{ fresh parts: {fresh} }}")
     }
 }
 
 impl<P: Process> Machine<P> {
     /// The list [`Machine::enabled`] gives, with each queue pair's part recomputed only
     /// when it may have changed (lemma (cache key)). The simulator's step.
-    pub fn enabled_cached(&mut self, out: &mut Vec<(Transition, u64)>) {
+    pub fn enabled_cached(&mut self, cache: &mut EnabledCache, out: &mut Vec<(Transition, u64)>) {
+        for q in self.changed_qps() {
+            cache.stale(q);
+        }
+        self.clear_changed();
         if self.mutation.is_some() {
             self.enabled(out); // a mutation may look at other queue pairs: no key covers it
             return;
         }
         #[cfg(debug_assertions)]
-        assert!(self.enabled_cache_agrees(), "lemma (cache key)");
+        assert!(self.enabled_cache_agrees(cache), "lemma (cache key)");
         self.threads_enabled(out);
-        let mut cache = std::mem::take(&mut self.enabled_cache);
         cache.parts.resize_with(self.qps.len(), Default::default);
         for q in self.active_qps() {
             let key = self.cache_key(q);
@@ -107,18 +74,19 @@ impl<P: Process> Machine<P> {
             }
             out.extend_from_slice(part);
         }
-        self.enabled_cache = cache;
     }
 
     /// Whether every part [`Machine::enabled_cached`] would reuse now is what a walk of its
     /// queue pair gives: the check of lemma (cache key), for tests (debug builds check it
     /// at every step). Vacuous under a mutation, where nothing is reused.
-    pub fn enabled_cache_agrees(&self) -> bool {
+    pub fn enabled_cache_agrees(&self, cache: &EnabledCache) -> bool {
         if self.mutation.is_some() {
             return true;
         }
+        let changed: Vec<usize> = self.changed_qps().collect();
         self.active_qps()
-            .all(|q| match self.enabled_cache.parts.get(q) {
+            .filter(|q| !changed.contains(q))
+            .all(|q| match cache.parts.get(q) {
                 Some((Some(held), part)) if *held == self.cache_key(q) => {
                     let mut walk = Vec::new();
                     self.qp_enabled(q, &mut walk);
@@ -131,12 +99,14 @@ impl<P: Process> Machine<P> {
     /// How much of the cache [`Machine::enabled_cached`] would reuse now: the queue pairs
     /// in use and those whose part is fresh under the current key (so that a test of the
     /// cache can show it was used).
-    pub fn enabled_cache_reuse(&self) -> (usize, usize) {
+    pub fn enabled_cache_reuse(&self, cache: &EnabledCache) -> (usize, usize) {
+        let changed: Vec<usize> = self.changed_qps().collect();
         let active = self.active_qps().count();
         let fresh = self
             .active_qps()
+            .filter(|q| !changed.contains(q))
             .filter(|&q| {
-                self.enabled_cache
+                cache
                     .parts
                     .get(q)
                     .is_some_and(|(held, _)| *held == Some(self.cache_key(q)))

@@ -17,6 +17,7 @@ mod stubborn;
 mod transition;
 
 pub use delay::{Clock, Delay, Link, NoDelay};
+pub use enabled_cache::EnabledCache;
 pub use items::{LocalWriteEntry, PipeItem, RemoteWrite, SbEntry, Timed};
 pub use mutation::Mutation;
 pub use state::{CrashMode, Machine, Next, NodeStatus, QpStatus, QueuePair, ThreadState};

@@ -3,7 +3,6 @@
 
 use super::active::{ActiveQps, Members};
 use super::delay::Link;
-use super::enabled_cache::EnabledCache;
 use super::items::{LocalWriteEntry, PipeItem, RemoteWrite, SbEntry, Timed};
 use super::mutation::Mutation;
 use std::collections::VecDeque;
@@ -150,9 +149,9 @@ pub struct Machine<P> {
     pub(crate) device: Shared<Vec<Vec<Range<u32>>>>,
     /// The queue pairs in use (derived from `qps`; out of equality and hashing).
     active: ActiveQps,
-    /// The simulator's per-queue-pair enabled steps (derived from `qps`; out of equality
-    /// and hashing; a clone starts cold).
-    pub(crate) enabled_cache: EnabledCache,
+    /// The queue pairs whose queues changed since the simulator's cache of enabled steps
+    /// last looked (`enabled_cache.rs`; derived, out of equality and hashing).
+    changed: ActiveQps,
 }
 
 impl<P: Process> Machine<P> {
@@ -179,7 +178,7 @@ impl<P: Process> Machine<P> {
             ),
             device: Shared::new(vec![Vec::new(); n]),
             active: ActiveQps::new(),
-            enabled_cache: EnabledCache::default(),
+            changed: ActiveQps::new(),
         }
     }
 
@@ -222,6 +221,7 @@ impl<P: Process> Machine<P> {
             self.qps.push(QueuePair::new());
         }
         self.active.reserve(self.qps.len());
+        self.changed.reserve(self.qps.len());
         self.threads.len() - 1
     }
 
@@ -230,7 +230,7 @@ impl<P: Process> Machine<P> {
         let qp = &self.qps[q];
         let busy = !(qp.pipe.is_empty() && qp.rw.is_empty() && qp.lw.is_empty());
         self.active.set(q, busy);
-        self.enabled_cache.stale(q);
+        self.changed.set(q, true);
     }
 
     /// Brings the whole set of queue pairs in use up to date (after a fault).
@@ -238,19 +238,30 @@ impl<P: Process> Machine<P> {
         for q in 0..self.qps.len() {
             self.refresh_active(q);
         }
-        self.enabled_cache.stale_all();
     }
 
     /// Marks queue pair q in use: an item is entering it.
     pub(crate) fn mark_active(&mut self, q: usize) {
         self.active.set(q, true);
-        self.enabled_cache.stale(q);
+        self.changed.set(q, true);
     }
 
     /// The queue pairs that may hold something, in index order: every non-empty one, and
     /// perhaps some empty ones.
     pub(crate) fn active_qps(&self) -> Members<'_> {
         self.active.iter()
+    }
+
+    /// The queue pairs whose queues changed since [`Machine::clear_changed`], in index
+    /// order (every change of a queue pair's queues goes through `refresh_active` or
+    /// `mark_active`).
+    pub(crate) fn changed_qps(&self) -> Members<'_> {
+        self.changed.iter()
+    }
+
+    /// Forgets the changes seen so far.
+    pub(crate) fn clear_changed(&mut self) {
+        self.changed.clear();
     }
 
     /// Thread t's queue pairs that may hold something, in index order.
