@@ -145,14 +145,16 @@ impl Replica {
                 {
                     self.apply(read.slot, v);
                     // Rule (learn a run): a follower more than a window behind the log's
-                    // reach that learned a slot from its own words and buffer goes on to
-                    // the next slot its words of this turn prove, in the same turn. One
-                    // slot a turn learned about half the slots a leader decides; with a
-                    // replica down the other follower is in every majority, its lag grew
-                    // until the ring's room (a majority's snapshot points) closed and the
-                    // leader stalled (`tests/lagging_leader.rs`, pipeline 8, seed 1).
-                    // Only when behind: near the head the turn stays short, so the leader's
-                    // counter is sampled as often as before (rule (watch the leader)).
+                    // reach that learned a slot from its own words and buffer goes on with
+                    // the next slot in the same turn, as a plan would (`follow`): the next
+                    // slot its words of this turn prove, and past those a catch-up from a
+                    // majority's words, whose gets run while the turn goes on. One slot a
+                    // turn was too slow at pipeline 8: with a replica down the other
+                    // follower is in every majority, and a lag a slow link left grew until
+                    // the ring's room (a majority's snapshot points) closed and the leader
+                    // stalled (`tests/follower_keeps_up.rs`). Only when behind: near the
+                    // head the turn stays short, so the leader's counter is sampled as
+                    // often as before (rule (watch the leader)).
                     let window = u64::from(self.config.pipeline);
                     if read.acceptor == self.me && self.reached_past(self.next_apply + window) {
                         self.follow();
