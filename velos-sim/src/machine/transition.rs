@@ -99,6 +99,62 @@ impl<P: Process> Machine<P> {
     /// The pipe steps of queue pair q (rules 1–3, 5–7, 9–12), whose target is up and which
     /// is ready.
     fn pipe_enabled(&self, q: usize, target: NodeId, out: &mut Vec<(Transition, u64)>) {
+        if self.mutation.is_none() {
+            #[cfg(debug_assertions)]
+            let start = out.len();
+            self.pipe_enabled_model(q, target, out);
+            #[cfg(debug_assertions)]
+            {
+                let mut general = Vec::new();
+                self.pipe_enabled_any(q, target, &mut general);
+                assert_eq!(
+                    out[start..],
+                    general[..],
+                    "the model's walk is the general one"
+                );
+            }
+            return;
+        }
+        self.pipe_enabled_any(q, target, out);
+    }
+
+    /// [`Machine::pipe_enabled`] without a mutation: the rules' premises alone, so that the
+    /// walk over a long pipe (a value read as one get per word) asks nothing else per item.
+    fn pipe_enabled_model(&self, q: usize, target: NodeId, out: &mut Vec<(Transition, u64)>) {
+        let qp = &self.qps[q];
+        let lw_clean = qp.lw_only_completions();
+        let rw_empty = qp.rw.is_empty();
+        let lock_free = !self.atomic_busy[target.index()];
+        let (mut pre_put_read, mut pre_overtakable) = (false, true);
+        for (i, entry) in qp.pipe.iter().enumerate() {
+            let head = i == 0;
+            let enabled = match entry.item {
+                PipeItem::Fence | PipeItem::Ack { .. } | PipeItem::LocalWrite { .. } => head,
+                PipeItem::PutRead { .. } => !pre_put_read && lw_clean,
+                PipeItem::PutWrite { .. }
+                | PipeItem::PutWords { .. }
+                | PipeItem::AtomicWrite { .. } => pre_overtakable,
+                PipeItem::GetRead { .. } => pre_overtakable && rw_empty,
+                PipeItem::AtomicRead { .. } => pre_overtakable && rw_empty && lock_free,
+            };
+            if enabled {
+                out.push((Transition::Pipe(q, i), entry.ready));
+            }
+            // Rule 1: nothing behind an F may act.
+            if matches!(entry.item, PipeItem::Fence) {
+                break;
+            }
+            pre_put_read |= matches!(entry.item, PipeItem::PutRead { .. });
+            pre_overtakable &= entry.item.overtakable();
+            if pre_put_read && !pre_overtakable {
+                break; // every later item is blocked by some older one
+            }
+        }
+    }
+
+    /// [`Machine::pipe_enabled`] under any mutation (and the reference its model walk is
+    /// checked against in debug builds).
+    fn pipe_enabled_any(&self, q: usize, target: NodeId, out: &mut Vec<(Transition, u64)>) {
         let qp = &self.qps[q];
         let lw_clean = qp.lw_only_completions();
         let rw_empty = qp.rw.is_empty();
