@@ -8,8 +8,8 @@
 //! still needs the leader may open — moves only as fast as the follower applies. A follower
 //! that learned one slot a turn kept its lag at pipeline 8, where a stable leader decides
 //! faster than one slot a follower's turn: 163 to 224 slots behind, and three runs of four
-//! stopped for 61 to 74 µs each time the ring's room closed (pipelines 2 and 4 caught up).
-//! With the rule every run stays within a few windows and no commit gap exceeds 8 µs.
+//! stopped for 62 to 75 µs each time the ring's room closed (pipelines 2 and 4 caught up).
+//! With the rule every run stays within a few windows and no commit gap exceeds 8.2 µs.
 //!
 //! Premises, per run: the follower was more than the bound behind at the crash, the
 //! crashed replica stayed down, the first leader kept the lead, slots were decided after
@@ -18,12 +18,13 @@
 //! failure timeouts (from two failure timeouts after the crash). Run with `--nocapture`
 //! for each run's numbers.
 
+use std::cell::Cell;
 use velos_core::log::Replica;
 use velos_rdma::NodeId;
 use velos_sim::machine::CrashMode;
 use velos_sim::simulate::{Fault, ScheduledFault, Simulator};
 use velos_testkit::harness::cluster::most_applied as harness_most_applied;
-use velos_testkit::harness::cluster::{ClusterSpec, Services, machine, sim_config};
+use velos_testkit::harness::cluster::{ClusterSpec, Services, leader, machine, sim_config};
 
 /// The follower's slow link: from (ns), for (ns), each queue-pair step towards it this much
 /// slower (ns). It falls behind while the two others decide.
@@ -73,15 +74,6 @@ fn next_apply(sim: &Simulator<Replica>, r: u16) -> u64 {
     sim.machine().threads[usize::from(r)].process.next_apply()
 }
 
-fn leader(sim: &Simulator<Replica>) -> Option<u16> {
-    let m = sim.machine();
-    let l = m
-        .threads
-        .iter()
-        .position(|t| m.is_up(t.node) && t.process.is_leader())?;
-    Some(u16::try_from(l).expect("replica ids are u16"))
-}
-
 fn run(seed: u64, pipeline: u32) -> Run {
     let spec = ClusterSpec::busy_ring(3, pipeline, seed);
     let mut config = sim_config(&spec);
@@ -103,35 +95,24 @@ fn run(seed: u64, pipeline: u32) -> Run {
     let lag_at_crash = lag(&sim);
     let before = harness_most_applied(&sim, None);
     let since = CRASH_NS + 2 * spec.log.failure_timeout_ns;
-    let mut max_lag = 0;
-    let (mut last, mut at, mut gap) = (before, since, 0);
-    while sim.now() < CRASH_NS + AFTER_NS {
-        let next = sim.now() + STEP_NS;
-        services.run(&mut sim, next);
-        assert_eq!(leader(&sim), Some(LEADER), "premise: the leader stays");
+    let max_lag = Cell::new(0);
+    let end = CRASH_NS + AFTER_NS;
+    // At every sample: the premise, the lag once it had time to close, how far the log got.
+    let reached = |sim: &Simulator<Replica>| {
+        assert_eq!(leader(sim), Some(LEADER), "premise: the leader stays");
         if sim.now() >= CRASH_NS + CATCH_UP_NS {
-            max_lag = max_lag.max(lag(&sim));
+            max_lag.set(max_lag.get().max(lag(sim)));
         }
-        let now = harness_most_applied(&sim, None);
-        if now > last {
-            last = now;
-            at = sim.now().max(since);
-        } else if sim.now() > at {
-            gap = gap.max(sim.now() - at);
-        }
-    }
+        harness_most_applied(sim, None)
+    };
+    let (gap, last) = services.longest_gap(&mut sim, (before, since), (end, STEP_NS), reached);
     assert!(
         !sim.machine().is_up(NodeId(DOWN)),
         "premise: the crashed replica stayed down"
     );
-    assert_eq!(
-        leader(&sim),
-        Some(LEADER),
-        "premise: the first leader leads at the end"
-    );
     Run {
         lag_at_crash,
-        max_lag,
+        max_lag: max_lag.get(),
         decided: last - before,
         gap,
     }

@@ -19,7 +19,7 @@ use velos_sim::machine::{CrashMode, Next, QpStatus};
 use velos_sim::rng::Rng;
 use velos_sim::simulate::{Fault, Simulator};
 use velos_testkit::harness::cluster::{
-    ClusterSpec, machine, most_applied, replace, report_with, sim_config, tell_replaced,
+    ClusterSpec, leader, machine, most_applied, replace, report_with, sim_config, tell_replaced,
 };
 use velos_testkit::harness::service::Services;
 
@@ -69,13 +69,6 @@ fn counted_and_connected(sim: &Simulator<Replica>, others: &[u16], place: u16, a
             );
         }
     }
-}
-
-/// The live leader, if one leads.
-fn leader(sim: &Simulator<Replica>) -> Option<u16> {
-    let m = sim.machine();
-    (0..m.threads.len() as u16)
-        .find(|&r| m.is_up(NodeId(r)) && m.threads[usize::from(r)].process.is_leader())
 }
 
 #[test]

@@ -83,36 +83,34 @@ impl<P: Process> Machine<P> {
         if self.mutation.is_some() {
             return true;
         }
-        let changed: Vec<usize> = self.changed_qps().collect();
-        self.active_qps()
-            .filter(|q| !changed.contains(q))
-            .all(|q| match cache.parts.get(q) {
-                Some((Some(held), part)) if *held == self.cache_key(q) => {
-                    let mut walk = Vec::new();
-                    self.qp_enabled(q, &mut walk);
-                    walk == *part
-                }
-                _ => true, // stale, or keyed otherwise: recomputed at its next use
-            })
+        self.reused_parts(cache).all(|(q, part)| {
+            let mut walk = Vec::new();
+            self.qp_enabled(q, &mut walk);
+            walk == *part
+        })
     }
 
     /// How much of the cache [`Machine::enabled_cached`] would reuse now: the queue pairs
-    /// in use and those whose part is fresh under the current key (so that a test of the
-    /// cache can show it was used).
+    /// in use and those whose part it would take as it is (so that a test of the cache can
+    /// show it was used).
     pub fn enabled_cache_reuse(&self, cache: &EnabledCache) -> (usize, usize) {
+        (self.active_qps().count(), self.reused_parts(cache).count())
+    }
+
+    /// The queue pairs in use whose part [`Machine::enabled_cached`] would take as it is:
+    /// unchanged since the cache last looked, and held under the current key.
+    fn reused_parts<'a>(
+        &'a self,
+        cache: &'a EnabledCache,
+    ) -> impl Iterator<Item = (usize, &'a Steps)> + 'a {
         let changed: Vec<usize> = self.changed_qps().collect();
-        let active = self.active_qps().count();
-        let fresh = self
-            .active_qps()
-            .filter(|q| !changed.contains(q))
-            .filter(|&q| {
-                cache
-                    .parts
-                    .get(q)
-                    .is_some_and(|(held, _)| *held == Some(self.cache_key(q)))
+        self.active_qps()
+            .filter_map(move |q| match cache.parts.get(q) {
+                Some((Some(held), part)) if !changed.contains(&q) && *held == self.cache_key(q) => {
+                    Some((q, part))
+                }
+                _ => None,
             })
-            .count();
-        (active, fresh)
     }
 
     /// Queue pair q's key: what its enabled steps depend on besides its own queues.

@@ -180,15 +180,20 @@ pub fn most_applied(sim: &Simulator<Replica>, except: Option<u16>) -> u64 {
         .unwrap_or(0)
 }
 
-/// Crashes whichever live replica leads now (its operations hang); the one crashed, if
-/// any replica leads.
-pub fn crash_leader(sim: &mut Simulator<Replica>) -> Option<u16> {
+/// The live replica that leads now, if one does (the lowest, should two).
+pub fn leader(sim: &Simulator<Replica>) -> Option<u16> {
     let m = sim.machine();
     let leader = m
         .threads
         .iter()
         .position(|t| m.is_up(t.node) && t.process.is_leader())?;
-    let node = NodeId(u16::try_from(leader).expect("replica ids are u16"));
+    Some(u16::try_from(leader).expect("replica ids are u16"))
+}
+
+/// Crashes whichever live replica leads now (its operations hang); the one crashed, if
+/// any replica leads.
+pub fn crash_leader(sim: &mut Simulator<Replica>) -> Option<u16> {
+    let node = NodeId(leader(sim)?);
     sim.inject(Fault::Crash {
         node,
         mode: CrashMode::Hang,
