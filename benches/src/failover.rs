@@ -30,6 +30,24 @@ use velos_sim::latency::LatencyModel;
 /// The timeline's bucket (ns): decisions per 100 µs, as in the paper's Fig. 2.
 pub const BUCKET_NS: u64 = 100_000;
 
+/// The span a seed's crash instant is drawn from, after the configured crash time (ns):
+/// Mu's detector period, and about nine of Velos's decision cycles under `paper-cx6` (a
+/// stable leader decides in bursts of its pipeline, one burst every 4.6 µs). A crash at the
+/// same instant on every seed lands at nearly the same point of the leader's cycle (the
+/// seeds' jitter moves it by tens of ns), and the failover time depends on that point —
+/// whether the followers' words prove the last burst decided, or the new leader must adopt
+/// it: `bench failover`'s Velos median over seeds 1–50 was 8.4 µs with the crash at 300 µs,
+/// 13.7 µs at 400 µs and 9.2–10.1 µs at 200, 500–800 µs on the same build.
+pub const CRASH_SPREAD_NS: u64 = 40_000;
+
+/// When `seed`'s leader crashes: `crash_ns` plus an offset below [`CRASH_SPREAD_NS`]
+/// drawn from the seed alone (the same for both protocols).
+pub fn crash_instant(crash_ns: u64, seed: u64) -> u64 {
+    let offset = velos_sim::rng::Rng::new(seed ^ 0xc4a5_11ed).below(CRASH_SPREAD_NS);
+    assert!(offset < CRASH_SPREAD_NS, "the offset is within the spread");
+    crash_ns + offset
+}
+
 /// What to measure.
 #[derive(Clone, Debug, Serialize)]
 pub struct FailoverConfig {
@@ -58,13 +76,13 @@ pub struct FailoverConfig {
 }
 
 impl FailoverConfig {
-    /// The full sweep: 50 seeds, 10-byte values, Velos crashed at 300 µs and run 400 µs
+    /// The full sweep: 200 seeds (a crash instant each, [`crash_instant`]), 10-byte values, Velos crashed at 300 µs and run 400 µs
     /// more, Mu crashed at 500 µs (its first leader needs about 300 µs: a permission
     /// switch) and run 1.5 ms more, the `paper-cx6` profile.
     pub fn full() -> FailoverConfig {
         FailoverConfig {
             protocols: Protocol::ALL.to_vec(),
-            seeds: 50,
+            seeds: 200,
             first_seed: 1,
             value_bytes: 10,
             velos_crash_ns: 300_000,

@@ -13,7 +13,10 @@ const REPLICAS: u16 = 3;
 /// Runs `seed`; the safety checks must pass.
 pub(super) fn run_seed(config: &FailoverConfig, seed: u64) -> anyhow::Result<SeedRun> {
     let (crash_at, after) = (config.mu_crash_ns, config.mu_after_ns);
+    // The run ends where it would without the seed's offset: the timeline's buckets stay
+    // whole.
     let end = crash_at + after;
+    let crash_at = super::crash_instant(crash_at, seed);
     // Room for one entry per µs (a decision takes about 1.5 µs).
     let slots = u32::try_from(end / 1_000 + 64).context("too long a run")?;
     let spec = MuSpec {

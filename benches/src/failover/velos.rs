@@ -15,7 +15,10 @@ const REPLICAS: u16 = 3;
 /// Runs `seed`: the crash, then the rest of the run; the safety checks must pass.
 pub(super) fn run_seed(config: &FailoverConfig, seed: u64) -> anyhow::Result<SeedRun> {
     let (crash_at, after) = (config.velos_crash_ns, config.velos_after_ns);
+    // The run ends where it would without the seed's offset: the timeline's buckets stay
+    // whole.
     let end = crash_at + after;
+    let crash_at = super::crash_instant(crash_at, seed);
     // Room for one entry per µs, far above the steady rate (about one per 2.5 µs).
     let slots = u32::try_from(end / 1_000 + 64).context("too long a run")?;
     // The engine's default timing: heartbeat 1 µs, failure timeout 20 µs.
