@@ -360,6 +360,8 @@ impl Replica {
                 retired: Members(0),
                 removed_since: vec![None; usize::from(config.replicas)],
                 published_trust: (None, 0),
+                trusts: vec![None; usize::from(config.replicas)],
+                outvoted_since: None,
             },
             leasing: Leasing {
                 lease: Lease::new(me, config.replicas, config.lease_ns),
@@ -628,6 +630,7 @@ impl Replica {
         self.beat.round_trips[usize::from(a)] = self.omega.waited_for(a);
         self.omega.observe(a, word, issued, self.now);
         let beat = Heartbeat::of(word);
+        self.beat.trusts[usize::from(a)] = beat.trust;
         let claims = self.claims(beat.trust == Some(a));
         self.omega.standing(a, !beat.unable, claims);
         let p = &mut self.beat.points[usize::from(a)];
@@ -839,10 +842,16 @@ impl Replica {
     fn members_moved(&mut self) {
         let members = self.membership.at(self.next_apply);
         let voters = self.membership.voters(self.next_apply);
-        if voters != self.omega.members() {
-            self.omega.set_members(voters);
+        // A process joining at the log's start after every voter of its first
+        // configuration was replaced knows no voter there (their incarnations moved on):
+        // its Ω watches the configuration's members until the log tells it more (it leads
+        // and votes only once a configuration names it, rule (replace)).
+        let elect = if voters.is_empty() { members } else { voters };
+        if elect != self.omega.members() {
+            self.omega.set_members(elect);
         }
         self.leasing.lease.set_members(members, voters);
-        assert_eq!(self.omega.members(), voters, "Ω follows the voters");
+        assert!(!elect.is_empty(), "a configuration has a member");
+        assert_eq!(self.omega.members(), elect, "Ω follows the voters");
     }
 }

@@ -30,6 +30,12 @@ pub(super) struct Heartbeats {
     pub(super) retired: Members,
     /// Per replica: since when no configuration of my slots names it (rule (retire)).
     pub(super) removed_since: Vec<Option<u64>>,
+    /// Per replica: the leader its latest heartbeat word I read trusts (rule (outvoted
+    /// claim)).
+    pub(super) trusts: Vec<Option<u16>>,
+    /// Since when Ω names me while a majority of the voters is with another live leader
+    /// (rule (outvoted claim)).
+    pub(super) outvoted_since: Option<u64>,
 }
 
 /// Leader leases and lease reads ([`crate::log::lease`]).

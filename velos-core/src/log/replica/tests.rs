@@ -492,3 +492,29 @@ fn a_follower_behind_learns_every_slot_its_own_words_prove_in_one_turn() {
     // Near the head, one slot a turn, as before.
     assert_eq!(follower_turn_learning(3), 1);
 }
+
+/// Rule (replace): a process joining after every voter of the first configuration was
+/// replaced (each replica at incarnation 1 or more) knows no voter at the log's start. It
+/// starts — its Ω watches the configuration's members until the log tells it more — and
+/// neither leads nor says it could. (It panicked: Ω was given no member; an embedded
+/// cluster whose three replicas were each replaced once hit it.)
+#[test]
+fn a_process_joining_after_every_first_voter_was_replaced_starts_and_does_not_lead() {
+    let config = Shared::new(LogConfig::new(3, 16, 16));
+    let client = ClientScript { count: 0, size: 10 };
+    let mut r = Replica::joining(config, 2, client, &[1, 1, 2]).expect("a joiner");
+    assert!(
+        r.membership.voters(0).is_empty(),
+        "premise: no voter of slot 0 remains"
+    );
+    let mut now = 1;
+    for _ in 0..50 {
+        turn(&mut r, now);
+        now += 2_000;
+    }
+    assert!(r.leader() < 3, "Ω names a member");
+    assert!(
+        !r.is_leader() && !r.able_to_lead(),
+        "a joiner does not lead"
+    );
+}

@@ -282,7 +282,48 @@ impl Replica {
     /// view) covers the case where a lagging replica cannot lead at all.
     pub(super) fn able_to_lead(&self) -> bool {
         let copying = self.snap.behind || self.snap.transfer.is_some();
-        self.votes() && !self.lagging() && !copying && self.reaches_majority()
+        self.votes() && !self.lagging() && !copying && self.reaches_majority() && !self.deferring()
+    }
+
+    /// Rule (outvoted claim): while my Ω names me (`leader`), or since it did, another
+    /// voter of my next slot that a majority of its members is with — itself, and every
+    /// voter whose latest heartbeat word I read (I do not suspect it) naming it as the
+    /// leader it trusts. A replica that cannot read the leader's memory suspects it for
+    /// good though the others reach it (a queue pair broken one way); claiming the lead
+    /// then made two leaders duel for the rest of the run (seed 891 of `velos vopr`).
+    fn outvoted(&self, leader: u16) -> Option<u16> {
+        // Once outvoted, whoever Ω names now: else a replica that stepped down, unable,
+        // would be able again at once, and lead again (a duel with pauses).
+        if leader != self.me && self.beat.outvoted_since.is_none() {
+            return None;
+        }
+        // A leader's every turn: nobody names another leader, so no majority can.
+        let me = usize::from(self.me);
+        let named_other =
+            |(v, t): (usize, &Option<u16>)| v != me && t.is_some_and(|l| l != self.me);
+        if !self.beat.trusts.iter().enumerate().any(named_other) {
+            return None;
+        }
+        let voters = self.membership.voters(self.next_apply);
+        let majority = self.membership.at(self.next_apply).majority();
+        let with = |l: u16| {
+            let trusting = |v: u16| {
+                v != self.me
+                    && !self.omega.suspects(v)
+                    && self.beat.trusts[usize::from(v)] == Some(l)
+            };
+            voters.iter().filter(|&v| v == l || trusting(v)).count()
+        };
+        voters.iter().find(|&l| l != self.me && with(l) >= majority)
+    }
+
+    /// Rule (outvoted claim): I have been outvoted for a failure timeout — longer than a
+    /// crashed leader's successor needs for the others to follow it, so a failover never
+    /// waits for this — and neither lead nor say I could.
+    pub(super) fn deferring(&self) -> bool {
+        self.beat
+            .outvoted_since
+            .is_some_and(|t| self.now.saturating_sub(t) >= self.config.failure_timeout_ns)
     }
 
     /// Rule (sticky leader): whether a replica claims the lead, given that it leads (or
@@ -376,6 +417,12 @@ impl Replica {
         if self.leader_changes.last().map(|&(_, l)| l) != Some(leader) {
             self.leader_changes.push((self.now, leader));
         }
+        let outvoted = self.outvoted(leader);
+        self.beat.outvoted_since = outvoted.map(|_| self.beat.outvoted_since.unwrap_or(self.now));
+        if self.is_leader() && self.deferring() {
+            // Rule (outvoted claim): the others lead with another; stepping down is safe.
+            self.step_down();
+        }
         // Rule (stale view): Ω names me by the members of my next slot, but a
         // configuration I know takes effect after it, a live peer's snapshot is past my
         // next slot, and too few of my next slot's voters are live to back me: the log
@@ -408,6 +455,7 @@ impl Replica {
         let ready = leader == self.me
             && !self.is_leader()
             && !self.snap.behind
+            && !self.deferring()
             && self.reaches_majority()
             && self.ready_to_lead();
         match (&self.role, leader == self.me) {
@@ -451,6 +499,10 @@ impl Replica {
         assert!(
             !self.is_leader() || self.omega.leader() == self.me,
             "rule (sticky leader): a leader is its own Ω's choice"
+        );
+        assert!(
+            !self.is_leader() || !self.deferring(),
+            "rule (outvoted claim): an outvoted replica does not lead"
         );
     }
 }
