@@ -1,8 +1,9 @@
 //! The failover benchmark in virtual time (`velos bench failover`): a steady stream of
-//! proposals, the leader crashes at a fixed virtual time, many seeds; per protocol (Velos,
-//! the Mu baseline) the time from the crash to a survivor suspecting the leader, to a
-//! survivor taking over, and to the next decision at a surviving replica, and the
-//! decisions per 100 µs around the crash — the Velos paper's Fig. 2.
+//! proposals, the leader crashes at an instant each seed draws ([`crash_instant`]), many
+//! seeds; per protocol (Velos, the Mu baseline) the time from the crash to a survivor
+//! suspecting the leader, to a survivor taking over, and to the next decision at a
+//! surviving replica, and the decisions per 100 µs around the crash — the Velos paper's
+//! Fig. 2.
 //!
 //! Both protocols run under the same latency profile (`paper-cx6` by default) with values
 //! of the same size; each with its own run length, since Mu's failure detector takes
@@ -76,9 +77,10 @@ pub struct FailoverConfig {
 }
 
 impl FailoverConfig {
-    /// The full sweep: 200 seeds (a crash instant each, [`crash_instant`]), 10-byte values, Velos crashed at 300 µs and run 400 µs
-    /// more, Mu crashed at 500 µs (its first leader needs about 300 µs: a permission
-    /// switch) and run 1.5 ms more, the `paper-cx6` profile.
+    /// The full sweep: 200 seeds (a crash instant each, [`crash_instant`]), 10-byte values,
+    /// Velos crashed from 300 µs on and run to 700 µs, Mu crashed from 500 µs on (its
+    /// first leader needs about 300 µs: a permission switch) and run to 2 ms, the
+    /// `paper-cx6` profile.
     pub fn full() -> FailoverConfig {
         FailoverConfig {
             protocols: Protocol::ALL.to_vec(),
