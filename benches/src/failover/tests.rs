@@ -128,3 +128,35 @@ fn a_target_fails_when_a_seed_measured_no_failover() {
     assert_eq!(report.missing_premises().len(), 1);
     assert!(table(&report).contains("(FAIL: velos: 1 of 3 seeds measured no failover)"));
 }
+
+/// The full sweep's crash instants spread over the span, so that the median is not the
+/// point of the leader's decision cycle one instant falls on: within the span after the
+/// configured time, nearly all distinct, reaching both ends of it, and the same on every
+/// call (drawn from the seed alone).
+#[test]
+fn each_seed_crashes_at_its_own_instant_across_the_span() {
+    let config = FailoverConfig::full();
+    let seeds = config.first_seed..config.first_seed + config.seeds;
+    let offsets: Vec<u64> = seeds
+        .clone()
+        .map(|s| crash_instant(config.velos_crash_ns, s) - config.velos_crash_ns)
+        .collect();
+    assert!(offsets.iter().all(|&o| o < CRASH_SPREAD_NS), "{offsets:?}");
+    let mut distinct = offsets.clone();
+    distinct.sort_unstable();
+    distinct.dedup();
+    assert!(
+        distinct.len() * 10 >= offsets.len() * 9,
+        "{} distinct",
+        distinct.len()
+    );
+    let (lo, hi) = (distinct[0], distinct[distinct.len() - 1]);
+    assert!(
+        lo < CRASH_SPREAD_NS / 10 && hi > CRASH_SPREAD_NS * 9 / 10,
+        "{lo}..{hi}"
+    );
+    let again: Vec<u64> = seeds
+        .map(|s| crash_instant(config.velos_crash_ns, s) - config.velos_crash_ns)
+        .collect();
+    assert_eq!(offsets, again, "drawn from the seed alone");
+}
