@@ -13,7 +13,7 @@
 use super::op_kind::OpKind;
 use super::trace::Trace;
 use anyhow::{Context, ensure};
-use velos_core::log::{ClientScript, Detector, LogConfig, Replica};
+use velos_core::log::{Detector, LogConfig, Replica};
 use velos_rdma::mem::{MemFabric, MemOptions, Mode};
 use velos_rdma::{Batch, Endpoint, NodeId, Op, Process, Reply, Shared};
 
@@ -89,9 +89,8 @@ pub fn record(warmup: u64, decisions: u64, outstanding: u64) -> anyhow::Result<R
     let log = log_config(slots, 4)?;
     let fabric = inline_fabric(&log)?;
     let log = Shared::new(log);
-    let no_client = ClientScript { count: 0, size: 10 };
     let mut replicas = (0..REPLICAS)
-        .map(|me| Replica::new(log.clone(), me, no_client.clone()))
+        .map(|me| Replica::new(log.clone(), me))
         .collect::<Result<Vec<_>, _>>()
         .map_err(anyhow::Error::msg)?;
     let mut endpoints: Vec<_> = (0..REPLICAS).map(|n| fabric.endpoint(NodeId(n))).collect();

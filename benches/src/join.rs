@@ -9,9 +9,10 @@
 //! then to the end of the run.
 
 use serde::Serialize;
-use velos_core::log::{ClientScript, LogConfig};
+use velos_core::log::LogConfig;
 use velos_sim::latency::LatencyModel;
 use velos_testkit::harness::cluster::{ClusterSpec, ReplicaReport, run};
+use velos_testkit::harness::script::ClientScript;
 
 /// What a join measurement runs.
 #[derive(Clone, Debug, Serialize)]

@@ -9,7 +9,7 @@ use super::error::{Error, StartError};
 use super::state_machine::StateMachine;
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, unbounded};
 use std::thread;
-use velos_core::log::{ClientScript, LogConfig, Replica};
+use velos_core::log::{LogConfig, Replica};
 use velos_rdma::{NodeId, Shared};
 use velos_sim::machine::{CrashMode, Machine};
 use velos_sim::simulate::{Fault, SimConfig, Simulator};
@@ -64,8 +64,7 @@ fn machine(log: &LogConfig) -> Machine<Replica> {
     let config = Shared::new(log.clone());
     let mut machine = Machine::new(&log.shape().layout());
     for r in 0..log.replicas {
-        let no_client = ClientScript { count: 0, size: 10 };
-        let mut replica = Replica::new(config.clone(), r, no_client).expect("validated");
+        let mut replica = Replica::new(config.clone(), r).expect("validated");
         replica.report_events(); // the driver traces them
         machine.spawn(NodeId(r), replica);
     }
@@ -94,9 +93,8 @@ fn replace(sim: &mut Sim, log: &Shared<LogConfig>, (r, incarnation): (u16, u64))
         .collect();
     assert!(incarnation > incarnations[i], "a newer incarnation");
     incarnations[i] = incarnation;
-    let no_client = ClientScript { count: 0, size: 10 };
-    let mut fresh = Replica::joining(log.clone(), r, no_client, &incarnations)
-        .expect("one incarnation per replica");
+    let mut fresh =
+        Replica::joining(log.clone(), r, &incarnations).expect("one incarnation per replica");
     fresh.report_events(); // the driver traces them
     // A removed replica's process ended with its node up (rule (retire)): it goes first.
     sim.inject(Fault::Crash {

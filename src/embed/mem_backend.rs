@@ -11,7 +11,7 @@ use super::state_machine::StateMachine;
 use crossbeam_channel::{Receiver, Sender, unbounded};
 use std::sync::Arc;
 use std::thread;
-use velos_core::log::{ClientScript, LogConfig, Replica};
+use velos_core::log::{LogConfig, Replica};
 use velos_rdma::mem::{MemFabric, MemOptions, Mode};
 use velos_rdma::{NodeId, Shared};
 
@@ -58,8 +58,7 @@ pub(crate) fn start<S: StateMachine>(
         .zip(receivers.iter().cloned())
         .enumerate()
     {
-        let no_client = ClientScript { count: 0, size: 10 };
-        let replica = Replica::new(log.clone(), i as u16, no_client).expect("validated at start");
+        let replica = Replica::new(log.clone(), i as u16).expect("validated at start");
         let thread = spawn(&fabric, replica, driver, inbox)
             .map_err(|e| StartError::Backend(format!("spawning a replica: {e}")))?;
         threads.push(thread);
@@ -98,8 +97,7 @@ pub(crate) fn replace<S: StateMachine>(
     inbox: Receiver<Command<S::Response>>,
 ) -> std::io::Result<ReplicaThread<S>> {
     let (fabric, log) = started;
-    let no_client = ClientScript { count: 0, size: 10 };
-    let replica = Replica::joining(log.clone(), me, no_client, incarnations)
+    let replica = Replica::joining(log.clone(), me, incarnations)
         .expect("one incarnation per replica, checked by the handle");
     // A removed replica's process ended with its node up (rule (retire)): it goes first.
     fabric.crash(NodeId(me));

@@ -61,8 +61,7 @@ fn start() -> Vec<Node<Sum>> {
         .map(|id| {
             let (fabric, log) = (Arc::clone(&fabric), Shared::new(config.log.clone()));
             let launch = Box::new(move |driver, inbox: crossbeam_channel::Receiver<_>| {
-                let no_client = velos_core::log::ClientScript { count: 0, size: 10 };
-                let replica = velos_core::log::Replica::new(log, id, no_client).expect("valid");
+                let replica = velos_core::log::Replica::new(log, id).expect("valid");
                 Ok(std::thread::spawn(move || {
                     mem_backend::run(&fabric, replica, driver, &inbox)
                 }))

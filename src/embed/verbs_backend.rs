@@ -23,7 +23,7 @@ pub(crate) fn start<S: StateMachine>(
     use super::serve::{serve, sleep_max_ns};
     use crate::connect::ClockFrom;
     use crate::join::{Joiners, Met, meet};
-    use velos_core::log::{ClientScript, Replica};
+    use velos_core::log::Replica;
     use velos_rdma::Shared;
 
     let verbs = verbs.clone();
@@ -48,11 +48,8 @@ pub(crate) fn start<S: StateMachine>(
                     return None;
                 }
             };
-            let no_client = ClientScript { count: 0, size: 10 };
             let sleep_max = sleep_max_ns(&log);
-            let mut replica = met
-                .replica(Shared::new(log), id, no_client)
-                .expect("validated");
+            let mut replica = met.replica(Shared::new(log), id).expect("validated");
             let Met {
                 node,
                 listener,

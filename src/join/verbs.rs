@@ -8,7 +8,7 @@ use crate::connect::ConnectError;
 use std::collections::BTreeMap;
 use std::net::TcpListener;
 use std::time::Duration;
-use velos_core::log::{ClientScript, LogConfig, Replica};
+use velos_core::log::{LogConfig, Replica};
 use velos_rdma::NodeId;
 use velos_rdma::Shared;
 use velos_rdma::verbs::{PeerInfo, VerbsEndpoint, VerbsNode, VerbsOptions};
@@ -34,15 +34,10 @@ pub struct Met {
 impl Met {
     /// This process's replica `id` of `log`: a fresh one if it started with the cluster,
     /// else one joining in its place at the incarnations met (`Replica::joining`).
-    pub fn replica(
-        &self,
-        log: Shared<LogConfig>,
-        id: u16,
-        client: ClientScript,
-    ) -> Result<Replica, String> {
+    pub fn replica(&self, log: Shared<LogConfig>, id: u16) -> Result<Replica, String> {
         match &self.incarnations {
-            None => Replica::new(log, id, client),
-            Some(incarnations) => Replica::joining(log, id, client, incarnations),
+            None => Replica::new(log, id),
+            Some(incarnations) => Replica::joining(log, id, incarnations),
         }
     }
 }

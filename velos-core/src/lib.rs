@@ -3,6 +3,7 @@
 //! Events in, RDMA operations out; no clock, no threads, no I/O.
 #![deny(unsafe_code)]
 
+pub mod batch;
 pub mod cluster;
 pub mod freeze;
 pub mod leb128;

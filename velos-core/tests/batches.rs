@@ -3,8 +3,8 @@
 //! finishes where it would.
 //!
 //! Each case runs a cluster on the in-process backend (remote operations executed inline,
-//! one thread, replicas round-robin, a batch each per round), with the built-in client
-//! proposing at the leader; beside every replica runs a shadow copy resumed one
+//! one thread, replicas round-robin, a batch each per round), with a client keeping the
+//! leader's pipeline full (1,000 values, proposed before its batch); beside every replica runs a shadow copy resumed one
 //! operation at a time with the same replies, and every operation of a batch must be the
 //! shadow's next. Random: the replica count, the pipeline, the value size, the clock's
 //! speed against the rounds, and whether the first leader crashes (its successor's turns
@@ -13,7 +13,7 @@
 //! operation.
 
 use proptest::prelude::*;
-use velos_core::log::{ClientScript, Detector, LogConfig, Replica};
+use velos_core::log::{Detector, LogConfig, Replica};
 use velos_rdma::mem::{MemFabric, MemOptions, Mode};
 use velos_rdma::{Batch, Endpoint, NodeId, Op, Process, Reply, Shared, Step};
 
@@ -50,13 +50,10 @@ fn run(replicas: u16, pipeline: u32, size: u32, rounds: u64, crash_at: Option<u6
     let fabric =
         MemFabric::with_plans(shape.layout(), options, shape.region_plans()).expect("the fabric");
     let log = Shared::new(log);
-    let client = ClientScript {
-        count: 1_000,
-        size: size as usize,
-    };
     let mut batched: Vec<Replica> = (0..replicas)
-        .map(|me| Replica::new(log.clone(), me, client.clone()).expect("a replica"))
+        .map(|me| Replica::new(log.clone(), me).expect("a replica"))
         .collect();
+    let mut sent = 0u32;
     let mut shadows = batched.clone();
     let mut endpoints: Vec<_> = (0..replicas).map(|n| fabric.endpoint(NodeId(n))).collect();
     let mut replies = vec![Reply::Start; usize::from(replicas)];
@@ -72,6 +69,20 @@ fn run(replicas: u16, pipeline: u32, size: u32, rounds: u64, crash_at: Option<u6
         for r in 0..usize::from(replicas) {
             if !live[r] {
                 continue;
+            }
+            // The client: the same values to the replica and its shadow.
+            while sent < 1_000
+                && batched[r].is_leader()
+                && batched[r].proposals_waiting() < pipeline as usize
+            {
+                let mut value = sent.to_le_bytes().to_vec();
+                value.resize(size as usize, 0);
+                let id = batched[r].propose(value.clone());
+                assert_eq!(shadows[r].propose(value), id, "the shadow takes it alike");
+                if id.is_err() {
+                    break;
+                }
+                sent += 1;
             }
             let reply = std::mem::replace(&mut replies[r], Reply::Done);
             batch.clear();

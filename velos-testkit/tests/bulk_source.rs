@@ -12,12 +12,13 @@
 //! up (the premise, from the replacement's events), it must still catch up with the new
 //! leader's log, which keeps deciding.
 
-use velos_core::log::{ClientScript, Event, LogConfig};
+use velos_core::log::{Event, LogConfig};
 use velos_sim::rng::Rng;
 use velos_sim::simulate::Simulator;
 use velos_testkit::harness::cluster::{
     ClusterSpec, crash_leader, machine, replace, report_with, sim_config,
 };
+use velos_testkit::harness::script::ClientScript;
 use velos_testkit::harness::service::Services;
 
 const START: u64 = 1_000_000;

@@ -7,11 +7,12 @@
 //! new leader posted one value per entry towards its crashed predecessor (rule (puts wait
 //! with their CAS)).
 
-use velos_core::log::{ClientScript, LogConfig};
+use velos_core::log::LogConfig;
 use velos_rdma::NodeId;
 use velos_sim::machine::{CrashMode, Machine};
 use velos_sim::simulate::{Fault, Simulator};
 use velos_testkit::harness::cluster::{ClusterSpec, machine, report, sim_config};
+use velos_testkit::harness::script::ClientScript;
 
 /// Replicas.
 const REPLICAS: u16 = 3;

@@ -7,11 +7,12 @@
 //! Premises: the runs took steps, faults were applied, and most steps reused parts of
 //! the cache (else the check compares nothing).
 
-use velos_core::log::{ClientScript, LogConfig};
+use velos_core::log::LogConfig;
 use velos_rdma::NodeId;
 use velos_sim::machine::CrashMode;
 use velos_sim::simulate::{Fault, ScheduledFault, Simulator};
 use velos_testkit::harness::cluster::{ClusterSpec, machine, sim_config};
+use velos_testkit::harness::script::ClientScript;
 
 const END_NS: u64 = 400_000;
 

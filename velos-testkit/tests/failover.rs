@@ -6,12 +6,13 @@
 //! adaptive failure timeout's ceiling, no false suspicion at a stable leader), not speed
 //! claims about hardware.
 
-use velos_core::log::{ClientScript, LogConfig, Replica};
+use velos_core::log::LogConfig;
 use velos_rdma::NodeId;
 use velos_sim::latency::LatencyModel;
 use velos_sim::machine::CrashMode;
 use velos_sim::simulate::{Fault, Simulator};
 use velos_testkit::harness::cluster::{ClusterSpec, machine, report, sim_config};
+use velos_testkit::harness::script::{ClientScript, Scripted};
 
 const SEEDS: u64 = 100;
 
@@ -93,7 +94,7 @@ fn failover(seed: u64, latency: LatencyModel) -> Result<Failover, String> {
 /// suspicion (the first view, replica 0 at time 0, is not a change).
 fn false_suspicions(seed: u64, latency: LatencyModel, duration_ns: u64) -> usize {
     let spec = spec(seed, latency, duration_ns);
-    let mut sim: Simulator<Replica> = Simulator::new(machine(&spec), sim_config(&spec));
+    let mut sim: Simulator<Scripted> = Simulator::new(machine(&spec), sim_config(&spec));
     sim.run(duration_ns, u64::MAX);
     let r = report(&spec, &sim);
     assert!(r.ok(), "seed {seed}: {:?}", r.failures);

@@ -19,12 +19,12 @@
 //! for each run's numbers.
 
 use std::cell::Cell;
-use velos_core::log::Replica;
 use velos_rdma::NodeId;
 use velos_sim::machine::CrashMode;
 use velos_sim::simulate::{Fault, ScheduledFault, Simulator};
 use velos_testkit::harness::cluster::most_applied as harness_most_applied;
 use velos_testkit::harness::cluster::{ClusterSpec, Services, leader, machine, sim_config};
+use velos_testkit::harness::script::Scripted;
 
 /// The follower's slow link: from (ns), for (ns), each queue-pair step towards it this much
 /// slower (ns). It falls behind while the two others decide.
@@ -70,7 +70,7 @@ struct Run {
     gap: u64,
 }
 
-fn next_apply(sim: &Simulator<Replica>, r: u16) -> u64 {
+fn next_apply(sim: &Simulator<Scripted>, r: u16) -> u64 {
     sim.machine().threads[usize::from(r)].process.next_apply()
 }
 
@@ -89,7 +89,7 @@ fn run(seed: u64, pipeline: u32) -> Run {
         node: NodeId(DOWN),
         mode: CrashMode::Hang,
     });
-    let lag = |sim: &Simulator<Replica>| {
+    let lag = |sim: &Simulator<Scripted>| {
         next_apply(sim, LEADER).saturating_sub(next_apply(sim, FOLLOWER))
     };
     let lag_at_crash = lag(&sim);
@@ -98,7 +98,7 @@ fn run(seed: u64, pipeline: u32) -> Run {
     let max_lag = Cell::new(0);
     let end = CRASH_NS + AFTER_NS;
     // At every sample: the premise, the lag once it had time to close, how far the log got.
-    let reached = |sim: &Simulator<Replica>| {
+    let reached = |sim: &Simulator<Scripted>| {
         assert_eq!(leader(sim), Some(LEADER), "premise: the leader stays");
         if sim.now() >= CRASH_NS + CATCH_UP_NS {
             max_lag.set(max_lag.get().max(lag(sim)));

@@ -22,10 +22,11 @@
 //! follower slowed (the control) the log passes either way. Run with `--nocapture` for
 //! each run's numbers.
 
-use velos_core::log::{LogConfig, Replica};
+use velos_core::log::LogConfig;
 use velos_rdma::NodeId;
 use velos_sim::simulate::{Fault, Simulator};
 use velos_testkit::harness::cluster::{ClusterSpec, Services, machine, most_applied, sim_config};
+use velos_testkit::harness::script::Scripted;
 
 /// When the fault starts (ns).
 const AT_NS: u64 = 200_000;
@@ -51,7 +52,7 @@ struct Run {
 /// Slows every step towards the leader's memory (`leader`), else a follower's.
 fn run(replicas: u16, seed: u64, leader: bool) -> Run {
     let spec = ClusterSpec::busy_ring(replicas, LogConfig::new(replicas, 256, 16).pipeline, seed);
-    let mut sim = Simulator::<Replica>::new(machine(&spec), sim_config(&spec));
+    let mut sim = Simulator::<Scripted>::new(machine(&spec), sim_config(&spec));
     let mut services = Services::new(&spec);
     services.run(&mut sim, AT_NS);
     let m = sim.machine();

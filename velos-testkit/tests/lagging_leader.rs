@@ -21,12 +21,12 @@
 //! 11 of those 14 stopped for 48 to 324 µs. With the rule no run stops longer than 18 µs.
 //! Run with `--nocapture` for each run's numbers.
 
-use velos_core::log::Replica;
 use velos_core::log::heartbeat::Heartbeat;
 use velos_rdma::NodeId;
 use velos_sim::simulate::{ScheduledFault, Simulator};
 use velos_testkit::harness::cluster::most_applied as harness_most_applied;
 use velos_testkit::harness::cluster::{ClusterSpec, Services, crash_leader, machine, sim_config};
+use velos_testkit::harness::script::Scripted;
 
 /// Step of the driver (ns): the resolution of the gaps measured.
 const STEP_NS: u64 = 1_000;
@@ -41,7 +41,7 @@ fn spec(seed: u64, pipeline: u32) -> ClusterSpec {
     ClusterSpec::busy_ring(3, pipeline, seed)
 }
 
-fn most_applied(sim: &Simulator<Replica>) -> u64 {
+fn most_applied(sim: &Simulator<Scripted>) -> u64 {
     harness_most_applied(sim, None)
 }
 
@@ -99,7 +99,7 @@ fn run(seed: u64, pipeline: u32, (slow_for, crash_after): (u64, u64)) -> Run {
     }
 }
 
-fn m_is_up(sim: &Simulator<Replica>, r: u16) -> bool {
+fn m_is_up(sim: &Simulator<Scripted>, r: u16) -> bool {
     sim.machine().is_up(NodeId(r))
 }
 

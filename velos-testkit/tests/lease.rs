@@ -4,9 +4,10 @@
 //! leader comes back still believing it leads. A failing seed prints the command that
 //! replays it. The mutant that answers reads without a lease must be caught.
 
-use velos_core::log::{ClientScript, LogConfig};
+use velos_core::log::LogConfig;
 use velos_core::slot::Mutation;
 use velos_testkit::harness::cluster::{ClusterReport, ClusterSpec, run};
+use velos_testkit::harness::script::ClientScript;
 
 const LEASE_NS: u64 = 10_000;
 const VALUES: u64 = 300;

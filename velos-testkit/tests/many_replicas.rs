@@ -13,8 +13,9 @@
 //! first election), and the log decides throughout (at least one entry in every 100 µs
 //! after the first 100).
 
-use velos_core::log::{ClientScript, LogConfig};
+use velos_core::log::LogConfig;
 use velos_testkit::harness::cluster::{ClusterSpec, run};
+use velos_testkit::harness::script::ClientScript;
 
 const DURATION_NS: u64 = 1_000_000;
 const BUCKET_NS: u64 = 100_000;

@@ -8,9 +8,10 @@
 //! check and the membership check (a slot is a configuration entry everywhere or nowhere).
 
 use velos_core::log::membership::Members;
-use velos_core::log::{ClientScript, LogConfig, ProposeError, Replica};
+use velos_core::log::{LogConfig, ProposeError, Replica};
 use velos_rdma::Shared;
 use velos_testkit::harness::cluster::{ClusterReport, ClusterSpec, run_checked};
+use velos_testkit::harness::script::ClientScript;
 
 const ADD_AT: u64 = 200_000;
 const REMOVE_AT: u64 = 600_000;
@@ -173,7 +174,7 @@ fn a_replica_that_copies_a_snapshot_learns_the_members_from_it() {
 #[test]
 fn bad_changes_are_typed_errors() {
     let config = Shared::new(LogConfig::new(4, 64, 16));
-    let mut r = Replica::new(config, 0, ClientScript { count: 0, size: 10 }).expect("valid");
+    let mut r = Replica::new(config, 0).expect("valid");
     let bad = |e: Result<u64, ProposeError>| matches!(e, Err(ProposeError::BadMembership(_)));
     assert!(bad(r.propose_members(Members::of(&[0, 1]))), "two removed");
     assert!(

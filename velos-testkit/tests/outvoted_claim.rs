@@ -17,11 +17,11 @@
 //! than two failure timeouts. Run with `--nocapture` for each run's numbers.
 
 use std::cell::Cell;
-use velos_core::log::Replica;
 use velos_rdma::NodeId;
 use velos_sim::simulate::{Fault, Simulator};
 use velos_testkit::harness::cluster::most_applied;
 use velos_testkit::harness::cluster::{ClusterSpec, Services, leader, machine, sim_config};
+use velos_testkit::harness::script::Scripted;
 
 /// When the follower's queue pairs towards the leader break (ns).
 const BREAK_NS: u64 = 100_000;
@@ -53,7 +53,7 @@ struct Run {
     gap: u64,
 }
 
-fn leaders(sim: &Simulator<Replica>) -> usize {
+fn leaders(sim: &Simulator<Scripted>) -> usize {
     let m = sim.machine();
     m.threads
         .iter()
@@ -78,7 +78,7 @@ fn run(replicas: u16, seed: u64) -> Run {
     let before = most_applied(&sim, None);
     let since = BREAK_NS + SETTLE_NS;
     let duels = Cell::new(0);
-    let reached = |sim: &Simulator<Replica>| {
+    let reached = |sim: &Simulator<Scripted>| {
         if sim.now() >= since && leaders(sim) > 1 {
             duels.set(duels.get() + 1);
         }

@@ -3,8 +3,9 @@
 //! are decided in epoch 1; every check must hold, every run must have used the fallback,
 //! and the last leader's values must all be applied. A failing seed prints its replay.
 
-use velos_core::log::{ClientScript, LogConfig};
+use velos_core::log::LogConfig;
 use velos_testkit::harness::cluster::{ClusterSpec, run};
+use velos_testkit::harness::script::ClientScript;
 
 const SEEDS: u64 = 60;
 const VALUES: u64 = 20;

@@ -7,8 +7,9 @@
 //! agreement, validity, integrity, no holes, the snapshot and membership checks over every
 //! process the run had (a replaced process's log is checked as it was at its crash).
 
-use velos_core::log::{ClientScript, LogConfig};
+use velos_core::log::LogConfig;
 use velos_testkit::harness::cluster::{ClusterReport, ClusterSpec, ReplicaReport, run_checked};
+use velos_testkit::harness::script::ClientScript;
 
 /// A 3-replica log on a 64-slot ring whose services snapshot every 16 entries (so a
 /// replacement that starts late has fallen off the ring and copies a snapshot), its leader

@@ -13,7 +13,7 @@
 //! membership…).
 
 use velos_core::log::membership::Members;
-use velos_core::log::{ClientScript, LogConfig, ProposeError, Replica};
+use velos_core::log::{LogConfig, ProposeError, Replica};
 use velos_rdma::NodeId;
 use velos_sim::machine::{CrashMode, Next, QpStatus};
 use velos_sim::rng::Rng;
@@ -21,6 +21,7 @@ use velos_sim::simulate::{Fault, Simulator};
 use velos_testkit::harness::cluster::{
     ClusterSpec, leader, machine, most_applied, replace, report_with, sim_config, tell_replaced,
 };
+use velos_testkit::harness::script::{ClientScript, Scripted};
 use velos_testkit::harness::service::Services;
 
 const REMOVE_AT: u64 = 200_000;
@@ -42,18 +43,18 @@ fn spec(seed: u64, removed: u16) -> ClusterSpec {
     }
 }
 
-fn replica(sim: &Simulator<Replica>, r: u16) -> &Replica {
+fn replica(sim: &Simulator<Scripted>, r: u16) -> &Replica {
     &sim.machine().threads[usize::from(r)].process
 }
 
-fn status(sim: &Simulator<Replica>, from: u16, to: u16) -> QpStatus {
+fn status(sim: &Simulator<Scripted>, from: u16, to: u16) -> QpStatus {
     let m = sim.machine();
     m.qps[m.qp_index(usize::from(from), NodeId(to))].status
 }
 
 /// Every replica of `others` counts the new process in `place` and is connected to it,
 /// both ways.
-fn counted_and_connected(sim: &Simulator<Replica>, others: &[u16], place: u16, at: &str) {
+fn counted_and_connected(sim: &Simulator<Scripted>, others: &[u16], place: u16, at: &str) {
     for &r in others {
         let p = replica(sim, r);
         assert!(

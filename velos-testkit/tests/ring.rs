@@ -5,8 +5,9 @@
 //! is exactly the log below its point), and every live replica's service must end in the
 //! same state. A failing seed prints the command that replays it.
 
-use velos_core::log::{ClientScript, LogConfig};
+use velos_core::log::LogConfig;
 use velos_testkit::harness::cluster::{ClusterReport, ClusterSpec, run};
+use velos_testkit::harness::script::ClientScript;
 
 const SLOTS: u32 = 16;
 const VALUES: u64 = 300;

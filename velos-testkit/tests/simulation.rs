@@ -3,8 +3,9 @@
 //! no holes, and, once a stable leader is in place, every value it proposes is applied by
 //! every live replica. A failing seed prints the command that replays it.
 
-use velos_core::log::{ClientScript, LogConfig};
+use velos_core::log::LogConfig;
 use velos_testkit::harness::cluster::{ClusterReport, ClusterSpec, run};
+use velos_testkit::harness::script::ClientScript;
 
 const SEEDS: u64 = 200;
 const VALUES: u64 = 40;

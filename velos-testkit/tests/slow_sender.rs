@@ -18,11 +18,12 @@
 //! start in every leader case (`velos sim --delay-from 0@100us+100us:3600s`).
 //! Run with `--nocapture` for each run's numbers.
 
-use velos_core::log::{LogConfig, Replica};
+use velos_core::log::LogConfig;
 use velos_rdma::NodeId;
 use velos_sim::simulate::{Fault, Simulator};
 use velos_testkit::harness::cluster::most_applied as harness_most_applied;
 use velos_testkit::harness::cluster::{ClusterSpec, Services, machine, sim_config};
+use velos_testkit::harness::script::Scripted;
 
 /// When the fault starts (ns).
 const AT_NS: u64 = 300_000;
@@ -41,7 +42,7 @@ fn spec(replicas: u16, seed: u64) -> ClusterSpec {
     ClusterSpec::busy_ring(replicas, LogConfig::new(replicas, 256, 16).pipeline, seed)
 }
 
-fn most_applied(sim: &Simulator<Replica>, except: u16) -> u64 {
+fn most_applied(sim: &Simulator<Scripted>, except: u16) -> u64 {
     harness_most_applied(sim, Some(except))
 }
 
@@ -67,7 +68,7 @@ fn run(replicas: u16, seed: u64, extra_ns: u64, leader: bool) -> Run {
     let start = most_applied(&sim, u16::MAX);
     services.run(&mut sim, AT_NS);
     let m = sim.machine();
-    let leads = |t: &&velos_sim::machine::ThreadState<Replica>| t.process.is_leader();
+    let leads = |t: &&velos_sim::machine::ThreadState<Scripted>| t.process.is_leader();
     let led = m.threads.iter().find(leads).map(|t| t.process.id());
     let led = led.expect("premise: a replica leads at the fault's start");
     let slowed = match leader {

@@ -21,14 +21,15 @@
 //! recycled position holds. Run with `--nocapture` for each run's numbers.
 
 use std::collections::BTreeSet;
+use velos_core::log::LogConfig;
 use velos_core::log::event::{AbortCause, Event};
-use velos_core::log::{ClientScript, LogConfig, Replica};
 use velos_rdma::NodeId;
 use velos_sim::machine::CrashMode;
 use velos_sim::simulate::{Fault, ScheduledFault, Simulator};
 use velos_testkit::harness::cluster::{
     ClusterReport, ClusterSpec, Services, crash_leader, machine, replace, report_with, sim_config,
 };
+use velos_testkit::harness::script::{ClientScript, Scripted};
 
 /// Step of the driver while it waits for a replacement to vote (ns).
 const STEP_NS: u64 = 2_000;
@@ -151,7 +152,7 @@ fn each_run(
 }
 
 /// Turns event reporting on for every process.
-fn report_events(sim: &mut Simulator<Replica>) {
+fn report_events(sim: &mut Simulator<Scripted>) {
     for t in &mut sim.machine_mut().threads {
         t.process.report_events();
     }
@@ -159,10 +160,10 @@ fn report_events(sim: &mut Simulator<Replica>) {
 
 /// Runs until `done(sim)` holds or `until` passes; whether it held.
 fn run_until(
-    sim: &mut Simulator<Replica>,
+    sim: &mut Simulator<Scripted>,
     services: &mut Services,
     until: u64,
-    done: impl Fn(&Simulator<Replica>) -> bool,
+    done: impl Fn(&Simulator<Scripted>) -> bool,
 ) -> bool {
     while sim.now() < until {
         if done(sim) {
@@ -177,7 +178,7 @@ fn run_until(
 /// Whether replica `r`'s fresh process votes and has caught up: the acting leader applied
 /// the configuration entry that names it again, and it applied past the slot where that
 /// entry takes effect.
-fn votes(sim: &Simulator<Replica>, r: u16) -> bool {
+fn votes(sim: &Simulator<Scripted>, r: u16) -> bool {
     let m = sim.machine();
     let Some(leader) = m
         .threads
@@ -199,7 +200,7 @@ fn votes(sim: &Simulator<Replica>, r: u16) -> bool {
 }
 
 /// Ring positions where the epoch-0 words of replicas `a` and `b` differ.
-fn differing(sim: &Simulator<Replica>, log: &LogConfig, (a, b): (u16, u16)) -> usize {
+fn differing(sim: &Simulator<Scripted>, log: &LogConfig, (a, b): (u16, u16)) -> usize {
     let m = sim.machine();
     let shape = log.shape();
     (0..log.slots)
@@ -209,7 +210,11 @@ fn differing(sim: &Simulator<Replica>, log: &LogConfig, (a, b): (u16, u16)) -> u
 
 /// Crashes the acting leader, runs [`AFTER_NS`] more and reports the term of the replica
 /// that led next.
-fn crash_and_follow(spec: ClusterSpec, mut sim: Simulator<Replica>, mut services: Services) -> Run {
+fn crash_and_follow(
+    spec: ClusterSpec,
+    mut sim: Simulator<Scripted>,
+    mut services: Services,
+) -> Run {
     report_events(&mut sim);
     let crashed = crash_leader(&mut sim).expect("a leader");
     let m = sim.machine();
@@ -234,7 +239,7 @@ fn crash_and_follow(spec: ClusterSpec, mut sim: Simulator<Replica>, mut services
 
 /// The term the first replica to lead after the crash began, from the events of every
 /// live process.
-fn term_start(sim: &mut Simulator<Replica>, crashed: u16, differing: usize) -> Option<TermStart> {
+fn term_start(sim: &mut Simulator<Scripted>, crashed: u16, differing: usize) -> Option<TermStart> {
     let m = sim.machine_mut();
     let up: Vec<bool> = m.threads.iter().map(|t| m.is_up(t.node)).collect();
     let all: Vec<(usize, Vec<Event>)> = m

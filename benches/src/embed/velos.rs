@@ -15,7 +15,7 @@ use crate::op_kind::OpKind;
 use crate::trace::Trace;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
-use velos_core::log::{ClientScript, Detector, LogConfig, Replica};
+use velos_core::log::{Detector, LogConfig, Replica};
 use velos_rdma::mem::MemFabric;
 use velos_rdma::{Batch, Endpoint, NodeId, Op, Process, Reply, Shared, Step};
 
@@ -185,8 +185,7 @@ fn lead(
         total % batch == 0 && outstanding % batch == 0,
         "whole entries"
     );
-    let no_client = ClientScript { count: 0, size: 10 };
-    let mut replica = Replica::new(log, 0, no_client).map_err(anyhow::Error::msg)?;
+    let mut replica = Replica::new(log, 0).map_err(anyhow::Error::msg)?;
     let mut endpoint = fabric.endpoint(NodeId(0));
     let mut trace = Trace::with_capacity((total / batch) as usize + 1_000);
     let mut counts = OpCounts::default();
@@ -294,8 +293,7 @@ fn follow(
     idle: FollowerIdle,
     stop: &AtomicBool,
 ) {
-    let no_client = ClientScript { count: 0, size: 10 };
-    let mut replica = Replica::new(log, me, no_client).expect("validated");
+    let mut replica = Replica::new(log, me).expect("validated");
     let mut endpoint = fabric.endpoint(NodeId(me));
     let mut reply = Reply::Start;
     loop {

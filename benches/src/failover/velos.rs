@@ -3,11 +3,12 @@
 
 use super::{FailoverConfig, SeedRun};
 use anyhow::{Context, ensure};
-use velos_core::log::{ClientScript, LogConfig};
+use velos_core::log::LogConfig;
 use velos_rdma::NodeId;
 use velos_sim::machine::CrashMode;
 use velos_sim::simulate::{Fault, Simulator};
 use velos_testkit::harness::cluster::{self, ClusterSpec};
+use velos_testkit::harness::script::ClientScript;
 
 /// Replicas (the paper's).
 const REPLICAS: u16 = 3;

@@ -9,11 +9,12 @@
 use super::cpu::{Input, Recorded, Tape, Window};
 use super::{LatencyConfig, Measured, Phases};
 use anyhow::{Context, bail, ensure};
-use velos_core::log::{ClientScript, LogConfig, Replica};
+use velos_core::log::{LogConfig, Replica};
 use velos_rdma::{NodeId, Op, Shared, WorkId};
 use velos_sim::machine::{Machine, Next};
 use velos_sim::simulate::{Simulator, Stop};
 use velos_testkit::harness::cluster::{self, ClusterSpec, ReplicaReport};
+use velos_testkit::harness::script::ClientScript;
 
 /// Replicas of the measured cluster (the paper's).
 const REPLICAS: u16 = 3;
@@ -104,7 +105,7 @@ pub(super) fn measure(
         crash_leader_at: None,
         crashes: Vec::new(),
         slow: Vec::new(),
-        client: ClientScript { count: 0, size: 0 },
+        client: ClientScript::NONE,
         latency: config.latency.clone(),
         near_overflow: None,
         device_memory,
@@ -194,8 +195,8 @@ fn machine(spec: &ClusterSpec) -> anyhow::Result<Machine<Recorded>> {
         }
     }
     for r in 0..spec.log.replicas {
-        let mut replica = Replica::new(config.clone(), r, spec.client.clone())
-            .map_err(|e| anyhow::anyhow!("replica {r}: {e}"))?;
+        let mut replica =
+            Replica::new(config.clone(), r).map_err(|e| anyhow::anyhow!("replica {r}: {e}"))?;
         replica.keep_acknowledged(); // the checks read them
         machine.spawn(NodeId(r), Recorded::new(replica));
     }

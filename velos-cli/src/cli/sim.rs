@@ -4,10 +4,11 @@
 use super::flags::{MAX_DURATION_NS, duration, human, number, parse_duration};
 use clap::Args;
 use std::process::ExitCode;
+use velos::core::log::LogConfig;
 use velos::core::log::membership::Members;
-use velos::core::log::{ClientScript, LogConfig};
 use velos::sim::latency::LatencyModel;
 use velos_testkit::harness::cluster::{ClusterReport, ClusterSpec, run};
+use velos_testkit::harness::script::ClientScript;
 
 /// Arguments of `velos sim`.
 #[derive(Args)]

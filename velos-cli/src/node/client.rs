@@ -90,8 +90,10 @@ pub struct Driver {
     me: u16,
     size: usize,
     closed: ClosedLoop,
-    /// Values proposed so far by the closed loop (numbers its values).
+    /// Values proposed so far by the closed loop or the script (numbers its values).
     proposed: u64,
+    /// Values the script has still to propose ([`Client::Script`] only).
+    script_left: u64,
     /// Standard input's lines, read by a thread ([`Client::Stdin`] only).
     lines: Option<Receiver<String>>,
     /// Lines read so far; the stdin proposals in flight by replica proposal id.
@@ -129,6 +131,7 @@ impl Driver {
                 ..ClosedLoop::default()
             },
             proposed: 0,
+            script_left: if client == Client::Script { values } else { 0 },
             lines,
             line_count: 0,
             stdin_in_flight: HashMap::new(),
@@ -163,7 +166,7 @@ impl Driver {
             }
         }
         match self.client {
-            Client::Script => {}
+            Client::Script => self.pump_script(replica),
             Client::ClosedLoop => {
                 if self.closed.requests.is_none() && replica.is_leader() {
                     self.closed.requests = Some((posted, posted));
@@ -171,6 +174,25 @@ impl Driver {
                 self.pump_closed_loop(replica, on_event);
             }
             Client::Stdin => self.pump_stdin(replica, on_event),
+        }
+    }
+
+    /// Keeps the leader's pipeline full while values are left: value `n` names this
+    /// node, and `n` with the incarnation in its high 16 bits (a replacement's values are
+    /// new ones).
+    fn pump_script(&mut self, replica: &mut Replica) {
+        let pipeline = replica.config().pipeline as usize;
+        while self.script_left > 0 && replica.is_leader() && replica.proposals_waiting() < pipeline
+        {
+            let n = self.proposed | replica.incarnation() << 48;
+            if replica
+                .propose(generated_value(self.me, n, self.size))
+                .is_err()
+            {
+                break; // not leading after all, or the log is full: at the next turn
+            }
+            self.proposed += 1;
+            self.script_left -= 1;
         }
     }
 

@@ -121,7 +121,6 @@ fn run_verbs(spec: &NodeSpec, mut on_event: impl FnMut(Event)) -> Result<NodeRep
     use std::time::Instant;
     use velos::connect::ClockFrom;
     use velos::join::{Joiners, Met, meet};
-    use velos_core::log::ClientScript;
     use velos_rdma::{Endpoint, Op, Process, Reply, Shared, Step};
 
     let rdma = |e: &dyn std::fmt::Display| NodeError::Rdma(e.to_string());
@@ -132,17 +131,9 @@ fn run_verbs(spec: &NodeSpec, mut on_event: impl FnMut(Event)) -> Result<NodeRep
         spec.start,
         spec.rendezvous_timeout,
     )?;
-    let client = ClientScript {
-        count: if spec.client == Client::Script {
-            spec.values
-        } else {
-            0
-        },
-        size: spec.value_size,
-    };
     let mut driver = Driver::new(spec.client, spec.id, spec.values, spec.value_size);
     let mut replica = met
-        .replica(Shared::new(spec.log.clone()), spec.id, client)
+        .replica(Shared::new(spec.log.clone()), spec.id)
         .map_err(NodeError::Spec)?;
     if met.incarnations.is_some() {
         on_event(Event::Joined {

@@ -88,6 +88,10 @@ fn split_id(id: u64) -> (u32, bool, u64) {
 pub(super) struct Proposal {
     pub id: u64,
     pub value: Value,
+    /// A batch of submitted commands ([`crate::batch`]) still taking more: `Some(n)`, `n`
+    /// commands so far. It closes when it leaves the pending queue for a slot, before any
+    /// of its words is written, and is never opened again (rule (closed batch)).
+    pub open: Option<u32>,
 }
 
 /// A value of the log: its bytes, whether it is a configuration entry
@@ -907,7 +911,8 @@ impl Leader {
                     let run = self.window.get_mut(slot).expect("present");
                     if run.mine.is_none() {
                         run.mine = match self.pending.pop_front() {
-                            Some(p) => Some(Some(p)),
+                            // Rule (closed batch): a value given a slot never grows.
+                            Some(p) => Some(Some(Proposal { open: None, ..p })),
                             // A membership change waits for the slots before it takes
                             // effect: an idle leader fills them (no client need come).
                             None if fill

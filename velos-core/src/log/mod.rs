@@ -23,5 +23,5 @@ pub use event::Event;
 pub use lease::ReadError;
 pub use omega::Detector;
 pub use replica::{
-    ClientScript, IncarnationError, MAX_PENDING, ProposeError, Replica, SnapshotError, WRITE_CHUNK,
+    IncarnationError, MAX_PENDING, ProposeError, Replica, SnapshotError, Submitted, WRITE_CHUNK,
 };

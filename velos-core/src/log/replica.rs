@@ -40,41 +40,15 @@ use state::{Buffers, Heartbeats, Learning, Leasing, Proposals, Snapshots};
 pub use publish::{SnapshotError, WRITE_CHUNK};
 pub use replace::IncarnationError;
 
-/// The values a replica proposes while it leads (the simulation's client): `count` values
-/// of `size` bytes, each naming the replica and a sequence number.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct ClientScript {
-    /// Values to propose in all.
-    pub count: u64,
-    /// Bytes per value (at least 10).
-    pub size: usize,
-}
-
-impl ClientScript {
-    /// Value number `n` of replica `me` at `incarnation`: `me` (2 bytes), then `n` with
-    /// the incarnation in its high 16 bits (8 bytes, little-endian: a replacement's values
-    /// are new ones), then zeros up to `size`.
-    pub fn value(&self, me: u16, incarnation: u64, n: u64) -> Vec<u8> {
-        assert!(n < 1 << 48, "a script's value numbers fit 48 bits");
-        let mut v = Vec::with_capacity(self.size);
-        v.extend_from_slice(&me.to_le_bytes());
-        v.extend_from_slice(&(n | incarnation << 48).to_le_bytes());
-        v.resize(self.size, 0);
-        assert_eq!(
-            ClientScript::proposer(&v),
-            Some((me, incarnation as u16)),
-            "round trip"
-        );
-        v
-    }
-
-    /// Who proposed a script's value: its replica and incarnation (low 16 bits); `None`
-    /// for bytes too short to be one.
-    pub fn proposer(value: &[u8]) -> Option<(u16, u16)> {
-        let me = u16::from_le_bytes(value.get(0..2)?.try_into().ok()?);
-        let incarnation = u16::from_le_bytes(value.get(8..10)?.try_into().ok()?);
-        Some((me, incarnation))
-    }
+/// Where [`Replica::submit`] put a command: the proposal of the batch entry it joined
+/// (its outcome comes from [`Replica::take_results`] like any proposal's) and its place
+/// among the entry's commands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Submitted {
+    /// The proposal id of the entry.
+    pub proposal: u64,
+    /// The command's index in the entry, from 0.
+    pub index: u32,
 }
 
 /// Why a proposal was refused, or what became of one that was taken.
@@ -306,8 +280,6 @@ pub struct Replica {
     pub applied: Vec<(u64, Vec<u8>)>,
     /// Buffers the hot path reuses.
     bufs: Buffers,
-    /// Every value this replica proposed (as leader).
-    pub proposed: Vec<Vec<u8>>,
     /// When each entry of `applied` was applied (the local clock).
     pub applied_at: Vec<u64>,
     /// `(clock, leader)` each time this replica's view of the leader changed.
@@ -326,23 +298,13 @@ pub struct Replica {
 }
 
 impl Replica {
-    /// Replica `me` of the log `config`, proposing `client`'s values when it leads.
-    /// Refuses, with the reason, an invalid configuration, an id outside it, or client
-    /// values that do not fit.
-    pub fn new(
-        config: Shared<LogConfig>,
-        me: u16,
-        client: ClientScript,
-    ) -> Result<Replica, String> {
+    /// Replica `me` of the log `config`; it proposes what [`Replica::propose`] hands it
+    /// while it leads. Refuses, with the reason, an invalid configuration or an id
+    /// outside it.
+    pub fn new(config: Shared<LogConfig>, me: u16) -> Result<Replica, String> {
         config.validate()?;
         if me >= config.replicas {
             return Err(format!("replica {me} of {}", config.replicas));
-        }
-        if client.count > 0 && !(10..=config.max_value_bytes as usize).contains(&client.size) {
-            return Err(format!(
-                "client values of {} bytes: 10 to {} fit",
-                client.size, config.max_value_bytes
-            ));
         }
         let scratch = Scratch::new(&config, me);
         let epochs = config.epochs as usize;
@@ -395,8 +357,6 @@ impl Replica {
                 poisoned: vec![state::Poisoned::default(); banks],
             },
             api: Proposals {
-                client,
-                sent: 0,
                 next_id: 0,
                 shutting_down: false,
                 removed: false,
@@ -438,7 +398,6 @@ impl Replica {
             retry_at: 0,
             next_apply: 0,
             applied: Vec::new(),
-            proposed: Vec::new(),
             applied_at: Vec::new(),
             leader_changes: Vec::new(),
             terms_started: Vec::new(),

@@ -1,6 +1,7 @@
 //! A Velos cluster on the simulation driver: replicas on the rdma-rmw emulator, faults,
 //! and the checks every run ends with (agreement, validity, integrity, no holes).
 
+use super::script::{ClientScript, Scripted};
 use crate::check::AppliedLog;
 use std::collections::{BTreeMap, BTreeSet};
 use velos_core::AcceptorState;
@@ -115,7 +116,7 @@ pub fn run(spec: &ClusterSpec) -> ClusterReport {
 
 /// Starts a fresh process in crashed replica `r`'s place, at the next incarnation, and
 /// tells every live replica; the old process is kept for the report.
-pub fn replace(spec: &ClusterSpec, sim: &mut Simulator<Replica>, services: &mut Services, r: u16) {
+pub fn replace(spec: &ClusterSpec, sim: &mut Simulator<Scripted>, services: &mut Services, r: u16) {
     let late: Vec<u16> = spec.told_late.iter().map(|&(j, _)| j).collect();
     let old = restart(&spec.log, &spec.client, sim, r, &late);
     services.retire(r, old);
@@ -127,11 +128,11 @@ pub fn replace(spec: &ClusterSpec, sim: &mut Simulator<Replica>, services: &mut 
 /// process.
 pub fn restart(
     log: &velos_core::log::LogConfig,
-    client: &velos_core::log::ClientScript,
-    sim: &mut Simulator<Replica>,
+    client: &ClientScript,
+    sim: &mut Simulator<Scripted>,
     r: u16,
     late: &[u16],
-) -> Replica {
+) -> Scripted {
     let m = sim.machine();
     let i = usize::from(r);
     assert!(!m.is_up(NodeId(r)), "restart: replica {r} crashed first");
@@ -139,7 +140,8 @@ pub fn restart(
     let incarnation = old.incarnation() + 1;
     let mut incarnations: Vec<u64> = m.threads.iter().map(|t| t.process.incarnation()).collect();
     incarnations[i] = incarnation;
-    let mut fresh = Replica::joining(Shared::new(log.clone()), r, client.clone(), &incarnations)
+    let mut fresh = Replica::joining(Shared::new(log.clone()), r, &incarnations)
+        .and_then(|replica| Scripted::new(replica, client.clone()))
         .unwrap_or_else(|e| panic!("cluster spec: {e}"));
     fresh.keep_acknowledged();
     sim.restart(NodeId(r), fresh);
@@ -156,7 +158,7 @@ pub fn restart(
 /// path reached `j`): its engine first ([`Replica::peer_replaced`], if it knows an older
 /// incarnation there), then its node meets the new process ([`Simulator::reconnect`]).
 /// Until then `j`'s queue pairs towards `r` fail.
-pub fn tell_replaced(sim: &mut Simulator<Replica>, j: u16, r: u16) {
+pub fn tell_replaced(sim: &mut Simulator<Scripted>, j: u16, r: u16) {
     let incarnation = sim.machine().threads[usize::from(r)].process.incarnation();
     let t = &mut sim.machine_mut().threads[usize::from(j)];
     assert!(j != r, "a replica is not told of itself");
@@ -170,7 +172,7 @@ pub fn tell_replaced(sim: &mut Simulator<Replica>, j: u16, r: u16) {
 
 /// The highest next slot to apply among the live replicas other than `except`: how far
 /// the log got, as far as they know.
-pub fn most_applied(sim: &Simulator<Replica>, except: Option<u16>) -> u64 {
+pub fn most_applied(sim: &Simulator<Scripted>, except: Option<u16>) -> u64 {
     let m = sim.machine();
     m.threads
         .iter()
@@ -181,7 +183,7 @@ pub fn most_applied(sim: &Simulator<Replica>, except: Option<u16>) -> u64 {
 }
 
 /// The live replica that leads now, if one does (the lowest, should two).
-pub fn leader(sim: &Simulator<Replica>) -> Option<u16> {
+pub fn leader(sim: &Simulator<Scripted>) -> Option<u16> {
     let m = sim.machine();
     let leader = m
         .threads
@@ -192,7 +194,7 @@ pub fn leader(sim: &Simulator<Replica>) -> Option<u16> {
 
 /// Crashes whichever live replica leads now (its operations hang); the one crashed, if
 /// any replica leads.
-pub fn crash_leader(sim: &mut Simulator<Replica>) -> Option<u16> {
+pub fn crash_leader(sim: &mut Simulator<Scripted>) -> Option<u16> {
     let node = NodeId(leader(sim)?);
     sim.inject(Fault::Crash {
         node,
@@ -203,7 +205,7 @@ pub fn crash_leader(sim: &mut Simulator<Replica>) -> Option<u16> {
 
 /// The machine of `spec`: replica r on node r (thread r), the initial words, and the
 /// device-memory placement.
-pub fn machine(spec: &ClusterSpec) -> Machine<Replica> {
+pub fn machine(spec: &ClusterSpec) -> Machine<Scripted> {
     let config = Shared::new(spec.log.clone());
     let shape = spec.log.shape();
     let mut machine = Machine::new(&shape.layout());
@@ -241,7 +243,8 @@ pub fn machine(spec: &ClusterSpec) -> Machine<Replica> {
         }
     }
     for r in 0..spec.log.replicas {
-        let mut replica = Replica::new(config.clone(), r, spec.client.clone())
+        let mut replica = Replica::new(config.clone(), r)
+            .and_then(|replica| Scripted::new(replica, spec.client.clone()))
             .unwrap_or_else(|e| panic!("cluster spec: {e}"));
         replica.keep_acknowledged(); // the checks read them
         machine.spawn(NodeId(r), replica);
@@ -295,14 +298,14 @@ pub fn sim_config(spec: &ClusterSpec) -> SimConfig {
 
 /// The report of a run of `spec` that `sim` simulated: what every replica applied, and
 /// the checks.
-pub fn report(spec: &ClusterSpec, sim: &Simulator<Replica>) -> ClusterReport {
+pub fn report(spec: &ClusterSpec, sim: &Simulator<Scripted>) -> ClusterReport {
     report_with(spec, sim, &Services::new(spec))
 }
 
 /// One process of a run, as the report reads it.
 struct Process<'a> {
     id: u16,
-    replica: &'a Replica,
+    replica: &'a Scripted,
     crashed: bool,
     installs: Vec<(u64, u64)>,
     digest: (u64, u64),
@@ -311,7 +314,7 @@ struct Process<'a> {
 /// [`report`] of a run with `services` on its replicas.
 pub fn report_with(
     spec: &ClusterSpec,
-    sim: &Simulator<Replica>,
+    sim: &Simulator<Scripted>,
     services: &Services,
 ) -> ClusterReport {
     let m = sim.machine();

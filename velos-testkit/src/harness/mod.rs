@@ -7,5 +7,6 @@ pub mod mu_cluster;
 mod mutation_checks;
 pub mod protocol_model;
 pub mod report;
+pub mod script;
 pub mod service;
 pub mod spec;

@@ -7,9 +7,10 @@
 
 use super::report::ReplicaReport;
 use super::spec::ClusterSpec;
+use crate::harness::script::Scripted;
 use std::collections::{BTreeMap, HashMap, VecDeque};
+use velos_core::log::ProposeError;
 use velos_core::log::membership::Members;
-use velos_core::log::{ProposeError, Replica};
 use velos_sim::simulate::Simulator;
 
 /// Virtual time between two visits of the harness to the services (ns).
@@ -88,7 +89,7 @@ pub struct Retired {
     /// The replica it was.
     pub id: u16,
     /// The process.
-    pub process: Replica,
+    pub process: Scripted,
     /// Its service's next entry and digest (`(0, 0)` without a service).
     pub digest: (u64, u64),
     /// The snapshots it copied: `(point, digest)`.
@@ -129,7 +130,7 @@ impl Services {
 
     /// Replica `r`'s process `process` is replaced by a fresh one: it is kept as it was,
     /// with its service's state, and the new process's service starts empty.
-    pub fn retire(&mut self, r: u16, process: Replica) {
+    pub fn retire(&mut self, r: u16, process: Scripted) {
         let i = usize::from(r);
         let old = std::mem::replace(&mut self.services[i], Service::empty());
         self.retired.push(Retired {
@@ -150,7 +151,7 @@ impl Services {
 
     /// Runs `sim` until `until_ns`, visiting the services every 2 µs of virtual time (or not at
     /// all without snapshots, so that such runs step exactly as before services existed).
-    pub fn run(&mut self, sim: &mut Simulator<Replica>, until_ns: u64) {
+    pub fn run(&mut self, sim: &mut Simulator<Scripted>, until_ns: u64) {
         if self.every.is_none() && !self.reads && self.changes.is_empty() {
             sim.run(until_ns, u64::MAX);
             return;
@@ -172,10 +173,10 @@ impl Services {
     /// (`tests/slow_sender.rs`, `lagging_leader.rs`, `lagging_acceptor.rs`).
     pub fn longest_gap(
         &mut self,
-        sim: &mut Simulator<Replica>,
+        sim: &mut Simulator<Scripted>,
         (from, since): (u64, u64),
         (end, step_ns): (u64, u64),
-        reached: impl Fn(&Simulator<Replica>) -> u64,
+        reached: impl Fn(&Simulator<Scripted>) -> u64,
     ) -> (u64, u64) {
         assert!(step_ns > 0, "a step of virtual time");
         let (mut last, mut at, mut gap) = (from, since, 0);
@@ -192,7 +193,7 @@ impl Services {
         (gap, last)
     }
 
-    fn visit(&mut self, sim: &mut Simulator<Replica>) {
+    fn visit(&mut self, sim: &mut Simulator<Scripted>) {
         let now = sim.now();
         let m = sim.machine_mut();
         // The next membership change, once due, goes to whichever live replica leads; it

@@ -1,8 +1,9 @@
 //! What one simulated cluster run is: the log, the faults, the clients, the latency
 //! profile, the services ([`ClusterSpec`]; run by [`super::cluster::run`]).
 
+use super::script::ClientScript;
+use velos_core::log::LogConfig;
 use velos_core::log::membership::Members;
-use velos_core::log::{ClientScript, LogConfig};
 use velos_sim::latency::LatencyModel;
 
 /// One simulated run.

@@ -8,7 +8,7 @@
 use super::kv::{KvCommand, KvMachine, KvOp, value_name};
 use super::scenario::Scenario;
 use crate::check::linearizability::{HistoryOp, OpKind};
-use velos_core::log::Replica;
+use crate::harness::script::Scripted;
 use velos_sim::machine::Machine;
 use velos_sim::rng::Rng;
 
@@ -122,7 +122,7 @@ impl Clients {
     pub fn visit(
         &mut self,
         now: u64,
-        machine: &mut Machine<Replica>,
+        machine: &mut Machine<Scripted>,
         (kv, next): (&[KvMachine], &[u64]),
         start: bool,
     ) {
@@ -214,7 +214,7 @@ impl Clients {
 
     /// Lease reads answered since the last visit: an index to wait for, or a refusal
     /// (the get then goes through the log).
-    fn take_reads(&mut self, machine: &mut Machine<Replica>, up: &[bool]) {
+    fn take_reads(&mut self, machine: &mut Machine<Scripted>, up: &[bool]) {
         for (r, thread) in machine.threads.iter_mut().enumerate() {
             if !up[r] {
                 continue;

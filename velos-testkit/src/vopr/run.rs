@@ -11,9 +11,9 @@ use crate::check::{self, AppliedLog};
 use crate::harness::cluster::{
     ClusterSpec, crash_leader, machine, restart, sim_config, tell_replaced,
 };
+use crate::harness::script::{ClientScript, Scripted};
 use serde::Serialize;
 use std::collections::BTreeSet;
-use velos_core::log::{ClientScript, Replica};
 use velos_rdma::NodeId;
 use velos_sim::machine::CrashMode;
 use velos_sim::simulate::{Fault, ScheduledFault, Simulator};
@@ -28,7 +28,7 @@ const PROMISE_VISITS: u64 = 4;
 /// into `promises`; a word that went back is a violation. (A crash wipes a node's memory:
 /// its words are not watched until a new process starts there, whose words are watched
 /// afresh.)
-fn sample_words(sim: &Simulator<Replica>, scenario: &Scenario, promises: &mut check::Promises) {
+fn sample_words(sim: &Simulator<Scripted>, scenario: &Scenario, promises: &mut check::Promises) {
     let log = &scenario.log;
     let shape = log.shape();
     let m = sim.machine();
@@ -117,7 +117,7 @@ impl Services {
 
     /// Applies what each live replica applied since the last visit, restores the
     /// snapshots it copied, and hands it a snapshot every so many entries.
-    fn visit(&mut self, sim: &mut Simulator<Replica>) {
+    fn visit(&mut self, sim: &mut Simulator<Scripted>) {
         let m = sim.machine_mut();
         for r in 0..self.kv.len() {
             if !m.is_up(m.threads[r].node) {
@@ -255,7 +255,7 @@ impl AfterJoin {
     /// Whether the leader's crash is due now (once): the replacement votes and every
     /// live replica counts it in its next slot (all applied past the change naming it),
     /// and `after_ns` passed since that was first seen.
-    fn due(&mut self, sim: &Simulator<Replica>, now: u64) -> bool {
+    fn due(&mut self, sim: &Simulator<Scripted>, now: u64) -> bool {
         let (Some(after_ns), Some(r)) = (self.after_ns, self.replaced) else {
             return false;
         };
@@ -273,17 +273,21 @@ impl AfterJoin {
 }
 
 /// The next slot of the most advanced live replica.
-fn most_applied(sim: &Simulator<Replica>) -> u64 {
+fn most_applied(sim: &Simulator<Scripted>) -> u64 {
     crate::harness::cluster::most_applied(sim, None)
 }
 
 /// Runs `scenario` and checks it.
 pub fn run(scenario: &Scenario) -> RunReport {
-    let no_client = ClientScript { count: 0, size: 10 };
     let spec = ClusterSpec {
         latency: scenario.latency.clone(),
         near_overflow: scenario.near_overflow,
-        ..ClusterSpec::new(scenario.log.clone(), scenario.seed, u64::MAX, no_client)
+        ..ClusterSpec::new(
+            scenario.log.clone(),
+            scenario.seed,
+            u64::MAX,
+            ClientScript::NONE,
+        )
     };
     let mut config = sim_config(&spec);
     config.faults = scheduled(scenario);
@@ -334,7 +338,7 @@ pub fn run(scenario: &Scenario) -> RunReport {
     let mut after_join = AfterJoin::new(scenario);
     let mut gaps = CommitGaps::new(scenario);
     // The processes replaced, as they were at their crash: their logs are checked too.
-    let mut retired: Vec<Replica> = Vec::new();
+    let mut retired: Vec<Scripted> = Vec::new();
     let stop_starting = scenario.safety_ns + scenario.liveness_ops_ns;
     let deadline = scenario.safety_ns + scenario.liveness_ns;
     let mut now = 0;
@@ -409,7 +413,7 @@ pub fn run(scenario: &Scenario) -> RunReport {
             _ => Vec::new(),
         })
         .collect();
-    let replacements = |sim: &Simulator<Replica>| -> Vec<(u16, u64, u64)> {
+    let replacements = |sim: &Simulator<Scripted>| -> Vec<(u16, u64, u64)> {
         let m = sim.machine();
         m.threads
             .iter()
@@ -456,8 +460,8 @@ pub fn run(scenario: &Scenario) -> RunReport {
 /// The checks of a finished run.
 fn report(
     scenario: &Scenario,
-    sim: &Simulator<Replica>,
-    (clients, retired): (Clients, &[Replica]),
+    sim: &Simulator<Scripted>,
+    (clients, retired): (Clients, &[Scripted]),
     mut violations: Vec<String>,
 ) -> RunReport {
     let m = sim.machine();
@@ -537,7 +541,7 @@ fn report(
 /// Whether a replica told late of a replacement has not met it yet, both are up, and the
 /// replicas up are a bare majority: every majority of them needs the link it lacks (a
 /// partition, [`CommitGaps::partitioned`]).
-fn cut(sim: &Simulator<Replica>, replicas: u16, tells: &[(u64, u16, u16)]) -> bool {
+fn cut(sim: &Simulator<Scripted>, replicas: u16, tells: &[(u64, u16, u16)]) -> bool {
     let m = sim.machine();
     let up = (0..replicas).filter(|&n| m.is_up(NodeId(n))).count();
     let bare = up <= usize::from(replicas) / 2 + 1;
@@ -546,7 +550,7 @@ fn cut(sim: &Simulator<Replica>, replicas: u16, tells: &[(u64, u16, u16)]) -> bo
         .any(|&(_, j, r)| m.is_up(NodeId(j)) && m.is_up(NodeId(r)))
 }
 
-fn tell_due(sim: &mut Simulator<Replica>, tells: &mut Vec<(u64, u16, u16)>, now: u64) {
+fn tell_due(sim: &mut Simulator<Scripted>, tells: &mut Vec<(u64, u16, u16)>, now: u64) {
     while tells.first().is_some_and(|&(at, ..)| at <= now) {
         let (_, j, r) = tells.remove(0);
         let m = sim.machine();

@@ -1,6 +1,7 @@
 //! The embedding side of a replica: proposals in, committed entries and outcomes out.
 
-use super::{MAX_PENDING, ProposeError, ReadError, Replica, Role};
+use super::{MAX_PENDING, ProposeError, ReadError, Replica, Role, Submitted};
+use crate::batch;
 use crate::log::leader::{Proposal, Value, origin};
 use crate::log::membership::Members;
 
@@ -42,9 +43,101 @@ impl Replica {
             origin: origin(self.me, id),
         };
         let idle = queued == 0;
-        l.pending.push_back(Proposal { id, value });
+        l.pending.push_back(Proposal {
+            id,
+            value,
+            open: None,
+        });
         self.work_arrives(idle);
         Ok(id)
+    }
+
+    /// Submits one command (the leader only): it joins the batch entry waiting for a
+    /// slot at the back of the leader's queue if it fits there, else starts a new one
+    /// ([`crate::batch`]'s format: a tag byte, then each command's length and bytes). So
+    /// while the pipeline is busy, commands gather into entries of up to
+    /// [`crate::log::LogConfig::max_value_bytes`], and many outstanding commands cost a
+    /// few slots, not one each. Returns where it went: the proposal, which
+    /// [`Replica::take_results`] reports like any, and its place in the entry. A batch
+    /// stops taking commands once a slot holds it (rule (closed batch)). The entry is
+    /// committed as a whole; [`crate::batch::decode`] gives its commands in order.
+    pub fn submit(&mut self, command: &[u8]) -> Result<Submitted, ProposeError> {
+        if self.api.shutting_down {
+            return Err(ProposeError::ShuttingDown);
+        }
+        let max = self.config.max_value_bytes as usize;
+        let fit = batch::max_command_bytes(max).unwrap_or(0);
+        if command.len() > fit {
+            return Err(ProposeError::ValueTooLarge {
+                len: command.len(),
+                max: fit,
+            });
+        }
+        self.follow_omega();
+        let leader = self.leader();
+        let room = self.room();
+        let Role::Leader(l) = &mut self.role else {
+            return Err(ProposeError::NotLeader { leader });
+        };
+        if let Some(slot) = l.exhausted {
+            return Err(ProposeError::Exhausted { slot });
+        }
+        // The open batch at the back takes it if it fits.
+        if let Some(Proposal {
+            id,
+            value,
+            open: Some(n),
+        }) = l.pending.back_mut()
+            && value.bytes.len() + batch::framed_len(command.len()) <= max
+        {
+            batch::push_frame(&mut value.bytes, command);
+            let index = *n;
+            *n += 1;
+            // Postcondition: the entry still fits a slot's value.
+            assert!(value.bytes.len() <= max, "a batch fits its value");
+            return Ok(Submitted {
+                proposal: *id,
+                index,
+            });
+        }
+        if l.pending.len() >= MAX_PENDING {
+            return Err(ProposeError::Busy(l.pending.len()));
+        }
+        let queued = (l.pending.len() + l.in_flight_values()) as u64;
+        if self.next_apply + queued >= room {
+            return Err(ProposeError::LogFull);
+        }
+        let id = self.api.next_id;
+        self.api.next_id += 1;
+        let mut bytes = Vec::with_capacity(max);
+        bytes.push(batch::BATCH_TAG);
+        batch::push_frame(&mut bytes, command);
+        let value = Value {
+            bytes,
+            config: false,
+            origin: origin(self.me, id),
+        };
+        let idle = queued == 0;
+        l.pending.push_back(Proposal {
+            id,
+            value,
+            open: Some(1),
+        });
+        self.work_arrives(idle);
+        Ok(Submitted {
+            proposal: id,
+            index: 0,
+        })
+    }
+
+    /// Proposals this leader holds that no slot has decided yet: those waiting for a slot
+    /// and those in one (0 while it does not lead). A client that keeps the pipeline
+    /// full proposes while this is below [`crate::log::LogConfig::pipeline`].
+    pub fn proposals_waiting(&self) -> usize {
+        match &self.role {
+            Role::Leader(l) => l.pending.len() + l.in_flight_values(),
+            _ => 0,
+        }
     }
 
     /// Proposes a membership change (the leader only): from the next configuration on,
@@ -106,7 +199,11 @@ impl Replica {
             origin: origin(self.me, id),
         };
         let idle = l.pending.is_empty() && l.in_flight_values() == 0;
-        l.pending.push_back(Proposal { id, value });
+        l.pending.push_back(Proposal {
+            id,
+            value,
+            open: None,
+        });
         self.work_arrives(idle);
         Ok(id)
     }

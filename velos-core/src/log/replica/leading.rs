@@ -3,7 +3,7 @@
 
 use super::{Item, ProposeError, Purpose, Replica, Role, Stage, Then, ValueRead};
 use crate::log::config::ids;
-use crate::log::leader::{Leader, Proposal, SlotAt, Value};
+use crate::log::leader::{Leader, SlotAt};
 use crate::log::links::CasTag;
 use crate::log::value::{CONFIG_FLAG, RESTAMP_FLAG, key, stamp, word_iter};
 use crate::proposal::ProposerId;
@@ -179,36 +179,12 @@ impl Replica {
         }
     }
 
-    /// The leader's turn: client values in, slots opened, outcomes settled.
+    /// The leader's turn: slots opened, outcomes settled.
     pub(super) fn lead(&mut self) {
         let Role::Leader(mut leader) = std::mem::replace(&mut self.role, Role::Follower) else {
             unreachable!("leading")
         };
         let term = leader.term;
-        let pipeline = self.config.pipeline as usize;
-        let sent = self.api.sent;
-        while leader.pending.len() + leader.in_flight_values() < pipeline
-            && self.api.sent < self.api.client.count
-        {
-            let incarnation = self.membership.incarnation(self.me);
-            let v = self.api.client.value(self.me, incarnation, self.api.sent);
-            self.api.sent += 1;
-            self.proposed.push(v.clone());
-            let id = self.api.next_id;
-            self.api.next_id += 1;
-            let value = Value {
-                bytes: v,
-                config: false,
-                origin: crate::log::leader::origin(self.me, id),
-            };
-            leader.pending.push_back(Proposal { id, value });
-        }
-        if self.api.sent > sent {
-            // Rule (deciding leader): values reached a leader with nothing waiting.
-            let pushed = (self.api.sent - sent) as usize;
-            let idle = leader.pending.len() == pushed && leader.in_flight_values() == 0;
-            self.work_arrives(idle);
-        }
         // Rule (decided elsewhere): how far a voter applied, as its heartbeat said.
         let voters = self.membership.voters(self.next_apply);
         leader.applied_elsewhere = voters

@@ -52,10 +52,9 @@ impl Replica {
     pub fn joining(
         config: Shared<crate::log::LogConfig>,
         me: u16,
-        client: crate::log::ClientScript,
         incarnations: &[Incarnation],
     ) -> Result<Replica, String> {
-        let mut replica = Replica::new(config, me, client)?;
+        let mut replica = Replica::new(config, me)?;
         if incarnations.len() != usize::from(replica.config.replicas) {
             let e = IncarnationError::WrongCount {
                 given: incarnations.len(),

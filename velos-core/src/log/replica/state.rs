@@ -116,11 +116,9 @@ pub(super) struct Poisoned {
     pub(super) acceptor: u16,
 }
 
-/// The embedding side: the built-in client, proposal ids, outcomes, shutdown.
+/// The embedding side: proposal ids, outcomes, shutdown.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub(super) struct Proposals {
-    pub(super) client: ClientScript,
-    pub(super) sent: u64,
     pub(super) next_id: u64,
     pub(super) shutting_down: bool,
     /// I was removed by a configuration change and cut myself off (rule (retire)): I stop

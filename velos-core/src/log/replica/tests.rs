@@ -7,7 +7,7 @@ use velos_rdma::{Loc, NodeId, Rmw};
 
 fn replica(me: u16) -> Replica {
     let config = Shared::new(LogConfig::new(3, 16, 16));
-    Replica::new(config, me, ClientScript { count: 0, size: 10 }).expect("valid")
+    Replica::new(config, me).expect("valid")
 }
 
 /// Runs one turn: the clock reads `now`, every other operation gets a neutral reply
@@ -33,20 +33,18 @@ fn turn(r: &mut Replica, now: u64) -> Vec<Op> {
 #[test]
 fn a_bad_configuration_is_refused_with_its_reason() {
     let config = Shared::new(LogConfig::new(3, 16, 16));
-    let script = |size| ClientScript { count: 1, size };
     assert_eq!(
-        Replica::new(config.clone(), 3, script(10)).err(),
+        Replica::new(config.clone(), 3).err(),
         Some("replica 3 of 3".to_string())
     );
-    assert!(Replica::new(config.clone(), 0, script(17)).is_err());
     let mut zero = LogConfig::new(3, 16, 16);
     zero.slots = 0;
-    assert!(Replica::new(Shared::new(zero), 0, script(10)).is_err());
+    assert!(Replica::new(Shared::new(zero), 0).is_err());
     let mut deep = LogConfig::new(3, 16, 16);
     deep.pipeline = 15;
-    assert!(Replica::new(Shared::new(deep.clone()), 0, script(10)).is_ok());
+    assert!(Replica::new(Shared::new(deep.clone()), 0).is_ok());
     deep.pipeline = 16;
-    let refused = Replica::new(Shared::new(deep), 0, script(10)).unwrap_err();
+    let refused = Replica::new(Shared::new(deep), 0).unwrap_err();
     assert!(refused.contains("at most 15"), "{refused}");
 }
 
@@ -54,8 +52,7 @@ fn a_bad_configuration_is_refused_with_its_reason() {
 fn a_snapshot_too_large_or_ahead_of_the_log_is_refused() {
     let mut config = LogConfig::new(3, 16, 16);
     config.max_snapshot_bytes = 8;
-    let no_client = ClientScript { count: 0, size: 10 };
-    let mut r = Replica::new(Shared::new(config), 0, no_client).expect("valid");
+    let mut r = Replica::new(Shared::new(config), 0).expect("valid");
     assert_eq!(
         r.snapshot_taken(0, vec![0; 9]),
         Err(crate::log::SnapshotError::TooLarge { len: 9, max: 8 })
@@ -188,8 +185,7 @@ fn leader_at_threshold(epochs: u32) -> (Replica, Vec<Op>, u64) {
             ..AcceptorState::default()
         })
         .unwrap();
-    let mut r =
-        Replica::new(Shared::new(config), 0, ClientScript { count: 0, size: 10 }).expect("valid");
+    let mut r = Replica::new(Shared::new(config), 0).expect("valid");
     r.resume(Reply::Start);
     let ops = turn_with_words(&mut r, 0, at);
     (r, ops, at)
@@ -316,8 +312,7 @@ fn a_large_snapshot_is_written_a_chunk_per_turn_then_published() {
     let bytes: Vec<u8> = (0..8 * (2 * WRITE_CHUNK + 100)).map(|i| i as u8).collect();
     config.max_snapshot_bytes = bytes.len() as u32;
     let shape = config.shape();
-    let no_client = ClientScript { count: 0, size: 10 };
-    let mut r = Replica::new(Shared::new(config), 0, no_client).expect("valid");
+    let mut r = Replica::new(Shared::new(config), 0).expect("valid");
     r.report_events();
     r.resume(Reply::Start);
     turn(&mut r, 0);
@@ -392,8 +387,7 @@ fn a_large_snapshot_is_written_a_chunk_per_turn_then_published() {
 fn a_configuration_entry_two_changes_away_is_void_where_applied() {
     let mut config = LogConfig::new(5, 64, 16);
     config.members = Members::of(&[0, 1, 2]);
-    let mut r =
-        Replica::new(Shared::new(config), 1, ClientScript { count: 0, size: 10 }).expect("valid");
+    let mut r = Replica::new(Shared::new(config), 1).expect("valid");
     r.report_events();
     let entry = |members: &[u16]| Value {
         bytes: Configuration::first(Members::of(members), 5).to_entry(),
@@ -501,8 +495,7 @@ fn a_follower_behind_learns_every_slot_its_own_words_prove_in_one_turn() {
 #[test]
 fn a_process_joining_after_every_first_voter_was_replaced_starts_and_does_not_lead() {
     let config = Shared::new(LogConfig::new(3, 16, 16));
-    let client = ClientScript { count: 0, size: 10 };
-    let mut r = Replica::joining(config, 2, client, &[1, 1, 2]).expect("a joiner");
+    let mut r = Replica::joining(config, 2, &[1, 1, 2]).expect("a joiner");
     assert!(
         r.membership.voters(0).is_empty(),
         "premise: no voter of slot 0 remains"
