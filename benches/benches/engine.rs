@@ -3,11 +3,13 @@
 //! `cargo bench -p velos-bench --bench engine`: the engine's CPU per decision — a stable
 //! leader's recorded inputs replayed into a copy of its replica, no backend, one thread
 //! (`velos_bench::engine`). Criterion's time per element is the engine's time per
-//! decision; a regression of the hot path shows up as a change here. Reports; asserts
-//! nothing about speed.
+//! decision; a regression of the hot path shows up as a change here. Three loads: one
+//! client, 64 commands outstanding one per entry (`propose`), and 64 outstanding gathered
+//! into entries by the engine (`submit`, `64submitted`: a "decision" there is a command
+//! committed). Reports; asserts nothing about speed.
 
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
-use velos_bench::engine::record;
+use velos_bench::engine::{Client, record_with};
 
 /// dhat's allocator: it forwards to the system's and, while a profiler runs, counts
 /// (the hot path should allocate nothing).
@@ -20,8 +22,13 @@ fn decision_path(c: &mut Criterion) {
         std::process::exit(2);
     }
     let mut group = c.benchmark_group("engine");
-    for (name, outstanding) in [("1client", 1), ("64outstanding", 64)] {
-        let recording = record(2_000, 4_000, outstanding).expect("the recording runs");
+    let loads = [
+        ("1client", 1, Client::Propose),
+        ("64outstanding", 64, Client::Propose),
+        ("64submitted", 64, Client::Submit),
+    ];
+    for (name, outstanding, client) in loads {
+        let recording = record_with(2_000, 4_000, outstanding, client).expect("the recording runs");
         let ops = recording.ops;
         println!(
             "engine/{name}: per decision {:.2} engine calls, {:.2} steps, {:.2} work requests ({:.2} puts, {:.2} \

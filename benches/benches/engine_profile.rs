@@ -12,23 +12,24 @@
 //! callgrind_annotate --inclusive=no callgrind.out.*
 //! ```
 //!
-//! The argument picks the load: `1client` (default) or `64outstanding`. Prints the
+//! The argument picks the load: `1client` (default), `64outstanding` or `64submitted`. Prints the
 //! decisions replayed, so that counts divide into counts per decision. With
 //! `VELOS_PROFILE_PART=nic` it replays the same window's operations on the in-process NIC
 //! instead (`Recording::replay_nic`; callgrind's `--toggle-collect='*replay_nic*'`).
 //! Reports; asserts nothing about speed.
 
-use velos_bench::engine::record;
+use velos_bench::engine::{Client, record_with};
 
 fn main() -> anyhow::Result<()> {
     velos_bench::release_engine("engine_profile")?;
     let load = std::env::args().nth(1).unwrap_or_else(|| "1client".into());
-    let outstanding = match load.as_str() {
-        "1client" => 1,
-        "64outstanding" => 64,
-        other => {
-            anyhow::bail!("engine_profile: the load is 1client or 64outstanding, not {other:?}")
-        }
+    let (outstanding, client) = match load.as_str() {
+        "1client" => (1, Client::Propose),
+        "64outstanding" => (64, Client::Propose),
+        "64submitted" => (64, Client::Submit),
+        other => anyhow::bail!(
+            "engine_profile: the load is 1client, 64outstanding or 64submitted, not {other:?}"
+        ),
     };
     let replays: u64 = match std::env::var("VELOS_PROFILE_REPLAYS") {
         Ok(n) => n
@@ -43,7 +44,7 @@ fn main() -> anyhow::Result<()> {
     let mut attempts = 0;
     let recording = loop {
         attempts += 1;
-        match record(2_000, 4_000, outstanding) {
+        match record_with(2_000, 4_000, outstanding, client) {
             Ok(recording) => break recording,
             Err(e) if attempts < 5 => eprintln!("engine_profile: recording again ({e})"),
             Err(e) => return Err(e),

@@ -88,10 +88,10 @@ pub enum Workload {
     /// Many clients: `outstanding` commands proposed and not yet committed at all times
     /// (pipelined); a new one as soon as one commits. Still one command per log entry.
     Many,
-    /// Many clients, batching on in both systems: `outstanding` commands in flight,
-    /// `batch` commands per log entry (Velos: the client packs them into one proposal
-    /// with the library's frames, `velos::embed::batch`; OmniPaxos: its `batch_size`),
-    /// a new entry as soon as one commits.
+    /// Many clients, batching on in both systems: `outstanding` commands in flight, up
+    /// to `batch` commands per log entry (Velos: each command submitted, the engine
+    /// gathering what waits into entries of up to `batch` while its pipeline is busy,
+    /// `Replica::submit`; OmniPaxos: its `batch_size`, a batch handed over when full).
     Batched,
 }
 
@@ -143,7 +143,7 @@ pub struct EmbedConfig {
     pub warmup_commits: u64,
     /// Commands outstanding in the many-client runs.
     pub outstanding: u64,
-    /// Commands per log entry in the batched runs (both systems).
+    /// Commands per log entry in the batched runs (both systems; at most, for Velos).
     pub batch: u64,
     /// Velos: slots the leader keeps prepared or accepting at once
     /// ([`velos_core::log::LogConfig`]'s `pipeline`).
@@ -225,7 +225,7 @@ impl EmbedConfig {
             "OmniPaxos ticks and election ticks must be positive"
         );
         // Velos's log is not recycled yet: every commit of a run keeps its slot.
-        let slots = velos::slots(self, self.commits_1client.max(self.commits_many), 1);
+        let slots = velos::slots(self, self.commits_1client.max(self.commits_many));
         anyhow::ensure!(
             slots <= 1 << 24,
             "a run of {slots} commits needs as many Velos slots; at most 2^24"

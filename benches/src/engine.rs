@@ -11,7 +11,7 @@
 //! proposals taken, as many commands committed.
 
 use super::op_kind::OpKind;
-use super::trace::Trace;
+use super::trace::{Entries, Trace};
 use anyhow::{Context, ensure};
 use velos_core::log::{Detector, LogConfig, Replica};
 use velos_rdma::mem::{MemFabric, MemOptions, Mode};
@@ -55,6 +55,8 @@ pub struct OpsPerDecision {
 #[derive(Clone, Debug)]
 pub struct Recording {
     snapshot: Replica,
+    /// The submitting client's entries when the window started.
+    entries: Entries,
     trace: Trace,
     first_command: u64,
     /// Commands committed in the window.
@@ -68,10 +70,29 @@ pub struct Recording {
     log: Shared<LogConfig>,
 }
 
+/// Commands an entry holds at most when the client submits ([`Replica::submit`]): its
+/// values are 145 bytes, a tag and 16 frames of 9 bytes (as `velos bench embed`'s
+/// batched runs).
+pub const SUBMIT_BATCH: u32 = 16;
+
+/// How the recording's client hands commands to the engine.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Client {
+    /// One entry per command ([`Replica::propose`]); 8-byte values.
+    Propose,
+    /// Commands gathered into entries by the engine ([`Replica::submit`]); values of
+    /// [`SUBMIT_BATCH`] commands.
+    Submit,
+}
+
 /// The log of the recording: heartbeats every 100 µs, suspicion after 50 ms (a stable
 /// leader), as `velos bench embed` runs it.
-fn log_config(slots: u64, pipeline: u32) -> anyhow::Result<LogConfig> {
-    let mut c = LogConfig::new(REPLICAS, u32::try_from(slots)?, 8);
+fn log_config(slots: u64, pipeline: u32, client: Client) -> anyhow::Result<LogConfig> {
+    let value_bytes = match client {
+        Client::Propose => 8,
+        Client::Submit => 1 + 9 * SUBMIT_BATCH,
+    };
+    let mut c = LogConfig::new(REPLICAS, u32::try_from(slots)?, value_bytes);
     c.heartbeat_period_ns = 100_000;
     c.failure_timeout_ns = 50_000_000;
     c.detector = Detector::Fixed;
@@ -82,11 +103,22 @@ fn log_config(slots: u64, pipeline: u32) -> anyhow::Result<LogConfig> {
 }
 
 /// Records `decisions` commits of a stable leader whose client keeps `outstanding`
-/// 8-byte commands in the engine, after `warmup` commits.
+/// 8-byte commands in the engine, one per entry, after `warmup` commits.
 pub fn record(warmup: u64, decisions: u64, outstanding: u64) -> anyhow::Result<Recording> {
+    record_with(warmup, decisions, outstanding, Client::Propose)
+}
+
+/// [`record`] with the client handing commands over as `client` says; `decisions`
+/// counts commands committed.
+pub fn record_with(
+    warmup: u64,
+    decisions: u64,
+    outstanding: u64,
+    client: Client,
+) -> anyhow::Result<Recording> {
     ensure!(outstanding >= 1 && decisions >= 1, "at least one command");
     let slots = warmup + decisions + outstanding + 1_024;
-    let log = log_config(slots, 4)?;
+    let log = log_config(slots, 4, client)?;
     let fabric = inline_fabric(&log)?;
     let log = Shared::new(log);
     let mut replicas = (0..REPLICAS)
@@ -95,9 +127,12 @@ pub fn record(warmup: u64, decisions: u64, outstanding: u64) -> anyhow::Result<R
         .map_err(anyhow::Error::msg)?;
     let mut endpoints: Vec<_> = (0..REPLICAS).map(|n| fabric.endpoint(NodeId(n))).collect();
     let mut replies = vec![Reply::Start; usize::from(REPLICAS)];
-    let total = warmup + decisions;
+    // The client has commands to the end: the window ends once it holds `decisions`
+    // commits (commands commit an entry at a time when submitted).
+    let total = warmup + decisions + outstanding + u64::from(SUBMIT_BATCH);
     let (mut proposed, mut committed) = (0u64, 0u64);
-    let mut window: Option<(Replica, u64, u64)> = None;
+    let mut window: Option<(Replica, Entries, u64, u64)> = None;
+    let mut entries = Entries::default();
     let mut trace = Trace::with_capacity(decisions as usize);
     let mut counts = [0u64; 8];
     let mut steps = 0u64;
@@ -105,7 +140,10 @@ pub fn record(warmup: u64, decisions: u64, outstanding: u64) -> anyhow::Result<R
     let mut clock = 0u64;
     let mut rung = 0u64;
     let mut nic_ops = Vec::new();
-    while committed < total {
+    while window
+        .as_ref()
+        .is_none_or(|&(_, _, _, before)| committed - before < decisions)
+    {
         steps += 1;
         ensure!(
             steps < 1 << 32,
@@ -114,10 +152,22 @@ pub fn record(warmup: u64, decisions: u64, outstanding: u64) -> anyhow::Result<R
         let recording = window.is_some();
         let leader = &mut replicas[0];
         while proposed < total && proposed - committed < outstanding && leader.is_leader() {
-            let taken = leader.propose(command(proposed)).is_ok();
-            if recording {
-                trace.propose(taken);
-            }
+            let taken = match client {
+                Client::Propose => {
+                    let taken = leader.propose(command(proposed).to_vec()).is_ok();
+                    if recording {
+                        trace.propose(taken);
+                    }
+                    taken
+                }
+                Client::Submit => {
+                    let at = leader.submit(&command(proposed));
+                    if recording {
+                        trace.submit(at.is_ok());
+                    }
+                    at.map(|at| entries.submitted(at)).is_ok()
+                }
+            };
             if !taken {
                 break;
             }
@@ -136,7 +186,7 @@ pub fn record(warmup: u64, decisions: u64, outstanding: u64) -> anyhow::Result<R
             if r == 0 {
                 for (id, result) in replica.drain_results() {
                     result.with_context(|| format!("proposal {id}"))?;
-                    committed += 1;
+                    committed += entries.committed(id);
                 }
             }
             replica.drain_committed().for_each(drop);
@@ -158,12 +208,13 @@ pub fn record(warmup: u64, decisions: u64, outstanding: u64) -> anyhow::Result<R
         }
         if window.is_none() && committed >= warmup {
             rung = endpoints[0].work_requests().doorbells;
-            window = Some((replicas[0].clone(), proposed, committed));
+            window = Some((replicas[0].clone(), entries.clone(), proposed, committed));
             trace.clear();
             nic_ops.clear();
         }
     }
-    let (snapshot, first_command, committed_before) = window.context("the window started")?;
+    let (snapshot, entries, first_command, committed_before) =
+        window.context("the window started")?;
     let decisions = committed - committed_before;
     let per = |n: u64| n as f64 / decisions as f64;
     let ops = OpsPerDecision {
@@ -180,6 +231,7 @@ pub fn record(warmup: u64, decisions: u64, outstanding: u64) -> anyhow::Result<R
     };
     Ok(Recording {
         snapshot,
+        entries,
         trace,
         first_command,
         decisions,
@@ -202,8 +254,8 @@ pub(crate) fn inline_fabric(log: &LogConfig) -> anyhow::Result<MemFabric> {
 }
 
 /// Command `n` of the recording's client: `n`'s 8 bytes.
-fn command(n: u64) -> Vec<u8> {
-    n.to_le_bytes().to_vec()
+fn command(n: u64) -> [u8; 8] {
+    n.to_le_bytes()
 }
 
 fn count(counts: &mut [u64; 8], op: &Op) {
@@ -219,9 +271,10 @@ impl Recording {
     /// Replays the window's inputs into `replica` (a [`Recording::start`]): the commands
     /// committed. Fails if the replay does not retrace the run.
     pub fn replay(&self, mut replica: Replica) -> anyhow::Result<u64> {
+        let entries = self.entries.clone();
         let committed = self
             .trace
-            .replay(&mut replica, self.first_command, command)?;
+            .replay((&mut replica, entries), self.first_command, command)?;
         ensure!(
             committed == self.decisions,
             "the replay committed {committed} commands, the run {}",
@@ -270,15 +323,26 @@ mod tests {
 
     #[test]
     fn a_replay_retraces_the_recorded_window() {
-        for outstanding in [1, 16] {
-            let recording = record(200, 500, outstanding).unwrap();
+        let loads = [
+            (1, Client::Propose),
+            (16, Client::Propose),
+            (64, Client::Submit),
+        ];
+        for (outstanding, client) in loads {
+            let recording = record_with(200, 500, outstanding, client).unwrap();
             assert!(recording.decisions >= 500);
             assert_eq!(
                 recording.replay(recording.start()).unwrap(),
                 recording.decisions
             );
             let ops = recording.ops;
-            assert!(ops.atomics >= 3.0, "an accept CAS per acceptor: {ops:?}");
+            match client {
+                Client::Propose => {
+                    assert!(ops.atomics >= 3.0, "an accept CAS per acceptor: {ops:?}")
+                }
+                // Several commands to an entry: its CASes and puts shared by them.
+                Client::Submit => assert!(ops.work_requests < 3.0, "{ops:?}"),
+            }
             assert!(ops.work_requests >= ops.atomics + ops.puts);
             // The NIC replay posts the window's work requests again, all of them.
             let fabric = recording.nic_fabric().unwrap();

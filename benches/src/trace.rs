@@ -3,8 +3,35 @@
 //! alone (its inputs replayed into a copy of its replica, without a backend).
 
 use anyhow::ensure;
-use velos_core::log::Replica;
+use std::collections::VecDeque;
+use velos_core::log::{Replica, Submitted};
 use velos_rdma::{Batch, Op, Process, Reply};
+
+/// A submitting client's entries ([`Replica::submit`]): the commands of each proposal
+/// not committed yet, oldest first, so that a result counts the commands it commits.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Entries {
+    open: VecDeque<(u64, u64)>,
+}
+
+impl Entries {
+    /// A command went into proposal `at.proposal`.
+    pub(crate) fn submitted(&mut self, at: Submitted) {
+        match self.open.back_mut() {
+            Some((p, n)) if *p == at.proposal => *n += 1,
+            _ => self.open.push_back((at.proposal, 1)),
+        }
+    }
+
+    /// The commands proposal `id`'s result commits: as many as were submitted into it,
+    /// or 1 for a proposal of one command ([`Replica::propose`]).
+    pub(crate) fn committed(&mut self, id: u64) -> u64 {
+        match self.open.iter().position(|&(p, _)| p == id) {
+            Some(i) => self.open.remove(i).expect("found").1,
+            None => 1,
+        }
+    }
+}
 
 /// The leader replica's inputs, in order, packed so that recording them costs the leader
 /// little: one byte per input, plus the word of each `Value` reply and any other reply
@@ -22,6 +49,8 @@ impl Trace {
     const DONE: u8 = 2;
     const VALUE: u8 = 3;
     const OTHER: u8 = 4;
+    const SUBMIT_REFUSED: u8 = 5;
+    const SUBMITTED: u8 = 6;
 
     /// Room for `decisions` decisions (about 55 inputs and 40 words each, measured).
     pub(crate) fn with_capacity(decisions: usize) -> Trace {
@@ -48,6 +77,15 @@ impl Trace {
         });
     }
 
+    /// The client submitted its next command ([`Replica::submit`]): taken or refused.
+    pub(crate) fn submit(&mut self, taken: bool) {
+        self.kinds.push(if taken {
+            Trace::SUBMITTED
+        } else {
+            Trace::SUBMIT_REFUSED
+        });
+    }
+
     /// The reply the leader was resumed with (the last of its batch's, see
     /// [`Process::resume_batch`]).
     pub(crate) fn resume(&mut self, reply: &Reply) {
@@ -64,25 +102,26 @@ impl Trace {
         }
     }
 
-    /// Replays the inputs into `replica` (a copy of the leader's as the trace started),
-    /// proposing `command(n)` for n from `first_command` on, as the run did: the commands
-    /// it committed. Fails if the replay does not retrace the run (a proposal taken or
-    /// refused otherwise, the replica stopping).
+    /// Replays the inputs into `replica` (a copy of the leader's as the trace started,
+    /// with its client's `entries` then), proposing or submitting `command(n)` for n from
+    /// `first_command` on, as the run did: the commands it committed. Fails if the replay
+    /// does not retrace the run (a command taken or refused otherwise, the replica
+    /// stopping).
     pub(crate) fn replay(
         &self,
-        replica: &mut Replica,
+        (replica, entries): (&mut Replica, Entries),
         first_command: u64,
-        command: impl Fn(u64) -> Vec<u8>,
+        command: impl Fn(u64) -> [u8; 8],
     ) -> anyhow::Result<u64> {
-        self.replay_into(replica, first_command, command, |_| {})
+        self.replay_into((replica, entries), first_command, command, |_| {})
     }
 
     /// [`Trace::replay`], handing every batch of operations the replica returns to `ops`.
     pub(crate) fn replay_into(
         &self,
-        replica: &mut Replica,
+        (replica, mut entries): (&mut Replica, Entries),
         first_command: u64,
-        command: impl Fn(u64) -> Vec<u8>,
+        command: impl Fn(u64) -> [u8; 8],
         mut ops: impl FnMut(&[Op]),
     ) -> anyhow::Result<u64> {
         let (mut values, mut others) = (self.values.iter(), self.others.iter());
@@ -92,12 +131,24 @@ impl Trace {
         for (i, &kind) in self.kinds.iter().enumerate() {
             let reply = match kind {
                 Trace::REFUSED | Trace::PROPOSED => {
-                    let taken = replica.propose(command(proposed)).is_ok();
+                    let taken = replica.propose(command(proposed).to_vec()).is_ok();
                     ensure!(
                         taken == (kind == Trace::PROPOSED),
                         "the replay diverged at proposal {proposed}"
                     );
                     proposed += u64::from(taken);
+                    continue;
+                }
+                Trace::SUBMIT_REFUSED | Trace::SUBMITTED => {
+                    let taken = replica.submit(&command(proposed));
+                    ensure!(
+                        taken.is_ok() == (kind == Trace::SUBMITTED),
+                        "the replay diverged at command {proposed}"
+                    );
+                    if let Ok(at) = taken {
+                        entries.submitted(at);
+                        proposed += 1;
+                    }
                     continue;
                 }
                 Trace::DONE => Reply::Done,
@@ -110,7 +161,9 @@ impl Trace {
                 "the replay stopped at input {i}"
             );
             ops(&batch);
-            committed += replica.drain_results().count() as u64;
+            for (id, _) in replica.drain_results() {
+                committed += entries.committed(id);
+            }
             replica.drain_committed().for_each(drop);
         }
         Ok(committed)

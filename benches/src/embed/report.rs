@@ -198,8 +198,9 @@ fn notes(config: &EmbedConfig) -> Vec<String> {
         format!(
             "one client: a closed loop, one {}-byte command at a time; many: {} commands \
              outstanding, one command per log entry in both systems; batched: {} outstanding, \
-             {} commands per log entry in both (velos: the client packs them with \
-             velos::embed::batch; omnipaxos: batch_size)",
+             {} commands per log entry in both (velos: at most, each command submitted and \
+             the engine gathering what waits while its pipeline is busy, Replica::submit; \
+             omnipaxos: batch_size, a batch handed over when full)",
             super::COMMAND_BYTES,
             config.outstanding,
             config.outstanding,

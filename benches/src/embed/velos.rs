@@ -9,10 +9,14 @@
 //! copy of the replica taken when the window started, and the replay's CPU time is the
 //! engine's own ([`replay`]). The replay checks that it retraces the run: the same
 //! proposals accepted, as many decisions.
+//!
+//! Batched runs submit each command ([`Replica::submit`]): the engine gathers what waits
+//! into entries of up to `batch` commands (its values are that large) while its pipeline
+//! is busy.
 
 use super::{EmbedConfig, FollowerIdle, Marks, Window, Workload, command, latency_histogram};
 use crate::op_kind::OpKind;
-use crate::trace::Trace;
+use crate::trace::{Entries, Trace};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 use velos_core::log::{Detector, LogConfig, Replica};
@@ -21,31 +25,26 @@ use velos_rdma::{Batch, Endpoint, NodeId, Op, Process, Reply, Shared, Step};
 
 const REPLICAS: u16 = 3;
 
-/// Slots a run of `commits` measured commits, `batch` commands per entry, uses: the
-/// warm-up, the window, what is outstanding at its end, and a margin for the no-ops of the
-/// leader's first turn.
-pub(super) fn slots(config: &EmbedConfig, commits: u64, batch: u64) -> u64 {
-    (config.warmup_commits + commits).div_ceil(batch) + config.outstanding + 1_024
+/// Slots a run of `commits` measured commits uses at most: the warm-up, the window (an
+/// entry per command when the engine finds none waiting to gather), what is outstanding
+/// at its end, and a margin for the no-ops of the leader's first turn.
+pub(super) fn slots(config: &EmbedConfig, commits: u64) -> u64 {
+    config.warmup_commits + commits + config.outstanding + 1_024
 }
 
-/// Bytes of an entry of `batch` commands (every command has the same size, so every
-/// entry of a run too): what the library's builder makes of them.
+/// Bytes of an entry of `batch` commands (every command has the same size): what the
+/// engine's batch format makes of them (`velos_core::batch`), 8 bytes for one command
+/// alone.
 fn entry_bytes(batch: u64) -> usize {
-    entry(0, batch).len()
-}
-
-/// Entry `k` of a run of `batch` commands per entry: commands `k·batch` to
-/// `(k + 1)·batch − 1`, as one command or one batch of them (`velos::embed::batch`).
-fn entry(k: u64, batch: u64) -> Vec<u8> {
     if batch == 1 {
-        return command(k).to_vec();
+        return command(0).len();
     }
-    let mut builder = velos::embed::batch::BatchBuilder::new(usize::MAX);
-    for n in k * batch..(k + 1) * batch {
+    let mut builder = velos_core::batch::BatchBuilder::new(usize::MAX);
+    for n in 0..batch {
         let pushed = builder.push(&command(n));
         assert!(pushed, "an unbounded batch takes every command");
     }
-    builder.finish()
+    builder.finish().len()
 }
 
 /// The log: a stable leader on real threads (a heartbeat every 100 µs, suspicion after
@@ -118,10 +117,12 @@ struct LeaderRun {
     /// The leader's replica when the window started, and its inputs from then on.
     snapshot: Replica,
     trace: Trace,
-    /// Entries proposed before the window (the next one's number).
+    /// Commands proposed before the window (the next one's number).
     proposed_before: u64,
-    /// Commands per entry.
-    batch: u64,
+    /// The client submitted its commands (batched runs), and its entries when the window
+    /// started.
+    submit: bool,
+    entries: Entries,
     start: Marks,
     end: Marks,
     commits: u64,
@@ -134,7 +135,7 @@ pub(super) fn measure(config: &EmbedConfig, workload: Workload) -> anyhow::Resul
     let commits = config.commits(workload);
     let outstanding = config.outstanding(workload);
     let batch = config.batch(workload);
-    let log = log_config(config, slots(config, commits, batch), batch)?;
+    let log = log_config(config, slots(config, commits), batch)?;
     let fabric = crate::engine::inline_fabric(&log)?;
     let log = Shared::new(log);
     let stop = AtomicBool::new(false);
@@ -150,7 +151,7 @@ pub(super) fn measure(config: &EmbedConfig, workload: Workload) -> anyhow::Resul
             log.clone(),
             (config.warmup_commits, config.total(workload)),
             outstanding,
-            batch,
+            batch > 1,
         );
         stop.store(true, Ordering::SeqCst);
         for f in followers {
@@ -158,8 +159,8 @@ pub(super) fn measure(config: &EmbedConfig, workload: Workload) -> anyhow::Resul
         }
         run
     })?;
-    let engine_cpu_ns = replay(&run, config.total(workload))?;
-    let nic_cpu_ns = nic_cpu(&run, config.total(workload), &log)?;
+    let engine_cpu_ns = replay(&run)?;
+    let nic_cpu_ns = nic_cpu(&run, &log)?;
     Ok(Window {
         commits: run.commits,
         start: run.start,
@@ -172,29 +173,26 @@ pub(super) fn measure(config: &EmbedConfig, workload: Workload) -> anyhow::Resul
 }
 
 /// The leader's thread: replica 0 (Ω's first choice) and the client. Proposes `total`
-/// commands, `batch` to an entry, keeping `outstanding` of them in the engine; the window
-/// starts once `warmup` are committed.
+/// commands, keeping `outstanding` of them in the engine, one per entry or (`submit`)
+/// gathered into entries by the engine; the window starts once `warmup` are committed.
 fn lead(
     fabric: &MemFabric,
     log: Shared<LogConfig>,
     (warmup, total): (u64, u64),
     outstanding: u64,
-    batch: u64,
+    submit: bool,
 ) -> anyhow::Result<LeaderRun> {
-    assert!(
-        total % batch == 0 && outstanding % batch == 0,
-        "whole entries"
-    );
     let mut replica = Replica::new(log, 0).map_err(anyhow::Error::msg)?;
     let mut endpoint = fabric.endpoint(NodeId(0));
-    let mut trace = Trace::with_capacity((total / batch) as usize + 1_000);
+    let mut trace = Trace::with_capacity(total as usize + 1_000);
+    let mut entries = Entries::default();
     let mut counts = OpCounts::default();
     let mut before = counts;
     let mut latencies = (outstanding == 1).then(latency_histogram);
     let mut proposed = 0u64;
     let mut committed = 0u64;
     // The replica, the clocks and the commits when the window started.
-    let mut window_start: Option<(Replica, Marks, u64, u64)> = None;
+    let mut window_start: Option<(Replica, Entries, Marks, u64, u64)> = None;
     let mut last_commit = Instant::now();
     let mut reply = Reply::Start;
     let mut ops = Vec::with_capacity(64);
@@ -204,14 +202,23 @@ fn lead(
         let recording = window_start.is_some();
         // The client: keep `outstanding` commands in the engine, once it leads.
         while proposed < total && proposed - committed < outstanding && replica.is_leader() {
-            let taken = replica.propose(entry(proposed / batch, batch)).is_ok();
-            if recording {
-                trace.propose(taken);
-            }
+            let taken = if submit {
+                let at = replica.submit(&command(proposed));
+                if recording {
+                    trace.submit(at.is_ok());
+                }
+                at.map(|at| entries.submitted(at)).is_ok()
+            } else {
+                let taken = replica.propose(command(proposed).to_vec()).is_ok();
+                if recording {
+                    trace.propose(taken);
+                }
+                taken
+            };
             if !taken {
                 break;
             }
-            proposed += batch;
+            proposed += 1;
         }
         if recording {
             trace.resume(&reply);
@@ -222,7 +229,7 @@ fn lead(
         for (id, result) in replica.take_results() {
             let slot = result.map_err(|e| anyhow::anyhow!("proposal {id}: {e}"))?;
             anyhow::ensure!(slot < 1 << 32, "slot {slot}");
-            committed += batch;
+            committed += entries.committed(id);
             if recording && let Some(h) = latencies.as_mut() {
                 let now = Instant::now();
                 h.record((now - last_commit).as_nanos() as u64)
@@ -236,7 +243,7 @@ fn lead(
             let marks = Marks::now();
             last_commit = marks.wall;
             before = counts;
-            window_start = Some((snapshot, marks, committed, proposed));
+            window_start = Some((snapshot, entries.clone(), marks, committed, proposed));
         }
         if committed >= total {
             break;
@@ -269,13 +276,14 @@ fn lead(
         }
     }
     let end = Marks::now();
-    let (snapshot, start, committed_before, proposed_before) =
+    let (snapshot, entries, start, committed_before, proposed_before) =
         window_start.expect("the window started");
     Ok(LeaderRun {
         snapshot,
         trace,
-        proposed_before: proposed_before / batch,
-        batch,
+        proposed_before,
+        submit,
+        entries,
         start,
         end,
         commits: committed - committed_before,
@@ -312,28 +320,18 @@ fn follow(
     }
 }
 
-/// The proposals the window's replays make, by number from the window's first on (of a
-/// run of `total` commands): a command, or a batched run's entry — made here, before any
-/// clock starts: packing them is the client's work, not the engine's.
-fn proposals(run: &LeaderRun, total: u64) -> impl Fn(u64) -> Vec<u8> {
-    let (first, batch) = (run.proposed_before, run.batch);
-    let entries: Vec<Vec<u8>> = match batch {
-        1 => Vec::new(),
-        _ => (first..total / batch).map(|k| entry(k, batch)).collect(),
-    };
-    move |k| match batch {
-        1 => command(k).to_vec(),
-        _ => entries[(k - first) as usize].clone(),
-    }
+/// The commands the window's replays hand over, by number from the window's first on.
+fn proposal(k: u64) -> [u8; 8] {
+    command(k)
 }
 
 /// Checks that a replay of the window decided as many commands as the run did.
-fn retraced(run: &LeaderRun, proposals: u64) -> anyhow::Result<()> {
-    let committed = proposals * run.batch;
+fn retraced(run: &LeaderRun, committed: u64) -> anyhow::Result<()> {
     anyhow::ensure!(
         committed == run.commits,
-        "the replay decided {committed} commands in the window, the run {}",
-        run.commits
+        "the replay decided {committed} commands in the window, the run {} (submitted: {})",
+        run.commits,
+        run.submit
     );
     Ok(())
 }
@@ -341,13 +339,13 @@ fn retraced(run: &LeaderRun, proposals: u64) -> anyhow::Result<()> {
 /// Replays the leader's recorded inputs into a copy of its replica as the window found
 /// it, on this thread, without a backend; the thread CPU time of the replay (ns). Checks
 /// that the replay takes the same proposals and decides as many commands.
-fn replay(run: &LeaderRun, total: u64) -> anyhow::Result<u64> {
-    let proposal = proposals(run, total);
+fn replay(run: &LeaderRun) -> anyhow::Result<u64> {
     let mut replica = run.snapshot.clone();
+    let entries = run.entries.clone();
     let cpu_start = cpu_time::ThreadTime::now();
     let decided = run
         .trace
-        .replay(&mut replica, run.proposed_before, proposal)?;
+        .replay((&mut replica, entries), run.proposed_before, proposal)?;
     let cpu = cpu_start.elapsed();
     retraced(run, decided)?;
     Ok(cpu.as_nanos() as u64)
@@ -359,13 +357,13 @@ fn replay(run: &LeaderRun, total: u64) -> anyhow::Result<u64> {
 /// part a real NIC does for free. The followers' memory is blank there, so CASes meet
 /// other words than in the run; each still costs its post, execution and completion
 /// (as `cargo bench -p velos-bench --bench engine`'s `nic/` figures).
-fn nic_cpu(run: &LeaderRun, total: u64, log: &LogConfig) -> anyhow::Result<u64> {
+fn nic_cpu(run: &LeaderRun, log: &LogConfig) -> anyhow::Result<u64> {
     let mut ops = Vec::new();
     let mut replica = run.snapshot.clone();
     let decided = run.trace.replay_into(
-        &mut replica,
+        (&mut replica, run.entries.clone()),
         run.proposed_before,
-        proposals(run, total),
+        proposal,
         |batch| {
             let posted = batch.iter().filter(|op| !matches!(op, Op::Pause { .. }));
             ops.extend(posted.cloned());

@@ -90,11 +90,17 @@ pub fn words_for(len: usize) -> usize {
 
 /// The words of `bytes`, as [`to_words`] makes them, without allocating.
 pub fn word_iter(bytes: &[u8]) -> impl Iterator<Item = u64> + '_ {
-    bytes.chunks(8).map(|c| {
+    // Whole words straight from their bytes; only the last, short one is padded.
+    let whole = bytes.chunks_exact(8);
+    let rest = whole.remainder();
+    let last = (!rest.is_empty()).then(|| {
         let mut w = [0u8; 8];
-        w[..c.len()].copy_from_slice(c);
+        w[..rest.len()].copy_from_slice(rest);
         u64::from_le_bytes(w)
-    })
+    });
+    whole
+        .map(|c| u64::from_le_bytes(c.try_into().expect("a chunk of 8 bytes")))
+        .chain(last)
 }
 
 /// The content words of `bytes`, the last one zero-padded.

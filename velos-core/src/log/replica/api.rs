@@ -66,11 +66,33 @@ impl Replica {
             return Err(ProposeError::ShuttingDown);
         }
         let max = self.config.max_value_bytes as usize;
-        let fit = batch::max_command_bytes(max).unwrap_or(0);
-        if command.len() > fit {
+        // Alone in an entry: the tag, its length, itself.
+        if 1 + batch::framed_len(command.len()) > max {
             return Err(ProposeError::ValueTooLarge {
                 len: command.len(),
-                max: fit,
+                max: batch::max_command_bytes(max).unwrap_or(0),
+            });
+        }
+        // The open batch at the back takes it if it fits: the command shares that
+        // proposal's fate, as if submitted when the batch was opened (so Ω need not be
+        // asked again; a leader that steps down reports the batch deposed).
+        if let Role::Leader(l) = &mut self.role
+            && l.exhausted.is_none()
+            && let Some(Proposal {
+                id,
+                value,
+                open: Some(n),
+            }) = l.pending.back_mut()
+            && value.bytes.len() + batch::framed_len(command.len()) <= max
+        {
+            batch::push_frame(&mut value.bytes, command);
+            let index = *n;
+            *n += 1;
+            // Postcondition: the entry still fits a slot's value.
+            debug_assert!(value.bytes.len() <= max, "a batch fits its value");
+            return Ok(Submitted {
+                proposal: *id,
+                index,
             });
         }
         self.follow_omega();
@@ -81,24 +103,6 @@ impl Replica {
         };
         if let Some(slot) = l.exhausted {
             return Err(ProposeError::Exhausted { slot });
-        }
-        // The open batch at the back takes it if it fits.
-        if let Some(Proposal {
-            id,
-            value,
-            open: Some(n),
-        }) = l.pending.back_mut()
-            && value.bytes.len() + batch::framed_len(command.len()) <= max
-        {
-            batch::push_frame(&mut value.bytes, command);
-            let index = *n;
-            *n += 1;
-            // Postcondition: the entry still fits a slot's value.
-            assert!(value.bytes.len() <= max, "a batch fits its value");
-            return Ok(Submitted {
-                proposal: *id,
-                index,
-            });
         }
         if l.pending.len() >= MAX_PENDING {
             return Err(ProposeError::Busy(l.pending.len()));
