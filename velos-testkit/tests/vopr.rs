@@ -203,13 +203,17 @@ fn seeds_that_once_broke_run_clean() {
         )
     });
     for (seed, overflow, what) in REGRESSIONS.iter().copied().chain(stopped) {
+        let modes = velos_testkit::vopr::Modes {
+            overflow,
+            ..Default::default()
+        };
         let report =
-            velos_testkit::vopr::run_mutant(seed, velos_testkit::vopr::Mutation::None, overflow);
+            velos_testkit::vopr::run_mutant(seed, velos_testkit::vopr::Mutation::None, modes);
         if !report.violations.is_empty() {
             broken.push(format!(
                 "seed {seed} ({what}): {:?}\n  replay: {}",
                 &report.violations[..report.violations.len().min(3)],
-                velos_testkit::vopr::replay_command(seed, overflow)
+                velos_testkit::vopr::replay_command(seed, modes)
             ));
         }
     }
@@ -231,4 +235,36 @@ fn a_seed_without_a_completed_operation_fails_its_premise() {
         "{:?}",
         report.violations
     );
+}
+
+/// `--submit`: clients submit their commands and the leader gathers them into batch
+/// entries (`Replica::submit`), which every service unpacks; the seeds run clean under
+/// every checker. Premise: entries of several commands were decided, and operations
+/// completed.
+#[test]
+fn submitted_commands_gathered_into_batches_run_clean() {
+    let modes = velos_testkit::vopr::Modes {
+        submit: true,
+        ..Default::default()
+    };
+    let (mut several, mut completed, mut broken) = (0, 0, Vec::new());
+    for seed in 0..40 {
+        let report =
+            velos_testkit::vopr::run_mutant(seed, velos_testkit::vopr::Mutation::None, modes);
+        several += report.batched_entries;
+        completed += report.operations[1];
+        if !report.violations.is_empty() {
+            broken.push(format!(
+                "seed {seed}: {:?}\n  replay: {}",
+                &report.violations[..report.violations.len().min(3)],
+                velos_testkit::vopr::replay_command(seed, modes)
+            ));
+        }
+    }
+    assert!(broken.is_empty(), "{}", broken.join("\n"));
+    assert!(
+        several > 0,
+        "premise: batch entries of several commands decided"
+    );
+    assert!(completed > 0, "premise: operations completed");
 }

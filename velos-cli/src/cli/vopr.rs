@@ -13,7 +13,9 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::Instant;
 use velos_testkit::check::linearizability::to_json_lines;
-use velos_testkit::vopr::{Mutation, RunReport, replay_command, replay_mutant_command, run_mutant};
+use velos_testkit::vopr::{
+    Modes, Mutation, RunReport, replay_command, replay_mutant_command, run_mutant,
+};
 
 /// Arguments of `velos vopr`.
 #[derive(Args)]
@@ -43,6 +45,10 @@ pub struct VoprArgs {
     /// fallback runs; a known liveness bug shows there).
     #[arg(long)]
     overflow: bool,
+    /// Clients submit their commands (`Replica::submit`): the leader gathers the commands
+    /// waiting into batch entries, which the services unpack.
+    #[arg(long)]
+    submit: bool,
 }
 
 fn parse_seeds(s: &str) -> Result<(u64, u64), String> {
@@ -81,6 +87,8 @@ struct Summary {
     /// Seeds in which the gap check charged a visit (an operation waited outside every
     /// fault's window): its premise.
     gap_checked_seeds: u64,
+    /// Batch entries of several commands the runs decided (`--submit`): its premise.
+    batched_entries: u64,
     elapsed_s: f64,
     seeds_per_s: f64,
     /// Ctrl-C stopped the run before the range's end (`seeds` counts those that ran).
@@ -121,11 +129,15 @@ pub fn run_cli(a: VoprArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    let modes = Modes {
+        overflow: a.overflow,
+        submit: a.submit,
+    };
     let replay = |seed: u64| {
         if mutation == Mutation::None {
-            replay_command(seed, a.overflow)
+            replay_command(seed, modes)
         } else {
-            replay_mutant_command(seed, mutation.name(), a.overflow)
+            replay_mutant_command(seed, mutation.name(), modes)
         }
     };
     let (first, end) = a.seeds;
@@ -177,7 +189,7 @@ pub fn run_cli(a: VoprArgs) -> ExitCode {
                     if seed >= end {
                         break;
                     }
-                    let mut report = run_mutant(seed, mutation, a.overflow);
+                    let mut report = run_mutant(seed, mutation, modes);
                     if a.history_out.is_none() {
                         // Kept only to be written: a long run would hold every history.
                         report.history = Vec::new();
@@ -242,6 +254,7 @@ pub fn run_cli(a: VoprArgs) -> ExitCode {
         crashes_after_join: reports.iter().filter(|r| r.crashed_after_join).count() as u64,
         faults_applied: reports.iter().map(|r| r.faults_applied[0] as u64).sum(),
         faults_idle: reports.iter().map(|r| r.faults_applied[1] as u64).sum(),
+        batched_entries: reports.iter().map(|r| r.batched_entries as u64).sum(),
         longest_gap_ns: longest.map_or(0, |r| r.longest_gap.1),
         longest_gap_seed: longest.map_or(first, |r| r.seed),
         gap_checked_seeds: reports.iter().filter(|r| r.gap_visits > 0).count() as u64,
@@ -251,6 +264,7 @@ pub fn run_cli(a: VoprArgs) -> ExitCode {
     };
     if total == 1 && !a.json {
         let mut scenario = velos_testkit::vopr::Scenario::with_overflow(first, a.overflow);
+        scenario.submit = a.submit;
         scenario.log.mutation = mutation;
         print!("{}", scenario.describe());
         let r = &reports[0];
@@ -291,6 +305,12 @@ pub fn run_cli(a: VoprArgs) -> ExitCode {
             elapsed,
             summary.seeds_per_s
         );
+        if a.submit {
+            println!(
+                "submitted commands: {} batch entries of several commands decided",
+                summary.batched_entries
+            );
+        }
     }
     if interrupted {
         eprintln!(

@@ -70,6 +70,8 @@ pub struct Clients {
     think_ns_max: u64,
     /// Gets are asked of the leader's lease first.
     leases: bool,
+    /// Commands are submitted (gathered into batch entries), not proposed one an entry.
+    submit: bool,
     history: Vec<HistoryOp>,
     /// Operations completed so far.
     completed: usize,
@@ -94,6 +96,7 @@ impl Clients {
             get_percent: scenario.get_percent,
             think_ns_max: scenario.think_ns_max,
             leases: scenario.log.lease_ns > 0,
+            submit: scenario.submit,
             history: Vec::new(),
             completed: 0,
             proposed: Vec::new(),
@@ -199,7 +202,14 @@ impl Clients {
             }
             .encode();
             let hex: String = command.iter().map(|b| format!("{b:02x}")).collect();
-            match machine.threads[l].process.propose(command) {
+            let leader = &mut machine.threads[l].process;
+            let taken = if self.submit {
+                // Its entry's proposal: the outcome `take_results` reports for it.
+                leader.submit(&command).map(|at| at.proposal)
+            } else {
+                leader.propose(command)
+            };
+            match taken {
                 Ok(id) => {
                     // Each proposal is a value of its own: one lost by a leader may still
                     // be decided by the next (adopted), so it is never proposed again.

@@ -93,9 +93,22 @@ pub struct KvMachine {
 }
 
 impl KvMachine {
-    /// Applies one log entry; entries that are not commands, and commands of operations
-    /// applied before (a proposal again of an unknown outcome), change nothing.
+    /// Applies one log entry — a command, or a batch of them (`Replica::submit`), each
+    /// in order; entries that are not commands, and commands of operations applied
+    /// before (a proposal again of an unknown outcome), change nothing.
     pub fn apply(&mut self, entry: &[u8]) {
+        if entry.len() != COMMAND_BYTES
+            && let Ok(batch) = velos_core::batch::decode(entry)
+        {
+            for command in batch.commands {
+                self.apply_command(command);
+            }
+            return;
+        }
+        self.apply_command(entry);
+    }
+
+    fn apply_command(&mut self, entry: &[u8]) {
         let Some(c) = KvCommand::decode(entry) else {
             return;
         };

@@ -14,29 +14,54 @@ mod run;
 mod scenario;
 
 pub use run::{RunReport, run};
+
 pub use scenario::{FaultPlan, Scenario};
 pub use velos_core::slot::Mutation;
 
-/// The command that replays seed `seed` (and writes its history); `--overflow` if
-/// `overflow`.
-pub fn replay_command(seed: u64, overflow: bool) -> String {
-    let flag = if overflow { " --overflow" } else { "" };
+/// The campaign's optional modes, each a flag of `velos vopr`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Modes {
+    /// `--overflow`: one seed in four starts every slot near the overflow threshold.
+    pub overflow: bool,
+    /// `--submit`: clients submit commands, gathered into batch entries
+    /// ([`Scenario::submit`]).
+    pub submit: bool,
+}
+
+impl Modes {
+    /// The flags that select these modes, each with a leading space.
+    pub fn flags(self) -> String {
+        let mut out = String::new();
+        if self.overflow {
+            out += " --overflow";
+        }
+        if self.submit {
+            out += " --submit";
+        }
+        out
+    }
+}
+
+/// The command that replays seed `seed` (and writes its history) in `modes`.
+pub fn replay_command(seed: u64, modes: Modes) -> String {
     format!(
-        "cargo run --release -- vopr{flag} --seeds {seed}..{} --history-out history-{seed}.jsonl",
+        "cargo run --release -- vopr{} --seeds {seed}..{} --history-out history-{seed}.jsonl",
+        modes.flags(),
         seed + 1
     )
 }
 
 /// Runs seed `seed`.
 pub fn run_seed(seed: u64) -> RunReport {
-    run_mutant(seed, Mutation::None, false)
+    run_mutant(seed, Mutation::None, Modes::default())
 }
 
 /// Runs seed `seed` with the deliberately wrong protocol variant `mutation` (`None`:
-/// the algorithm), near-overflow starts if `overflow`. A panic of the run — a broken
-/// invariant — is a violation of its own.
-pub fn run_mutant(seed: u64, mutation: Mutation, overflow: bool) -> RunReport {
-    let mut scenario = Scenario::with_overflow(seed, overflow);
+/// the algorithm), in `modes`. A panic of the run — a broken invariant — is a violation
+/// of its own.
+pub fn run_mutant(seed: u64, mutation: Mutation, modes: Modes) -> RunReport {
+    let mut scenario = Scenario::with_overflow(seed, modes.overflow);
+    scenario.submit = modes.submit;
     scenario.log.mutation = mutation;
     let replicas = scenario.log.replicas;
     let faults = scenario.faults.len();
@@ -53,6 +78,7 @@ pub fn run_mutant(seed: u64, mutation: Mutation, overflow: bool) -> RunReport {
             faults_applied: [0, 0],
             operations: [0, 0],
             entries: 0,
+            batched_entries: 0,
             crashed_after_join: false,
             longest_gap: (0, 0),
             gap_visits: 0,
@@ -68,11 +94,11 @@ pub fn is_safety(violation: &str) -> bool {
     !violation.starts_with("liveness:") && !violation.starts_with("premise:")
 }
 
-/// The replay command of seed `seed` of mutant `name` (`--overflow` if `overflow`).
-pub fn replay_mutant_command(seed: u64, name: &str, overflow: bool) -> String {
-    let flag = if overflow { " --overflow" } else { "" };
+/// The replay command of seed `seed` of mutant `name` in `modes`.
+pub fn replay_mutant_command(seed: u64, name: &str, modes: Modes) -> String {
     format!(
-        "cargo run --release --features mutants -- vopr --mutant {name}{flag} --seeds {seed}..{}",
+        "cargo run --release --features mutants -- vopr --mutant {name}{} --seeds {seed}..{}",
+        modes.flags(),
         seed + 1
     )
 }

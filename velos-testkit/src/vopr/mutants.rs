@@ -7,12 +7,16 @@
 
 #[cfg(test)]
 mod tests {
-    use crate::vopr::{Mutation, is_safety, run_mutant};
+    use crate::vopr::{Modes, Mutation, is_safety, run_mutant};
 
     /// The first seed below `bound` whose run with `mutation` violates a safety property.
     fn first_caught(mutation: Mutation, overflow: bool, bound: u64) -> Option<u64> {
         (0..bound).find(|&seed| {
-            run_mutant(seed, mutation, overflow)
+            let modes = Modes {
+                overflow,
+                ..Modes::default()
+            };
+            run_mutant(seed, mutation, modes)
                 .violations
                 .iter()
                 .any(|v| is_safety(v))

@@ -66,6 +66,8 @@ pub struct RunReport {
     pub operations: [usize; 2],
     /// Log entries the most advanced replica applied.
     pub entries: usize,
+    /// Of them, batch entries of more than one command (`--submit` only).
+    pub batched_entries: usize,
     /// A leader crashed after a replacement joined ([`FaultPlan::CrashLeaderAfterJoin`]
     /// fired): the schedule the README's failure model allows and a stricter budget never
     /// tried.
@@ -480,7 +482,33 @@ fn report(
             jumps: p.installs.clone(),
         })
         .collect();
-    let proposed: BTreeSet<&str> = clients.proposed().iter().map(String::as_str).collect();
+    let mut proposed: BTreeSet<&str> = clients.proposed().iter().map(String::as_str).collect();
+    // A batch entry (`--submit`) is valid when each of its commands was proposed: such
+    // entries join the proposed values here, so that the validity check reads them as
+    // one value each; a batch holding anything else stays out and is reported.
+    let mut batched = BTreeSet::new();
+    let mut several = 0usize;
+    for (slot, entry) in retired
+        .iter()
+        .chain(m.threads.iter().map(|t| &t.process))
+        .flat_map(|p| p.applied.iter())
+    {
+        let Ok(batch) = velos_core::batch::decode(entry) else {
+            continue;
+        };
+        let hex = |b: &[u8]| b.iter().map(|b| format!("{b:02x}")).collect::<String>();
+        if batch
+            .commands
+            .iter()
+            .all(|c| proposed.contains(hex(c).as_str()))
+        {
+            if batched.insert((*slot, hex(entry))) && batch.commands.len() > 1 {
+                several += 1;
+            }
+        }
+    }
+    let batched: Vec<String> = batched.into_iter().map(|(_, hex)| hex).collect();
+    proposed.extend(batched.iter().map(String::as_str));
     let tag = |property: &'static str, lines: Vec<String>| {
         lines.into_iter().map(move |l| format!("{property}: {l}"))
     };
@@ -527,6 +555,7 @@ fn report(
         faults_applied: [faults_applied, faults_idle],
         operations: [history.len(), completed],
         entries: logs.iter().map(|l| l.entries.len()).max().unwrap_or(0),
+        batched_entries: several,
         crashed_after_join: false,
         longest_gap: (0, 0),
         gap_visits: 0,

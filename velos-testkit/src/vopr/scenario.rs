@@ -134,6 +134,10 @@ pub struct Scenario {
     /// Start every slot's words promised this far below the overflow threshold (one
     /// replica's at it), so that slots go through the overflow fallback.
     pub near_overflow: Option<u64>,
+    /// Clients submit their commands (`Replica::submit`: the leader gathers waiting
+    /// commands into batch entries) instead of proposing one entry each. Not drawn from
+    /// the seed: `velos vopr --submit` sets it for every seed.
+    pub submit: bool,
 }
 
 /// Bytes of a replica's snapshot at most (the key-value state: a few keys and clients).
@@ -195,6 +199,7 @@ impl Scenario {
             liveness_ops_ns: 50_000,
             liveness_ns: 5_000_000,
             near_overflow,
+            submit: false,
         };
         assert!(
             scenario.crashes() <= usize::from(replicas - 1) / 2,
@@ -208,8 +213,8 @@ impl Scenario {
         let mut out = format!(
             "seed {}: {} replicas, {} slots, pipeline {}, failure timeout {} ns; latency {} \
              (jitter {} ns), leases {} ns; {} clients on {} keys, {}% gets, client think time up to {} ns; snapshots \
-             every {} entries; overflow {}; mutation {}; safety phase {} ns, then {} ns \
-             without faults\n",
+             every {} entries; overflow {}; commands {}; mutation {}; safety phase {} ns, then \
+             {} ns without faults\n",
             self.seed,
             self.log.replicas,
             self.log.slots,
@@ -225,6 +230,11 @@ impl Scenario {
             self.snapshot_every,
             self.near_overflow
                 .map_or("far".to_string(), |b| format!("{b} below the threshold")),
+            if self.submit {
+                "submitted (gathered into batches)"
+            } else {
+                "proposed one an entry"
+            },
             self.log.mutation.name(),
             self.safety_ns,
             self.liveness_ns
