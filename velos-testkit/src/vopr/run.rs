@@ -497,14 +497,12 @@ fn report(
             continue;
         };
         let hex = |b: &[u8]| b.iter().map(|b| format!("{b:02x}")).collect::<String>();
-        if batch
-            .commands
-            .iter()
-            .all(|c| proposed.contains(hex(c).as_str()))
+        let valid = |c: &&[u8]| proposed.contains(hex(c).as_str());
+        if batch.commands.iter().all(valid)
+            && batched.insert((*slot, hex(entry)))
+            && batch.commands.len() > 1
         {
-            if batched.insert((*slot, hex(entry))) && batch.commands.len() > 1 {
-                several += 1;
-            }
+            several += 1;
         }
     }
     let batched: Vec<String> = batched.into_iter().map(|(_, hex)| hex).collect();
