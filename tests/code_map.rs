@@ -14,6 +14,7 @@ const SECTIONS: &[(&str, &str)] = &[
     ("velos-rdma", "### `velos-rdma/`"),
     ("velos-sim", "### `velos-sim/`"),
     ("velos-core", "### `velos-core/`"),
+    ("velos-store", "### `velos-store/`"),
     ("", "### The library `velos`"),
     ("velos-testkit", "### `velos-testkit/`"),
     ("benches", "### `benches/`"),

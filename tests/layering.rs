@@ -12,6 +12,7 @@ use std::process::Command;
 /// dev-dependency) only on crates of a lower rank.
 const RANKS: &[(&str, u8)] = &[
     ("velos-rdma", 0),
+    ("velos-store", 0),
     ("velos-sim", 1),
     ("velos-core", 1),
     ("velos-testkit", 2),
@@ -201,6 +202,7 @@ fn no_two_files_of_a_folder_import_each_other_in_a_circle() {
         "velos-rdma/src",
         "velos-sim/src",
         "velos-core/src",
+        "velos-store/src",
         "velos-testkit/src",
         "benches/src",
         "velos-cli/src",

@@ -1,0 +1,16 @@
+//! The durable log's on-disk formats, sans-IO: what a replica writes to its own directory
+//! so that the log survives a power loss of the whole cluster, and the scan that reads it
+//! back. Nothing here touches a file: the writer and the recovery hand bytes in and out,
+//! and the library (real files) and the simulator (a deterministic disk with faults)
+//! execute them alike.
+//!
+//! * [`segment`] — a segment file: a header naming its first slot, then one checksummed
+//!   record per applied entry, in slot order, with nothing between them;
+//!   [`segment::scan`] reads a segment's bytes back and cuts a torn or corrupt tail at the
+//!   last valid record, saying why, never using what follows.
+//!
+//! Only decided entries are written (a replica appends what it applies), so every
+//! replica's segments hold a prefix of the one decided log: the argument is in
+//! `paper-notes/durability.md`.
+
+pub mod segment;
