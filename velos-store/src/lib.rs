@@ -8,9 +8,18 @@
 //!   record per applied entry, in slot order, with nothing between them;
 //!   [`segment::scan`] reads a segment's bytes back and cuts a torn or corrupt tail at the
 //!   last valid record, saying why, never using what follows.
+//! * [`snapshot`] — a snapshot file: a point of the log and the state there, checksummed.
+//! * [`writer`] — the [`writer::Writer`]: entries and snapshots in, batches of
+//!   [`writer::DiskOp`]s out (group commit, segments rolled, snapshots renamed into place
+//!   before what they cover is deleted), the durable point moved by their completions.
+//! * [`recover`] — [`recover::recover`]: a directory's files in, the newest valid snapshot
+//!   and the log after it out, every cut reported.
 //!
 //! Only decided entries are written (a replica appends what it applies), so every
 //! replica's segments hold a prefix of the one decided log: the argument is in
 //! `paper-notes/durability.md`.
 
+pub mod recover;
 pub mod segment;
+pub mod snapshot;
+pub mod writer;

@@ -62,6 +62,11 @@ impl Kind {
     }
 }
 
+/// The file name of the segment whose first slot is `first`.
+pub fn file_name(first: u64) -> String {
+    format!("seg-{first:020}")
+}
+
 /// A segment's header: the slot of its first record.
 pub fn header(first_slot: u64) -> [u8; HEADER_BYTES] {
     let mut h = [0u8; HEADER_BYTES];
