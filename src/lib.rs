@@ -33,6 +33,7 @@
 
 pub mod cluster_file;
 pub mod connect;
+pub mod disk;
 pub mod embed;
 pub mod join;
 pub mod loopback;
