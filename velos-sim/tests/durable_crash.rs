@@ -1,7 +1,7 @@
-//! The writer and the recovery against crashes at every point of a batch, on a disk that
-//! keeps only what was synced: a file's bytes past its last sync survive as any prefix
-//! (a torn write), the directory's changes past its last sync as any prefix of them (a
-//! file created, renamed or deleted, or not). Drawn runs append entries, take snapshots,
+//! velos-store's writer and recovery against crashes at every point of a batch, on the
+//! simulated disk ([`SimDisk`]), which keeps only what was synced: a file's bytes past its
+//! last sync survive as any prefix (a torn write), the directory's changes past its last
+//! sync as any prefix of them (a file created, renamed or deleted, or not). Drawn runs append entries, take snapshots,
 //! run batches to completion, crash in the middle of one, recover, go on from what was
 //! recovered with other entries in the lost slots (a whole cluster that decided them
 //! anew), and crash again. Checked at every recovery: every entry the writer had reported
@@ -10,122 +10,10 @@
 //! crash, and a crash cut a batch short.
 
 use proptest::prelude::*;
-use std::collections::BTreeMap;
+use velos_sim::disk::{DiskModel, SimDisk};
 use velos_store::recover::recover;
 use velos_store::segment::Kind;
-use velos_store::writer::{DiskOp, Writer};
-
-/// A file's bytes: as its last sync left them, and as they are.
-#[derive(Clone, Debug, Default)]
-struct Inode {
-    synced: Vec<u8>,
-    bytes: Vec<u8>,
-}
-
-/// A disk that loses what was not synced.
-#[derive(Clone, Debug, Default)]
-struct Disk {
-    inodes: Vec<Inode>,
-    /// The directory: name → inode, as it is, and as its last sync left it.
-    dir: BTreeMap<String, usize>,
-    synced_dir: BTreeMap<String, usize>,
-    /// The directory's changes since its last sync, in order.
-    unsynced: Vec<DirChange>,
-}
-
-#[derive(Clone, Debug)]
-enum DirChange {
-    Link(String, usize),
-    Rename(String, String),
-    Unlink(String),
-}
-
-fn apply(dir: &mut BTreeMap<String, usize>, change: &DirChange) {
-    match change {
-        DirChange::Link(name, inode) => {
-            dir.insert(name.clone(), *inode);
-        }
-        DirChange::Rename(from, to) => {
-            if let Some(i) = dir.remove(from) {
-                dir.insert(to.clone(), i);
-            }
-        }
-        DirChange::Unlink(name) => {
-            dir.remove(name);
-        }
-    }
-}
-
-impl Disk {
-    fn change(&mut self, change: DirChange) {
-        apply(&mut self.dir, &change);
-        self.unsynced.push(change);
-    }
-
-    fn execute(&mut self, op: &DiskOp) {
-        match op {
-            DiskOp::Write { file, bytes } => {
-                self.inodes.push(Inode {
-                    synced: Vec::new(),
-                    bytes: bytes.clone(),
-                });
-                self.change(DirChange::Link(file.clone(), self.inodes.len() - 1));
-            }
-            DiskOp::Append { file, bytes } => {
-                let i = self.dir[file];
-                self.inodes[i].bytes.extend_from_slice(bytes);
-            }
-            DiskOp::Sync { file } => {
-                let i = self.dir[file];
-                self.inodes[i].synced = self.inodes[i].bytes.clone();
-            }
-            DiskOp::Truncate { file, len } => {
-                let i = self.dir[file];
-                self.inodes[i].bytes.truncate(*len);
-            }
-            DiskOp::SyncDir => {
-                self.synced_dir = self.dir.clone();
-                self.unsynced.clear();
-            }
-            DiskOp::Rename { from, to } => self.change(DirChange::Rename(from.clone(), to.clone())),
-            DiskOp::Delete { file } => self.change(DirChange::Unlink(file.clone())),
-        }
-    }
-
-    /// A power loss: each file keeps its synced bytes and a prefix of the rest; the
-    /// directory its synced state and a prefix of the changes since. `pick` draws.
-    fn crash(&mut self, pick: &mut impl FnMut(usize) -> usize) {
-        let kept = pick(self.unsynced.len() + 1);
-        let mut dir = self.synced_dir.clone();
-        for change in &self.unsynced[..kept] {
-            apply(&mut dir, change);
-        }
-        for inode in &mut self.inodes {
-            // Appended since the sync: the synced bytes and a prefix of the rest. Cut since
-            // (a truncation not synced): either state.
-            let kept = if inode.bytes.starts_with(&inode.synced) {
-                let extra = pick(inode.bytes.len() - inode.synced.len() + 1);
-                inode.bytes[..inode.synced.len() + extra].to_vec()
-            } else if pick(2) == 0 {
-                inode.synced.clone()
-            } else {
-                inode.bytes.clone()
-            };
-            inode.bytes = kept.clone();
-            inode.synced = kept;
-        }
-        self.dir = dir.clone();
-        self.synced_dir = dir;
-        self.unsynced.clear();
-    }
-
-    fn files(&self) -> Vec<(String, Vec<u8>)> {
-        self.dir
-            .iter()
-            .map(|(name, &i)| (name.clone(), self.inodes[i].bytes.clone()))
-            .collect()
-    }
-}
+use velos_store::writer::Writer;
 
 /// The entry of `slot` in generation `generation` (a run after `generation` crashes).
 fn entry(slot: u64, generation: u8) -> Vec<u8> {
@@ -163,7 +51,7 @@ fn run(plan: &[u8], segment_bytes: usize) -> Seen {
             usize::from(draws.next().unwrap_or(0)) % n
         }
     };
-    let mut disk = Disk::default();
+    let mut disk = SimDisk::new(DiskModel::nvme());
     let mut writer = Writer::new(0, segment_bytes);
     // The entry last appended in each slot.
     let mut log: Vec<Vec<u8>> = Vec::new();
@@ -190,7 +78,7 @@ fn run(plan: &[u8], segment_bytes: usize) -> Seen {
                 ops.clear();
                 writer.poll(&mut ops);
                 for op in &ops {
-                    disk.execute(op);
+                    disk.execute(op).expect("the disk has room");
                 }
                 if !ops.is_empty() {
                     writer.done();
@@ -202,11 +90,11 @@ fn run(plan: &[u8], segment_bytes: usize) -> Seen {
                 writer.poll(&mut ops);
                 let executed = pick(ops.len() + 1);
                 for op in &ops[..executed] {
-                    disk.execute(op);
+                    disk.execute(op).expect("the disk has room");
                 }
                 seen.cut_batches += u32::from(executed < ops.len());
                 let durable = writer.durable();
-                disk.crash(&mut pick);
+                disk.power_loss(&mut pick);
                 seen.crashes += 1;
                 seen.durable_at_crash += durable;
                 let found = recover(&disk.files());
