@@ -12,9 +12,10 @@
 //! decided (after the crash, when there is one) and some batch held more than one
 //! operation.
 
+mod inline;
+
 use proptest::prelude::*;
-use velos_core::log::{Detector, LogConfig, Replica};
-use velos_rdma::mem::{MemFabric, MemOptions, Mode};
+use velos_core::log::Replica;
 use velos_rdma::{Batch, Endpoint, NodeId, Op, Process, Reply, Shared, Step};
 
 /// What one case ran into.
@@ -27,28 +28,10 @@ struct Seen {
     several: u64,
 }
 
-fn config(replicas: u16, pipeline: u32, size: u32) -> LogConfig {
-    let mut c = LogConfig::new(replicas, 4_096, size);
-    c.pipeline = pipeline;
-    c.detector = Detector::Fixed;
-    // Real time passes only as the rounds go; the crash is noticed within a few thousand.
-    c.heartbeat_period_ns = 20_000;
-    c.failure_timeout_ns = 200_000;
-    c.catch_up_after_ns = 100_000;
-    c.validate().expect("a valid configuration");
-    c
-}
-
 /// Runs `rounds` rounds; crashes replica 0 (the first leader) at round `crash_at`.
 fn run(replicas: u16, pipeline: u32, size: u32, rounds: u64, crash_at: Option<u64>) -> Seen {
-    let log = config(replicas, pipeline, size);
-    let shape = log.shape();
-    let options = MemOptions {
-        mode: Mode::Inline,
-        jitter: None,
-    };
-    let fabric =
-        MemFabric::with_plans(shape.layout(), options, shape.region_plans()).expect("the fabric");
+    let log = inline::config(replicas, pipeline, size);
+    let fabric = inline::fabric(&log);
     let log = Shared::new(log);
     let mut batched: Vec<Replica> = (0..replicas)
         .map(|me| Replica::new(log.clone(), me).expect("a replica"))

@@ -11,11 +11,12 @@
 //! committed (after the crash, when there is one), and some entry held more than one
 //! command. A command given a wrong place, or missing from its decided entry, fails it.
 
+mod inline;
+
 use proptest::prelude::*;
 use std::collections::BTreeMap;
 use velos_core::batch;
-use velos_core::log::{Detector, LogConfig, ProposeError, Replica};
-use velos_rdma::mem::{MemFabric, MemOptions, Mode};
+use velos_core::log::{ProposeError, Replica};
 use velos_rdma::{Batch, Endpoint, NodeId, Op, Process, Reply, Shared};
 
 /// What one case saw.
@@ -27,17 +28,6 @@ struct Seen {
     several: u64,
     /// The most commands an entry held.
     most: u32,
-}
-
-fn config(replicas: u16, pipeline: u32, max_value: u32) -> LogConfig {
-    let mut c = LogConfig::new(replicas, 4_096, max_value);
-    c.pipeline = pipeline;
-    c.detector = Detector::Fixed;
-    c.heartbeat_period_ns = 20_000;
-    c.failure_timeout_ns = 200_000;
-    c.catch_up_after_ns = 100_000;
-    c.validate().expect("a valid configuration");
-    c
 }
 
 /// Command `n`: `n`'s 4 bytes, then `len - 4` bytes of `n`'s low byte.
@@ -64,14 +54,8 @@ fn run(
     rounds: u64,
     crash_at: Option<u64>,
 ) -> Seen {
-    let log = config(replicas, pipeline, max_value);
-    let shape = log.shape();
-    let options = MemOptions {
-        mode: Mode::Inline,
-        jitter: None,
-    };
-    let fabric =
-        MemFabric::with_plans(shape.layout(), options, shape.region_plans()).expect("the fabric");
+    let log = inline::config(replicas, pipeline, max_value);
+    let fabric = inline::fabric(&log);
     let log = Shared::new(log);
     let mut engines: Vec<Replica> = (0..replicas)
         .map(|me| Replica::new(log.clone(), me).expect("a replica"))

@@ -96,7 +96,7 @@ pub fn append_record(out: &mut Vec<u8>, slot: u64, kind: Kind, bytes: &[u8]) -> 
     out.extend_from_slice(bytes);
     let crc = checksum(&out[start..start + 4], &out[start + RECORD_PREFIX_BYTES..]);
     out[start + 4..start + 8].copy_from_slice(&crc.to_le_bytes());
-    // Postcondition: the record reads back as written.
+    // Postcondition: the record is its prefix and its payload, nothing more.
     debug_assert_eq!(out.len() - start, RECORD_PREFIX_BYTES + payload);
     out.len() - start
 }

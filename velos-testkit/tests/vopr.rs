@@ -192,6 +192,23 @@ const REGRESSIONS: &[(u64, bool, &str)] = &[
 /// campaign's scenarios have moved since).
 const STOPPED_THE_LOG: &[u64] = &[23613, 24068, 32748, 73354, 81807, 82093, 83285];
 
+/// A seed's violations, the first three, and the command that replays it; `None` if it
+/// ran clean.
+fn violating(
+    report: &velos_testkit::vopr::RunReport,
+    modes: velos_testkit::vopr::Modes,
+) -> Option<String> {
+    let v = &report.violations;
+    (!v.is_empty()).then(|| {
+        format!(
+            "seed {}: {:?}\n  replay: {}",
+            report.seed,
+            &v[..v.len().min(3)],
+            velos_testkit::vopr::replay_command(report.seed, modes)
+        )
+    })
+}
+
 #[test]
 fn seeds_that_once_broke_run_clean() {
     let mut broken = Vec::new();
@@ -209,13 +226,7 @@ fn seeds_that_once_broke_run_clean() {
         };
         let report =
             velos_testkit::vopr::run_mutant(seed, velos_testkit::vopr::Mutation::None, modes);
-        if !report.violations.is_empty() {
-            broken.push(format!(
-                "seed {seed} ({what}): {:?}\n  replay: {}",
-                &report.violations[..report.violations.len().min(3)],
-                velos_testkit::vopr::replay_command(seed, modes)
-            ));
-        }
+        broken.extend(violating(&report, modes).map(|v| format!("({what}) {v}")));
     }
     assert!(broken.is_empty(), "{}", broken.join("\n"));
 }
@@ -253,13 +264,7 @@ fn submitted_commands_gathered_into_batches_run_clean() {
             velos_testkit::vopr::run_mutant(seed, velos_testkit::vopr::Mutation::None, modes);
         several += report.batched_entries;
         completed += report.operations[1];
-        if !report.violations.is_empty() {
-            broken.push(format!(
-                "seed {seed}: {:?}\n  replay: {}",
-                &report.violations[..report.violations.len().min(3)],
-                velos_testkit::vopr::replay_command(seed, modes)
-            ));
-        }
+        broken.extend(violating(&report, modes));
     }
     assert!(broken.is_empty(), "{}", broken.join("\n"));
     assert!(

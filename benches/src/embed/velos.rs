@@ -320,11 +320,6 @@ fn follow(
     }
 }
 
-/// The commands the window's replays hand over, by number from the window's first on.
-fn proposal(k: u64) -> [u8; 8] {
-    command(k)
-}
-
 /// Checks that a replay of the window decided as many commands as the run did.
 fn retraced(run: &LeaderRun, committed: u64) -> anyhow::Result<()> {
     anyhow::ensure!(
@@ -345,7 +340,7 @@ fn replay(run: &LeaderRun) -> anyhow::Result<u64> {
     let cpu_start = cpu_time::ThreadTime::now();
     let decided = run
         .trace
-        .replay((&mut replica, entries), run.proposed_before, proposal)?;
+        .replay((&mut replica, entries), run.proposed_before, command)?;
     let cpu = cpu_start.elapsed();
     retraced(run, decided)?;
     Ok(cpu.as_nanos() as u64)
@@ -363,7 +358,7 @@ fn nic_cpu(run: &LeaderRun, log: &LogConfig) -> anyhow::Result<u64> {
     let decided = run.trace.replay_into(
         (&mut replica, run.entries.clone()),
         run.proposed_before,
-        proposal,
+        command,
         |batch| {
             let posted = batch.iter().filter(|op| !matches!(op, Op::Pause { .. }));
             ops.extend(posted.cloned());

@@ -19,6 +19,13 @@ impl Replica {
                 max,
             });
         }
+        self.enqueue(value, None)
+    }
+
+    /// A proposal of `bytes` behind the leader's queue (`open`: a batch still taking
+    /// commands, [`Replica::submit`]): its id, or why it is refused — not the leader, the
+    /// log used up or full, too many waiting.
+    fn enqueue(&mut self, bytes: Vec<u8>, open: Option<u32>) -> Result<u64, ProposeError> {
         self.follow_omega(); // take up (or leave) the role Ω gives before answering
         let leader = self.leader();
         let room = self.room();
@@ -38,16 +45,12 @@ impl Replica {
         let id = self.api.next_id;
         self.api.next_id += 1;
         let value = Value {
-            bytes: value,
+            bytes,
             config: false,
             origin: origin(self.me, id),
         };
         let idle = queued == 0;
-        l.pending.push_back(Proposal {
-            id,
-            value,
-            open: None,
-        });
+        l.pending.push_back(Proposal { id, value, open });
         self.work_arrives(idle);
         Ok(id)
     }
@@ -95,43 +98,11 @@ impl Replica {
                 index,
             });
         }
-        self.follow_omega();
-        let leader = self.leader();
-        let room = self.room();
-        let Role::Leader(l) = &mut self.role else {
-            return Err(ProposeError::NotLeader { leader });
-        };
-        if let Some(slot) = l.exhausted {
-            return Err(ProposeError::Exhausted { slot });
-        }
-        if l.pending.len() >= MAX_PENDING {
-            return Err(ProposeError::Busy(l.pending.len()));
-        }
-        let queued = (l.pending.len() + l.in_flight_values()) as u64;
-        if self.next_apply + queued >= room {
-            return Err(ProposeError::LogFull);
-        }
-        let id = self.api.next_id;
-        self.api.next_id += 1;
         let mut bytes = Vec::with_capacity(max);
         bytes.push(batch::BATCH_TAG);
         batch::push_frame(&mut bytes, command);
-        let value = Value {
-            bytes,
-            config: false,
-            origin: origin(self.me, id),
-        };
-        let idle = queued == 0;
-        l.pending.push_back(Proposal {
-            id,
-            value,
-            open: Some(1),
-        });
-        self.work_arrives(idle);
-        Ok(Submitted {
-            proposal: id,
-            index: 0,
-        })
+        let proposal = self.enqueue(bytes, Some(1))?;
+        Ok(Submitted { proposal, index: 0 })
     }
 
     /// Proposals this leader holds that no slot has decided yet: those waiting for a slot
