@@ -8,6 +8,7 @@ use super::batch::{self, Packing, Queue};
 use super::config::Config;
 use super::error::{Error, member_ids};
 use super::metrics::Metrics;
+use super::persist::Persist;
 use super::receipt::{AnswerTx, CommitInfo, Completer};
 use super::session::{self, Sessions, Verdict};
 use super::shown::{CRASHED, REMOVED, STOPPED, Shown, UP};
@@ -19,6 +20,16 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 use velos_core::log::membership::Members;
 use velos_core::log::{ProposeError, Replica, SnapshotError};
+use velos_store::segment::Kind;
+
+/// A snapshot as the disk keeps it: the members at its point (8 bytes), then the
+/// replica's snapshot (the session table and the state machine's state).
+pub(crate) fn disk_snapshot(members: Members, snapshot: &[u8]) -> Vec<u8> {
+    let mut bytes = Vec::with_capacity(8 + snapshot.len());
+    bytes.extend_from_slice(&members.0.to_le_bytes());
+    bytes.extend_from_slice(snapshot);
+    bytes
+}
 
 /// A read waiting to run on a replica's state machine: it is given the state (the
 /// cluster's `S`, as `Any`) or the reason it cannot be read there.
@@ -122,6 +133,15 @@ pub(crate) struct Driver<S: StateMachine> {
     voting: Option<AnswerTx<u64>>,
     /// Since when the follower-lag bound holds new batches back, if it does.
     held_since: Option<u64>,
+    /// With durability on: this replica's disk thread.
+    persist: Option<Persist>,
+    /// The log's slot of the engine's slot 0: the next slot of the log recovered from
+    /// disk (0 on a fresh start). Positions, the disk and the durable points count from
+    /// it; the engine and everything else here count from 0.
+    base: u64,
+    /// How many of the engine's configuration changes ([`Replica::memberships`]) were
+    /// written to disk as configuration entries.
+    memberships_seen: usize,
 }
 
 impl<S: StateMachine> Driver<S> {
@@ -166,7 +186,41 @@ impl<S: StateMachine> Driver<S> {
             changes_decided: Vec::new(),
             voting: None,
             held_since: None,
+            persist: None,
+            base: 0,
+            memberships_seen: 0,
         }
+    }
+
+    /// This driver's replica persists what it applies on `persist`; its engine's slot 0
+    /// is the log's slot `base` (what a recovery from disk found, 0 otherwise).
+    pub(crate) fn persist_on(&mut self, persist: Option<Persist>, base: u64) {
+        assert!(
+            self.slots_applied == 0 && self.persist.is_none(),
+            "set before the replica runs"
+        );
+        self.persist = persist;
+        self.base = base;
+    }
+
+    /// Applies entry `entry` of the log's slot `slot` read back from disk (a recovery,
+    /// before the replica runs); nothing is answered.
+    pub(crate) fn replay(&mut self, slot: u64, entry: &[u8]) {
+        assert!(
+            self.slots_applied == 0,
+            "a replay comes before the replica runs"
+        );
+        self.apply_entry(slot, entry, None);
+    }
+
+    /// Restores the state a snapshot of the disk holds (a recovery, before the replica
+    /// runs): the session table and the state machine's state.
+    pub(crate) fn restore_from_disk(&mut self, snapshot: &[u8]) -> Result<(), String> {
+        let (sessions, state) = Sessions::restore(snapshot, self.sessions.max())
+            .ok_or("a snapshot on disk without its session table")?;
+        self.machine.restore(state).map_err(|e| e.to_string())?;
+        self.sessions = sessions;
+        Ok(())
     }
 
     /// This driver runs a replacement: `voting` is told its incarnation once a decided
@@ -473,40 +527,76 @@ impl<S: StateMachine> Driver<S> {
             self.slots_applied = point;
             self.last_snapshot = point;
             self.metrics.installed();
+            if let Some(p) = &self.persist {
+                let bytes = disk_snapshot(replica.members_at(point), &snapshot);
+                p.installed(self.base + point, bytes);
+            }
         }
+        // Configuration entries reach the service empty; the disk keeps their members.
+        let changes = match &self.persist {
+            Some(_) => {
+                let new = replica.memberships[self.memberships_seen..].to_vec();
+                self.memberships_seen = replica.memberships.len();
+                new
+            }
+            None => Vec::new(),
+        };
         for (slot, entry) in replica.drain_committed() {
             assert_eq!(slot, self.slots_applied, "slots are applied in order");
             self.slots_applied += 1;
-            if entry.is_empty() {
-                continue; // a no-op filling a gap
-            }
             // Only a replica with batches under way can be waiting for this slot's answers.
             let mine = !self.in_flight.is_empty() || self.decided.contains_key(&slot);
-            match batch::decode(&entry) {
-                Ok(batch) => {
-                    for (index, frame) in batch.commands.into_iter().enumerate() {
-                        let position = Position {
-                            slot,
-                            index: index as u32,
-                        };
-                        let response = if batch.sessions {
-                            self.apply_in_session(position, frame)
-                        } else {
-                            self.commands_applied += 1;
-                            Ok(self.machine.apply(position, frame))
-                        };
-                        if mine {
-                            self.responses.entry(slot).or_default().push(response);
-                        }
+            self.apply_entry(self.base + slot, &entry, mine.then_some(slot));
+            if let Some(p) = &self.persist {
+                match changes.iter().find(|&&(s, _)| s == slot) {
+                    Some(&(_, members)) => {
+                        let bytes = members.0.to_le_bytes().to_vec();
+                        p.append(self.base + slot, Kind::Configuration, bytes);
                     }
-                }
-                // Every replica decodes the same bytes, so every one skips it alike.
-                Err(e) => {
-                    self.metrics.undecodable();
-                    tracing::warn!(replica = self.me, slot, error = %e, "skipped an entry");
+                    None => p.append(self.base + slot, Kind::Service, entry),
                 }
             }
         }
+        self.collect_rest(replica, now_ns);
+    }
+
+    /// Applies the entry of the log's slot `slot` (a no-op if empty); its answers are
+    /// kept under the engine's slot `respond` if some receipt here may wait for them.
+    fn apply_entry(&mut self, slot: u64, entry: &[u8], respond: Option<u64>) {
+        if entry.is_empty() {
+            return; // a no-op filling a gap, or a configuration entry
+        }
+        match batch::decode(entry) {
+            Ok(batch) => {
+                for (index, frame) in batch.commands.into_iter().enumerate() {
+                    let position = Position {
+                        slot,
+                        index: index as u32,
+                    };
+                    let response = if batch.sessions {
+                        self.apply_in_session(position, frame)
+                    } else {
+                        self.commands_applied += 1;
+                        Ok(self.machine.apply(position, frame))
+                    };
+                    if let Some(engine_slot) = respond {
+                        self.responses
+                            .entry(engine_slot)
+                            .or_default()
+                            .push(response);
+                    }
+                }
+            }
+            // Every replica decodes the same bytes, so every one skips it alike.
+            Err(e) => {
+                self.metrics.undecodable();
+                tracing::warn!(replica = self.me, slot, error = %e, "skipped an entry");
+            }
+        }
+    }
+
+    /// [`Driver::collect`] past the entries: snapshots, outcomes, reads, changes.
+    fn collect_rest(&mut self, replica: &mut Replica, now_ns: u64) {
         // A large snapshot is written into its bank over several turns: the next one is
         // not even taken (the state machine's copy costs) until that write is done.
         let due = self.snapshot_every > 0
@@ -515,6 +605,11 @@ impl<S: StateMachine> Driver<S> {
             let state = self.machine.snapshot();
             let state_bytes = state.len();
             let snapshot = self.sessions.snapshot(state);
+            if let Some(p) = &self.persist {
+                let members = replica.members_at(self.slots_applied);
+                let point = self.base + self.slots_applied;
+                p.snapshot(point, disk_snapshot(members, &snapshot));
+            }
             let taken = replica.snapshot_taken(self.slots_applied, snapshot);
             if let Err(e) = &taken {
                 // The ring cannot recycle slots this snapshot would have covered: without
@@ -654,7 +749,10 @@ impl<S: StateMachine> Driver<S> {
                 "membership change in effect"
             );
             completer.complete(Ok(CommitInfo {
-                position: Position { slot, index: 0 },
+                position: Position {
+                    slot: self.base + slot,
+                    index: 0,
+                },
                 batch_commands: 1,
                 leader: self.me,
                 latency: Duration::from_nanos(now_ns.saturating_sub(at)),
@@ -763,7 +861,11 @@ impl<S: StateMachine> Driver<S> {
             .map(|&(at, _)| now_ns.saturating_sub(at))
             .collect();
         self.metrics.committed(&latencies);
-        let lost = || Err(Error::ResponseLost { slot });
+        let lost = || {
+            Err(Error::ResponseLost {
+                slot: self.base + slot,
+            })
+        };
         let responses = responses.unwrap_or_else(|| (0..n).map(|_| lost()).collect());
         let answered = commands.into_iter().zip(latencies).zip(responses);
         for (index, (((_, c), latency), response)) in answered.enumerate() {
@@ -776,7 +878,7 @@ impl<S: StateMachine> Driver<S> {
             };
             c.complete(Ok(CommitInfo {
                 position: Position {
-                    slot,
+                    slot: self.base + slot,
                     index: index as u32,
                 },
                 batch_commands: n,
@@ -844,6 +946,11 @@ impl<S: StateMachine> Driver<S> {
             }
         }
         assert!(self.idle(), "every receipt was completed");
+        match self.persist.take() {
+            Some(p) if crashed => p.abandon(),
+            Some(p) => p.finish(),
+            None => {}
+        }
         (!crashed).then_some(self.machine)
     }
 }

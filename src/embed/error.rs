@@ -16,6 +16,22 @@ pub enum Error {
         /// The leader as that replica sees it.
         leader: u16,
     },
+    /// A wait for durability on a cluster without it ([`Config::durable`]).
+    ///
+    /// [`Config::durable`]: super::Config::durable
+    #[error("durability is off: nothing is written to disk (Config::durable)")]
+    DurabilityOff,
+    /// Too many of the members' disks stopped persisting (full, or failing) for a
+    /// majority to hold the entry: the log goes on deciding, without durability.
+    #[error(
+        "the disks of replicas {replicas:?} stopped persisting ({reason}): no majority can make entries durable"
+    )]
+    DiskStopped {
+        /// The replicas whose disks stopped.
+        replicas: Vec<u16>,
+        /// The first one's reason.
+        reason: String,
+    },
     /// The command does not fit in a log entry, even alone.
     #[error("a command of {len} bytes is larger than the {max} an entry holds")]
     CommandTooLarge {
@@ -183,6 +199,10 @@ pub enum StartError {
     /// The backend could not be set up.
     #[error("backend: {0}")]
     Backend(String),
+    /// The replicas' directories could not be read, or do not hold a log to start from
+    /// ([`Cluster::recover`](super::Cluster::recover)), and why.
+    #[error("recovery from disk: {0}")]
+    Recovery(String),
 }
 
 /// The end of [`Error::LogFull`]'s message.

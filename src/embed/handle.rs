@@ -6,6 +6,7 @@ use super::error::{Error, StartError};
 use super::gaps::{Clock, Gaps};
 use super::metrics::{Metrics, MetricsSnapshot};
 use super::receipt::{Answer, Outcome, Receipt, answer, pair};
+use super::recovery::{self, ClusterDisk, Disks};
 use super::retry::{self, Call, Then};
 use super::session;
 use super::shown::{CRASHED, Role, Shown, UP, admit, leader_of, role_of, too_large};
@@ -95,6 +96,8 @@ pub struct Cluster<S: StateMachine> {
     sessions_opened: AtomicU64,
     /// Each replica's process's incarnation (0 at start; one more per replacement).
     pub(super) incarnations: Mutex<Vec<u64>>,
+    /// With durability on: the replicas' disks.
+    pub(super) disk: Option<ClusterDisk>,
 }
 
 impl<S: StateMachine> Cluster<S> {
@@ -119,6 +122,19 @@ impl<S: StateMachine> Cluster<S> {
                 .check_snapshot(replica, machine)
                 .map_err(StartError::InvalidConfig)?;
         }
+        let disks = match config.durable_dir {
+            Some(_) => Some(recovery::fresh(&config)?),
+            None => None,
+        };
+        Cluster::start_on(config, machines, disks)
+    }
+
+    /// [`Cluster::start`] with its machines checked, on `disks` if durability is on.
+    pub(super) fn start_on(
+        config: Config,
+        machines: Vec<S>,
+        disks: Option<Disks>,
+    ) -> Result<Cluster<S>, StartError> {
         let metrics = Arc::new(Metrics::new());
         // Every replica's view is here: the watch reports gaps without a leader, on the
         // clock the replicas share (each mem thread's clock starts with the thread).
@@ -132,11 +148,15 @@ impl<S: StateMachine> Cluster<S> {
             .iter()
             .map(|_| Arc::new(Shown::watched_by(Arc::clone(&watch))))
             .collect();
-        let drivers: Vec<Driver<S>> = machines
+        let mut drivers: Vec<Driver<S>> = machines
             .into_iter()
             .enumerate()
             .map(|(i, m)| Driver::new(i as u16, m, &config, metrics.clone(), shown.clone()))
             .collect();
+        let disk = match disks {
+            Some(disks) => Some(recovery::open(&config, &mut drivers, &shown, disks)?),
+            None => None,
+        };
         let (inboxes, runner) = match &config.backend {
             Backend::Mem => {
                 let started = mem_backend::start(config.log.clone(), drivers)?;
@@ -174,6 +194,7 @@ impl<S: StateMachine> Cluster<S> {
             max_command,
             sessions_opened: AtomicU64::new(0),
             incarnations,
+            disk,
         })
     }
 
@@ -559,7 +580,10 @@ impl<S: StateMachine> Cluster<S> {
 
     /// The counters so far.
     pub fn metrics(&self) -> MetricsSnapshot {
-        self.metrics.snapshot()
+        let mut m = self.metrics.snapshot();
+        m.durable = self.durable_points();
+        m.durable_index = self.durable_index();
+        m
     }
 
     /// Crashes `replica`: its memory is gone (peers' operations towards it fail on `mem`,

@@ -140,6 +140,8 @@ impl Metrics {
             lease_reads: load(&self.lease_reads),
             log_reads: load(&self.log_reads),
             latency,
+            durable: Vec::new(),
+            durable_index: None,
         }
     }
 }
@@ -177,6 +179,11 @@ pub struct MetricsSnapshot {
     pub lease_reads: u64,
     /// Reads that went through the log (no lease held).
     pub log_reads: u64,
+    /// With durability on ([`Config::durable`](super::Config::durable)): how far each
+    /// replica's disk holds the log (every slot below); empty otherwise.
+    pub durable: Vec<u64>,
+    /// With durability on: every slot below it is on a majority of the members' disks.
+    pub durable_index: Option<u64>,
     /// Propose-to-commit latency of every committed command (ns of the backend's clock:
     /// wall-clock on `mem`, virtual time on the emulator), from when the proposing replica
     /// took the command until its batch was committed and applied there.

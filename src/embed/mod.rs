@@ -39,6 +39,15 @@
 //!   gap's length (`gap_ms`) when proposals resume.
 //! * **Stop**: [`Cluster::crash`] one replica (tests, demos), [`Cluster::shutdown`] all of
 //!   them, getting the state machines back.
+//! * **Durability**, opt-in: with [`Config::durable`] each replica appends what it applies
+//!   to a checksummed log in its own directory, synced on a thread of its own (group
+//!   commit, off the decision path); [`Cluster::submit_durable`] and
+//!   [`Cluster::wait_durable`] return once a majority of the members hold the entry on
+//!   disk ([`Cluster::durable_index`]); after a power loss of every replica,
+//!   [`Cluster::recover`] brings every durable entry back in order ([`Cluster::recovery`]
+//!   says what each disk held and what was cut). A command committed but not yet durable
+//!   may be lost then. Without it nothing is written to disk. In-process clusters only,
+//!   for now.
 //!
 //! ```
 //! use velos::embed::{Cluster, Config, Position, RestoreError, StateMachine};
@@ -150,6 +159,7 @@ pub mod batch;
 mod client_session;
 mod config;
 mod driver;
+mod durable;
 mod emulator_backend;
 mod error;
 mod events;
@@ -160,7 +170,9 @@ mod metrics;
 mod node;
 #[cfg(test)]
 mod node_tests;
+mod persist;
 mod receipt;
+mod recovery;
 mod replace;
 mod retry;
 pub(crate) mod serve;
@@ -177,6 +189,7 @@ pub use handle::{Cluster, LeaderFuture};
 pub use metrics::MetricsSnapshot;
 pub use node::Node;
 pub use receipt::{Answer, CommitInfo, Outcome, Receipt};
+pub use recovery::{Recovery, ReplicaDisk};
 pub use shown::Role;
 pub use state_machine::{Position, RestoreError, StateMachine};
 /// The log's configuration (`Config::log`): its defaults under [`Config::new`] are listed

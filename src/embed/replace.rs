@@ -9,6 +9,7 @@ use super::mem_backend;
 use super::receipt::{Answer, answer};
 use super::shown::{CRASHED, REMOVED, UP};
 use super::state_machine::StateMachine;
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use velos_core::log::membership::Members;
 
@@ -82,6 +83,11 @@ impl<S: StateMachine> Cluster<S> {
                 // through its own memory, a peer's replacement while it was down): a
                 // proposal's receipt resolves with an error as its completer drops.
                 while receivers[i].try_recv().is_ok() {}
+                // Its disk thread ended with it: the new process goes on from its disk.
+                if let Some(disk) = &self.disk {
+                    let shown = Arc::clone(&self.shown[i]);
+                    super::recovery::reopen(&self.config, replica, &mut driver, shown, disk);
+                }
                 let thread = mem_backend::replace(
                     (fabric, log),
                     replica,

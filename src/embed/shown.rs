@@ -48,6 +48,11 @@ pub(crate) struct Shown {
     /// The voters of the last configuration that took effect here (a bit per replica; 0:
     /// none yet, the log's initial members).
     pub(crate) members: AtomicU64,
+    /// With durability on: every slot below it is on this replica's disk (the log's
+    /// numbering, the recovered base included).
+    pub(crate) durable: AtomicU64,
+    /// Why this replica's disk stopped persisting, if it did.
+    pub(crate) disk_stopped: Mutex<Option<velos_store::writer::Stopped>>,
     /// Bumped when `leader`, `leading` or `status` changes (one watch per cluster).
     pub(crate) watch: Arc<LeaderWatch>,
     /// Its last snapshot was refused for its size: `too_large_error` holds why.

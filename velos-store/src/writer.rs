@@ -227,6 +227,27 @@ impl Writer {
         self.snapshot_waiting = Some((point, bytes));
     }
 
+    /// A snapshot at `point` past the entries appended: the replica copied it from a
+    /// peer (it fell behind the log's ring) and goes on applying from `point`. The next
+    /// entry is `point`'s, in a new segment; the segments below are deleted once the
+    /// snapshot is on disk, as for any snapshot.
+    ///
+    /// # Panics
+    /// If `point` is not past [`Writer::next_slot`] (use [`Writer::snapshot`]).
+    pub fn install(&mut self, point: u64, bytes: Vec<u8>) {
+        assert!(
+            point > self.next_slot,
+            "an installed snapshot moves the log on"
+        );
+        self.snapshot_waiting = Some((point, bytes));
+        self.next_slot = point;
+        self.newest_bytes = None; // the next append opens a segment at `point`
+        assert!(
+            self.snapshot_floor() == point,
+            "the newest snapshot is the installed one"
+        );
+    }
+
     /// The next batch, if none is on its way and there is something to write; the
     /// caller executes the operations in order and then calls [`Writer::done`] (or
     /// [`Writer::failed`]).
@@ -366,6 +387,29 @@ mod tests {
         );
         w.done();
         assert_eq!(w.durable(), 8);
+    }
+
+    #[test]
+    fn an_installed_snapshot_moves_the_log_on_and_its_next_entry_opens_a_segment() {
+        let mut w = Writer::new(0, 1 << 20);
+        w.append(0, Kind::Service, b"a");
+        let mut ops = Vec::new();
+        w.poll(&mut ops);
+        w.done();
+        w.install(10, b"state".to_vec());
+        w.append(10, Kind::Service, b"b");
+        ops.clear();
+        w.poll(&mut ops);
+        assert!(
+            matches!(&ops[0], DiskOp::Write { file, .. } if *file == segment_name(10)),
+            "a new segment at the point: {ops:?}"
+        );
+        assert!(ops.contains(&DiskOp::Delete {
+            file: segment_name(0)
+        }));
+        assert_eq!(w.durable(), 1, "nothing moves before the batch completes");
+        w.done();
+        assert_eq!((w.durable(), w.next_slot()), (11, 11));
     }
 
     #[test]

@@ -1,0 +1,347 @@
+//! Starting a cluster on its replicas' directories ([`Config::durable`]): fresh ones
+//! ([`super::Cluster::start`]) or the ones a power loss left ([`super::Cluster::recover`]).
+//!
+//! A recovery reads every replica's directory (`velos_store::recover`: the newest valid
+//! snapshot, then the log's consecutive entries, a torn or corrupt tail cut and
+//! reported), needs a majority of the recovered configuration's members, and resumes from
+//! the longest log among them: only decided entries are persisted, so every log read is a
+//! prefix of the one decided log (checked: two directories that disagree on a slot are
+//! refused), and every entry a majority held on disk is in the longest
+//! (`paper-notes/durability.md`). Every state machine is rebuilt from that log, every
+//! replica's disk is brought up to it (the entries it lacks appended, or the snapshot
+//! written when they are gone), and the engine starts afresh on blank memory with its
+//! slot 0 standing for the log's next slot: no acceptor word, promise or vote survives the
+//! restart (rule (no amnesia) holds trivially).
+
+use super::config::Config;
+use super::driver::Driver;
+use super::error::StartError;
+use super::persist::{DiskWatch, Persist};
+use super::shown::Shown;
+use super::state_machine::StateMachine;
+use std::fs;
+use std::path::Path;
+use std::sync::Arc;
+use velos_core::log::membership::Members;
+use velos_store::recover::{Recovered, recover};
+use velos_store::segment::Kind;
+
+/// What a recovery found ([`super::Cluster::recovery`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Recovery {
+    /// The log's next slot: every slot below it came back; new commands go from here.
+    pub next_slot: u64,
+    /// The replica whose log was the longest (the one the others were brought up to).
+    pub source: Option<u16>,
+    /// What each replica's directory held.
+    pub replicas: Vec<ReplicaDisk>,
+}
+
+/// A durable cluster's disks: where the engine's slot 0 stands in the log, who waits
+/// for durable points, and what the start found.
+pub(crate) struct ClusterDisk {
+    pub(crate) base: u64,
+    pub(crate) watch: Arc<DiskWatch>,
+    pub(crate) report: Recovery,
+}
+
+/// What one replica's directory held at a recovery.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReplicaDisk {
+    /// Whether the directory existed (a replica whose disk is gone counts as absent).
+    pub found: bool,
+    /// The point of the newest valid snapshot, if one was there.
+    pub snapshot: Option<u64>,
+    /// The slot after the last entry read back (0: none).
+    pub next_slot: u64,
+    /// What was cut or passed over (a torn or corrupt tail, a stale file), and why.
+    pub cuts: Vec<String>,
+}
+
+/// The directories read, and what the cluster starts from.
+pub(crate) struct Disks {
+    /// The log's slot of the engine's slot 0.
+    pub(crate) base: u64,
+    /// The configuration's members the log recovered, if it recorded one.
+    pub(crate) members: Option<Members>,
+    /// The longest log (the state machines are rebuilt from it).
+    pub(crate) source: Recovered,
+    /// What each replica's own directory held (its writer goes on from there).
+    pub(crate) own: Vec<Recovered>,
+    pub(crate) report: Recovery,
+}
+
+fn error(why: String) -> StartError {
+    StartError::Recovery(why)
+}
+
+/// Reads one directory: `None` if it does not exist.
+fn read_dir(dir: &Path) -> Result<Option<Recovered>, StartError> {
+    if !dir.exists() {
+        return Ok(None);
+    }
+    let files = crate::disk::read(dir).map_err(|e| error(format!("{}: {e}", dir.display())))?;
+    Ok(Some(recover(&files)))
+}
+
+/// The directories of a fresh start: created, and refused if one holds a log already
+/// (start such a cluster with [`super::Cluster::recover`]).
+pub(crate) fn fresh(config: &Config) -> Result<Disks, StartError> {
+    let mut own = Vec::new();
+    for r in 0..config.log.replicas {
+        let dir = config.replica_dir(r).expect("durability is on");
+        if let Some(found) = read_dir(&dir)? {
+            if found.next_slot > 0 || found.snapshot.is_some() {
+                return Err(error(format!(
+                    "{} holds a log (to slot {}): start the cluster with Cluster::recover, or \
+                     give it an empty directory",
+                    dir.display(),
+                    found.next_slot
+                )));
+            }
+        }
+        fs::create_dir_all(&dir).map_err(|e| error(format!("{}: {e}", dir.display())))?;
+        own.push(Recovered::default());
+    }
+    let replicas = own
+        .iter()
+        .map(|_| ReplicaDisk {
+            found: true,
+            snapshot: None,
+            next_slot: 0,
+            cuts: Vec::new(),
+        })
+        .collect();
+    Ok(Disks {
+        base: 0,
+        members: None,
+        source: Recovered::default(),
+        own,
+        report: Recovery {
+            next_slot: 0,
+            source: None,
+            replicas,
+        },
+    })
+}
+
+/// The members the log recovered: its last configuration entry, else its snapshot's.
+fn members_of(log: &Recovered) -> Result<Option<Members>, StartError> {
+    let word = |bytes: &[u8], what: &str| -> Result<Members, StartError> {
+        let b: [u8; 8] = bytes
+            .get(..8)
+            .and_then(|b| b.try_into().ok())
+            .ok_or_else(|| error(format!("{what} without its members")))?;
+        Ok(Members(u64::from_le_bytes(b)))
+    };
+    let last = log
+        .entries
+        .iter()
+        .rev()
+        .find(|e| e.kind == Kind::Configuration);
+    if let Some(e) = last {
+        return word(
+            &e.bytes,
+            &format!("the configuration entry of slot {}", e.slot),
+        )
+        .map(Some);
+    }
+    match &log.snapshot {
+        Some((point, bytes)) => word(bytes, &format!("the snapshot at {point}")).map(Some),
+        None => Ok(None),
+    }
+}
+
+/// The first slot `log`'s entries hold (its next slot if none).
+fn first_entry(log: &Recovered) -> u64 {
+    log.entries.first().map_or(log.next_slot, |e| e.slot)
+}
+
+/// Reads every replica's directory after a crash or power loss; the state to start from.
+pub(crate) fn read(config: &Config) -> Result<Disks, StartError> {
+    let mut found = Vec::new();
+    for r in 0..config.log.replicas {
+        found.push(read_dir(&config.replica_dir(r).expect("durability is on"))?);
+    }
+    // The longest log (the lowest replica among equals).
+    let source = (0..found.len())
+        .filter(|&r| found[r].is_some())
+        .max_by_key(|&r| (found[r].as_ref().map(|f| f.next_slot), std::cmp::Reverse(r)));
+    let Some(source) = source else {
+        return Err(error(format!(
+            "no replica directory under {}",
+            config.durable_dir.as_ref().expect("on").display()
+        )));
+    };
+    let log = found[source].clone().expect("present");
+    let members = members_of(&log)?;
+    let voters = members.unwrap_or(config.log.members);
+    let present = voters
+        .iter()
+        .filter(|&r| found.get(usize::from(r)).is_some_and(Option::is_some));
+    let present = present.count();
+    if present < voters.majority() {
+        return Err(error(format!(
+            "{present} of the members {voters}'s directories are there; a majority ({}) is \
+             needed to recover every durable entry",
+            voters.majority()
+        )));
+    }
+    if first_entry(&log) > 0 && log.snapshot.is_none() {
+        return Err(error(format!(
+            "replica {source}'s log starts at slot {} without a valid snapshot: the state \
+             below it is gone",
+            first_entry(&log)
+        )));
+    }
+    // Every log read is a prefix of the decided log: where two hold a slot, they agree.
+    let from = first_entry(&log);
+    for (r, other) in found.iter().enumerate() {
+        let Some(other) = other else { continue };
+        for e in &other.entries {
+            let Some(mine) = e
+                .slot
+                .checked_sub(from)
+                .and_then(|i| log.entries.get(i as usize))
+            else {
+                continue;
+            };
+            if mine.kind != e.kind || mine.bytes != e.bytes {
+                return Err(error(format!(
+                    "replica {r}'s directory and replica {source}'s disagree at slot {}: \
+                     directories of different logs?",
+                    e.slot
+                )));
+            }
+        }
+    }
+    let report = Recovery {
+        next_slot: log.next_slot,
+        source: Some(source as u16),
+        replicas: found
+            .iter()
+            .map(|f| ReplicaDisk {
+                found: f.is_some(),
+                snapshot: f.as_ref().and_then(|f| f.snapshot.as_ref().map(|s| s.0)),
+                next_slot: f.as_ref().map_or(0, |f| f.next_slot),
+                cuts: f.as_ref().map_or_else(Vec::new, |f| f.cuts.clone()),
+            })
+            .collect(),
+    };
+    for (r, d) in report.replicas.iter().enumerate() {
+        for cut in &d.cuts {
+            tracing::warn!(replica = r, cut = %cut, "recovery cut the disk's log");
+        }
+    }
+    let mut own = Vec::new();
+    for (r, f) in found.into_iter().enumerate() {
+        let dir = config.replica_dir(r as u16).expect("on");
+        fs::create_dir_all(&dir).map_err(|e| error(format!("{}: {e}", dir.display())))?;
+        own.push(f.unwrap_or_default());
+    }
+    tracing::info!(
+        next_slot = log.next_slot,
+        source,
+        "recovered the log from disk"
+    );
+    assert!(
+        own.iter().all(|o| o.next_slot <= log.next_slot),
+        "the source is the longest log"
+    );
+    Ok(Disks {
+        base: log.next_slot,
+        members,
+        source: log,
+        own,
+        report,
+    })
+}
+
+/// What replica `own`'s disk lacks of the source log, as the messages its disk thread
+/// takes first: the source's snapshot when the entries it needs are gone from the source,
+/// then the source's entries from its own next slot on.
+pub(crate) fn catch_up(own: &Recovered, source: &Recovered, persist: &super::persist::Persist) {
+    let mut next = own.next_slot;
+    if next < first_entry(source) {
+        let (point, bytes) = source
+            .snapshot
+            .clone()
+            .expect("a log whose entries start past 0 starts at a snapshot");
+        persist.installed(point, bytes);
+        next = point;
+    }
+    for e in source.entries.iter().filter(|e| e.slot >= next) {
+        persist.append(e.slot, e.kind, e.bytes.clone());
+    }
+}
+
+/// Rebuilds every driver's state machine from the recovered log, starts each replica's
+/// disk thread on its directory (the entries its disk lacks handed first), and sets
+/// where the engine's slot 0 stands.
+pub(crate) fn open<S: StateMachine>(
+    config: &Config,
+    drivers: &mut [Driver<S>],
+    shown: &Arc<[Arc<Shown>]>,
+    disks: Disks,
+) -> Result<ClusterDisk, StartError> {
+    let watch = Arc::new(DiskWatch::default());
+    let source = &disks.source;
+    for (i, driver) in drivers.iter_mut().enumerate() {
+        let me = i as u16;
+        if let Some((point, bytes)) = &source.snapshot {
+            let service = bytes.get(8..).unwrap_or_default();
+            driver.restore_from_disk(service).map_err(|why| {
+                StartError::Recovery(format!("the snapshot at {point} does not restore: {why}"))
+            })?;
+        }
+        for e in &source.entries {
+            if e.kind == velos_store::segment::Kind::Service {
+                driver.replay(e.slot, &e.bytes);
+            }
+        }
+        let dir = config.replica_dir(me).expect("durability is on");
+        let persist = Persist::start(
+            me,
+            dir,
+            &disks.own[i],
+            Arc::clone(&shown[i]),
+            Arc::clone(&watch),
+        )
+        .map_err(|e| StartError::Backend(format!("spawning a disk thread: {e}")))?;
+        catch_up(&disks.own[i], source, &persist);
+        driver.persist_on(Some(persist), disks.base);
+    }
+    Ok(ClusterDisk {
+        base: disks.base,
+        watch,
+        report: disks.report,
+    })
+}
+
+/// Opens replica `me`'s directory for the process that takes its place after a crash:
+/// its disk thread goes on from what the directory holds (entries the new process applies
+/// again are passed over). A directory that cannot be read leaves it running without
+/// persisting, and says so.
+pub(crate) fn reopen<S: StateMachine>(
+    config: &Config,
+    me: u16,
+    driver: &mut Driver<S>,
+    shown: Arc<Shown>,
+    disk: &ClusterDisk,
+) {
+    let dir = config.replica_dir(me).expect("durability is on");
+    let found = crate::disk::read(&dir).map(|files| velos_store::recover::recover(&files));
+    let started = found.and_then(|found| {
+        let watch = Arc::clone(&disk.watch);
+        Persist::start(me, dir.clone(), &found, Arc::clone(&shown), watch)
+    });
+    match started {
+        Ok(persist) => driver.persist_on(Some(persist), disk.base),
+        Err(e) => {
+            tracing::error!(replica = me, error = %e, "the replacement does not persist");
+            let why = velos_store::writer::Stopped::Io(format!("{}: {e}", dir.display()));
+            *shown.disk_stopped.lock().unwrap_or_else(|e| e.into_inner()) = Some(why);
+            driver.persist_on(None, disk.base);
+        }
+    }
+}
