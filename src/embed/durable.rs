@@ -20,18 +20,12 @@ use velos_core::log::membership::Members;
 /// The durable index of `shown`'s replicas: every slot below it is on the disks of a
 /// majority of `members`.
 fn durable_index(shown: &[Arc<Shown>], members: Members) -> u64 {
-    let mut points: Vec<u64> = members
+    let points: Vec<u64> = members
         .iter()
         .filter_map(|r| shown.get(usize::from(r)))
         .map(|s| s.durable.load(Ordering::SeqCst))
         .collect();
-    points.sort_unstable_by(|a, b| b.cmp(a));
-    // Premise: the members are this cluster's replicas (a majority of them shown).
-    assert!(
-        points.len() >= members.majority(),
-        "the members are replicas"
-    );
-    points[members.majority() - 1]
+    velos_store::quorum::durable_index(&points, members.majority())
 }
 
 /// The replicas of `members` whose disks stopped, with the first one's reason.

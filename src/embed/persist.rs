@@ -76,16 +76,20 @@ pub(crate) struct Persist {
 
 impl Persist {
     /// Starts replica `me`'s disk thread on `dir`, going on from what `recovered` found
-    /// there (its first batch cuts what the recovery cut and deletes what it passed over);
+    /// there (its first batch cuts what the recovery cut and deletes what it passed over)
+    /// and, first, writing what `source` (the longest log a recovery found) holds past it;
     /// the thread shows its durable point in `shown` and bumps `watch`.
     pub(crate) fn start(
         me: u16,
         dir: PathBuf,
-        recovered: &Recovered,
+        (recovered, source): (&Recovered, Option<&Recovered>),
         shown: Arc<Shown>,
         watch: Arc<DiskWatch>,
     ) -> std::io::Result<Persist> {
-        let writer = Writer::resume(recovered, SEGMENT_BYTES);
+        let mut writer = Writer::resume(recovered, SEGMENT_BYTES);
+        if let Some(source) = source {
+            writer.catch_up(source);
+        }
         shown.durable.store(writer.durable(), Ordering::SeqCst);
         let (tx, rx) = unbounded();
         let abandoned = Arc::new(AtomicBool::new(false));

@@ -23,6 +23,7 @@ use std::fs;
 use std::path::Path;
 use std::sync::Arc;
 use velos_core::log::membership::Members;
+use velos_store::merge::merge;
 use velos_store::recover::{Recovered, recover};
 use velos_store::segment::Kind;
 
@@ -153,67 +154,56 @@ fn members_of(log: &Recovered) -> Result<Option<Members>, StartError> {
 }
 
 /// The first slot `log`'s entries hold (its next slot if none).
-fn first_entry(log: &Recovered) -> u64 {
-    log.entries.first().map_or(log.next_slot, |e| e.slot)
-}
-
 /// Reads every replica's directory after a crash or power loss; the state to start from.
 pub(crate) fn read(config: &Config) -> Result<Disks, StartError> {
     let mut found = Vec::new();
     for r in 0..config.log.replicas {
         found.push(read_dir(&config.replica_dir(r).expect("durability is on"))?);
     }
-    // The longest log (the lowest replica among equals).
-    let source = (0..found.len())
-        .filter(|&r| found[r].is_some())
-        .max_by_key(|&r| (found[r].as_ref().map(|f| f.next_slot), std::cmp::Reverse(r)));
-    let Some(source) = source else {
+    let present: Vec<usize> = (0..found.len()).filter(|&r| found[r].is_some()).collect();
+    let logs: Vec<Recovered> = present.iter().filter_map(|&r| found[r].clone()).collect();
+    // The replica whose own log reaches furthest (the lowest among equals).
+    let Some(&source) = present.iter().max_by_key(|&&r| {
+        let reach = found[r].as_ref().map_or(0, |f| f.next_slot);
+        (reach, std::cmp::Reverse(r))
+    }) else {
         return Err(error(format!(
             "no replica directory under {}",
             config.durable_dir.as_ref().expect("on").display()
         )));
     };
-    let log = found[source].clone().expect("present");
+    // Every log read is a prefix of the decided log: where two hold a slot, they agree.
+    // Together they hold the log from the newest snapshot some entries continue.
+    let log = merge(&logs).map_err(|d| {
+        error(format!(
+            "replica {}'s directory and replica {}'s disagree at slot {}: directories of \
+             different logs?",
+            present[d.first], present[d.second], d.slot
+        ))
+    })?;
+    if let Some(f) = logs
+        .iter()
+        .find(|f| f.next_slot > 0)
+        .filter(|_| log.next_slot == 0)
+    {
+        return Err(error(format!(
+            "the directories hold entries up to slot {} but no valid start (every snapshot \
+             damaged): the state below them is gone",
+            f.next_slot
+        )));
+    }
     let members = members_of(&log)?;
     let voters = members.unwrap_or(config.log.members);
-    let present = voters
+    let there = voters
         .iter()
-        .filter(|&r| found.get(usize::from(r)).is_some_and(Option::is_some));
-    let present = present.count();
-    if present < voters.majority() {
+        .filter(|&r| found.get(usize::from(r)).is_some_and(Option::is_some))
+        .count();
+    if there < voters.majority() {
         return Err(error(format!(
-            "{present} of the members {voters}'s directories are there; a majority ({}) is \
+            "{there} of the members {voters}'s directories are there; a majority ({}) is \
              needed to recover every durable entry",
             voters.majority()
         )));
-    }
-    if first_entry(&log) > 0 && log.snapshot.is_none() {
-        return Err(error(format!(
-            "replica {source}'s log starts at slot {} without a valid snapshot: the state \
-             below it is gone",
-            first_entry(&log)
-        )));
-    }
-    // Every log read is a prefix of the decided log: where two hold a slot, they agree.
-    let from = first_entry(&log);
-    for (r, other) in found.iter().enumerate() {
-        let Some(other) = other else { continue };
-        for e in &other.entries {
-            let Some(mine) = e
-                .slot
-                .checked_sub(from)
-                .and_then(|i| log.entries.get(i as usize))
-            else {
-                continue;
-            };
-            if mine.kind != e.kind || mine.bytes != e.bytes {
-                return Err(error(format!(
-                    "replica {r}'s directory and replica {source}'s disagree at slot {}: \
-                     directories of different logs?",
-                    e.slot
-                )));
-            }
-        }
     }
     let report = Recovery {
         next_slot: log.next_slot,
@@ -237,7 +227,15 @@ pub(crate) fn read(config: &Config) -> Result<Disks, StartError> {
     for (r, f) in found.into_iter().enumerate() {
         let dir = config.replica_dir(r as u16).expect("on");
         fs::create_dir_all(&dir).map_err(|e| error(format!("{}: {e}", dir.display())))?;
-        own.push(f.unwrap_or_default());
+        let f = f.unwrap_or_default();
+        // Entries past a hole nobody fills (its snapshot damaged, the others behind): one
+        // replica's alone, so never durable; its log is given up and written anew.
+        if f.next_slot > log.next_slot {
+            tracing::warn!(replica = r, "its log past a hole is given up");
+            own.push(f.discarded());
+        } else {
+            own.push(f);
+        }
     }
     tracing::info!(
         next_slot = log.next_slot,
@@ -255,24 +253,6 @@ pub(crate) fn read(config: &Config) -> Result<Disks, StartError> {
         own,
         report,
     })
-}
-
-/// What replica `own`'s disk lacks of the source log, as the messages its disk thread
-/// takes first: the source's snapshot when the entries it needs are gone from the source,
-/// then the source's entries from its own next slot on.
-pub(crate) fn catch_up(own: &Recovered, source: &Recovered, persist: &super::persist::Persist) {
-    let mut next = own.next_slot;
-    if next < first_entry(source) {
-        let (point, bytes) = source
-            .snapshot
-            .clone()
-            .expect("a log whose entries start past 0 starts at a snapshot");
-        persist.installed(point, bytes);
-        next = point;
-    }
-    for e in source.entries.iter().filter(|e| e.slot >= next) {
-        persist.append(e.slot, e.kind, e.bytes.clone());
-    }
 }
 
 /// Rebuilds every driver's state machine from the recovered log, starts each replica's
@@ -303,12 +283,11 @@ pub(crate) fn open<S: StateMachine>(
         let persist = Persist::start(
             me,
             dir,
-            &disks.own[i],
+            (&disks.own[i], Some(source)),
             Arc::clone(&shown[i]),
             Arc::clone(&watch),
         )
         .map_err(|e| StartError::Backend(format!("spawning a disk thread: {e}")))?;
-        catch_up(&disks.own[i], source, &persist);
         driver.persist_on(Some(persist), disks.base);
     }
     Ok(ClusterDisk {
@@ -333,7 +312,7 @@ pub(crate) fn reopen<S: StateMachine>(
     let found = crate::disk::read(&dir).map(|files| velos_store::recover::recover(&files));
     let started = found.and_then(|found| {
         let watch = Arc::clone(&disk.watch);
-        Persist::start(me, dir.clone(), &found, Arc::clone(&shown), watch)
+        Persist::start(me, dir.clone(), (&found, None), Arc::clone(&shown), watch)
     });
     match started {
         Ok(persist) => driver.persist_on(Some(persist), disk.base),

@@ -8,12 +8,14 @@ mod cli_run;
 use cli_run::velos;
 use velos_testkit::check::linearizability::{OpKind, Verdict, check, from_json_lines};
 
-/// The campaign's CI run: 1,000 seeds (faults, then liveness, then every checker), and
-/// 1,000 more with near-overflow starts on one seed in four.
+/// The campaign's CI run: 1,000 seeds (faults, then liveness, then every checker),
+/// 1,000 more with near-overflow starts on one seed in four, and 1,000 with whole-cluster
+/// power losses and restarts from disk.
 #[test]
 fn a_thousand_seeds_of_the_campaign_find_no_violation() {
     thousand_seeds(&[]);
     thousand_seeds(&["--overflow"]);
+    thousand_seeds(&["--power-loss"]);
 }
 
 fn thousand_seeds(flags: &[&str]) {
@@ -28,6 +30,25 @@ fn thousand_seeds(flags: &[&str]) {
     assert_eq!(summary["seeds"], 1000);
     let ops = summary["operations"].as_u64().expect("a count");
     assert!(ops > 10_000, "the clients worked: {ops} operations");
+    if flags.contains(&"--power-loss") {
+        // The power loss cuts the run short: operations under way then stay pending.
+        let p = &summary["power"];
+        let count = |f: &str| p[f].as_u64().unwrap_or_else(|| panic!("{f} in {p}"));
+        assert!(
+            count("seeds_with_durable") >= 900 && count("cuts") > 0,
+            "premise: entries were durable at the power losses and recoveries cut: {p}"
+        );
+        assert!(
+            count("snapshots_checked") > 0 && count("decided_after_restart") > 0,
+            "premise: snapshots checked, the restarted clusters decided: {p}"
+        );
+        assert!(count("disks_stopped") > 0, "premise: some disk filled: {p}");
+        assert!(
+            count("seeds_durable_after_restart") >= 900,
+            "premise: the restarted clusters made entries durable: {p}"
+        );
+        return;
+    }
     assert_eq!(summary["operations_completed"].as_u64(), Some(ops));
     let after_join = summary["crashes_after_join"].as_u64().expect("a count");
     assert!(

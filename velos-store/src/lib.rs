@@ -12,6 +12,10 @@
 //! * [`writer`] — the [`writer::Writer`]: entries and snapshots in, batches of
 //!   [`writer::DiskOp`]s out (group commit, segments rolled, snapshots renamed into place
 //!   before what they cover is deleted), the durable point moved by their completions.
+//! * [`merge`] — [`merge::merge`]: the longest log several directories hold together
+//!   (a damaged start taken from another one's snapshot), after a whole-cluster power loss.
+//! * [`quorum`] — [`quorum::durable_index`]: an entry is durable once a majority of the
+//!   members' disks hold it.
 //! * [`recover`] — [`recover::recover`]: a directory's files in, the newest valid snapshot
 //!   and the log after it out, every cut reported.
 //!
@@ -19,6 +23,8 @@
 //! replica's segments hold a prefix of the one decided log: the argument is in
 //! `paper-notes/durability.md`.
 
+pub mod merge;
+pub mod quorum;
 pub mod recover;
 pub mod segment;
 pub mod snapshot;

@@ -45,6 +45,24 @@ pub struct Recovered {
     pub cuts: Vec<String>,
 }
 
+impl Recovered {
+    /// An empty log in this one's place: a writer resumed from it deletes every file this
+    /// one read or passed over before it writes (a log that holds entries past a hole
+    /// no other directory fills is given up, [`crate::merge`]).
+    pub fn discarded(&self) -> Recovered {
+        let mut stale = self.stale.clone();
+        stale.extend(self.segments.iter().map(|&first| segment_name(first)));
+        stale.extend(self.snapshot.as_ref().map(|(p, _)| snapshot_name(*p)));
+        stale.extend(self.truncate.iter().map(|(name, _)| name.clone()));
+        stale.sort();
+        stale.dedup();
+        Recovered {
+            stale,
+            ..Recovered::default()
+        }
+    }
+}
+
 /// The first slot a segment's name gives, if it is one's.
 fn segment_first(name: &str) -> Option<u64> {
     let n: u64 = name.strip_prefix("seg-")?.parse().ok()?;

@@ -8,6 +8,7 @@
 //! the older snapshots and the segments wholly below it deleted (in the same batch, after
 //! the rename: the executor runs a batch's operations in order).
 
+use crate::quorum::Mutation;
 use crate::recover::Recovered;
 use crate::segment::{self, Kind, file_name as segment_name};
 use crate::snapshot::{self, file_name as snapshot_name, tmp_name as snapshot_tmp_name};
@@ -104,6 +105,8 @@ pub struct Writer {
     truncate: Vec<(String, usize)>,
     in_flight: Option<InFlight>,
     stopped: Option<Stopped>,
+    /// A deliberately wrong variant ([`Writer::mutate`]); `None` otherwise.
+    mutation: Mutation,
 }
 
 impl Writer {
@@ -127,7 +130,50 @@ impl Writer {
             truncate: Vec::new(),
             in_flight: None,
             stopped: None,
+            mutation: Mutation::None,
         }
+    }
+
+    /// Runs the deliberately wrong variant `mutation` (tests only: without the
+    /// `mutations` feature there is none but [`Mutation::None`]).
+    pub fn mutate(&mut self, mutation: Mutation) {
+        self.mutation = mutation;
+    }
+
+    /// Hands this writer what `source` (the longest log a recovery found) holds past its
+    /// own log: the source's snapshot first if the entries it lacks are gone from the
+    /// source, then the source's entries from its next slot on. Entries it holds already
+    /// are the same (both are prefixes of the decided log) and are passed over.
+    ///
+    /// # Panics
+    /// If `source` lacks entries this writer needs and has no snapshot to give instead.
+    pub fn catch_up(&mut self, source: &Recovered) {
+        let from = source.entries.first().map_or(source.next_slot, |e| e.slot);
+        // A log whose snapshot was damaged starts past 0 without one: the source's
+        // snapshot gives it its start again, when its log reaches it.
+        let holed =
+            self.snapshot_on_disk.is_none() && self.segments.first().is_some_and(|&f| f > 0);
+        if let Some((point, bytes)) = source.snapshot.as_ref().filter(|_| holed) {
+            let first = self.segments.first().copied().unwrap_or(0);
+            if (first..=self.next_slot).contains(point) && self.next_slot >= from {
+                self.snapshot(*point, bytes.clone());
+            }
+        }
+        if self.next_slot < from {
+            let (point, bytes) = source
+                .snapshot
+                .clone()
+                .expect("a log whose entries start past 0 starts at a snapshot");
+            self.install(point, bytes);
+        }
+        let next = self.next_slot;
+        for e in source.entries.iter().filter(|e| e.slot >= next) {
+            self.append(e.slot, e.kind, &e.bytes);
+        }
+        assert!(
+            self.next_slot >= source.next_slot,
+            "caught up with the source"
+        );
     }
 
     /// A writer that goes on from what [`crate::recover::recover`] found: the next entry
@@ -329,6 +375,10 @@ impl Writer {
                 upto: self.next_slot,
                 snapshot,
             });
+            #[cfg(feature = "mutations")]
+            if self.mutation == Mutation::DurableAtHandout {
+                self.durable = self.next_slot; // before a single sync ran
+            }
         }
     }
 

@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::Instant;
 use velos_testkit::check::linearizability::to_json_lines;
 use velos_testkit::vopr::{
-    Modes, Mutation, RunReport, replay_command, replay_mutant_command, run_mutant,
+    DiskMutation, Modes, Mutation, RunReport, replay_command, replay_mutant_command, run_mutant,
 };
 
 /// Arguments of `velos vopr`.
@@ -49,6 +49,12 @@ pub struct VoprArgs {
     /// waiting into batch entries, which the services unpack.
     #[arg(long)]
     submit: bool,
+    /// Every replica persists what it applies on a simulated disk (slow syncs, a full
+    /// disk, a flipped bit drawn per seed); at a drawn instant the whole cluster loses
+    /// power, the disks' recoveries are checked against the decided log and the durable
+    /// index, and the cluster restarts from disk and loses power again.
+    #[arg(long)]
+    power_loss: bool,
 }
 
 fn parse_seeds(s: &str) -> Result<(u64, u64), String> {
@@ -89,10 +95,47 @@ struct Summary {
     gap_checked_seeds: u64,
     /// Batch entries of several commands the runs decided (`--submit`): its premise.
     batched_entries: u64,
+    /// `--power-loss`: the premises of its checks over every seed — entries durable at
+    /// the first power loss (summed), seeds with some durable, records cut or files
+    /// passed over by the recoveries, disks that stopped (full), snapshots checked
+    /// against the decided log, entries the restarted clusters decided.
+    power: Option<PowerSummary>,
     elapsed_s: f64,
     seeds_per_s: f64,
     /// Ctrl-C stopped the run before the range's end (`seeds` counts those that ran).
     interrupted: bool,
+}
+
+#[derive(serde::Serialize)]
+struct PowerSummary {
+    durable_entries: u64,
+    seeds_with_durable: u64,
+    seeds_durable_after_restart: u64,
+    cuts: u64,
+    disks_stopped: u64,
+    snapshots_checked: u64,
+    decided_after_restart: u64,
+}
+
+impl PowerSummary {
+    fn of(reports: &[RunReport]) -> Option<PowerSummary> {
+        let powers: Vec<_> = reports.iter().filter_map(|r| r.power.as_ref()).collect();
+        if powers.is_empty() {
+            return None;
+        }
+        let sum = |f: &dyn Fn(&velos_testkit::vopr::PowerReport) -> u64| {
+            powers.iter().map(|p| f(p)).sum::<u64>()
+        };
+        Some(PowerSummary {
+            durable_entries: sum(&|p| p.durable[0]),
+            seeds_with_durable: sum(&|p| u64::from(p.durable[0] > 0)),
+            seeds_durable_after_restart: sum(&|p| u64::from(p.durable_after_restart())),
+            cuts: sum(&|p| p.cuts as u64),
+            disks_stopped: sum(&|p| p.stopped as u64),
+            snapshots_checked: sum(&|p| p.snapshots_checked as u64),
+            decided_after_restart: sum(&|p| p.decided_after),
+        })
+    }
 }
 
 #[derive(serde::Serialize)]
@@ -108,9 +151,22 @@ pub fn run_cli(a: VoprArgs) -> ExitCode {
         for m in Mutation::ALL {
             println!("{}", m.name());
         }
+        for m in DiskMutation::ALL {
+            println!("{} (with --power-loss)", m.name());
+        }
         return ExitCode::SUCCESS;
     }
-    let mutation = match a.mutant.as_deref().map(|n| (n, Mutation::from_name(n))) {
+    let disk_mutation = a.mutant.as_deref().and_then(DiskMutation::from_name);
+    let disk_mutation = disk_mutation.filter(|&m| m != DiskMutation::None);
+    if disk_mutation.is_some() && !a.power_loss {
+        eprintln!(
+            "velos vopr: the mutant {:?} of the durable point needs --power-loss",
+            a.mutant
+        );
+        return ExitCode::from(2);
+    }
+    let core = a.mutant.as_deref().filter(|_| disk_mutation.is_none());
+    let mutation = match core.map(|n| (n, Mutation::from_name(n))) {
         None => Mutation::None,
         Some((_, Some(m))) => m,
         Some((name, None)) if Mutation::ALL.is_empty() => {
@@ -121,7 +177,10 @@ pub fn run_cli(a: VoprArgs) -> ExitCode {
             return ExitCode::from(2);
         }
         Some((name, None)) => {
-            let names: Vec<&str> = Mutation::ALL.iter().map(|m| m.name()).collect();
+            let core = Mutation::ALL.iter().map(|m| m.name());
+            let names: Vec<&str> = core
+                .chain(DiskMutation::ALL.iter().map(|m| m.name()))
+                .collect();
             eprintln!(
                 "velos vopr: no mutant {name:?}; the mutants: {}",
                 names.join(", ")
@@ -132,12 +191,16 @@ pub fn run_cli(a: VoprArgs) -> ExitCode {
     let modes = Modes {
         overflow: a.overflow,
         submit: a.submit,
+        power_loss: a.power_loss,
+        disk_mutation: disk_mutation.unwrap_or_default(),
     };
+    let mutant_name = disk_mutation.map_or(mutation.name(), DiskMutation::name);
+    let mutant = mutation != Mutation::None || disk_mutation.is_some();
     let replay = |seed: u64| {
-        if mutation == Mutation::None {
-            replay_command(seed, modes)
+        if mutant {
+            replay_mutant_command(seed, mutant_name, modes)
         } else {
-            replay_mutant_command(seed, mutation.name(), modes)
+            replay_command(seed, modes)
         }
     };
     let (first, end) = a.seeds;
@@ -255,6 +318,7 @@ pub fn run_cli(a: VoprArgs) -> ExitCode {
         faults_applied: reports.iter().map(|r| r.faults_applied[0] as u64).sum(),
         faults_idle: reports.iter().map(|r| r.faults_applied[1] as u64).sum(),
         batched_entries: reports.iter().map(|r| r.batched_entries as u64).sum(),
+        power: PowerSummary::of(&reports),
         longest_gap_ns: longest.map_or(0, |r| r.longest_gap.1),
         longest_gap_seed: longest.map_or(first, |r| r.seed),
         gap_checked_seeds: reports.iter().filter(|r| r.gap_visits > 0).count() as u64,
@@ -267,6 +331,14 @@ pub fn run_cli(a: VoprArgs) -> ExitCode {
         scenario.submit = a.submit;
         scenario.log.mutation = mutation;
         print!("{}", scenario.describe());
+        if a.power_loss {
+            let plan = velos_testkit::vopr::PowerPlan::draw(
+                first,
+                scenario.log.replicas,
+                scenario.safety_ns,
+            );
+            println!("  power loss: {plan:?}");
+        }
         let r = &reports[0];
         println!(
             "  {} operations ({} completed), {} entries, ended at {} ns",
@@ -311,25 +383,39 @@ pub fn run_cli(a: VoprArgs) -> ExitCode {
                 summary.batched_entries
             );
         }
+        if let Some(p) = &summary.power {
+            println!(
+                "power losses: {} entries durable at the first power loss ({} seeds with some); \
+                 {} records cut or files passed over by the recoveries; {} \
+                 disks full; {} snapshots checked against the decided log; {} entries decided \
+                 after the restarts from disk ({} seeds made some durable)",
+                p.durable_entries,
+                p.seeds_with_durable,
+                p.cuts,
+                p.disks_stopped,
+                p.snapshots_checked,
+                p.decided_after_restart,
+                p.seeds_durable_after_restart
+            );
+        }
     }
     if interrupted {
         eprintln!(
             "velos vopr: interrupted; the summary covers seeds {first}..{end}, the ones that ran"
         );
     }
-    let mutant = mutation != Mutation::None;
     if mutant && !a.json {
         match bad.first() {
             Some(r) => println!(
                 "mutant {} caught by {} of {total} seeds (first: seed {})",
-                mutation.name(),
+                mutant_name,
                 bad.len(),
                 r.seed
             ),
             None => eprintln!(
                 "velos vopr: mutant {} not caught by seeds {first}..{end}: the campaign's \
                  checks missed it",
-                mutation.name()
+                mutant_name
             ),
         }
     }

@@ -10,13 +10,18 @@ mod clients;
 mod gaps;
 pub mod kv;
 mod mutants;
+mod power;
 mod run;
 mod scenario;
+mod services;
 
+pub use power::{PowerPlan, PowerReport};
 pub use run::{RunReport, run};
 
 pub use scenario::{FaultPlan, Scenario};
 pub use velos_core::slot::Mutation;
+/// The deliberately wrong variants of the durable point (`--power-loss`).
+pub use velos_store::quorum::Mutation as DiskMutation;
 
 /// The campaign's optional modes, each a flag of `velos vopr`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -26,6 +31,11 @@ pub struct Modes {
     /// `--submit`: clients submit commands, gathered into batch entries
     /// ([`Scenario::submit`]).
     pub submit: bool,
+    /// `--power-loss`: every replica persists on a simulated disk, and the whole cluster
+    /// loses power once and restarts from disk ([`Scenario::power`]).
+    pub power_loss: bool,
+    /// A deliberately wrong variant of the durable point (with `power_loss`).
+    pub disk_mutation: DiskMutation,
 }
 
 impl Modes {
@@ -37,6 +47,9 @@ impl Modes {
         }
         if self.submit {
             out += " --submit";
+        }
+        if self.power_loss {
+            out += " --power-loss";
         }
         out
     }
@@ -63,6 +76,13 @@ pub fn run_mutant(seed: u64, mutation: Mutation, modes: Modes) -> RunReport {
     let mut scenario = Scenario::with_overflow(seed, modes.overflow);
     scenario.submit = modes.submit;
     scenario.log.mutation = mutation;
+    if modes.power_loss {
+        let plan = PowerPlan::draw(seed, scenario.log.replicas, scenario.safety_ns);
+        scenario.power = Some(PowerPlan {
+            mutation: modes.disk_mutation,
+            ..plan
+        });
+    }
     let replicas = scenario.log.replicas;
     let faults = scenario.faults.len();
     std::panic::catch_unwind(move || run(&scenario)).unwrap_or_else(|panic| {
@@ -85,6 +105,7 @@ pub fn run_mutant(seed: u64, mutation: Mutation, modes: Modes) -> RunReport {
             end_ns: 0,
             violations: vec![format!("invariant: the run panicked: {message}")],
             history: Vec::new(),
+            power: None,
         }
     })
 }

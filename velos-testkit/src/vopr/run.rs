@@ -5,8 +5,9 @@
 
 use super::clients::Clients;
 use super::gaps::CommitGaps;
-use super::kv::KvMachine;
+use super::power::{self, Disks, PowerReport};
 use super::scenario::{FaultPlan, Scenario};
+use super::services::Services;
 use crate::check::{self, AppliedLog};
 use crate::harness::cluster::{
     ClusterSpec, crash_leader, machine, restart, sim_config, tell_replaced,
@@ -85,76 +86,8 @@ pub struct RunReport {
     /// The clients' history.
     #[serde(skip)]
     pub history: Vec<crate::check::linearizability::HistoryOp>,
-}
-
-/// Each replica's service.
-struct Services {
-    kv: Vec<KvMachine>,
-    /// How far into the replica's `applied` the service has read.
-    cursor: Vec<usize>,
-    /// The next slot it expects.
-    next: Vec<u64>,
-    last_snapshot: Vec<u64>,
-    every: u64,
-    violations: Vec<String>,
-}
-
-impl Services {
-    /// Replica `r`'s process was replaced: its service starts empty.
-    fn restart(&mut self, r: usize) {
-        (self.kv[r], self.cursor[r], self.next[r]) = (KvMachine::default(), 0, 0);
-        self.last_snapshot[r] = 0;
-    }
-
-    fn new(replicas: usize, every: u64) -> Services {
-        Services {
-            kv: vec![KvMachine::default(); replicas],
-            cursor: vec![0; replicas],
-            next: vec![0; replicas],
-            last_snapshot: vec![0; replicas],
-            every,
-            violations: Vec::new(),
-        }
-    }
-
-    /// Applies what each live replica applied since the last visit, restores the
-    /// snapshots it copied, and hands it a snapshot every so many entries.
-    fn visit(&mut self, sim: &mut Simulator<Scripted>) {
-        let m = sim.machine_mut();
-        for r in 0..self.kv.len() {
-            if !m.is_up(m.threads[r].node) {
-                continue;
-            }
-            let replica = &mut m.threads[r].process;
-            for (point, bytes) in replica.take_installed() {
-                match KvMachine::restore(&bytes) {
-                    Some(kv) => (self.kv[r], self.next[r]) = (kv, point),
-                    None => self.violations.push(format!(
-                        "snapshots: replica {r} copied a snapshot at {point} that does not decode"
-                    )),
-                }
-                self.last_snapshot[r] = point;
-            }
-            for (slot, value) in &replica.applied[self.cursor[r]..] {
-                if *slot < self.next[r] {
-                    continue; // below a snapshot copied meanwhile
-                }
-                self.kv[r].apply(value);
-                self.next[r] = slot + 1;
-            }
-            self.cursor[r] = replica.applied.len();
-            // A large snapshot is written over several turns: the next waits for it.
-            let writing = replica.snapshot_writing().is_some();
-            if self.next[r] >= self.last_snapshot[r] + self.every && !writing {
-                let bytes = self.kv[r].snapshot();
-                if let Err(e) = replica.snapshot_taken(self.next[r], bytes) {
-                    self.violations
-                        .push(format!("snapshots: replica {r} refused a snapshot: {e}"));
-                }
-                self.last_snapshot[r] = self.next[r];
-            }
-        }
-    }
+    /// `--power-loss`: what the power losses and the restart from disk showed.
+    pub power: Option<PowerReport>,
 }
 
 /// The simulator faults of `scenario` known in advance (a leader's crash is decided
@@ -296,6 +229,9 @@ pub fn run(scenario: &Scenario) -> RunReport {
     let mut sim = Simulator::new(machine(&spec), config);
     let replicas = usize::from(scenario.log.replicas);
     let mut services = Services::new(replicas, scenario.snapshot_every);
+    let mut disks = scenario.power.as_ref().map(|p| Disks::new(replicas, p));
+    let mut disk_rng = velos_sim::rng::Rng::new(scenario.seed ^ 0xD15C);
+    let mut powered_off = false;
     let mut clients = Clients::new(scenario);
     let log = &scenario.log;
     let words = usize::from(log.replicas) * log.epochs as usize * log.slots as usize;
@@ -385,6 +321,9 @@ pub fn run(scenario: &Scenario) -> RunReport {
             retired.push(restart(log, &spec.client, &mut sim, r, &late));
             after_join.replaced = Some(r);
             services.restart(usize::from(r));
+            if let Some(d) = &mut disks {
+                d.restart(usize::from(r), &mut disk_rng);
+            }
             let per = log.epochs as usize * log.slots as usize;
             promises.forget(usize::from(r) * per..(usize::from(r) + 1) * per);
         }
@@ -393,7 +332,16 @@ pub fn run(scenario: &Scenario) -> RunReport {
             after_join.fired = crash_leader(&mut sim).is_some();
             gaps.fault_at(now);
         }
-        services.visit(&mut sim);
+        services.visit(&mut sim, disks.as_mut());
+        if let Some(d) = &mut disks {
+            let m = sim.machine();
+            let up: Vec<bool> = (0..log.replicas).map(|r| m.is_up(NodeId(r))).collect();
+            d.visit(now, &up);
+            if scenario.power.as_ref().is_some_and(|p| now >= p.at_ns) {
+                powered_off = true;
+                break;
+            }
+        }
         let service = (&services.kv[..], &services.next[..]);
         clients.visit(now, sim.machine_mut(), service, now < stop_starting);
         gaps.partitioned(now, cut(&sim, log.replicas, &tells));
@@ -431,14 +379,16 @@ pub fn run(scenario: &Scenario) -> RunReport {
             .collect()
     };
     let target = most_applied(&sim);
-    while now < deadline && replacements(&sim).iter().any(|&(.., n)| n < target) {
+    while !powered_off && now < deadline && replacements(&sim).iter().any(|&(.., n)| n < target) {
         now += VISIT_NS;
         sim.run(now, u64::MAX);
         tell_due(&mut sim, &mut tells, now);
-        services.visit(&mut sim);
+        services.visit(&mut sim, None);
     }
-    let mut violations = services.violations;
-    for (id, incarnation, next) in replacements(&sim).into_iter().filter(|&(.., n)| n < target) {
+    let mut violations = std::mem::take(&mut services.violations);
+    // The power loss ended the run: what is pending was cut by it, not by the log.
+    let lagging = replacements(&sim).into_iter().filter(|_| !powered_off);
+    for (id, incarnation, next) in lagging.filter(|&(.., n)| n < target) {
         violations.push(format!(
             "liveness: replica {id}'s replacement (incarnation {incarnation}) applied up to \
              slot {next}, not {target}, {} ns into the fault-free phase",
@@ -452,7 +402,25 @@ pub fn run(scenario: &Scenario) -> RunReport {
             .drain(..)
             .map(|l| format!("promises: {l}")),
     );
-    let mut report = report(scenario, &sim, (clients, &retired), violations);
+    let power = match disks {
+        Some(d) if powered_off => {
+            let (found, power) = power::restart(scenario, &sim, &retired, d);
+            violations.extend(found);
+            Some(power)
+        }
+        Some(_) => {
+            violations.push("premise: the power loss never came".into());
+            None
+        }
+        None => None,
+    };
+    let mut report = report(
+        scenario,
+        &sim,
+        (clients, &retired, power.as_ref()),
+        violations,
+    );
+    report.power = power;
     report.crashed_after_join = after_join.fired;
     report.longest_gap = gaps.longest;
     report.gap_visits = gaps.charged_visits;
@@ -463,7 +431,7 @@ pub fn run(scenario: &Scenario) -> RunReport {
 fn report(
     scenario: &Scenario,
     sim: &Simulator<Scripted>,
-    (clients, retired): (Clients, &[Scripted]),
+    (clients, retired, power): (Clients, &[Scripted], Option<&PowerReport>),
     mut violations: Vec<String>,
 ) -> RunReport {
     let m = sim.machine();
@@ -525,7 +493,8 @@ fn report(
             format!("linearizability: key {key} undecided after {states} states"),
         ),
     }
-    for (client, seq, invoked) in clients.pending() {
+    let cut = scenario.power.is_some(); // the power loss ended the run with them pending
+    for (client, seq, invoked) in clients.pending().into_iter().filter(|_| !cut) {
         violations.push(format!(
             "liveness: client {client}'s operation {seq}, started at {invoked} ns, had not \
              completed at {} ns ({} ns into the fault-free phase)",
@@ -540,8 +509,11 @@ fn report(
     let faults_idle = sim.faults_without_effect().count();
     let completed = history.iter().filter(|o| o.response_ns.is_some()).count();
     // The premise of the checks above: the clients completed an operation (else
-    // linearizability and the clients' liveness held on an empty history).
-    if completed == 0 {
+    // linearizability and the clients' liveness held on an empty history). A power loss
+    // may come before any did: then the durability checks must have had something to
+    // hold on (entries durable at a power loss: the first, or the restarted cluster's).
+    let durable = power.is_some_and(|p| p.durable[0] > 0 || p.durable_after_restart());
+    if completed == 0 && !durable {
         violations.push(
             "premise: no client operation completed: the clients' checks held on nothing".into(),
         );
@@ -560,6 +532,7 @@ fn report(
         end_ns: sim.now(),
         violations,
         history,
+        power: None,
     }
 }
 

@@ -138,6 +138,9 @@ pub struct Scenario {
     /// commands into batch entries) instead of proposing one entry each. Not drawn from
     /// the seed: `velos vopr --submit` sets it for every seed.
     pub submit: bool,
+    /// Every replica persists on a simulated disk and the whole cluster loses power
+    /// once ([`super::power`]). Set by `velos vopr --power-loss`.
+    pub power: Option<super::power::PowerPlan>,
 }
 
 /// Bytes of a replica's snapshot at most (the key-value state: a few keys and clients).
@@ -200,6 +203,7 @@ impl Scenario {
             liveness_ns: 5_000_000,
             near_overflow,
             submit: false,
+            power: None,
         };
         assert!(
             scenario.crashes() <= usize::from(replicas - 1) / 2,
