@@ -20,6 +20,7 @@ pub fn release_engine(bench: &str) -> anyhow::Result<()> {
 }
 
 pub mod bank;
+pub mod durable;
 pub mod embed;
 pub mod emulator;
 pub mod engine;

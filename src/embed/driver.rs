@@ -75,6 +75,8 @@ pub(crate) enum Command<R> {
     },
     /// Stop the replica.
     Shutdown,
+    /// Someone waits for durability: rule (durable nudge), [`Driver::nudge`].
+    Nudge,
 }
 
 /// A proposed batch: each command's arrival time and completer, in batch order.
@@ -142,6 +144,9 @@ pub(crate) struct Driver<S: StateMachine> {
     /// How many of the engine's configuration changes ([`Replica::memberships`]) were
     /// written to disk as configuration entries.
     memberships_seen: usize,
+    /// Rule (durable nudge): the slots applied here when this leader last proposed a
+    /// no-op for its followers to learn the entries before it.
+    nudged_through: u64,
 }
 
 impl<S: StateMachine> Driver<S> {
@@ -189,6 +194,7 @@ impl<S: StateMachine> Driver<S> {
             persist: None,
             base: 0,
             memberships_seen: 0,
+            nudged_through: 0,
         }
     }
 
@@ -558,6 +564,32 @@ impl<S: StateMachine> Driver<S> {
             }
         }
         self.collect_rest(replica, now_ns);
+    }
+
+    /// Rule (durable nudge): a follower learns a slot from the next slot's accept (its
+    /// previous decision) or, with nothing after it, by reading a majority once it learned
+    /// nothing for `catch_up_after_ns` (2 ms on threads) — so an entry a leader decided
+    /// last, with nothing after it, sits on the leader's disk alone for milliseconds, and a
+    /// durable acknowledgement waits for a majority's disks. A durable wait asks the
+    /// leader ([`Command::Nudge`]); a leader with nothing under way and a new entry
+    /// applied proposes one empty entry, and the followers learn the entries before it at
+    /// once. Loads that do not wait for durability never pay for it; a busy leader needs
+    /// none (its next entry tells the followers).
+    pub(crate) fn nudge(&mut self, replica: &mut Replica) {
+        let idle = self.in_flight.is_empty()
+            && self.queue.is_empty()
+            && self.log_reads.is_empty()
+            && self.changes.is_empty();
+        let leading = replica.leader() == self.me && replica.is_leader();
+        if self.persist.is_none() || !leading || !idle || self.slots_applied <= self.nudged_through
+        {
+            return;
+        }
+        if replica.propose(Vec::new()).is_ok() {
+            // The empty entry takes the next slot: once it is applied, nothing is left for
+            // another nudge to tell.
+            self.nudged_through = self.slots_applied + 1;
+        }
     }
 
     /// Applies the entry of the log's slot `slot` (a no-op if empty); its answers are

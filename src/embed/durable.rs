@@ -4,6 +4,7 @@
 //! an entry is durable once a majority of the members hold it on disk.
 
 use super::config::Config;
+use super::driver::Command;
 use super::error::{Error, StartError};
 use super::handle::Cluster;
 use super::persist::DiskWatch;
@@ -129,7 +130,18 @@ impl<S: StateMachine> Cluster<S> {
     /// failing) for a majority to hold it.
     pub fn wait_durable(&self, slot: u64, timeout: Duration) -> Result<(), Error> {
         let disk = self.disk.as_ref().ok_or(Error::DurabilityOff)?;
+        self.nudge_for(slot);
         wait_durable(&self.shown, &disk.watch, self.disk_members(), slot, timeout)
+    }
+
+    /// Rule (durable nudge): if `slot` is not durable yet, the leader is asked to let its
+    /// followers learn it (an idle leader proposes one empty entry; `Driver::nudge`).
+    fn nudge_for(&self, slot: u64) {
+        if self.durable_index().is_some_and(|d| d <= slot)
+            && let Some(leader) = self.leader()
+        {
+            self.send(leader, Command::Nudge);
+        }
     }
 
     /// [`Cluster::wait_durable`] as a future (a helper thread waits: no runtime needed).
@@ -141,6 +153,7 @@ impl<S: StateMachine> Cluster<S> {
         };
         let (shown, watch) = (Arc::clone(&self.shown), Arc::clone(&disk.watch));
         let members = self.disk_members();
+        self.nudge_for(slot);
         thread::spawn(move || tx.send(wait_durable(&shown, &watch, members, slot, timeout)));
         answer
     }

@@ -174,6 +174,8 @@ fn run<S: StateMachine>(
                 (Command::Crash, None) => {}
                 // The runner tells the engines itself when it starts a replacement.
                 (Command::PeerReplaced { .. }, _) => {}
+                // Durability runs on the in-process backend only.
+                (Command::Nudge, _) => {}
                 (Command::Shutdown, _) => shutdown = true,
             }
         }

@@ -100,6 +100,7 @@ pub(crate) fn serve<S: StateMachine, E: Endpoint>(
                     return driver.stop(End::Crashed, now());
                 }
                 Command::Shutdown => replica.shutdown(),
+                Command::Nudge => driver.nudge(&mut replica),
                 Command::PeerReplaced {
                     replica: r,
                     incarnation,
@@ -196,7 +197,7 @@ pub(crate) fn refuse_rest<S: StateMachine>(
             Command::Propose(_, completer) => driver.refuse_stopped(completer, crashed),
             Command::Members(_, completer) => driver.refuse_stopped(completer, crashed),
             Command::Read(job) => job(Err(driver.stopped_error(crashed))),
-            Command::Crash | Command::Shutdown | Command::PeerReplaced { .. } => {}
+            Command::Crash | Command::Shutdown | Command::Nudge | Command::PeerReplaced { .. } => {}
         }
     }
 }

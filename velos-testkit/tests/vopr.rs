@@ -308,6 +308,10 @@ fn whole_cluster_power_losses_keep_every_durable_entry() {
         snapshots > 0 && after > 0,
         "premise: snapshots ({snapshots}), decided after ({after})"
     );
+    assert!(
+        durable_after_restart >= 30,
+        "premise: entries durable after the restart in {durable_after_restart} of 40 seeds"
+    );
 }
 
 /// The deliberately wrong durable points are caught: acknowledging durability when a

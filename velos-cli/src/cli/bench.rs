@@ -57,6 +57,11 @@ enum Bench {
     /// virtual time: the replacement's first vote, its catching up, and the leader's
     /// decision rate meanwhile.
     Join(Box<super::bench_join::JoinArgs>),
+    /// What durability costs on this machine's disk (`Config::durable`): commits per
+    /// second and latency with it off and on, side by side; the durable acknowledgement
+    /// against the machine's own `fdatasync`; the recovery's read rate against a plain
+    /// read.
+    Durable(Box<super::bench_durable::DurableArgs>),
     /// A bank service on the embedding (three replicas on the in-process backend, 4 MiB
     /// of accounts, four clients in exactly-once sessions): the leader or a follower
     /// crashed, then replaced while the clients write; the commit gaps the replacement
@@ -676,6 +681,7 @@ pub fn run(args: BenchArgs) -> ExitCode {
         Bench::Failover(args) => run_failover(&args),
         Bench::Embed(args) => run_embed(&args),
         Bench::Join(args) => super::bench_join::run(&args),
+        Bench::Durable(args) => super::bench_durable::run(&args),
         Bench::Bank(args) => super::bench_bank::run(&args),
     }
 }

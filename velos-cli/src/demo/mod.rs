@@ -16,10 +16,11 @@
 pub mod codec;
 pub mod kv;
 pub mod plot;
+mod power;
 mod report;
 mod scenario;
 
-pub use report::{Batching, DemoReport, Interval};
+pub use report::{Batching, DemoReport, Interval, PowerLoss};
 pub use scenario::run;
 
 use std::time::Duration;
@@ -42,6 +43,12 @@ pub struct DemoConfig {
     pub keys: u32,
     /// Log slots (the clients stop when the log is full).
     pub slots: u32,
+    /// With durability on: the replicas' directories (`Config::durable`).
+    pub data_dir: Option<std::path::PathBuf>,
+    /// When every replica is crashed at once and the cluster recovered from
+    /// `data_dir` (from the start).
+    #[serde(skip)]
+    pub power_loss_at: Option<Duration>,
 }
 
 impl Default for DemoConfig {
@@ -53,6 +60,8 @@ impl Default for DemoConfig {
             clients: 8,
             keys: 64,
             slots: 1 << 16,
+            data_dir: None,
+            power_loss_at: None,
         }
     }
 }
@@ -74,6 +83,9 @@ pub enum DemoError {
     /// The cluster did not start.
     #[error("the cluster did not start: {0}")]
     Start(String),
+    /// A power loss without a data directory, or not inside the run.
+    #[error("{0}")]
+    PowerLoss(&'static str),
 }
 
 impl DemoConfig {
@@ -93,6 +105,19 @@ impl DemoConfig {
         }
         if self.slots == 0 {
             return Err(DemoError::Zero("the slot count"));
+        }
+        match self.power_loss_at {
+            Some(_) if self.data_dir.is_none() => {
+                return Err(DemoError::PowerLoss(
+                    "a power loss needs --data-dir (without durability nothing survives it)",
+                ));
+            }
+            Some(at) if at.is_zero() || at >= self.duration => {
+                return Err(DemoError::PowerLoss(
+                    "the power loss must come after the start and before the end of the run",
+                ));
+            }
+            _ => {}
         }
         if self.crash_at >= self.duration {
             return Err(DemoError::CrashAfterEnd {

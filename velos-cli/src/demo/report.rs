@@ -107,6 +107,38 @@ pub struct Checks {
     pub rejected_entries: usize,
 }
 
+/// A power loss of every replica and the recovery from disk (`--power-loss-at`).
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct PowerLoss {
+    /// When every replica crashed (ms from the start).
+    pub at_ms: f64,
+    /// Every slot below it was on a majority's disks then (`Cluster::durable_index`).
+    pub durable_index: u64,
+    /// The recovered log's next slot (`Cluster::first_slot`).
+    pub recovered_slot: u64,
+    /// `Cluster::recover`'s wall time (ms).
+    pub recover_ms: f64,
+    /// Writes acknowledged before the power loss.
+    pub acknowledged: u64,
+    /// Of them, those below the durable index (acknowledged as durable).
+    pub acknowledged_durable: u64,
+    /// Of them, those the recovered log does not hold (acknowledged, never durable).
+    pub lost: u64,
+    /// Keys whose recovered value no acknowledged write below the recovered log's end
+    /// explains, and replicas whose recovered maps differ.
+    pub mismatches: Vec<String>,
+}
+
+impl PowerLoss {
+    /// Every durable write came back and nothing else is unexplained; its premise, a
+    /// write acknowledged as durable.
+    pub fn ok(&self) -> bool {
+        self.acknowledged_durable > 0
+            && self.recovered_slot >= self.durable_index
+            && self.mismatches.is_empty()
+    }
+}
+
 /// What [`run`](super::run) reports.
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct DemoReport {
@@ -135,6 +167,8 @@ pub struct DemoReport {
     pub timeline: Vec<Interval>,
     /// The checks.
     pub checks: Checks,
+    /// The power loss and the recovery, with `--power-loss-at`.
+    pub power_loss: Option<PowerLoss>,
 }
 
 impl DemoReport {
@@ -147,6 +181,7 @@ impl DemoReport {
             && self.checks.missing_writes.is_empty()
             && self.checks.wrong_responses == 0
             && self.checks.rejected_entries == 0
+            && self.power_loss.as_ref().is_none_or(PowerLoss::ok)
     }
 
     /// Writes `report.json` and `timeline.svg` into `dir` (created if missing); their paths.
@@ -170,6 +205,10 @@ impl fmt::Display for DemoReport {
             let mut note = String::new();
             if crash.is_some_and(|c| c >= i.start_ms && c < i.start_ms + ms) {
                 note += "  <- leader crashed";
+            }
+            let lost = self.power_loss.as_ref().map(|p| p.at_ms);
+            if lost.is_some_and(|c| c >= i.start_ms && c < i.start_ms + ms) {
+                note += "  <- power lost: every replica";
             }
             if i.leader != shown_leader {
                 if let Some(l) = i.leader {
@@ -244,6 +283,28 @@ impl fmt::Display for DemoReport {
             },
             self.leader_changes
         )?;
+        if let Some(p) = &self.power_loss {
+            writeln!(
+                f,
+                "power loss of every replica at {:.1} ms: durable index {}, recovered to slot {} \
+                 in {:.1} ms; {} writes acknowledged before, {} of them durable, {} lost (never \
+                 durable); {}",
+                p.at_ms,
+                p.durable_index,
+                p.recovered_slot,
+                p.recover_ms,
+                p.acknowledged,
+                p.acknowledged_durable,
+                p.lost,
+                if p.ok() {
+                    "every durable write recovered".to_string()
+                } else if p.acknowledged_durable == 0 {
+                    "NOTHING WAS DURABLE: nothing checked".to_string()
+                } else {
+                    format!("RECOVERY WRONG: {:?}", p.mismatches)
+                }
+            )?;
+        }
         if c.wrong_responses > 0 {
             writeln!(f, "WRONG RESPONSES: {} writes", c.wrong_responses)?;
         }

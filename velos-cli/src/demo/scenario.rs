@@ -30,6 +30,9 @@ fn cluster_config(slots: u32) -> Config {
 struct ClientLog {
     /// When each write was acknowledged (from the start).
     acks: Vec<Duration>,
+    /// Each acknowledged write and the log slot that decided it, in order (a power loss
+    /// keeps those below the recovered log's end).
+    written: Vec<(u64, KvCommand)>,
     /// When each get answered.
     gets_at: Vec<Duration>,
     /// The map the acknowledged writes make.
@@ -46,27 +49,42 @@ struct ClientLog {
     in_doubt: Option<(KvCommand, Error)>,
 }
 
-/// Runs the scenario: three replicas, the clients, the leader crashed at `crash_at`.
-pub fn run(config: &DemoConfig) -> Result<DemoReport, DemoError> {
-    config.validate()?;
-    let stores: Vec<KvStore> = (0..REPLICAS).map(|_| KvStore::default()).collect();
-    let cluster = Cluster::start(cluster_config(config.slots), stores.clone())
-        .map_err(|e| DemoError::Start(e.to_string()))?;
+/// What one stretch of the run left: each client's log, the leader samples, the crash.
+struct Phase {
+    clients: Vec<ClientLog>,
+    samples: Vec<(Duration, u16)>,
+    crash: Option<(u16, Duration)>,
+}
+
+/// Runs the clients on `cluster` from `from` until `until` (from `start`), crashing the
+/// leader at `crash_at` if that lies between; each client starts from `models[c]` (the
+/// map its acknowledged writes made so far) and writes values numbered from
+/// `first_value`.
+fn phase(
+    (cluster, stores): (&Cluster<KvStore>, &[KvStore]),
+    config: &DemoConfig,
+    (start, from, until): (Instant, Duration, Duration),
+    models: Vec<KvMap>,
+    first_value: u64,
+) -> Phase {
     let stop = AtomicBool::new(false);
-    let start = Instant::now();
-    let (clients, samples, crash) = thread::scope(|s| {
-        let clients: Vec<_> = (0..config.clients)
-            .map(|c| {
-                let (cluster, stores, stop) = (&cluster, &stores, &stop);
-                s.spawn(move || client(c, cluster, stores, config, stop, start))
+    thread::scope(|s| {
+        let clients: Vec<_> = models
+            .into_iter()
+            .enumerate()
+            .map(|(c, model)| {
+                let stop = &stop;
+                let from = (start, first_value);
+                s.spawn(move || client(c as u32, (cluster, stores), config, (stop, model), from))
             })
             .collect();
         let mut samples = Vec::new();
         let mut crash = None;
-        while start.elapsed() < config.duration {
+        while start.elapsed() < until {
             let t = start.elapsed();
             let leader = cluster.leader().unwrap_or(0);
-            if crash.is_none() && t >= config.crash_at && cluster.crash(leader).is_ok() {
+            let due = t >= config.crash_at && (from..until).contains(&config.crash_at);
+            if crash.is_none() && due && cluster.crash(leader).is_ok() {
                 crash = Some((leader, t));
             }
             samples.push((t, cluster.leader().unwrap_or(0)));
@@ -77,8 +95,66 @@ pub fn run(config: &DemoConfig) -> Result<DemoReport, DemoError> {
             .into_iter()
             .map(|c| c.join().unwrap_or_default())
             .collect();
-        (clients, samples, crash)
-    });
+        Phase {
+            clients,
+            samples,
+            crash,
+        }
+    })
+}
+
+/// Runs the scenario: three replicas, the clients, the leader crashed at `crash_at`;
+/// with `power_loss_at`, every replica crashed at once then and the cluster recovered
+/// from its directories, the clients going on.
+pub fn run(config: &DemoConfig) -> Result<DemoReport, DemoError> {
+    config.validate()?;
+    let mut cluster_config = cluster_config(config.slots);
+    if let Some(dir) = &config.data_dir {
+        cluster_config = cluster_config.durable(dir);
+    }
+    let stores: Vec<KvStore> = (0..REPLICAS).map(|_| KvStore::default()).collect();
+    let cluster = Cluster::start(cluster_config.clone(), stores.clone())
+        .map_err(|e| DemoError::Start(e.to_string()))?;
+    let start = Instant::now();
+    let models = vec![KvMap::new(); config.clients as usize];
+    let until = config.power_loss_at.unwrap_or(config.duration);
+    let first = phase(
+        (&cluster, &stores),
+        config,
+        (start, Duration::ZERO, until),
+        models,
+        0,
+    );
+    let (cluster, stores, first, power) = match config.power_loss_at {
+        None => (cluster, stores, first, None),
+        Some(_) => {
+            let written: Vec<_> = first.clients.iter().map(|c| c.written.clone()).collect();
+            let doubt: Vec<_> = first
+                .clients
+                .iter()
+                .map(|c| c.in_doubt.clone().map(|d| d.0))
+                .collect();
+            let super::power::Recovered {
+                cluster,
+                stores,
+                report: power,
+                models,
+            } = super::power::lose_and_recover(cluster, cluster_config, (&written, &doubt), start)?;
+            let second = phase(
+                (&cluster, &stores),
+                config,
+                (start, until, config.duration),
+                models,
+                1 << 32,
+            );
+            (cluster, stores, joined(first, second), Some(power))
+        }
+    };
+    let Phase {
+        clients,
+        samples,
+        crash,
+    } = first;
     let survivors: Vec<u16> = (0..REPLICAS as u16)
         .filter(|&r| cluster.role(r) != Role::Crashed)
         .collect();
@@ -103,22 +179,56 @@ pub fn run(config: &DemoConfig) -> Result<DemoReport, DemoError> {
         rejected,
         metrics,
     };
-    Ok(report(config, outcome))
+    let mut report = report(config, outcome);
+    report.power_loss = power;
+    Ok(report)
+}
+
+/// The run as one: the second stretch's clients go on from the first's (their logs
+/// joined, their models the second's), the samples in order, the crash of either.
+fn joined(first: Phase, second: Phase) -> Phase {
+    let clients = first
+        .clients
+        .into_iter()
+        .zip(second.clients)
+        .map(|(a, b)| ClientLog {
+            acks: [a.acks, b.acks].concat(),
+            written: [a.written, b.written].concat(),
+            gets_at: [a.gets_at, b.gets_at].concat(),
+            model: b.model,
+            puts: a.puts + b.puts,
+            dels: a.dels + b.dels,
+            stale_gets: a.stale_gets + b.stale_gets,
+            retries: a.retries + b.retries,
+            wrong_responses: a.wrong_responses + b.wrong_responses,
+            // The first stretch's write in doubt was settled by the recovery (the second
+            // starts from the recovered map).
+            in_doubt: b.in_doubt,
+        })
+        .collect();
+    Phase {
+        clients,
+        samples: [first.samples, second.samples].concat(),
+        crash: first.crash.or(second.crash),
+    }
 }
 
 /// Client `c`: puts (most operations), deletes and gets over its own `keys` keys until
-/// `stop`, one operation at a time.
+/// `stop`, one operation at a time, from `model` (what its writes so far made), its
+/// values numbered from `first_value`.
 fn client(
     c: u32,
-    cluster: &Cluster<KvStore>,
-    stores: &[KvStore],
+    (cluster, stores): (&Cluster<KvStore>, &[KvStore]),
     config: &DemoConfig,
-    stop: &AtomicBool,
-    start: Instant,
+    (stop, model): (&AtomicBool, KvMap),
+    (start, first_value): (Instant, u64),
 ) -> ClientLog {
-    let mut log = ClientLog::default();
+    let mut log = ClientLog {
+        model,
+        ..ClientLog::default()
+    };
     let mut session = cluster.session();
-    let mut i = 0u64;
+    let mut i = first_value;
     while !stop.load(Ordering::SeqCst) {
         let key = format!("c{c}k{}", i.wrapping_mul(7) % u64::from(config.keys));
         if i % 4 == 3 {
@@ -141,8 +251,9 @@ fn client(
             let written = write(&mut session, &command);
             log.retries = session.resends();
             match written {
-                Ok(replaced) => {
+                Ok((slot, replaced)) => {
                     log.acks.push(start.elapsed());
+                    log.written.push((slot, command.clone()));
                     // Keys are this client's alone, and a session applies each write
                     // once however often it was sent: every write replaced what the
                     // client's last one left.
@@ -178,13 +289,18 @@ fn client(
 /// leader and sends the command again after an unknown outcome (the leader crashed
 /// holding it), and every replica applies it once. Other errors (the log full, a wait
 /// that timed out) end the client. The value the write replaced, as the state machine
-/// answered.
-fn write(session: &mut Session<'_, KvStore>, command: &KvCommand) -> Result<Option<String>, Error> {
+/// answered, and the slot that decided the write.
+fn write(
+    session: &mut Session<'_, KvStore>,
+    command: &KvCommand,
+) -> Result<(u64, Option<String>), Error> {
     let bytes = command.encode().map_err(|e| Error::CommandTooLarge {
         len: e.0,
         max: usize::from(u8::MAX),
     })?;
-    session.submit(bytes).map(|info| info.response)
+    session
+        .submit(bytes)
+        .map(|info| (info.position.slot, info.response))
 }
 
 /// What the run left.
@@ -338,6 +454,7 @@ fn report(config: &DemoConfig, o: Outcome) -> DemoReport {
         batching,
         timeline,
         checks,
+        power_loss: None,
     }
 }
 

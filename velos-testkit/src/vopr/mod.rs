@@ -7,6 +7,7 @@
 //! the command that replays it.
 
 mod clients;
+mod disks;
 mod gaps;
 pub mod kv;
 mod mutants;
@@ -15,10 +16,10 @@ mod run;
 mod scenario;
 mod services;
 
-pub use power::{PowerPlan, PowerReport};
+pub use power::PowerReport;
 pub use run::{RunReport, run};
 
-pub use scenario::{FaultPlan, Scenario};
+pub use scenario::{FaultPlan, PowerPlan, Scenario};
 pub use velos_core::slot::Mutation;
 /// The deliberately wrong variants of the durable point (`--power-loss`).
 pub use velos_store::quorum::Mutation as DiskMutation;

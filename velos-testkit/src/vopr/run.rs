@@ -4,8 +4,9 @@
 //! ones in which every operation must complete; then every checker.
 
 use super::clients::Clients;
+use super::disks::Disks;
 use super::gaps::CommitGaps;
-use super::power::{self, Disks, PowerReport};
+use super::power::{self, PowerReport};
 use super::scenario::{FaultPlan, Scenario};
 use super::services::Services;
 use crate::check::{self, AppliedLog};

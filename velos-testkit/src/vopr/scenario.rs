@@ -6,6 +6,7 @@
 use velos_core::log::LogConfig;
 use velos_sim::latency::LatencyModel;
 use velos_sim::rng::Rng;
+use velos_store::quorum::Mutation as DiskMutation;
 
 /// A fault of the safety phase.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -139,8 +140,47 @@ pub struct Scenario {
     /// the seed: `velos vopr --submit` sets it for every seed.
     pub submit: bool,
     /// Every replica persists on a simulated disk and the whole cluster loses power
-    /// once ([`super::power`]). Set by `velos vopr --power-loss`.
-    pub power: Option<super::power::PowerPlan>,
+    /// once (see [`PowerPlan`]). Set by `velos vopr --power-loss`.
+    pub power: Option<PowerPlan>,
+}
+
+/// What a seed draws for `--power-loss` (its own stream of the seed: the rest of the
+/// scenario is the same as without the flag).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PowerPlan {
+    /// When every replica loses power.
+    pub at_ns: u64,
+    /// One replica's syncs take this many times as long: `(replica, factor)`.
+    pub slow_syncs: Option<(u16, u64)>,
+    /// One replica's disk holds this many bytes at most (it fills, and that replica
+    /// stops persisting): `(replica, capacity)`.
+    pub full: Option<(u16, u64)>,
+    /// One replica's disk has a bit flipped at the power loss (a bad sector).
+    pub flip: Option<u16>,
+    /// A deliberately wrong variant of the durable point (tests only).
+    pub mutation: DiskMutation,
+}
+
+impl PowerPlan {
+    /// The plan seed `seed` draws for `replicas` and a safety phase of `safety_ns`. The
+    /// full disk and the flipped bit hit the same replica: one replica's copy damaged, as
+    /// a crash would take one.
+    pub fn draw(seed: u64, replicas: u16, safety_ns: u64) -> PowerPlan {
+        let mut rng = Rng::new(seed ^ 0x5DEE_CE66_D1CE_D00D);
+        let n = u64::from(replicas);
+        let at_ns = safety_ns / 4 + rng.below(safety_ns * 3 / 4);
+        let slow_syncs = (rng.below(3) == 0).then(|| (rng.below(n) as u16, 2 + rng.below(30)));
+        let faulty = rng.below(n) as u16;
+        let full = (rng.below(4) == 0).then(|| (faulty, 1_024 + rng.below(16 << 10)));
+        let flip = (rng.below(3) == 0).then_some(faulty);
+        PowerPlan {
+            at_ns,
+            slow_syncs,
+            full,
+            flip,
+            mutation: DiskMutation::None,
+        }
+    }
 }
 
 /// Bytes of a replica's snapshot at most (the key-value state: a few keys and clients).

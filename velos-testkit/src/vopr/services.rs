@@ -1,9 +1,9 @@
 //! Each replica's key-value service in a campaign run: the entries it applied, the
 //! snapshots it handed to the log and restored from it; with `--power-loss`, the same
-//! handed to its disk ([`super::power::Disks`]).
+//! handed to its disk ([`super::disks::Disks`]).
 
+use super::disks::Disks;
 use super::kv::KvMachine;
-use super::power::Disks;
 use crate::harness::script::Scripted;
 use velos_sim::simulate::Simulator;
 
