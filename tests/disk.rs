@@ -42,7 +42,7 @@ fn what_the_writer_wrote_recovers_and_a_torn_tail_is_cut_then_written_past() {
     assert_eq!(found.next_slot, 40);
     assert!(found.cuts.is_empty(), "{:?}", found.cuts);
     for e in &found.entries {
-        assert_eq!(e.bytes, entry(e.slot));
+        assert_eq!(e.bytes(), entry(e.slot));
     }
     assert_eq!(
         found.entries.first().map(|e| e.slot),
@@ -71,5 +71,5 @@ fn what_the_writer_wrote_recovers_and_a_torn_tail_is_cut_then_written_past() {
     let found = recover(&disk::read(dir.path()).unwrap());
     assert_eq!(found.next_slot, 60, "{:?}", found.cuts);
     assert!(found.cuts.is_empty(), "{:?}", found.cuts);
-    assert!(found.entries.iter().all(|e| e.bytes == entry(e.slot)));
+    assert!(found.entries.iter().all(|e| e.bytes() == entry(e.slot)));
 }

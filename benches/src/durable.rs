@@ -352,7 +352,7 @@ fn recovery_run(dir: &Path) -> anyhow::Result<RecoveryRun> {
     let read = at.elapsed();
     let at = Instant::now();
     let files = velos::disk::read(dir)?;
-    let found = velos_store::recover::recover(&files);
+    let found = velos_store::recover::recover_owned(files);
     let recover = at.elapsed();
     anyhow::ensure!(found.cuts.is_empty(), "a clean directory: {:?}", found.cuts);
     anyhow::ensure!(found.snapshot.is_some(), "its snapshot recovered");

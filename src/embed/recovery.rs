@@ -24,7 +24,7 @@ use std::path::Path;
 use std::sync::Arc;
 use velos_core::log::membership::Members;
 use velos_store::merge::merge;
-use velos_store::recover::{Recovered, recover};
+use velos_store::recover::{Recovered, recover_owned};
 use velos_store::segment::Kind;
 
 /// What a recovery found ([`super::Cluster::recovery`]).
@@ -82,7 +82,7 @@ fn read_dir(dir: &Path) -> Result<Option<Recovered>, StartError> {
         return Ok(None);
     }
     let files = crate::disk::read(dir).map_err(|e| error(format!("{}: {e}", dir.display())))?;
-    Ok(Some(recover(&files)))
+    Ok(Some(recover_owned(files)))
 }
 
 /// The directories of a fresh start: created, and refused if one holds a log already
@@ -142,7 +142,7 @@ fn members_of(log: &Recovered) -> Result<Option<Members>, StartError> {
         .find(|e| e.kind == Kind::Configuration);
     if let Some(e) = last {
         return word(
-            &e.bytes,
+            e.bytes(),
             &format!("the configuration entry of slot {}", e.slot),
         )
         .map(Some);
@@ -276,7 +276,7 @@ pub(crate) fn open<S: StateMachine>(
         }
         for e in &source.entries {
             if e.kind == velos_store::segment::Kind::Service {
-                driver.replay(e.slot, &e.bytes);
+                driver.replay(e.slot, e.bytes());
             }
         }
         let dir = config.replica_dir(me).expect("durability is on");
@@ -309,7 +309,7 @@ pub(crate) fn reopen<S: StateMachine>(
     disk: &ClusterDisk,
 ) {
     let dir = config.replica_dir(me).expect("durability is on");
-    let found = crate::disk::read(&dir).map(|files| velos_store::recover::recover(&files));
+    let found = crate::disk::read(&dir).map(velos_store::recover::recover_owned);
     let started = found.and_then(|found| {
         let watch = Arc::clone(&disk.watch);
         Persist::start(me, dir.clone(), (&found, None), Arc::clone(&shown), watch)

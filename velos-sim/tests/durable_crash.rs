@@ -108,9 +108,11 @@ fn run(plan: &[u8], segment_bytes: usize) -> Seen {
                 // Every entry recovered is the one last appended in its slot.
                 for e in &found.entries {
                     assert_eq!(
-                        e.bytes, log[e.slot as usize],
+                        e.bytes(),
+                        log[e.slot as usize],
                         "slot {}: {:?}",
-                        e.slot, found.cuts
+                        e.slot,
+                        found.cuts
                     );
                 }
                 // The snapshot is the state of the log below its point.

@@ -30,7 +30,7 @@ pub fn merge(found: &[Recovered]) -> Result<Recovered, Disagreement> {
     for (i, f) in found.iter().enumerate() {
         for e in &f.entries {
             match entries.get(&e.slot) {
-                Some(&(j, other)) if other.kind != e.kind || other.bytes != e.bytes => {
+                Some(&(j, other)) if other.kind != e.kind || other.bytes() != e.bytes() => {
                     return Err(Disagreement {
                         slot: e.slot,
                         first: j,
@@ -95,11 +95,7 @@ mod tests {
             snapshot: snapshot.map(|p| (p, format!("state {p}").into_bytes())),
             entries: slots
                 .clone()
-                .map(|slot| Entry {
-                    slot,
-                    kind: Kind::Service,
-                    bytes: vec![slot as u8],
-                })
+                .map(|slot| Entry::new(slot, Kind::Service, vec![slot as u8]))
                 .collect(),
             next_slot: slots.end,
             ..Recovered::default()
@@ -121,7 +117,7 @@ mod tests {
         let merged = merge(&[log(None, 0..5), log(None, 7..30)]).expect("they agree");
         assert_eq!(merged.next_slot, 5, "slots 5 and 6 are nowhere");
         let mut other = log(None, 0..8);
-        other.entries[3].bytes = vec![99];
+        other.entries[3] = Entry::new(3, Kind::Service, vec![99]);
         let e = merge(&[log(None, 0..5), other]).expect_err("slot 3 differs");
         assert_eq!((e.slot, e.first, e.second), (3, 0, 1));
         assert_eq!(merge(&[]).expect("nothing").next_slot, 0);

@@ -168,7 +168,7 @@ impl Writer {
         }
         let next = self.next_slot;
         for e in source.entries.iter().filter(|e| e.slot >= next) {
-            self.append(e.slot, e.kind, &e.bytes);
+            self.append(e.slot, e.kind, e.bytes());
         }
         assert!(
             self.next_slot >= source.next_slot,

@@ -7,7 +7,7 @@ use std::collections::VecDeque;
 use velos_sim::disk::{DiskModel, SimDisk};
 use velos_sim::rng::Rng;
 use velos_store::quorum::{Mutation as DiskMutation, durable_index_with};
-use velos_store::recover::{Recovered, recover};
+use velos_store::recover::{Recovered, recover_owned};
 use velos_store::segment::Kind;
 use velos_store::writer::{DiskOp, Writer};
 
@@ -133,7 +133,7 @@ impl Disks {
     /// process's writer goes on from what the disk holds.
     pub(crate) fn restart(&mut self, r: usize, rng: &mut Rng) {
         self.disks[r].power_loss(&mut |n| rng.below(n as u64) as usize);
-        let found = recover(&self.disks[r].files());
+        let found = recover_owned(self.disks[r].files());
         self.writers[r] = writer(&found, self.mutation);
         self.pending[r].clear();
         self.out[r] = false;
@@ -184,7 +184,10 @@ impl Disks {
         if let Some(r) = flip {
             self.disks[usize::from(r)].flip_bit(&mut |n| rng.below(n as u64) as usize);
         }
-        self.disks.iter().map(|d| recover(&d.files())).collect()
+        self.disks
+            .iter()
+            .map(|d| recover_owned(d.files()))
+            .collect()
     }
 }
 

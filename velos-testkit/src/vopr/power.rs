@@ -81,7 +81,7 @@ fn check(
     for (r, f) in found.iter().enumerate() {
         report.cuts += f.cuts.len();
         for e in &f.entries {
-            if decided.get(&e.slot) != Some(&e.bytes) {
+            if decided.get(&e.slot).map(Vec::as_slice) != Some(e.bytes()) {
                 violations.push(format!(
                     "durability: replica {r}'s disk recovered slot {} with an entry that was \
                      not decided there",
@@ -169,7 +169,7 @@ pub(crate) fn restart(
         Some((_, bytes)) => KvMachine::restore(bytes).unwrap_or_default(),
         None => KvMachine::default(),
     };
-    source.entries.iter().for_each(|e| kv.apply(&e.bytes));
+    source.entries.iter().for_each(|e| kv.apply(e.bytes()));
     disks.resume(&found, &source);
     let client = ClientScript {
         count: 1 << 40,
