@@ -269,3 +269,42 @@ fn bad_directories_are_refused_with_a_reason() {
     assert_eq!(cluster.durable_index(), None);
     drop(cluster.shutdown());
 }
+
+/// A configuration change is on disk with its members: a cluster of four whose spare was
+/// made a voter comes back from a power loss with four voters (the recovered
+/// configuration, not the one it was first started with), every durable command there.
+#[test]
+fn the_configuration_comes_back_from_disk() {
+    use velos::core::log::membership::Members;
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let four = || {
+        let mut c = Config::new(4).durable(dir.path());
+        c.log.members = Members::of(&[0, 1, 2]);
+        c
+    };
+    let histories = || (0..4).map(|_| History::default()).collect::<Vec<_>>();
+    let cluster = Cluster::start(four(), histories()).expect("starts");
+    let mut durable = submit(&cluster, "a", 20, 2);
+    cluster
+        .change_members(&[0, 1, 2, 3])
+        .expect("the spare votes");
+    durable.extend(submit(&cluster, "b", 20, 2));
+    assert!(!durable.is_empty(), "premise: durable commands");
+    for r in 0..4 {
+        cluster.crash(r).expect("a replica crashes");
+    }
+    drop(cluster.shutdown());
+    let cluster = Cluster::recover(four(), histories()).expect("recovers");
+    assert_eq!(
+        cluster.config().log.members,
+        Members::of(&[0, 1, 2, 3]),
+        "the configuration the log recorded"
+    );
+    durable.extend(submit(&cluster, "c", 10, 1));
+    cluster
+        .catch_up(Duration::from_secs(10))
+        .expect("caught up");
+    for m in cluster.shutdown().iter().flatten() {
+        holds_in_order(m, &durable);
+    }
+}
