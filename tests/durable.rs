@@ -308,3 +308,49 @@ fn the_configuration_comes_back_from_disk() {
         holds_in_order(m, &durable);
     }
 }
+
+/// A replica crashed and replaced (`Cluster::replace`) reopens its directory: the new
+/// process's disk thread goes on from what the old one wrote, passing over the entries it
+/// applies again, and writes what it copies; after a power loss every durable command is
+/// back, and the replaced replica's disk holds the log as far as the others'.
+#[test]
+fn a_replacement_goes_on_writing_its_directory() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let cluster = Cluster::start(config(dir.path()), machines()).expect("starts");
+    let mut durable = submit(&cluster, "a", 30, 3);
+    let leader = cluster
+        .wait_for_leader(Duration::from_secs(10))
+        .expect("a leader");
+    let follower = (leader + 1) % 3;
+    cluster.crash(follower).expect("a follower crashes");
+    durable.extend(submit(&cluster, "b", 30, 3));
+    let voting = cluster
+        .replace(follower, History::default())
+        .expect("a crashed replica is replaced");
+    voting
+        .wait_timeout(Duration::from_secs(10))
+        .expect("the replacement votes");
+    durable.extend(submit(&cluster, "c", 30, 3));
+    cluster
+        .catch_up(Duration::from_secs(10))
+        .expect("caught up");
+    let last = durable.last().expect("premise: durable commands").0;
+    // The replacement's disk reaches the last durable command too (it applied it).
+    let reached = Duration::from_secs(10);
+    let start = std::time::Instant::now();
+    while cluster.durable_points()[usize::from(follower)] <= last {
+        assert!(start.elapsed() < reached, "{:?}", cluster.durable_points());
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    power_loss(cluster);
+    let cluster = Cluster::recover(config(dir.path()), machines()).expect("recovers");
+    let report = cluster.recovery().expect("a report").clone();
+    let theirs = report.replicas[usize::from(follower)].next_slot;
+    assert!(theirs > last, "the replaced replica's disk: {report:?}");
+    cluster
+        .catch_up(Duration::from_secs(10))
+        .expect("caught up");
+    for m in cluster.shutdown().iter().flatten() {
+        holds_in_order(m, &durable);
+    }
+}
