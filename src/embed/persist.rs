@@ -77,7 +77,8 @@ pub(crate) struct Persist {
 impl Persist {
     /// Starts replica `me`'s disk thread on `dir`, going on from what `recovered` found
     /// there (its first batch cuts what the recovery cut and deletes what it passed over)
-    /// and, first, writing what `source` (the longest log a recovery found) holds past it;
+    /// and, after a whole-cluster power loss, brought up to `source` first
+    /// ([`Writer::rejoin`]);
     /// the thread shows its durable point in `shown` and bumps `watch`.
     pub(crate) fn start(
         me: u16,
@@ -86,10 +87,10 @@ impl Persist {
         shown: Arc<Shown>,
         watch: Arc<DiskWatch>,
     ) -> std::io::Result<Persist> {
-        let mut writer = Writer::resume(recovered, SEGMENT_BYTES);
-        if let Some(source) = source {
-            writer.catch_up(source);
-        }
+        let writer = match source {
+            Some(source) => Writer::rejoin(recovered, source, SEGMENT_BYTES),
+            None => Writer::resume(recovered, SEGMENT_BYTES),
+        };
         shown.durable.store(writer.durable(), Ordering::SeqCst);
         let (tx, rx) = unbounded();
         let abandoned = Arc::new(AtomicBool::new(false));
@@ -186,28 +187,12 @@ fn run(
     }
 }
 
-/// Hands `msg` to the writer. Entries and snapshots already on disk (a replica that
-/// copied a snapshot older than its own disk's log) are passed over: by agreement they
-/// are the same entries.
+/// Hands `msg` to the writer (what its disk holds already is passed over there).
 fn take(writer: &mut Writer, msg: Msg) {
     match msg {
-        Msg::Append(slot, kind, bytes) => {
-            if slot >= writer.next_slot() {
-                writer.append(slot, kind, &bytes);
-            }
-        }
-        Msg::Snapshot(point, bytes) => {
-            if point >= writer.snapshot_floor() && point <= writer.next_slot() {
-                writer.snapshot(point, bytes);
-            }
-        }
-        Msg::Installed(point, bytes) => {
-            if point > writer.next_slot() {
-                writer.install(point, bytes);
-            } else if point >= writer.snapshot_floor() {
-                writer.snapshot(point, bytes);
-            }
-        }
+        Msg::Append(slot, kind, bytes) => writer.applied(slot, kind, &bytes),
+        Msg::Snapshot(point, bytes) => writer.snapshot_taken(point, bytes),
+        Msg::Installed(point, bytes) => writer.snapshot_copied(point, bytes),
         Msg::Finish => unreachable!("handled by the loop"),
     }
 }

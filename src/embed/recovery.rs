@@ -228,23 +228,16 @@ pub(crate) fn read(config: &Config) -> Result<Disks, StartError> {
         let dir = config.replica_dir(r as u16).expect("on");
         fs::create_dir_all(&dir).map_err(|e| error(format!("{}: {e}", dir.display())))?;
         let f = f.unwrap_or_default();
-        // Entries past a hole nobody fills (its snapshot damaged, the others behind): one
-        // replica's alone, so never durable; its log is given up and written anew.
         if f.next_slot > log.next_slot {
+            // `Writer::rejoin` gives it up: one replica's entries past a hole, never durable.
             tracing::warn!(replica = r, "its log past a hole is given up");
-            own.push(f.discarded());
-        } else {
-            own.push(f);
         }
+        own.push(f);
     }
     tracing::info!(
         next_slot = log.next_slot,
         source,
         "recovered the log from disk"
-    );
-    assert!(
-        own.iter().all(|o| o.next_slot <= log.next_slot),
-        "the source is the longest log"
     );
     Ok(Disks {
         base: log.next_slot,

@@ -140,6 +140,51 @@ impl Writer {
         self.mutation = mutation;
     }
 
+    /// A writer going on from `own` (what a replica's directory held after a power loss
+    /// of the whole cluster), brought up to `source` (the longest log the directories
+    /// hold together, [`crate::merge::merge`]). A log that runs past `source` ran past a
+    /// hole no other directory fills: its entries there were one replica's alone, never
+    /// durable, and the log is given up ([`Recovered::discarded`]) and written anew.
+    pub fn rejoin(own: &Recovered, source: &Recovered, segment_bytes: usize) -> Writer {
+        let kept = if own.next_slot > source.next_slot {
+            own.discarded()
+        } else {
+            own.clone()
+        };
+        let mut w = Writer::resume(&kept, segment_bytes);
+        w.catch_up(source);
+        // Postcondition: the disk will hold the source's log, and nothing past it.
+        assert_eq!(w.next_slot(), source.next_slot, "caught up, no further");
+        w
+    }
+
+    /// The entry a replica applied in `slot`: appended, unless the disk holds it already
+    /// (a replica that went on from its directory applies again what it wrote before; by
+    /// agreement it is the same entry).
+    pub fn applied(&mut self, slot: u64, kind: Kind, bytes: &[u8]) {
+        if slot >= self.next_slot {
+            self.append(slot, kind, bytes);
+        }
+    }
+
+    /// A snapshot a replica took at `point`: written unless the disk's log does not reach
+    /// it yet or a newer snapshot is there already.
+    pub fn snapshot_taken(&mut self, point: u64, bytes: Vec<u8>) {
+        if point >= self.snapshot_floor() && point <= self.next_slot {
+            self.snapshot(point, bytes);
+        }
+    }
+
+    /// A snapshot a replica copied from a peer at `point`: installed past the disk's log,
+    /// written as a snapshot within it, passed over below the newest one.
+    pub fn snapshot_copied(&mut self, point: u64, bytes: Vec<u8>) {
+        if point > self.next_slot {
+            self.install(point, bytes);
+        } else if point >= self.snapshot_floor() {
+            self.snapshot(point, bytes);
+        }
+    }
+
     /// Hands this writer what `source` (the longest log a recovery found) holds past its
     /// own log: the source's snapshot first if the entries it lacks are gone from the
     /// source, then the source's entries from its next slot on. Entries it holds already
@@ -437,6 +482,58 @@ mod tests {
         );
         w.done();
         assert_eq!(w.durable(), 8);
+    }
+
+    #[test]
+    fn a_log_past_the_source_is_given_up_and_a_shorter_one_caught_up() {
+        let source = crate::recover::Recovered {
+            entries: (0..5)
+                .map(|s| crate::recover::Entry::new(s, Kind::Service, vec![s as u8]))
+                .collect(),
+            next_slot: 5,
+            ..Default::default()
+        };
+        // Past a hole: its own segment from slot 8 is deleted, the source written anew.
+        let past = crate::recover::Recovered {
+            next_slot: 9,
+            segments: vec![8],
+            ..Default::default()
+        };
+        let mut w = Writer::rejoin(&past, &source, 1 << 20);
+        assert_eq!(w.next_slot(), 5);
+        let mut ops = Vec::new();
+        w.poll(&mut ops);
+        assert_eq!(
+            ops[0],
+            DiskOp::Delete {
+                file: segment_name(8)
+            },
+            "{ops:?}"
+        );
+        // Shorter: only the entries it lacks are appended.
+        let short = crate::recover::Recovered {
+            next_slot: 3,
+            segments: vec![0],
+            ..Default::default()
+        };
+        let w = Writer::rejoin(&short, &source, 1 << 20);
+        assert_eq!((w.next_slot(), w.durable()), (5, 3), "3 and 4 to write");
+    }
+
+    #[test]
+    fn what_a_disk_holds_already_is_passed_over() {
+        let mut w = Writer::new(4, 1 << 20);
+        w.applied(2, Kind::Service, b"old"); // below the log: on disk already
+        w.applied(4, Kind::Service, b"new");
+        assert_eq!(w.next_slot(), 5);
+        w.snapshot_taken(9, b"ahead".to_vec()); // past the log: not yet
+        assert_eq!(w.snapshot_floor(), 0);
+        w.snapshot_copied(3, b"within".to_vec());
+        assert_eq!(w.snapshot_floor(), 3);
+        w.snapshot_copied(1, b"older".to_vec()); // below the newest: passed over
+        assert_eq!(w.snapshot_floor(), 3);
+        w.snapshot_copied(9, b"past".to_vec());
+        assert_eq!((w.snapshot_floor(), w.next_slot()), (9, 9), "installed");
     }
 
     #[test]

@@ -58,28 +58,17 @@ impl Disks {
     /// Replica `r` applied `bytes` in the engine's slot `slot` (already on its disk: passed
     /// over).
     pub(crate) fn append(&mut self, r: usize, slot: u64, bytes: &[u8]) {
-        let w = &mut self.writers[r];
-        if self.base + slot >= w.next_slot() {
-            w.append(self.base + slot, Kind::Service, bytes);
-        }
+        self.writers[r].applied(self.base + slot, Kind::Service, bytes);
     }
 
     /// Replica `r`'s service took a snapshot at the engine's slot `point`.
     pub(crate) fn snapshot(&mut self, r: usize, point: u64, bytes: &[u8]) {
-        let (w, point) = (&mut self.writers[r], self.base + point);
-        if point >= w.snapshot_floor() && point <= w.next_slot() {
-            w.snapshot(point, bytes.to_vec());
-        }
+        self.writers[r].snapshot_taken(self.base + point, bytes.to_vec());
     }
 
     /// Replica `r` copied a peer's snapshot at the engine's slot `point`.
     pub(crate) fn installed(&mut self, r: usize, point: u64, bytes: &[u8]) {
-        let (w, point) = (&mut self.writers[r], self.base + point);
-        if point > w.next_slot() {
-            w.install(point, bytes.to_vec());
-        } else if point >= w.snapshot_floor() {
-            w.snapshot(point, bytes.to_vec());
-        }
+        self.writers[r].snapshot_copied(self.base + point, bytes.to_vec());
     }
 
     /// Runs every disk up to `now`: the operations of each batch one after the other at
@@ -156,19 +145,13 @@ impl Disks {
 
     /// After a whole-cluster power loss: every disk's writer goes on from what `found`
     /// (each disk's recovery) holds, brought up to `source` (the longest log they hold
-    /// together), and the engine's slot 0 stands for `source`'s next slot. A disk whose
-    /// log runs past a hole nobody fills holds entries only it had (never durable): its
-    /// log is given up.
+    /// together, [`Writer::rejoin`]), and the engine's slot 0 stands for `source`'s next
+    /// slot.
     pub(super) fn resume(&mut self, found: &[Recovered], source: &Recovered) {
         let base = source.next_slot;
         for (r, f) in found.iter().enumerate() {
-            let f = if f.next_slot > base {
-                &f.discarded()
-            } else {
-                f
-            };
-            self.writers[r] = writer(f, self.mutation);
-            self.writers[r].catch_up(source);
+            self.writers[r] = Writer::rejoin(f, source, SEGMENT_BYTES);
+            self.writers[r].mutate(self.mutation);
             self.pending[r].clear();
             self.out[r] = false;
             self.ready_at[r] = 0; // the restarted cluster's clock starts again
