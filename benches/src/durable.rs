@@ -10,6 +10,8 @@
 //! Both reads run on a warm page cache (dropping it needs root): the comparison is the
 //! recovery's own cost, checksums and decoding, against the bytes' copy.
 
+use crate::embed::latency_histogram;
+use crate::embed::submit::Count;
 use hdrhistogram::Histogram;
 use serde::Serialize;
 use std::collections::VecDeque;
@@ -17,7 +19,7 @@ use std::fs::{self, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
-use velos::embed::{Cluster, Config, Position, RestoreError, StateMachine};
+use velos::embed::{Cluster, Config};
 use velos_store::segment::Kind;
 use velos_store::writer::Writer;
 
@@ -146,34 +148,6 @@ impl DurableReport {
     }
 }
 
-/// The benchmark's state machine: it counts what it applies.
-#[derive(Default)]
-struct Count(u64);
-
-impl StateMachine for Count {
-    type Response = ();
-
-    fn apply(&mut self, _: Position, _: &[u8]) {
-        self.0 += 1;
-    }
-
-    fn snapshot(&self) -> Vec<u8> {
-        self.0.to_le_bytes().to_vec()
-    }
-
-    fn restore(&mut self, bytes: &[u8]) -> Result<(), RestoreError> {
-        let b = bytes
-            .try_into()
-            .map_err(|_| RestoreError("8 bytes".into()))?;
-        self.0 = u64::from_le_bytes(b);
-        Ok(())
-    }
-}
-
-fn histogram() -> Histogram<u64> {
-    Histogram::new_with_bounds(1, 60_000_000_000, 3).expect("valid bounds")
-}
-
 fn load(h: &Histogram<u64>, wall: Duration) -> LoadRun {
     LoadRun {
         commits_per_s: h.len() as f64 / wall.as_secs_f64().max(f64::MIN_POSITIVE),
@@ -195,7 +169,7 @@ fn closed_loop(
     config: &DurableConfig,
     durable: bool,
 ) -> anyhow::Result<LoadRun> {
-    let mut h = histogram();
+    let mut h = latency_histogram();
     let mut window = Instant::now();
     for n in 0..config.warmup + config.commits {
         if n == config.warmup {
@@ -219,7 +193,7 @@ fn closed_loop(
 /// the oldest commits.
 fn pipelined(c: &Cluster<Count>, config: &DurableConfig) -> anyhow::Result<LoadRun> {
     let leader = c.wait_for_leader(Duration::from_secs(10))?;
-    let mut h = histogram();
+    let mut h = latency_histogram();
     let mut flight = VecDeque::new();
     let total = config.warmup + config.commits;
     let mut window = Instant::now();
@@ -283,7 +257,7 @@ fn fdatasync(dir: &Path, syncs: u64, threads: usize) -> anyhow::Result<(u64, u64
             .map(|h| h.join().expect("a probe thread"))
             .collect::<anyhow::Result<Vec<_>>>()
     })?;
-    let mut h = histogram();
+    let mut h = latency_histogram();
     for one in &all {
         h.add(one)?;
     }
@@ -292,7 +266,7 @@ fn fdatasync(dir: &Path, syncs: u64, threads: usize) -> anyhow::Result<(u64, u64
 
 fn fdatasync_one(path: &Path, syncs: u64) -> anyhow::Result<Histogram<u64>> {
     let mut file = OpenOptions::new().create(true).append(true).open(path)?;
-    let mut h = histogram();
+    let mut h = latency_histogram();
     let block = vec![0x5A; 4096];
     for _ in 0..syncs {
         file.write_all(&block)?;

@@ -32,7 +32,7 @@ mod omnipaxos;
 mod omnipaxos_threads;
 mod output;
 mod report;
-mod submit;
+pub(crate) mod submit;
 #[cfg(test)]
 mod tests;
 mod velos;

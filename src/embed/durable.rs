@@ -64,20 +64,12 @@ impl<S: StateMachine> Cluster<S> {
         mut config: Config,
         machines: impl IntoIterator<Item = S>,
     ) -> Result<Cluster<S>, StartError> {
-        let machines: Vec<S> = machines.into_iter().collect();
         if config.durable_dir.is_none() {
             return Err(StartError::InvalidConfig(
                 "a recovery reads the replicas' directories: set Config::durable".into(),
             ));
         }
-        if machines.len() != usize::from(config.log.replicas) {
-            return Err(StartError::InvalidConfig(format!(
-                "{} state machines for {} replicas",
-                machines.len(),
-                config.log.replicas
-            )));
-        }
-        config.validate().map_err(StartError::InvalidConfig)?;
+        let machines = Cluster::checked(&config, machines)?;
         let disks = recovery::read(&config)?;
         if let Some(members) = disks.members {
             config.log.members = members;

@@ -107,6 +107,20 @@ impl<S: StateMachine> Cluster<S> {
         config: Config,
         machines: impl IntoIterator<Item = S>,
     ) -> Result<Cluster<S>, StartError> {
+        let machines = Cluster::checked(&config, machines)?;
+        let disks = match config.durable_dir {
+            Some(_) => Some(recovery::fresh(&config)?),
+            None => None,
+        };
+        Cluster::start_on(config, machines, disks)
+    }
+
+    /// `machines`, one per replica of a valid `config`, each one's first snapshot within
+    /// the log's snapshot size ([`Cluster::start`], [`Cluster::recover`]).
+    pub(super) fn checked(
+        config: &Config,
+        machines: impl IntoIterator<Item = S>,
+    ) -> Result<Vec<S>, StartError> {
         let machines: Vec<S> = machines.into_iter().collect();
         if machines.len() != usize::from(config.log.replicas) {
             return Err(StartError::InvalidConfig(format!(
@@ -122,11 +136,7 @@ impl<S: StateMachine> Cluster<S> {
                 .check_snapshot(replica, machine)
                 .map_err(StartError::InvalidConfig)?;
         }
-        let disks = match config.durable_dir {
-            Some(_) => Some(recovery::fresh(&config)?),
-            None => None,
-        };
-        Cluster::start_on(config, machines, disks)
+        Ok(machines)
     }
 
     /// [`Cluster::start`] with its machines checked, on `disks` if durability is on.

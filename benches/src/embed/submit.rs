@@ -25,9 +25,9 @@ pub struct SubmitRun {
     pub p99_ns: u64,
 }
 
-/// The benchmark's state machine: it counts what it applies.
+/// The benchmark's state machine: it counts what it applies (`bench durable`'s too).
 #[derive(Default)]
-struct Count(u64);
+pub(crate) struct Count(pub(crate) u64);
 
 impl StateMachine for Count {
     type Response = ();
