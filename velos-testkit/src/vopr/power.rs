@@ -69,12 +69,13 @@ fn decided(sim: &Simulator<Scripted>, retired: &[Scripted]) -> BTreeMap<u64, Vec
 }
 
 /// The checks of one power loss: `found` (each disk's recovery) against `decided` (the
-/// log's slot → the entry) and `durable` (the index at the loss).
+/// log's slot → the entry) and `durable` (the index at the loss). After a flipped bit
+/// (a damaged copy is a lost one), `together` is how far all the disks reach merged.
 fn check(
     found: &[Recovered],
     decided: &BTreeMap<u64, Vec<u8>>,
     durable: u64,
-    flipped: bool,
+    together: Option<u64>,
     report: &mut PowerReport,
 ) -> Vec<String> {
     let mut violations = Vec::new();
@@ -110,17 +111,13 @@ fn check(
     let majority = found.len() / 2 + 1;
     // Every majority's longest log, at worst: the (n − majority + 1)-th longest; with a
     // damaged copy, what all of them hold together.
-    let worst = if flipped {
-        merge(found).map_or(0, |m| m.next_slot)
-    } else {
-        reach[found.len() - majority]
-    };
+    let worst = together.unwrap_or(reach[found.len() - majority]);
     if worst < durable {
         violations.push(format!(
             "durability: the disks recover to slot {worst} ({}), below the durable index \
              {durable} the replicas showed at the power loss: durably acknowledged entries \
              lost",
-            if flipped {
+            if together.is_some() {
                 "all of them"
             } else {
                 "the worst majority"
@@ -147,15 +144,13 @@ pub(crate) fn restart(
     let decided_a = decided(sim, retired);
     report.stopped = disks.stopped();
     let found = disks.power_loss(&mut rng, plan.flip);
-    let mut violations = check(
-        &found,
-        &decided_a,
-        durable,
-        plan.flip.is_some(),
-        &mut report,
-    );
+    let merged = merge(&found);
+    let together = plan
+        .flip
+        .map(|_| merged.as_ref().map_or(0, |m| m.next_slot));
+    let mut violations = check(&found, &decided_a, durable, together, &mut report);
     // The restart: the longest log, every disk brought up to it, every service rebuilt.
-    let source = match merge(&found) {
+    let source = match merged {
         Ok(source) => source,
         Err(e) => {
             violations.push(format!("durability: the disks disagree: {e}"));
@@ -204,12 +199,7 @@ pub(crate) fn restart(
     report.stopped = report.stopped.max(disks.stopped());
     let found = disks.power_loss(&mut rng, None);
     report.recovered[1] = found.iter().map(|f| f.next_slot).max().unwrap_or(0);
-    violations.extend(check(
-        &found,
-        &whole,
-        durable,
-        plan.flip.is_some(),
-        &mut report,
-    ));
+    // No bit flips at this loss: every majority of the disks must reach the index.
+    violations.extend(check(&found, &whole, durable, None, &mut report));
     (violations, report)
 }
