@@ -319,7 +319,7 @@ fn whole_cluster_power_losses_keep_every_durable_entry() {
 #[test]
 fn acknowledging_durability_early_is_caught() {
     for (mutation, first) in [
-        (velos_testkit::vopr::DiskMutation::DurableAtHandout, 1),
+        (velos_testkit::vopr::DiskMutation::DurableAtHandout, 0),
         (velos_testkit::vopr::DiskMutation::DurableOnOne, 1),
     ] {
         let modes = velos_testkit::vopr::Modes {
