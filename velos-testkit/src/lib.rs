@@ -8,6 +8,8 @@
 //!   ([`harness::cluster::run`]), each run ending with the checkers.
 //! * [`check`]: the checkers, one per property (agreement, validity, integrity, no holes,
 //!   prefixes, promises, linearizability of a key-value history).
+//! * [`durable`]: every replica's simulated disk and the checks of a whole-cluster power
+//!   loss.
 //! * [`vopr`]: the seeded fault-injection campaign (`velos vopr`).
 //! * [`baseline`]: Mu, the leader-based protocol Velos is compared with, on the same
 //!   programming model and emulator.
@@ -16,6 +18,7 @@
 
 pub mod baseline;
 pub mod check;
+pub mod durable;
 pub mod harness;
 pub mod single_decree;
 #[cfg(feature = "verbs")]

@@ -47,6 +47,7 @@ pub(super) fn run_seed(config: &FailoverConfig, seed: u64) -> anyhow::Result<See
         lease_reads: false,
         replace: Vec::new(),
         told_late: Vec::new(),
+        durable: None,
     };
     let mut sim = Simulator::new(cluster::machine(&spec), cluster::sim_config(&spec));
     sim.run(crash_at, u64::MAX);

@@ -118,6 +118,7 @@ pub(super) fn measure(
         lease_reads: false,
         replace: Vec::new(),
         told_late: Vec::new(),
+        durable: None,
     };
     let mut sim = Simulator::new(machine(&spec)?, cluster::sim_config(&spec));
     let stop = sim.run(config.warmup_ns, u64::MAX);

@@ -10,4 +10,5 @@ pub mod litmus;
 pub mod node;
 pub mod report;
 pub mod sim;
+pub mod sim_report;
 pub mod vopr;

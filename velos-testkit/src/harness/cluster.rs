@@ -11,8 +11,10 @@ use velos_rdma::{NodeId, Shared};
 use velos_sim::machine::{CrashMode, Machine};
 use velos_sim::simulate::{Fault, ScheduledFault, SimConfig, Simulator};
 
-pub use super::report::{ClusterReport, LeaderChange, ReplicaReport};
-use super::service::digest_of;
+pub use super::report::{
+    ClusterReport, DurableReport, LeaderChange, PowerLossReport, ReplicaReport,
+};
+use super::service::{Origin, digest_from};
 pub use super::service::{Retired, Services};
 pub use super::spec::ClusterSpec;
 
@@ -45,10 +47,29 @@ enum Action {
     Tell(u16, u16),
 }
 
-/// Runs `spec` and checks the outcome.
+/// Runs `spec` and checks the outcome (a durable spec's power loss ends the run:
+/// [`super::durable::run`] restarts the cluster from its disks).
 pub fn run(spec: &ClusterSpec) -> ClusterReport {
+    run_kept(spec).0
+}
+
+/// [`run`], keeping the simulator and the services as the run left them. A durable spec's
+/// run ends at its power loss.
+pub fn run_kept(spec: &ClusterSpec) -> (ClusterReport, Simulator<Scripted>, Services) {
+    run_with(spec, Services::new(spec))
+}
+
+/// [`run_kept`] with `services` on the replicas (a cluster restarted from disk: services
+/// rebuilt from the recovered log, persisting on the disks it was recovered from).
+pub fn run_with(
+    spec: &ClusterSpec,
+    mut services: Services,
+) -> (ClusterReport, Simulator<Scripted>, Services) {
+    let end = spec
+        .durable
+        .and_then(|d| d.power_loss_at)
+        .map_or(spec.duration_ns, |at| at.min(spec.duration_ns));
     let mut sim = Simulator::new(machine(spec), sim_config(spec));
-    let mut services = Services::new(spec);
     let mut actions: Vec<(u64, Action)> =
         spec.crash_leader_at
             .map(|at| (at, Action::CrashLeader))
@@ -62,7 +83,7 @@ pub fn run(spec: &ClusterSpec) -> ClusterReport {
                     .filter(move |&&(j, _)| j != r)
                     .map(move |&(j, delay)| (at + after + delay, Action::Tell(j, r)))
             }))
-            .filter(|&(at, _)| at < spec.duration_ns)
+            .filter(|&(at, _)| at < end)
             .collect();
     actions.sort();
     // The premise of `crash_leader_at`: a replica led then, and crashed.
@@ -85,7 +106,7 @@ pub fn run(spec: &ClusterSpec) -> ClusterReport {
             }
         }
     }
-    services.run(&mut sim, spec.duration_ns);
+    services.run(&mut sim, end);
     let mut report = report_with(spec, &sim, &services);
     // The premise of every fault asked for: it met its replica up (a crash of the leader
     // may take the replica a later fault names, which then does nothing).
@@ -111,7 +132,7 @@ pub fn run(spec: &ClusterSpec) -> ClusterReport {
             .checks
             .insert("crash_leader".to_string(), crashed.is_ok());
     }
-    report
+    (report, sim, services)
 }
 
 /// Starts a fresh process in crashed replica `r`'s place, at the next incarnation, and
@@ -371,7 +392,7 @@ pub fn report_with(
         .collect();
     leader_changes.sort_by_key(|c| (c.at_ns, c.leader));
     let mut failures = Vec::new();
-    let mut checks = check(&replicas, &proposed, &mut failures);
+    let mut checks = check_from(services.origin(), &replicas, &proposed, &mut failures);
     if spec.lease_reads {
         let fresh = services.check_reads(&replicas, &mut failures);
         checks.insert("lease_reads".to_string(), fresh);
@@ -396,11 +417,23 @@ pub fn report_with(
         failures,
         steps: sim.steps(),
         frozen_slots,
+        durable: None,
     }
 }
 
 /// The safety checks over what the replicas applied; `failures` gets a line per violation.
 pub fn check(
+    replicas: &[ReplicaReport],
+    proposed: &[String],
+    failures: &mut Vec<String>,
+) -> BTreeMap<String, bool> {
+    check_from(Origin::default(), replicas, proposed, failures)
+}
+
+/// [`check`] of a log that starts at `origin` (a copied snapshot holds the state the
+/// recovered log and the decided entries below its point make).
+pub fn check_from(
+    origin: Origin,
     replicas: &[ReplicaReport],
     proposed: &[String],
     failures: &mut Vec<String>,
@@ -481,7 +514,7 @@ pub fn check(
                 .map(|s| decided.get(&s).map(|&(v, _)| (s, v)))
                 .collect();
             match entries {
-                Some(entries) if digest_of(&entries) != digest => {
+                Some(entries) if digest_from(origin, &entries) != digest => {
                     snapshots = false;
                     failures.push(format!(
                         "replica {}: the snapshot it copied at {point} is not the log below it",

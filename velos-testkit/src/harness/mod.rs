@@ -3,6 +3,7 @@
 
 pub mod cluster;
 pub mod consensus_checks;
+pub mod durable;
 pub mod mu_cluster;
 mod mutation_checks;
 pub mod protocol_model;

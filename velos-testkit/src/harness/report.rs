@@ -65,6 +65,54 @@ pub struct ClusterReport {
     pub steps: u64,
     /// Slots whose epoch-0 word ended frozen at some replica (the overflow fallback ran).
     pub frozen_slots: u64,
+    /// A durable run's figures ([`super::durable::run`]).
+    pub durable: Option<DurableReport>,
+}
+
+/// What the disks of a durable run showed (log slots; virtual time).
+#[derive(Clone, Debug, Serialize)]
+pub struct DurableReport {
+    /// Each replica's durable point at the end (or when the power went).
+    pub points: Vec<u64>,
+    /// The durable index then: every slot below it is on a majority's disks.
+    pub durable: u64,
+    /// Slots their leader acknowledged that became durable, and that did not (by the
+    /// end, or the power loss).
+    pub acknowledged_durable: u64,
+    /// See `acknowledged_durable`.
+    pub acknowledged_not_durable: u64,
+    /// From a slot's acknowledgement by its leader to the durable index passing it, as
+    /// the harness sees it every 2 µs: median and 99th percentile (ns).
+    pub ack_to_durable_p50_ns: Option<u64>,
+    /// See `ack_to_durable_p50_ns`.
+    pub ack_to_durable_p99_ns: Option<u64>,
+    /// The whole-cluster power loss and the restart from disk, if there was one.
+    pub power_loss: Option<PowerLossReport>,
+}
+
+/// A whole-cluster power loss and the restart from disk.
+#[derive(Clone, Debug, Serialize)]
+pub struct PowerLossReport {
+    /// When the power went (ns).
+    pub at_ns: u64,
+    /// The log's next slot as the replicas had decided it then.
+    pub decided: u64,
+    /// The next slot each disk's log recovered to.
+    pub recovered_by_disk: Vec<u64>,
+    /// The next slot of the log they hold together: the restarted log starts there.
+    pub recovered: u64,
+    /// Records cut or files passed over by the recoveries.
+    pub cuts: usize,
+    /// Recovered snapshots checked against the decided log.
+    pub snapshots_checked: usize,
+    /// From the restart to the first slot a leader acknowledged (ns).
+    pub first_decision_ns: Option<u64>,
+    /// Slots the restarted cluster decided.
+    pub decided_after: u64,
+    /// The restarted cluster's run, for the rest of the duration (its clock from the
+    /// restart; its engine's slot 0 is the log's `recovered`), with its checks and its
+    /// durability figures.
+    pub restarted: Option<Box<ClusterReport>>,
 }
 
 impl ClusterReport {

@@ -7,10 +7,12 @@
 
 use super::report::ReplicaReport;
 use super::spec::ClusterSpec;
+use crate::durable::disks::Disks;
 use crate::harness::script::Scripted;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use velos_core::log::ProposeError;
 use velos_core::log::membership::Members;
+use velos_sim::rng::Rng;
 use velos_sim::simulate::Simulator;
 
 /// Virtual time between two visits of the harness to the services (ns).
@@ -18,14 +20,42 @@ const VISIT_NS: u64 = 2_000;
 
 /// The digest of entries `(slot, value as hex)` applied in order from an empty state.
 pub fn digest_of(entries: &[(u64, &str)]) -> u64 {
-    entries
-        .iter()
-        .fold(EMPTY, |d, &(slot, hex)| step(d, slot, hex.as_bytes()))
+    digest_from(Origin::default(), entries)
 }
 
-const EMPTY: u64 = 0xcbf2_9ce4_8422_2325;
+/// The digest of entries `(engine slot, value as hex)` applied in order from `origin`:
+/// the log's slot of the engine's slot 0, and the state there.
+pub fn digest_from(origin: Origin, entries: &[(u64, &str)]) -> u64 {
+    entries.iter().fold(origin.digest, |d, &(slot, hex)| {
+        step(d, origin.base + slot, hex.as_bytes())
+    })
+}
 
-fn step(mut d: u64, slot: u64, bytes: &[u8]) -> u64 {
+/// Where the engine's log starts for the services: slot 0 of a cluster started afresh,
+/// or the next slot of the log a cluster restarted from disk recovered, with the state
+/// the recovered log makes (the engine counts its slots from there).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Origin {
+    /// The log's slot of the engine's slot 0.
+    pub base: u64,
+    /// The services' digest there.
+    pub digest: u64,
+}
+
+impl Default for Origin {
+    fn default() -> Origin {
+        Origin {
+            base: 0,
+            digest: EMPTY,
+        }
+    }
+}
+
+/// The digest of an empty log.
+pub const EMPTY: u64 = 0xcbf2_9ce4_8422_2325;
+
+/// The digest after `bytes` applied in the log's slot `slot`.
+pub fn step(mut d: u64, slot: u64, bytes: &[u8]) -> u64 {
     for b in slot.to_le_bytes().iter().chain(bytes) {
         d ^= u64::from(*b);
         d = d.wrapping_mul(0x0100_0000_01b3);
@@ -33,7 +63,8 @@ fn step(mut d: u64, slot: u64, bytes: &[u8]) -> u64 {
     d
 }
 
-fn hex(bytes: &[u8]) -> String {
+/// Bytes as the services digest them.
+pub fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
@@ -81,6 +112,23 @@ pub struct Services {
     seen_applied: BTreeMap<u64, u64>,
     /// Per replica: the next slot not yet in `seen_applied` for it.
     seen_next: Vec<u64>,
+    /// Where the log starts for the services (a cluster restarted from disk: the
+    /// recovered log's next slot and state).
+    origin: Origin,
+    /// With durability: every replica's disk, fed what its service applies, takes and
+    /// copies.
+    disks: Option<Persisting>,
+}
+
+/// Every replica's disk in a durable run, and the durable index over time.
+#[derive(Clone, Debug)]
+pub struct Persisting {
+    /// The disks.
+    pub disks: Disks,
+    /// `(ns, durable index)` at every visit where it moved.
+    pub history: Vec<(u64, u64)>,
+    /// The draws of the replaced processes' disks (what a crash leaves unsynced).
+    rng: Rng,
 }
 
 /// A process replaced by a fresh one, as it was at its crash, with its service's state.
@@ -97,10 +145,10 @@ pub struct Retired {
 }
 
 impl Service {
-    /// A service that applied nothing yet.
-    fn empty() -> Service {
+    /// A service that applied nothing yet since `origin`.
+    fn empty(origin: Origin) -> Service {
         Service {
-            digest: EMPTY,
+            digest: origin.digest,
             next: 0,
             cursor: 0,
             last_snapshot: 0,
@@ -113,7 +161,19 @@ impl Service {
 impl Services {
     /// The services of `spec`'s replicas.
     pub fn new(spec: &ClusterSpec) -> Services {
-        let service = Service::empty();
+        Services::from(spec, Origin::default(), None)
+    }
+
+    /// The services of `spec`'s replicas from `origin` on, persisting on `disks` (a
+    /// durable run's, [`ClusterSpec::durable`], when `None`: fresh ones).
+    pub fn from(spec: &ClusterSpec, origin: Origin, disks: Option<Disks>) -> Services {
+        let service = Service::empty(origin);
+        let replicas = usize::from(spec.log.replicas);
+        let disks = spec.durable.map(|d| Persisting {
+            disks: disks.unwrap_or_else(|| Disks::new(replicas, &d.faults)),
+            history: Vec::new(),
+            rng: Rng::new(spec.seed ^ 0xD15C_0FF5),
+        });
         Services {
             every: spec.snapshot_every,
             bytes: spec.snapshot_bytes.max(8),
@@ -124,15 +184,36 @@ impl Services {
             changes: spec.reconfigure.iter().copied().collect(),
             retired: Vec::new(),
             seen_applied: BTreeMap::new(),
-            seen_next: vec![0; usize::from(spec.log.replicas)],
+            seen_next: vec![0; replicas],
+            origin,
+            disks,
         }
+    }
+
+    /// The disks of a durable run, and the durable index over time.
+    pub fn persisting(&self) -> Option<&Persisting> {
+        self.disks.as_ref()
+    }
+
+    /// Where the log starts for the services.
+    pub fn origin(&self) -> Origin {
+        self.origin
+    }
+
+    /// Takes the disks of a durable run (the whole cluster lost power).
+    pub fn take_disks(&mut self) -> Option<Persisting> {
+        self.disks.take()
     }
 
     /// Replica `r`'s process `process` is replaced by a fresh one: it is kept as it was,
     /// with its service's state, and the new process's service starts empty.
     pub fn retire(&mut self, r: u16, process: Scripted) {
         let i = usize::from(r);
-        let old = std::mem::replace(&mut self.services[i], Service::empty());
+        let old = std::mem::replace(&mut self.services[i], Service::empty(self.origin));
+        if let Some(p) = &mut self.disks {
+            // The crash took the process, and its machine's unsynced writes with it.
+            p.disks.restart(i, &mut p.rng);
+        }
         self.retired.push(Retired {
             id: r,
             digest: match self.every {
@@ -152,7 +233,7 @@ impl Services {
     /// Runs `sim` until `until_ns`, visiting the services every 2 µs of virtual time (or not at
     /// all without snapshots, so that such runs step exactly as before services existed).
     pub fn run(&mut self, sim: &mut Simulator<Scripted>, until_ns: u64) {
-        if self.every.is_none() && !self.reads && self.changes.is_empty() {
+        if self.every.is_none() && !self.reads && self.changes.is_empty() && self.disks.is_none() {
             sim.run(until_ns, u64::MAX);
             return;
         }
@@ -243,10 +324,14 @@ impl Services {
                 }
                 service.asked.insert(replica.read(), now);
             }
-            let Some(every) = self.every else {
+            if self.every.is_none() && self.disks.is_none() {
                 continue;
-            };
+            }
+            let mut disks = self.disks.as_mut().map(|p| &mut p.disks);
             for (point, bytes) in replica.take_installed() {
+                if let Some(d) = disks.as_deref_mut() {
+                    d.installed(i, point, &bytes);
+                }
                 // A copy whose filler is not the digest's (or of another size) is corrupt:
                 // a digest no log has, which the snapshot check reports.
                 let digest = u64::from_le_bytes(bytes[..8].try_into().expect("a digest"));
@@ -264,18 +349,40 @@ impl Services {
                     continue; // below a snapshot copied meanwhile
                 }
                 assert_eq!(*slot, service.next, "no holes: entries come in order");
-                service.digest = step(service.digest, *slot, hex(value).as_bytes());
+                let log_slot = self.origin.base + *slot;
+                service.digest = step(service.digest, log_slot, hex(value).as_bytes());
                 service.next += 1;
+                if let Some(d) = disks.as_deref_mut() {
+                    d.append(i, *slot, value);
+                }
             }
             service.cursor = replica.applied.len();
+            let Some(every) = self.every else {
+                continue;
+            };
             // A large snapshot is written over several turns: the next waits for it.
             let writing = replica.snapshot_writing().is_some();
             if service.next >= service.last_snapshot + every && !writing {
                 let bytes = padded(service.digest, self.bytes);
+                if let Some(d) = disks {
+                    d.snapshot(i, service.next, &bytes);
+                }
                 replica
                     .snapshot_taken(service.next, bytes)
                     .unwrap_or_else(|e| panic!("cluster spec: {e}"));
                 service.last_snapshot = service.next;
+            }
+        }
+        if let Some(p) = &mut self.disks {
+            // Every live replica's disk runs to now; a crashed one's batch stays unwritten.
+            let up: Vec<bool> = m.threads.iter().map(|t| m.is_up(t.node)).collect();
+            p.disks.visit(now, &up);
+            let index = p.disks.durable_index(up.len() / 2 + 1);
+            if p.history
+                .last()
+                .map_or(index > self.origin.base, |&(_, i)| i != index)
+            {
+                p.history.push((now, index));
             }
         }
     }
@@ -357,7 +464,7 @@ const CORRUPT: u64 = u64::MAX;
 
 /// A snapshot of `len` bytes: the digest, then filler derived from it (a step of the
 /// digest per word).
-fn padded(digest: u64, len: usize) -> Vec<u8> {
+pub fn padded(digest: u64, len: usize) -> Vec<u8> {
     let mut out = digest.to_le_bytes().to_vec();
     let mut filler = digest;
     while out.len() < len {

@@ -2,6 +2,7 @@
 //! profile, the services ([`ClusterSpec`]; run by [`super::cluster::run`]).
 
 use super::script::ClientScript;
+use crate::durable::disks::DiskFaults;
 use velos_core::log::LogConfig;
 use velos_core::log::membership::Members;
 use velos_sim::latency::LatencyModel;
@@ -72,6 +73,21 @@ pub struct ClusterSpec {
     /// the place fail), the others at once. As over real RDMA, where the joiner connects
     /// to a majority and meets the rest in the background.
     pub told_late: Vec<(u16, u64)>,
+    /// Every replica persists what it applies on a simulated disk of its own, and the
+    /// whole cluster may lose power once ([`super::durable::run`]).
+    pub durable: Option<DurableSpec>,
+}
+
+/// Durability in a simulated run: every replica's service hands what it applies, the
+/// snapshots it takes and those it copies to a disk of its own (velos-store's writer on
+/// velos-sim's `SimDisk`, [`crate::durable::disks`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DurableSpec {
+    /// Every replica loses power at this time (ns); the cluster restarts from its disks
+    /// and runs the rest of the duration.
+    pub power_loss_at: Option<u64>,
+    /// The disks' faults.
+    pub faults: DiskFaults,
 }
 
 impl ClusterSpec {
@@ -144,6 +160,7 @@ impl ClusterSpec {
             reconfigure: Vec::new(),
             replace: Vec::new(),
             told_late: Vec::new(),
+            durable: None,
         }
     }
 }

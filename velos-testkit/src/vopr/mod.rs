@@ -7,7 +7,6 @@
 //! the command that replays it.
 
 mod clients;
-mod disks;
 mod gaps;
 pub mod kv;
 mod mutants;

@@ -15,10 +15,11 @@
 //! rebuilt from it, and a scripted client deciding on; a second power loss at its end is
 //! checked the same way against the whole decided log, both runs' entries.
 
-use super::disks::Disks;
 use super::kv::KvMachine;
 use super::scenario::Scenario;
 use super::services::Services;
+use crate::durable::check;
+use crate::durable::disks::Disks;
 use crate::harness::cluster::{ClusterSpec, machine, sim_config};
 use crate::harness::script::{ClientScript, Scripted};
 use std::collections::BTreeMap;
@@ -68,62 +69,25 @@ fn decided(sim: &Simulator<Scripted>, retired: &[Scripted]) -> BTreeMap<u64, Vec
     out
 }
 
-/// The checks of one power loss: `found` (each disk's recovery) against `decided` (the
-/// log's slot → the entry) and `durable` (the index at the loss). After a flipped bit
-/// (a damaged copy is a lost one), `together` is how far all the disks reach merged.
+/// The checks of one power loss ([`check::recovered`]), the snapshots rebuilt as the
+/// key-value state the decided entries below their point make.
 fn check(
     found: &[Recovered],
     decided: &BTreeMap<u64, Vec<u8>>,
-    durable: u64,
-    together: Option<u64>,
+    durable: (u64, Option<u64>),
     report: &mut PowerReport,
 ) -> Vec<String> {
-    let mut violations = Vec::new();
-    for (r, f) in found.iter().enumerate() {
-        report.cuts += f.cuts.len();
-        for e in &f.entries {
-            if decided.get(&e.slot).map(Vec::as_slice) != Some(e.bytes()) {
-                violations.push(format!(
-                    "durability: replica {r}'s disk recovered slot {} with an entry that was \
-                     not decided there",
-                    e.slot
-                ));
-                break;
-            }
+    let state_at = |point: u64| {
+        let mut kv = KvMachine::default();
+        for s in 0..point {
+            kv.apply(decided.get(&s)?);
         }
-        if let Some((point, bytes)) = &f.snapshot {
-            // The state the decided entries below the point make, if every one is known.
-            if (0..*point).all(|s| decided.contains_key(&s)) {
-                let mut kv = KvMachine::default();
-                (0..*point).for_each(|s| kv.apply(&decided[&s]));
-                report.snapshots_checked += 1;
-                if kv.snapshot() != *bytes {
-                    violations.push(format!(
-                        "durability: replica {r}'s snapshot at {point} is not the state the \
-                         decided log makes there"
-                    ));
-                }
-            }
-        }
-    }
-    let mut reach: Vec<u64> = found.iter().map(|f| f.next_slot).collect();
-    reach.sort_unstable_by(|a, b| b.cmp(a));
-    let majority = found.len() / 2 + 1;
-    // Every majority's longest log, at worst: the (n − majority + 1)-th longest; with a
-    // damaged copy, what all of them hold together.
-    let worst = together.unwrap_or(reach[found.len() - majority]);
-    if worst < durable {
-        violations.push(format!(
-            "durability: the disks recover to slot {worst} ({}), below the durable index \
-             {durable} the replicas showed at the power loss: durably acknowledged entries \
-             lost",
-            if together.is_some() {
-                "all of them"
-            } else {
-                "the worst majority"
-            }
-        ));
-    }
+        Some(kv.snapshot())
+    };
+    let mut looked = check::Looked::default();
+    let violations = check::recovered(found, decided, durable, state_at, &mut looked);
+    report.cuts += looked.cuts;
+    report.snapshots_checked += looked.snapshots_checked;
     violations
 }
 
@@ -148,7 +112,7 @@ pub(crate) fn restart(
     let together = plan
         .flip
         .map(|_| merged.as_ref().map_or(0, |m| m.next_slot));
-    let mut violations = check(&found, &decided_a, durable, together, &mut report);
+    let mut violations = check(&found, &decided_a, (durable, together), &mut report);
     // The restart: the longest log, every disk brought up to it, every service rebuilt.
     let source = match merged {
         Ok(source) => source,
@@ -200,6 +164,6 @@ pub(crate) fn restart(
     let found = disks.power_loss(&mut rng, None);
     report.recovered[1] = found.iter().map(|f| f.next_slot).max().unwrap_or(0);
     // No bit flips at this loss: every majority of the disks must reach the index.
-    violations.extend(check(&found, &whole, durable, None, &mut report));
+    violations.extend(check(&found, &whole, (durable, None), &mut report));
     (violations, report)
 }

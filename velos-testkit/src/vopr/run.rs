@@ -4,12 +4,12 @@
 //! ones in which every operation must complete; then every checker.
 
 use super::clients::Clients;
-use super::disks::Disks;
 use super::gaps::CommitGaps;
 use super::power::{self, PowerReport};
 use super::scenario::{FaultPlan, Scenario};
 use super::services::Services;
 use crate::check::{self, AppliedLog};
+use crate::durable::disks::Disks;
 use crate::harness::cluster::{
     ClusterSpec, crash_leader, machine, restart, sim_config, tell_replaced,
 };
@@ -230,7 +230,10 @@ pub fn run(scenario: &Scenario) -> RunReport {
     let mut sim = Simulator::new(machine(&spec), config);
     let replicas = usize::from(scenario.log.replicas);
     let mut services = Services::new(replicas, scenario.snapshot_every);
-    let mut disks = scenario.power.as_ref().map(|p| Disks::new(replicas, p));
+    let mut disks = scenario
+        .power
+        .as_ref()
+        .map(|p| Disks::new(replicas, &p.faults()));
     let mut disk_rng = velos_sim::rng::Rng::new(scenario.seed ^ 0xD15C);
     let mut powered_off = false;
     let mut clients = Clients::new(scenario);

@@ -3,6 +3,7 @@
 //! SplitMix64) draws it, so a seed replays on any machine and any version of the
 //! dependencies.
 
+use crate::durable::disks::DiskFaults;
 use velos_core::log::LogConfig;
 use velos_sim::latency::LatencyModel;
 use velos_sim::rng::Rng;
@@ -162,6 +163,15 @@ pub struct PowerPlan {
 }
 
 impl PowerPlan {
+    /// The disk faults it draws, as the disks take them.
+    pub fn faults(&self) -> DiskFaults {
+        DiskFaults {
+            slow_syncs: self.slow_syncs,
+            full: self.full,
+            mutation: self.mutation,
+        }
+    }
+
     /// The plan seed `seed` draws for `replicas` and a safety phase of `safety_ns`. The
     /// full disk and the flipped bit hit the same replica: one replica's copy damaged, as
     /// a crash would take one.

@@ -2,8 +2,8 @@
 //! snapshots it handed to the log and restored from it; with `--power-loss`, the same
 //! handed to its disk ([`super::disks::Disks`]).
 
-use super::disks::Disks;
 use super::kv::KvMachine;
+use crate::durable::disks::Disks;
 use crate::harness::script::Scripted;
 use velos_sim::simulate::Simulator;
 

@@ -1,8 +1,7 @@
-//! Every replica's durable log in a `--power-loss` run ([`super::power`]): velos-store's
-//! writer on velos-sim's `SimDisk`, run in virtual time at the disk's costs, with the
-//! seed's disk faults ([`PowerPlan`]).
+//! Every replica's durable log in a simulated run: velos-store's writer on velos-sim's
+//! `SimDisk`, run in virtual time at the disk's costs, with the disk faults asked for
+//! ([`DiskFaults`]).
 
-use super::scenario::PowerPlan;
 use std::collections::VecDeque;
 use velos_sim::disk::{DiskModel, SimDisk};
 use velos_sim::rng::Rng;
@@ -15,8 +14,21 @@ use velos_store::writer::{DiskOp, Writer};
 /// snapshots delete segments behind them.
 const SEGMENT_BYTES: usize = 2 << 10;
 
+/// The disk faults of a run (none by default).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DiskFaults {
+    /// One replica's syncs take this many times as long: `(replica, factor)`.
+    pub slow_syncs: Option<(u16, u64)>,
+    /// One replica's disk holds this many bytes at most (it fills, and that replica
+    /// stops persisting): `(replica, capacity)`.
+    pub full: Option<(u16, u64)>,
+    /// A deliberately wrong variant of the durable point (tests only).
+    pub mutation: DiskMutation,
+}
+
 /// Every replica's disk and writer.
-pub(crate) struct Disks {
+#[derive(Clone, Debug)]
+pub struct Disks {
     disks: Vec<SimDisk>,
     writers: Vec<Writer>,
     /// The operations of the batch on its way, and when the next one runs.
@@ -30,7 +42,7 @@ pub(crate) struct Disks {
 
 impl Disks {
     /// Empty disks for `replicas`, with `plan`'s faults.
-    pub(crate) fn new(replicas: usize, plan: &PowerPlan) -> Disks {
+    pub fn new(replicas: usize, plan: &DiskFaults) -> Disks {
         let mut disks: Vec<SimDisk> = (0..replicas)
             .map(|r| {
                 let mut model = DiskModel::nvme();
@@ -57,17 +69,17 @@ impl Disks {
 
     /// Replica `r` applied `bytes` in the engine's slot `slot` (already on its disk: passed
     /// over).
-    pub(crate) fn append(&mut self, r: usize, slot: u64, bytes: &[u8]) {
+    pub fn append(&mut self, r: usize, slot: u64, bytes: &[u8]) {
         self.writers[r].applied(self.base + slot, Kind::Service, bytes);
     }
 
     /// Replica `r`'s service took a snapshot at the engine's slot `point`.
-    pub(crate) fn snapshot(&mut self, r: usize, point: u64, bytes: &[u8]) {
+    pub fn snapshot(&mut self, r: usize, point: u64, bytes: &[u8]) {
         self.writers[r].snapshot_taken(self.base + point, bytes.to_vec());
     }
 
     /// Replica `r` copied a peer's snapshot at the engine's slot `point`.
-    pub(crate) fn installed(&mut self, r: usize, point: u64, bytes: &[u8]) {
+    pub fn installed(&mut self, r: usize, point: u64, bytes: &[u8]) {
         self.writers[r].snapshot_copied(self.base + point, bytes.to_vec());
     }
 
@@ -75,7 +87,7 @@ impl Disks {
     /// the disk's costs (an operation takes effect when it starts; the batch completes,
     /// and the durable point moves, when its last one ends). A replica that is down
     /// (`up[r]` false) runs nothing: its process is gone, and its batch stays unwritten.
-    pub(crate) fn visit(&mut self, now: u64, up: &[bool]) {
+    pub fn visit(&mut self, now: u64, up: &[bool]) {
         assert_eq!(up.len(), self.disks.len(), "one flag per replica");
         for (r, _) in up.iter().enumerate().filter(|&(_, &up)| up) {
             self.run_disk(r, now);
@@ -120,7 +132,7 @@ impl Disks {
     /// Replica `r`'s process crashed and a new one starts in its place: the disk loses
     /// what was not synced (the machine may have gone down with it), and the new
     /// process's writer goes on from what the disk holds.
-    pub(crate) fn restart(&mut self, r: usize, rng: &mut Rng) {
+    pub fn restart(&mut self, r: usize, rng: &mut Rng) {
         self.disks[r].power_loss(&mut |n| rng.below(n as u64) as usize);
         let found = recover_owned(self.disks[r].files());
         self.writers[r] = writer(&found, self.mutation);
@@ -130,13 +142,18 @@ impl Disks {
 
     /// The durable index of `members`' disks (each one's durable point as its writer
     /// shows it).
-    pub(crate) fn durable_index(&self, majority: usize) -> u64 {
+    pub fn durable_index(&self, majority: usize) -> u64 {
         let points: Vec<u64> = self.writers.iter().map(Writer::durable).collect();
         durable_index_with(&points, majority, self.mutation)
     }
 
+    /// Each replica's durable point (the log's slot its disk holds the log to).
+    pub fn points(&self) -> Vec<u64> {
+        self.writers.iter().map(Writer::durable).collect()
+    }
+
     /// Disks that stopped persisting.
-    pub(super) fn stopped(&self) -> usize {
+    pub fn stopped(&self) -> usize {
         self.writers
             .iter()
             .filter(|w| w.stopped().is_some())
@@ -147,7 +164,7 @@ impl Disks {
     /// (each disk's recovery) holds, brought up to `source` (the longest log they hold
     /// together, [`Writer::rejoin`]), and the engine's slot 0 stands for `source`'s next
     /// slot.
-    pub(super) fn resume(&mut self, found: &[Recovered], source: &Recovered) {
+    pub fn resume(&mut self, found: &[Recovered], source: &Recovered) {
         let base = source.next_slot;
         for (r, f) in found.iter().enumerate() {
             self.writers[r] = Writer::rejoin(f, source, SEGMENT_BYTES);
@@ -160,7 +177,7 @@ impl Disks {
     }
 
     /// Every replica loses power (and `flip`'s disk a bit); what each disk recovers.
-    pub(super) fn power_loss(&mut self, rng: &mut Rng, flip: Option<u16>) -> Vec<Recovered> {
+    pub fn power_loss(&mut self, rng: &mut Rng, flip: Option<u16>) -> Vec<Recovered> {
         for d in &mut self.disks {
             d.power_loss(&mut |n| rng.below(n as u64) as usize);
         }
