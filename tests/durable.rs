@@ -354,3 +354,41 @@ fn a_replacement_goes_on_writing_its_directory() {
         holds_in_order(m, &durable);
     }
 }
+
+/// Group commit: while nobody waits for durability, a disk starts a batch at most every
+/// `group_commit` — an entry committed after one batch waits for the pause —, and a
+/// durable wait cuts the pause short (rule (hurried disk)).
+#[test]
+fn a_durable_wait_cuts_the_group_commit_pause_short() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let pause = Duration::from_secs(1); // the longest allowed
+    let c = Config::new(3).durable(dir.path()).group_commit(pause);
+    let cluster = Cluster::start(c, machines()).expect("starts");
+    let first = cluster.submit(b"first".to_vec()).expect("committed");
+    // The first batch of every disk has no pause before it.
+    cluster
+        .wait_durable(first.position.slot, Duration::from_secs(10))
+        .expect("durable");
+    let second = cluster.submit(b"second".to_vec()).expect("committed");
+    std::thread::sleep(Duration::from_millis(200));
+    // The premise of the pause: every disk holds the first entry and not yet the second.
+    let points = cluster.durable_points();
+    assert!(
+        points
+            .iter()
+            .all(|&p| p > first.position.slot && p <= second.position.slot),
+        "the disks wait out the pause: points {points:?}, slots {} and {}",
+        first.position.slot,
+        second.position.slot
+    );
+    let asked = std::time::Instant::now();
+    cluster
+        .wait_durable(second.position.slot, Duration::from_secs(10))
+        .expect("durable");
+    let waited = asked.elapsed();
+    assert!(
+        waited < pause / 3,
+        "a durable wait hurries the disks: {waited:?} against a pause of {pause:?}"
+    );
+    drop(cluster.shutdown());
+}

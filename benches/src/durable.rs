@@ -41,6 +41,8 @@ pub struct DurableConfig {
     /// Where the directories go (a fresh directory under the system's temporary one
     /// when `None`); removed at the end.
     pub dir: Option<PathBuf>,
+    /// The clusters' group-commit pause with durability on (`Config::group_commit`).
+    pub group_commit: Duration,
 }
 
 impl DurableConfig {
@@ -54,6 +56,7 @@ impl DurableConfig {
             syncs: 500,
             recovery_bytes: 1 << 30,
             dir: None,
+            group_commit: velos::embed::DEFAULT_GROUP_COMMIT,
         }
     }
 
@@ -79,6 +82,9 @@ pub struct LoadRun {
     pub p50_ns: u64,
     /// The 99th percentile (ns).
     pub p99_ns: u64,
+    /// With durability on: `fdatasync`s of all replicas' disks per 1,000 commits of the
+    /// timed window.
+    pub syncs_per_1000: Option<f64>,
 }
 
 /// One cluster's run: durability off or on.
@@ -148,12 +154,19 @@ impl DurableReport {
     }
 }
 
-fn load(h: &Histogram<u64>, wall: Duration) -> LoadRun {
+fn load(h: &Histogram<u64>, wall: Duration, syncs: Option<u64>) -> LoadRun {
     LoadRun {
         commits_per_s: h.len() as f64 / wall.as_secs_f64().max(f64::MIN_POSITIVE),
         p50_ns: h.value_at_quantile(0.5),
         p99_ns: h.value_at_quantile(0.99),
+        syncs_per_1000: syncs.map(|n| n as f64 * 1000.0 / h.len().max(1) as f64),
     }
+}
+
+/// The syncs `c`'s disks ran so far (durability on).
+fn syncs(c: &Cluster<Count>) -> Option<u64> {
+    let m = c.metrics();
+    m.durable_index.map(|_| m.disk_syncs)
 }
 
 /// The command of commit `n`: 16 bytes.
@@ -171,9 +184,11 @@ fn closed_loop(
 ) -> anyhow::Result<LoadRun> {
     let mut h = latency_histogram();
     let mut window = Instant::now();
+    let mut before = None;
     for n in 0..config.warmup + config.commits {
         if n == config.warmup {
             window = Instant::now();
+            before = syncs(c);
         }
         let sent = Instant::now();
         let done = if durable {
@@ -186,7 +201,9 @@ fn closed_loop(
             h.record(sent.elapsed().as_nanos() as u64)?;
         }
     }
-    Ok(load(&h, window.elapsed()))
+    let wall = window.elapsed();
+    let ran = syncs(c).zip(before).map(|(after, before)| after - before);
+    Ok(load(&h, wall, ran))
 }
 
 /// `outstanding` commands in flight (`propose_async` at the leader), each replaced as
@@ -198,6 +215,7 @@ fn pipelined(c: &Cluster<Count>, config: &DurableConfig) -> anyhow::Result<LoadR
     let total = config.warmup + config.commits;
     let mut window = Instant::now();
     let (mut sent, mut done) = (0u64, 0u64);
+    let mut before = None;
     while done < total {
         while sent < total && flight.len() < config.outstanding {
             flight.push_back((Instant::now(), c.propose_at(leader, command(sent))));
@@ -209,13 +227,16 @@ fn pipelined(c: &Cluster<Count>, config: &DurableConfig) -> anyhow::Result<LoadR
             .map_err(|e| anyhow::anyhow!("commit {done}: {e}"))?;
         if done == config.warmup {
             window = Instant::now();
+            before = syncs(c);
         }
         if done >= config.warmup {
             h.record(at.elapsed().as_nanos() as u64)?;
         }
         done += 1;
     }
-    Ok(load(&h, window.elapsed()))
+    let wall = window.elapsed();
+    let ran = syncs(c).zip(before).map(|(after, before)| after - before);
+    Ok(load(&h, wall, ran))
 }
 
 fn cluster_run(
@@ -225,7 +246,7 @@ fn cluster_run(
 ) -> anyhow::Result<ClusterRun> {
     let mut c = Config::new(3);
     if let Some(dir) = dir {
-        c = c.durable(dir);
+        c = c.durable(dir).group_commit(config.group_commit);
     }
     let cluster = Cluster::start(c, (0..3).map(|_| Count::default()))?;
     cluster.wait_for_leader(Duration::from_secs(10))?;

@@ -174,6 +174,7 @@ fn wait_durable(
         let (down, _) = disks_stopped(shown, members);
         members.len() - down.len() < members.majority()
     };
+    let _wanting = watch.want(); // rule (hurried disk)
     watch.wait_until(timeout, || {
         durable_index(shown, members) > slot || hopeless()
     });

@@ -593,6 +593,11 @@ impl<S: StateMachine> Cluster<S> {
         let mut m = self.metrics.snapshot();
         m.durable = self.durable_points();
         m.durable_index = self.durable_index();
+        let syncs = self
+            .shown
+            .iter()
+            .map(|s| s.disk_syncs.load(Ordering::Relaxed));
+        m.disk_syncs = syncs.sum();
         m
     }
 

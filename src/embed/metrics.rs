@@ -141,6 +141,7 @@ impl Metrics {
             log_reads: load(&self.log_reads),
             latency,
             durable: Vec::new(),
+            disk_syncs: 0,
             durable_index: None,
         }
     }
@@ -184,6 +185,10 @@ pub struct MetricsSnapshot {
     pub durable: Vec<u64>,
     /// With durability on: every slot below it is on a majority of the members' disks.
     pub durable_index: Option<u64>,
+    /// With durability on: the `fdatasync`s every replica's disk ran, in all (group
+    /// commit, [`Config::group_commit`](super::Config::group_commit), makes them fewer
+    /// than the batches a busy log would otherwise write).
+    pub disk_syncs: u64,
     /// Propose-to-commit latency of every committed command (ns of the backend's clock:
     /// wall-clock on `mem`, virtual time on the emulator), from when the proposing replica
     /// took the command until its batch was committed and applied there.

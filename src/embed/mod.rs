@@ -107,7 +107,9 @@
 //! pipeline has room (`max_delay`: zero), 8 undecided at most (`max_in_flight`), held back
 //! while the best live follower is 64 slots behind (`follower_lag_slots_max`); waits of
 //! 10 s at most (`wait_timeout`); a snapshot every 4,096 slots (`snapshot_every_slots`,
-//! a quarter of the ring); 65,536 client sessions kept (`max_sessions`).
+//! a quarter of the ring); 65,536 client sessions kept (`max_sessions`); nothing on disk
+//! (`durable_dir`: [`Config::durable`]), and with durability on a disk batch at most every
+//! 1 ms while nobody waits for durability (`group_commit`).
 //!
 //! What follows for a command:
 //!
@@ -183,7 +185,10 @@ mod verbs_backend;
 mod watch;
 
 pub use client_session::{OwnedSession, Session};
-pub use config::{Backend, BatchConfig, Config, EmulatorConfig, Start, VerbsConfig};
+pub use config::{
+    Backend, BatchConfig, Config, DEFAULT_GROUP_COMMIT, EmulatorConfig, MAX_GROUP_COMMIT, Start,
+    VerbsConfig,
+};
 pub use error::{Error, StartError};
 pub use handle::{Cluster, LeaderFuture};
 pub use metrics::MetricsSnapshot;

@@ -4,6 +4,11 @@
 //! their `fdatasync` batched: what arrives while one batch is on disk goes in the next,
 //! behind one sync per file) and shows how far the disk holds the log. Nothing here is on
 //! the decision path: the replica's thread only sends on a channel.
+//!
+//! Group commit ([`Config::group_commit`](super::Config::group_commit)): while nobody
+//! waits for durability, a batch starts at least that long after the one before, so
+//! that a busy log pays for fewer syncs (each one kernel work competing with the
+//! replicas for the cores); a durable wait cuts the pause short (rule (hurried disk)).
 
 use super::shown::Shown;
 use crossbeam_channel::{Receiver, Sender, unbounded};
@@ -11,6 +16,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread;
+use std::time::{Duration, Instant};
 use velos_store::recover::Recovered;
 use velos_store::segment::Kind;
 use velos_store::writer::{Stopped, Writer};
@@ -19,14 +25,68 @@ use velos_store::writer::{Stopped, Writer};
 pub(crate) const SEGMENT_BYTES: usize = 64 << 20;
 
 /// Wakes whoever waits for a durable point to move ([`super::Cluster::wait_durable`]);
-/// one per cluster, told by every replica's disk thread after each batch.
+/// one per cluster, told by every replica's disk thread after each batch. And the other
+/// way: the disk threads pausing between batches (group commit) are hurried by a waiter.
 #[derive(Debug, Default)]
 pub(crate) struct DiskWatch {
     moved: Mutex<u64>,
     cv: Condvar,
+    /// Durable waits under way.
+    waiters: Mutex<usize>,
+    hurry: Condvar,
+    /// The least time from one batch's start to the next's while nobody waits.
+    group_commit: Duration,
+}
+
+/// A durable wait under way, from [`DiskWatch::want`]: the disk threads do not pause
+/// until it ends.
+pub(crate) struct Wanting<'a>(&'a DiskWatch);
+
+impl Drop for Wanting<'_> {
+    fn drop(&mut self) {
+        let mut waiters = self.0.waiters.lock().unwrap_or_else(|e| e.into_inner());
+        assert!(*waiters > 0, "a wait ends once");
+        *waiters -= 1;
+    }
 }
 
 impl DiskWatch {
+    /// The watch of a cluster whose disks pause `group_commit` between batches while
+    /// nobody waits.
+    pub(crate) fn new(group_commit: Duration) -> DiskWatch {
+        DiskWatch {
+            group_commit,
+            ..DiskWatch::default()
+        }
+    }
+
+    /// Rule (hurried disk): a durable wait begins; every disk thread pausing between
+    /// batches starts its next at once, and none pauses until the wait ends.
+    pub(crate) fn want(&self) -> Wanting<'_> {
+        let mut waiters = self.waiters.lock().unwrap_or_else(|e| e.into_inner());
+        *waiters += 1;
+        self.hurry.notify_all();
+        Wanting(self)
+    }
+
+    /// A disk thread's pause before its next batch: until `since + group_commit`, or
+    /// until a durable wait is under way (at once if one is).
+    fn pause(&self, since: Instant) {
+        let deadline = since + self.group_commit;
+        let mut waiters = self.waiters.lock().unwrap_or_else(|e| e.into_inner());
+        while *waiters == 0 {
+            let now = Instant::now();
+            if now >= deadline {
+                return;
+            }
+            waiters = self
+                .hurry
+                .wait_timeout(waiters, deadline - now)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+    }
+
     /// A durable point moved (or a disk stopped).
     fn bump(&self) {
         let mut moved = self.moved.lock().unwrap_or_else(|e| e.into_inner());
@@ -150,6 +210,7 @@ fn run(
 ) {
     let mut ops = Vec::new();
     let mut finishing = false;
+    let mut last_batch: Option<Instant> = None;
     loop {
         if abandoned.load(Ordering::SeqCst) {
             return;
@@ -167,13 +228,23 @@ fn run(
             break;
         };
         let mut next = Some(first);
+        let mut paused = finishing;
         while let Some(msg) = next.take() {
             match msg {
                 Msg::Finish => finishing = true,
                 msg => take(&mut writer, msg),
             }
             next = rx.try_recv().ok();
+            // Group commit: what arrives during the pause goes in this batch.
+            if next.is_none() && !paused && !finishing {
+                paused = true;
+                if let Some(since) = last_batch {
+                    watch.pause(since);
+                }
+                next = rx.try_recv().ok();
+            }
         }
+        last_batch = Some(Instant::now());
         if abandoned.load(Ordering::SeqCst) || !flush(me, dir, &mut writer, &mut ops, shown, watch)
         {
             return;
@@ -212,8 +283,16 @@ fn flush(
         if ops.is_empty() {
             return writer.stopped().is_none();
         }
+        let syncs = ops.iter().filter(|op| {
+            matches!(
+                op,
+                velos_store::writer::DiskOp::Sync { .. } | velos_store::writer::DiskOp::SyncDir
+            )
+        });
+        let syncs = syncs.count() as u64;
         match crate::disk::execute(dir, ops) {
             Ok(()) => {
+                shown.disk_syncs.fetch_add(syncs, Ordering::Relaxed);
                 writer.done();
                 shown.durable.store(writer.durable(), Ordering::SeqCst);
             }

@@ -257,7 +257,7 @@ pub(crate) fn open<S: StateMachine>(
     shown: &Arc<[Arc<Shown>]>,
     disks: Disks,
 ) -> Result<ClusterDisk, StartError> {
-    let watch = Arc::new(DiskWatch::default());
+    let watch = Arc::new(DiskWatch::new(config.group_commit));
     let source = &disks.source;
     for (i, driver) in drivers.iter_mut().enumerate() {
         let me = i as u16;

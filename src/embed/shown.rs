@@ -51,6 +51,8 @@ pub(crate) struct Shown {
     /// With durability on: every slot below it is on this replica's disk (the log's
     /// numbering, the recovered base included).
     pub(crate) durable: AtomicU64,
+    /// With durability on: the `fdatasync`s its disk ran (files and the directory).
+    pub(crate) disk_syncs: AtomicU64,
     /// Why this replica's disk stopped persisting, if it did.
     pub(crate) disk_stopped: Mutex<Option<velos_store::writer::Stopped>>,
     /// Bumped when `leader`, `leading` or `status` changes (one watch per cluster).

@@ -1,7 +1,7 @@
 //! `velos bench durable`: what durability costs a `velos::embed` cluster on this
 //! machine's disk, side by side in one run ([`velos_bench::durable`]).
 
-use super::flags::number;
+use super::flags::{duration, number};
 use clap::Args;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -26,6 +26,11 @@ pub struct DurableArgs {
     /// temporary directory); what the run writes there is removed at its end.
     #[arg(long)]
     dir: Option<PathBuf>,
+    /// The clusters' group-commit pause with durability on: while nobody waits for
+    /// durability, a disk batch at most this often (`Config::group_commit`; `0`: a batch
+    /// as soon as the last is on disk; default 1ms, at most 1s).
+    #[arg(long, value_parser = duration(0, 1_000_000_000))]
+    group_commit: Option<u64>,
     /// Print one JSON object instead of text.
     #[arg(long)]
     json: bool,
@@ -41,10 +46,11 @@ fn us(ns: f64) -> String {
 fn text(r: &DurableReport) -> String {
     let c = &r.config;
     let mut out = format!(
-        "3 replicas on the in-process backend, durability off and on side by side, {} \
-         repeat(s) of {} commits a load; fdatasync after a 4 KiB append on this disk: p50 {}, \
+        "3 replicas on the in-process backend, durability off and on (group commit {:?}) side \
+         by side, {} repeat(s) of {} commits a load; fdatasync after a 4 KiB append on this disk: p50 {}, \
          p99 {}; three threads at once (the replicas' disk threads share this disk): p50 {}, \
          p99 {}\n",
+        c.group_commit,
         c.repeats,
         c.commits,
         us(r.fdatasync_p50_ns as f64),
@@ -52,7 +58,8 @@ fn text(r: &DurableReport) -> String {
         us(r.fdatasync_3_p50_ns as f64),
         us(r.fdatasync_3_p99_ns as f64)
     );
-    out += "load             commits/s off   commits/s on   on/off   p50 off      p50 on\n";
+    out += "load             commits/s off   commits/s on   on/off   p50 off      p50 on   \
+            syncs per 1000 commits\n";
     let rows: [(&str, Pick); 2] = [
         ("1 client", |r| &r.one_client),
         ("64 outstanding", |r| &r.pipelined),
@@ -60,13 +67,15 @@ fn text(r: &DurableReport) -> String {
     for (name, pick) in rows {
         let rate = |on| r.median_of(on, |run| Some(pick(run).commits_per_s));
         let p50 = |on| r.median_of(on, |run| Some(pick(run).p50_ns as f64));
+        let syncs = r.median_of(true, |run| pick(run).syncs_per_1000);
         out += &format!(
-            "{name:<16} {:>13.0}   {:>12.0}   {:>5.2}x   {:>10}   {:>10}\n",
+            "{name:<16} {:>13.0}   {:>12.0}   {:>5.2}x   {:>10}   {:>10}   {:>8.1}\n",
             rate(false),
             rate(true),
             rate(true) / rate(false).max(f64::MIN_POSITIVE),
             us(p50(false)),
             us(p50(true)),
+            syncs,
         );
     }
     let ack = r.median_of(true, |run| {
@@ -115,6 +124,9 @@ pub fn run(args: &DurableArgs) -> ExitCode {
         commits: args.commits.unwrap_or(base.commits),
         recovery_bytes: args.recovery_bytes.unwrap_or(base.recovery_bytes),
         dir: args.dir.clone(),
+        group_commit: args
+            .group_commit
+            .map_or(base.group_commit, std::time::Duration::from_nanos),
         ..base
     };
     if let Some(dir) = &config.dir {
