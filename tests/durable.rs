@@ -392,3 +392,57 @@ fn a_durable_wait_cuts_the_group_commit_pause_short() {
     );
     drop(cluster.shutdown());
 }
+
+/// A replica restarting with its disk (`Cluster::replace` with durability on) resumes at
+/// the newest snapshot there and reads only the tail it lacks from the ring; the same
+/// restart without durability copies a peer's snapshot (on a 64-slot ring the log moved
+/// past its start long before).
+#[test]
+fn a_replica_restarting_with_its_disk_reads_only_the_tail() {
+    for durable in [true, false] {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let mut c = if durable {
+            config(dir.path())
+        } else {
+            let mut c = Config::new(3);
+            c.snapshot_every_slots = 16;
+            c
+        };
+        c.log.slots = 64;
+        let cluster = Cluster::start(c, machines()).expect("starts");
+        // Some durable waits with durability on (none without: refused there).
+        let every = if durable { 50 } else { usize::MAX };
+        submit(&cluster, "a", 200, every);
+        let leader = cluster
+            .wait_for_leader(Duration::from_secs(10))
+            .expect("a leader");
+        let follower = (leader + 1) % 3;
+        cluster.crash(follower).expect("a follower crashes");
+        submit(&cluster, "b", 10, every);
+        let before = cluster.metrics().installs;
+        let voting = cluster
+            .replace(follower, History::default())
+            .expect("a crashed replica is replaced");
+        voting
+            .wait_timeout(Duration::from_secs(10))
+            .expect("the replacement votes");
+        submit(&cluster, "c", 10, every);
+        cluster
+            .catch_up(Duration::from_secs(10))
+            .expect("caught up");
+        let copies = cluster.metrics().installs - before;
+        if durable {
+            assert_eq!(copies, 0, "resumed from its disk: no snapshot copied");
+        } else {
+            assert!(copies > 0, "premise: a blank replacement copies a snapshot");
+        }
+        let machines: Vec<History> = cluster.shutdown().into_iter().flatten().collect();
+        assert_eq!(machines.len(), 3, "every replica ran to the end");
+        assert!(
+            machines
+                .iter()
+                .all(|m| m.0 == machines[0].0 && m.0.len() >= 220),
+            "every state machine holds the whole history (durable: {durable})"
+        );
+    }
+}

@@ -22,13 +22,21 @@ use velos_core::log::membership::Members;
 use velos_core::log::{ProposeError, Replica, SnapshotError};
 use velos_store::segment::Kind;
 
-/// A snapshot as the disk keeps it: the members at its point (8 bytes), then the
-/// replica's snapshot (the session table and the state machine's state).
-pub(crate) fn disk_snapshot(members: Members, snapshot: &[u8]) -> Vec<u8> {
-    let mut bytes = Vec::with_capacity(8 + snapshot.len());
-    bytes.extend_from_slice(&members.0.to_le_bytes());
-    bytes.extend_from_slice(snapshot);
-    bytes
+/// A snapshot as the disk keeps it: as the log keeps it in a bank
+/// ([`Replica::wrap_snapshot`]: the membership from its point on, then the replica's
+/// snapshot — the session table and the state machine's state), so that a later process
+/// in the replica's place resumes from it ([`Replica::resume_at`]). `None` (with a
+/// warning: the disk goes on with entries alone) if the membership does not fit.
+fn disk_snapshot(replica: &Replica, point: u64, snapshot: &[u8]) -> Option<Vec<u8>> {
+    let wrapped = replica.wrap_snapshot(point, snapshot);
+    if wrapped.is_none() {
+        tracing::warn!(
+            replica = replica.id(),
+            point,
+            "a snapshot whose membership does not fit: not written to disk"
+        );
+    }
+    wrapped
 }
 
 /// A read waiting to run on a replica's state machine: it is given the state (the
@@ -226,6 +234,19 @@ impl<S: StateMachine> Driver<S> {
             .ok_or("a snapshot on disk without its session table")?;
         self.machine.restore(state).map_err(|e| e.to_string())?;
         self.sessions = sessions;
+        Ok(())
+    }
+
+    /// A replacement whose engine resumed at its disk's snapshot (the engine's `point`,
+    /// [`Replica::resume_at`]): the service restored from `snapshot` (its session table
+    /// and state), every slot below `point` applied here.
+    pub(crate) fn resume_from_disk(&mut self, point: u64, snapshot: &[u8]) -> Result<(), String> {
+        assert_eq!(self.slots_applied, 0, "a fresh process resumes");
+        self.restore_from_disk(snapshot)?;
+        self.slots_applied = point;
+        self.last_snapshot = point;
+        self.shown.slots_applied.store(point, Ordering::SeqCst);
+        assert_eq!(self.slots_applied, point, "resumed at the disk's point");
         Ok(())
     }
 
@@ -533,8 +554,9 @@ impl<S: StateMachine> Driver<S> {
             self.slots_applied = point;
             self.last_snapshot = point;
             self.metrics.installed();
-            if let Some(p) = &self.persist {
-                let bytes = disk_snapshot(replica.members_at(point), &snapshot);
+            if let Some(p) = &self.persist
+                && let Some(bytes) = disk_snapshot(replica, point, &snapshot)
+            {
                 p.installed(self.base + point, bytes);
             }
         }
@@ -637,10 +659,10 @@ impl<S: StateMachine> Driver<S> {
             let state = self.machine.snapshot();
             let state_bytes = state.len();
             let snapshot = self.sessions.snapshot(state);
-            if let Some(p) = &self.persist {
-                let members = replica.members_at(self.slots_applied);
-                let point = self.base + self.slots_applied;
-                p.snapshot(point, disk_snapshot(members, &snapshot));
+            if let Some(p) = &self.persist
+                && let Some(bytes) = disk_snapshot(replica, self.slots_applied, &snapshot)
+            {
+                p.snapshot(self.base + self.slots_applied, bytes);
             }
             let taken = replica.snapshot_taken(self.slots_applied, snapshot);
             if let Err(e) = &taken {

@@ -6,6 +6,7 @@
 
 use super::driver::{Command, Driver};
 use super::error::StartError;
+use super::recovery::{Resume, unwrap_disk_snapshot};
 use super::serve::{serve, sleep_max_ns};
 use super::state_machine::StateMachine;
 use crossbeam_channel::{Receiver, Sender, unbounded};
@@ -91,14 +92,16 @@ fn spawn<S: StateMachine>(
 /// peers are told by the caller ([`Command::PeerReplaced`]): each connects to it then.
 pub(crate) fn replace<S: StateMachine>(
     started: (&Arc<MemFabric>, &Shared<LogConfig>),
-    me: u16,
-    incarnations: &[u64],
-    driver: Driver<S>,
+    (me, incarnations): (u16, &[u64]),
+    (mut driver, resume): (Driver<S>, Option<Resume>),
     inbox: Receiver<Command<S::Response>>,
 ) -> std::io::Result<ReplicaThread<S>> {
     let (fabric, log) = started;
-    let replica = Replica::joining(log.clone(), me, incarnations)
+    let mut replica = Replica::joining(log.clone(), me, incarnations)
         .expect("one incarnation per replica, checked by the handle");
+    if let Some((point, bytes)) = resume {
+        resume_from_disk(&mut replica, &mut driver, point, &bytes);
+    }
     // A removed replica's process ended with its node up (rule (retire)): it goes first.
     fabric.crash(NodeId(me));
     fabric.restart(NodeId(me));
@@ -107,6 +110,42 @@ pub(crate) fn replace<S: StateMachine>(
         fabric.reconnect(NodeId(me), NodeId(peer));
     }
     spawn(fabric, replica, driver, inbox)
+}
+
+/// A replacement restarting with its disk: the engine resumes at the disk's newest
+/// snapshot (`Replica::resume_at`: the tail after it read from the ring, or a peer's
+/// snapshot copied if the ring moved past it) and the service is restored from it. A
+/// snapshot the engine refuses leaves the process blank (it copies a peer's, as without a
+/// disk); one the engine takes but the service cannot restore — its own snapshot, read
+/// back intact — is the service's bug, as a copied one that does not restore is.
+fn resume_from_disk<S: StateMachine>(
+    replica: &mut Replica,
+    driver: &mut Driver<S>,
+    point: u64,
+    bytes: &[u8],
+) {
+    let me = replica.id();
+    let Some((_, service)) = unwrap_disk_snapshot(bytes, replica.config().replicas) else {
+        tracing::warn!(
+            replica = me,
+            point,
+            "its disk's snapshot has no membership: blank"
+        );
+        return;
+    };
+    if let Err(why) = replica.resume_at(point, bytes) {
+        tracing::warn!(replica = me, point, why, "not resumed from its disk: blank");
+        return;
+    }
+    driver
+        .resume_from_disk(point, service)
+        .unwrap_or_else(|e| panic!("replica {me}: its own snapshot does not restore: {e}"));
+    tracing::info!(replica = me, point, "resumed from its disk");
+    assert_eq!(
+        replica.next_apply(),
+        point,
+        "the engine resumed at the disk's point"
+    );
 }
 
 /// One replica's thread: its state machine, or `None` if it crashed.

@@ -22,7 +22,7 @@ use super::state_machine::StateMachine;
 use std::fs;
 use std::path::Path;
 use std::sync::Arc;
-use velos_core::log::membership::Members;
+use velos_core::log::membership::{Members, Membership};
 use velos_store::merge::merge;
 use velos_store::recover::{Recovered, recover_owned};
 use velos_store::segment::Kind;
@@ -126,8 +126,16 @@ pub(crate) fn fresh(config: &Config) -> Result<Disks, StartError> {
     })
 }
 
+/// A snapshot as the disk keeps it (`Replica::wrap_snapshot`): the members of the last
+/// configuration the log decided below its point, and the replica's snapshot (its session
+/// table and state); `None` if the bytes are no such snapshot.
+pub(crate) fn unwrap_disk_snapshot(bytes: &[u8], replicas: u16) -> Option<(Members, &[u8])> {
+    let (membership, service) = Membership::unwrap_snapshot(bytes, replicas)?;
+    Some((membership.latest_configuration().members, service))
+}
+
 /// The members the log recovered: its last configuration entry, else its snapshot's.
-fn members_of(log: &Recovered) -> Result<Option<Members>, StartError> {
+fn members_of(log: &Recovered, replicas: u16) -> Result<Option<Members>, StartError> {
     let word = |bytes: &[u8], what: &str| -> Result<Members, StartError> {
         let b: [u8; 8] = bytes
             .get(..8)
@@ -148,7 +156,9 @@ fn members_of(log: &Recovered) -> Result<Option<Members>, StartError> {
         .map(Some);
     }
     match &log.snapshot {
-        Some((point, bytes)) => word(bytes, &format!("the snapshot at {point}")).map(Some),
+        Some((point, bytes)) => unwrap_disk_snapshot(bytes, replicas)
+            .map(|(members, _)| Some(members))
+            .ok_or_else(|| error(format!("the snapshot at {point} without its membership"))),
         None => Ok(None),
     }
 }
@@ -192,7 +202,7 @@ pub(crate) fn read(config: &Config) -> Result<Disks, StartError> {
             f.next_slot
         )));
     }
-    let members = members_of(&log)?;
+    let members = members_of(&log, config.log.replicas)?;
     let voters = members.unwrap_or(config.log.members);
     let there = voters
         .iter()
@@ -262,7 +272,8 @@ pub(crate) fn open<S: StateMachine>(
     for (i, driver) in drivers.iter_mut().enumerate() {
         let me = i as u16;
         if let Some((point, bytes)) = &source.snapshot {
-            let service = bytes.get(8..).unwrap_or_default();
+            let (_, service) = unwrap_disk_snapshot(bytes, config.log.replicas)
+                .ok_or_else(|| error(format!("the snapshot at {point} without its membership")))?;
             driver.restore_from_disk(service).map_err(|why| {
                 StartError::Recovery(format!("the snapshot at {point} does not restore: {why}"))
             })?;
@@ -290,19 +301,29 @@ pub(crate) fn open<S: StateMachine>(
     })
 }
 
+/// Where a replacement resumes from its own disk: the engine's slot of its snapshot's
+/// point, and the snapshot as the disk keeps it (`Replica::resume_at`).
+pub(crate) type Resume = (u64, Vec<u8>);
+
 /// Opens replica `me`'s directory for the process that takes its place after a crash:
 /// its disk thread goes on from what the directory holds (entries the new process applies
 /// again are passed over). A directory that cannot be read leaves it running without
-/// persisting, and says so.
+/// persisting, and says so. The newest snapshot there, if this cluster's engine took it
+/// (past the slot it started at: the membership's slots count from there), is where the
+/// new process may resume instead of at the log's start.
 pub(crate) fn reopen<S: StateMachine>(
     config: &Config,
     me: u16,
     driver: &mut Driver<S>,
     shown: Arc<Shown>,
     disk: &ClusterDisk,
-) {
+) -> Option<Resume> {
     let dir = config.replica_dir(me).expect("durability is on");
     let found = crate::disk::read(&dir).map(velos_store::recover::recover_owned);
+    let resume = found.as_ref().ok().and_then(|found| {
+        let (point, bytes) = found.snapshot.as_ref()?;
+        (*point > disk.base).then(|| (point - disk.base, bytes.clone()))
+    });
     let started = found.and_then(|found| {
         let watch = Arc::clone(&disk.watch);
         Persist::start(me, dir.clone(), (&found, None), Arc::clone(&shown), watch)
@@ -316,4 +337,5 @@ pub(crate) fn reopen<S: StateMachine>(
             driver.persist_on(None, disk.base);
         }
     }
+    resume
 }

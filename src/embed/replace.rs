@@ -83,16 +83,16 @@ impl<S: StateMachine> Cluster<S> {
                 // through its own memory, a peer's replacement while it was down): a
                 // proposal's receipt resolves with an error as its completer drops.
                 while receivers[i].try_recv().is_ok() {}
-                // Its disk thread ended with it: the new process goes on from its disk.
-                if let Some(disk) = &self.disk {
+                // Its disk thread ended with it: the new process goes on from its disk, and
+                // resumes at the newest snapshot there.
+                let resume = self.disk.as_ref().and_then(|disk| {
                     let shown = Arc::clone(&self.shown[i]);
-                    super::recovery::reopen(&self.config, replica, &mut driver, shown, disk);
-                }
+                    super::recovery::reopen(&self.config, replica, &mut driver, shown, disk)
+                });
                 let thread = mem_backend::replace(
                     (fabric, log),
-                    replica,
-                    &incarnations,
-                    driver,
+                    (replica, &incarnations),
+                    (driver, resume),
                     receivers[i].clone(),
                 )
                 .expect("a replica thread starts");

@@ -264,8 +264,8 @@ impl Membership {
     /// A snapshot as the log keeps it: the membership from `point` on (its words), then
     /// the service's bytes. `None` if the membership needs more than [`snapshot_words`].
     /// The reference the tests hold a bank's content to (a replica writes it through
-    /// [`super::snapshot::BankImage`]).
-    #[cfg(test)]
+    /// [`super::snapshot::BankImage`]), and what a replica's disk keeps
+    /// ([`super::Replica::wrap_snapshot`]).
     pub fn wrap_snapshot(&self, point: u64, service: &[u8]) -> Option<Vec<u8>> {
         let words = self.to_words(point);
         if words.len() > snapshot_words(self.current.len() as u16) {

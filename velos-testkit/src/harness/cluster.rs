@@ -154,6 +154,19 @@ pub fn restart(
     r: u16,
     late: &[u16],
 ) -> Scripted {
+    restart_from(log, client, sim, (r, late), None)
+}
+
+/// [`restart`], the fresh process resuming at `resume` — `(point, snapshot)`: a
+/// snapshot an earlier process of replica `r` took, wrapped as its disk keeps it
+/// ([`Replica::wrap_snapshot`], [`Replica::resume_at`]) — instead of at the log's start.
+pub fn restart_from(
+    log: &velos_core::log::LogConfig,
+    client: &ClientScript,
+    sim: &mut Simulator<Scripted>,
+    (r, late): (u16, &[u16]),
+    resume: Option<(u64, &[u8])>,
+) -> Scripted {
     let m = sim.machine();
     let i = usize::from(r);
     assert!(!m.is_up(NodeId(r)), "restart: replica {r} crashed first");
@@ -161,9 +174,15 @@ pub fn restart(
     let incarnation = old.incarnation() + 1;
     let mut incarnations: Vec<u64> = m.threads.iter().map(|t| t.process.incarnation()).collect();
     incarnations[i] = incarnation;
-    let mut fresh = Replica::joining(Shared::new(log.clone()), r, &incarnations)
-        .and_then(|replica| Scripted::new(replica, client.clone()))
+    let mut joining = Replica::joining(Shared::new(log.clone()), r, &incarnations)
         .unwrap_or_else(|e| panic!("cluster spec: {e}"));
+    if let Some((point, snapshot)) = resume {
+        joining
+            .resume_at(point, snapshot)
+            .unwrap_or_else(|e| panic!("a disk's snapshot: {e}"));
+    }
+    let mut fresh =
+        Scripted::new(joining, client.clone()).unwrap_or_else(|e| panic!("cluster spec: {e}"));
     fresh.keep_acknowledged();
     sim.restart(NodeId(r), fresh);
     let replicas = u16::try_from(sim.machine().threads.len()).expect("replica ids are u16");

@@ -77,6 +77,8 @@ struct Service {
     /// How far into the replica's `applied` history the service has read.
     cursor: usize,
     last_snapshot: u64,
+    /// The digest at `last_snapshot`.
+    snapshot_digest: u64,
     installs: Vec<(u64, u64)>,
     /// Reads asked and not answered: id → when asked.
     asked: HashMap<u64, u64>,
@@ -152,6 +154,7 @@ impl Service {
             next: 0,
             cursor: 0,
             last_snapshot: 0,
+            snapshot_digest: origin.digest,
             installs: Vec::new(),
             asked: HashMap::new(),
         }
@@ -223,6 +226,31 @@ impl Services {
             installs: old.installs,
             process,
         });
+    }
+
+    /// Replica `r`'s fresh process resumed at `point` from its own disk's snapshot
+    /// ([`super::cluster::restart_from`]): its service restored from that snapshot,
+    /// `bytes` (the snapshot as [`Services::snapshot_of`] made it). The snapshot checks
+    /// count it as a jump of its log, its digest held to the decided entries below it.
+    pub fn resume(&mut self, r: u16, point: u64, bytes: &[u8]) {
+        let service = &mut self.services[usize::from(r)];
+        assert_eq!(service.next, 0, "a fresh process's service resumes");
+        let digest = u64::from_le_bytes(bytes[..8].try_into().expect("a digest"));
+        (service.digest, service.next, service.last_snapshot) = (digest, point, point);
+        service.snapshot_digest = digest;
+        service.installs.push((point, digest));
+    }
+
+    /// Replica `r`'s service's last snapshot, as it handed it to the log: `(point,
+    /// bytes)`, `None` before its first (or without snapshots).
+    pub fn snapshot_of(&self, r: u16) -> Option<(u64, Vec<u8>)> {
+        let service = &self.services[usize::from(r)];
+        (self.every.is_some() && service.last_snapshot > 0).then(|| {
+            (
+                service.last_snapshot,
+                padded(service.snapshot_digest, self.bytes),
+            )
+        })
     }
 
     /// The processes replaced so far, in the order they were.
@@ -343,6 +371,7 @@ impl Services {
                 service.installs.push((point, digest));
                 (service.digest, service.next) = (digest, point);
                 service.last_snapshot = point;
+                service.snapshot_digest = digest;
             }
             for (slot, value) in &replica.applied[service.cursor..] {
                 if *slot < service.next {
@@ -371,6 +400,7 @@ impl Services {
                     .snapshot_taken(service.next, bytes)
                     .unwrap_or_else(|e| panic!("cluster spec: {e}"));
                 service.last_snapshot = service.next;
+                service.snapshot_digest = service.digest;
             }
         }
         if let Some(p) = &mut self.disks {

@@ -5,7 +5,7 @@
 
 use super::{Replica, Role};
 use crate::log::configuration::Incarnation;
-use crate::log::membership::Members;
+use crate::log::membership::{Members, Membership};
 use velos_rdma::Shared;
 
 /// Why an incarnation was refused.
@@ -81,6 +81,49 @@ impl Replica {
             "rule (no amnesia): a new incarnation does not vote in the first configuration"
         );
         Ok(replica)
+    }
+
+    /// `service`, the service's snapshot holding every entry below `point` (at most my
+    /// next slot), as the log keeps it: the membership from `point` on, then `service`.
+    /// What a replica's disk keeps, so that a later process in its place resumes there
+    /// ([`Replica::resume_at`]). `None` if the membership does not fit a snapshot.
+    pub fn wrap_snapshot(&self, point: u64, service: &[u8]) -> Option<Vec<u8>> {
+        assert!(point <= self.next_apply, "a snapshot of applied entries");
+        self.membership.wrap_snapshot(point, service)
+    }
+
+    /// A process joining in my place ([`Replica::joining`]) that restored its service
+    /// from its own disk: `snapshot` is what [`Replica::wrap_snapshot`] gave an earlier
+    /// process of this replica at `point` (this log's numbering). It resumes at `point` —
+    /// what follows read from the ring, or a peer's snapshot copied if the ring moved past
+    /// it — instead of at the log's start. Only decided state came back: its acceptor
+    /// memory is blank and its incarnation new all the same (rule (no amnesia)). Refused
+    /// for a process that applied anything, and for bytes that are no wrapped snapshot of
+    /// this log.
+    pub fn resume_at(&mut self, point: u64, snapshot: &[u8]) -> Result<(), String> {
+        if self.next_apply != 0 || self.beat.points[usize::from(self.me)] != 0 {
+            return Err(format!(
+                "replica {}: only a process that applied nothing resumes from its disk \
+                 (next slot {})",
+                self.me, self.next_apply
+            ));
+        }
+        let (membership, service) = Membership::unwrap_snapshot(snapshot, self.config.replicas)
+            .ok_or_else(|| format!("replica {}: not a snapshot of this log", self.me))?;
+        if service.len() > self.config.max_snapshot_bytes as usize {
+            return Err(format!(
+                "replica {}: a snapshot of {} bytes, above the log's {}",
+                self.me,
+                service.len(),
+                self.config.max_snapshot_bytes
+            ));
+        }
+        if point == 0 {
+            return Ok(()); // the log's start: nothing to resume
+        }
+        self.resume_from(point, membership, service.to_vec());
+        assert_eq!(self.next_apply, point, "resumed at its disk's snapshot");
+        Ok(())
     }
 
     /// My incarnation.

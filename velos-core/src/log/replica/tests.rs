@@ -511,3 +511,38 @@ fn a_process_joining_after_every_first_voter_was_replaced_starts_and_does_not_le
         "a joiner does not lead"
     );
 }
+
+/// A joiner resumes at its disk's snapshot (its next slot there, the membership from
+/// there on adopted, what it is connected to kept); a process that applied anything, bytes
+/// that are no wrapped snapshot and a snapshot above the log's size are refused.
+#[test]
+fn a_joiner_resumes_at_its_disks_snapshot_and_bad_ones_are_refused() {
+    let mut config = LogConfig::new(3, 16, 16);
+    config.max_snapshot_bytes = 64;
+    let config = Shared::new(config);
+    let mut earlier = Replica::new(config.clone(), 2).expect("valid");
+    earlier.next_apply = 9; // nine entries applied
+    let wrapped = earlier.wrap_snapshot(9, b"state").expect("fits");
+    let mut r = Replica::joining(config.clone(), 2, &[0, 0, 1]).expect("a joiner");
+    assert_eq!(r.resume_at(9, &wrapped), Ok(()));
+    assert_eq!(r.next_apply(), 9, "resumed at the snapshot's point");
+    assert_eq!(r.incarnation(), 1, "a new incarnation all the same");
+    assert!(
+        r.snapshot_writing() == Some(9) || r.beat.points[2] == 9,
+        "it publishes it in its bank, to serve it in turn"
+    );
+    assert!(
+        r.resume_at(9, &wrapped).is_err(),
+        "only once, before applying"
+    );
+    let mut blank = Replica::joining(config.clone(), 2, &[0, 0, 1]).expect("a joiner");
+    assert!(blank.resume_at(9, b"no snapshot").is_err());
+    let large = earlier
+        .wrap_snapshot(9, &[7; 65])
+        .expect("fits the membership");
+    assert!(
+        blank.resume_at(9, &large).is_err(),
+        "above max_snapshot_bytes"
+    );
+    assert_eq!(blank.next_apply(), 0, "nothing refused moved it");
+}

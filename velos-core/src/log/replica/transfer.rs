@@ -349,19 +349,12 @@ impl Replica {
             point > self.next_apply,
             "a snapshot moves a replica forward"
         );
-        assert!(
-            self.learn.reads.is_empty(),
-            "no value read under way at a transfer"
-        );
         // The stamps made the copy consistent: a bank that is no snapshot the log wrapped
         // is a broken invariant.
         let (membership, service) = Membership::unwrap_snapshot(&bytes, self.config.replicas)
             .expect("a copied bank holds a wrapped snapshot");
         let service = service.to_vec();
-        let image = BankImage::new(point, membership.to_words(point), service.clone());
-        self.membership.adopt(membership);
-        self.next_apply = point;
-        self.members_moved();
+        self.resume_from(point, membership, service.clone());
         self.installs.push(point);
         let len = service.len();
         self.event(|| Event::SnapshotInstalled {
@@ -370,6 +363,26 @@ impl Replica {
             bytes: len,
         });
         self.snap.installed.push((point, service));
+        assert_eq!(self.next_apply, point, "resumed at the snapshot's point");
+    }
+
+    /// Goes on from a snapshot at `point` (copied from a peer, or a joiner's own from its
+    /// disk, [`Replica::resume_at`]): the membership from there on adopted, the next slot
+    /// `point`, the snapshot published in my bank so that I can serve it in turn, the
+    /// learning of the slots below forgotten.
+    pub(super) fn resume_from(&mut self, point: u64, membership: Membership, service: Vec<u8>) {
+        assert!(
+            point > self.next_apply,
+            "a snapshot moves a replica forward"
+        );
+        assert!(
+            self.learn.reads.is_empty(),
+            "no value read under way at a transfer"
+        );
+        let image = BankImage::new(point, membership.to_words(point), service);
+        self.membership.adopt(membership);
+        self.next_apply = point;
+        self.members_moved();
         if point > self.beat.points[usize::from(self.me)] {
             // So that I can serve it in turn. A write of my own older snapshot under way
             // is dropped: the new one restamps the same bank first (lemma (consistent
