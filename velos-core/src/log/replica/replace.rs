@@ -121,7 +121,8 @@ impl Replica {
         if point == 0 {
             return Ok(()); // the log's start: nothing to resume
         }
-        self.resume_from(point, membership, service.to_vec());
+        let image = self.adopt_snapshot(point, membership, service.to_vec());
+        self.publish_resumed(point, image);
         assert_eq!(self.next_apply, point, "resumed at its disk's snapshot");
         Ok(())
     }

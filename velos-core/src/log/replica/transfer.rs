@@ -345,16 +345,12 @@ impl Replica {
 
     /// Resumes from a copied snapshot: every instance below `point` is in it.
     fn install(&mut self, source: u16, point: u64, bytes: Vec<u8>) {
-        assert!(
-            point > self.next_apply,
-            "a snapshot moves a replica forward"
-        );
         // The stamps made the copy consistent: a bank that is no snapshot the log wrapped
         // is a broken invariant.
         let (membership, service) = Membership::unwrap_snapshot(&bytes, self.config.replicas)
             .expect("a copied bank holds a wrapped snapshot");
         let service = service.to_vec();
-        self.resume_from(point, membership, service.clone());
+        let image = self.adopt_snapshot(point, membership, service.clone());
         self.installs.push(point);
         let len = service.len();
         self.event(|| Event::SnapshotInstalled {
@@ -363,14 +359,19 @@ impl Replica {
             bytes: len,
         });
         self.snap.installed.push((point, service));
+        self.publish_resumed(point, image);
         assert_eq!(self.next_apply, point, "resumed at the snapshot's point");
     }
 
     /// Goes on from a snapshot at `point` (copied from a peer, or a joiner's own from its
-    /// disk, [`Replica::resume_at`]): the membership from there on adopted, the next slot
-    /// `point`, the snapshot published in my bank so that I can serve it in turn, the
-    /// learning of the slots below forgotten.
-    pub(super) fn resume_from(&mut self, point: u64, membership: Membership, service: Vec<u8>) {
+    /// disk, [`Replica::resume_at`]), first step: the membership from there on adopted,
+    /// the next slot `point`. The snapshot's bank image, for [`Replica::publish_resumed`].
+    pub(super) fn adopt_snapshot(
+        &mut self,
+        point: u64,
+        membership: Membership,
+        service: Vec<u8>,
+    ) -> BankImage {
         assert!(
             point > self.next_apply,
             "a snapshot moves a replica forward"
@@ -383,6 +384,13 @@ impl Replica {
         self.membership.adopt(membership);
         self.next_apply = point;
         self.members_moved();
+        assert_eq!(self.next_apply, point, "resumed at the snapshot's point");
+        image
+    }
+
+    /// Second step: the snapshot published in my bank so that I can serve it in turn, the
+    /// learning of the slots below forgotten.
+    pub(super) fn publish_resumed(&mut self, point: u64, image: BankImage) {
         if point > self.beat.points[usize::from(self.me)] {
             // So that I can serve it in turn. A write of my own older snapshot under way
             // is dropped: the new one restamps the same bank first (lemma (consistent
@@ -401,6 +409,5 @@ impl Replica {
         }
         self.learn.last_progress = self.now;
         self.moved = true;
-        assert_eq!(self.next_apply, point, "resumed at the snapshot's point");
     }
 }
