@@ -3,7 +3,9 @@
 //! restarts from its disks. Over drawn runs (seed, instant, snapshots, a replacement
 //! before the loss) every check holds — the recovered logs are prefixes of the decided
 //! log, every majority of the disks reaches the durable index, the restarted services
-//! continue the recovered state —, and a durable point moved before the syncs is caught.
+//! continue the recovered state —, with the campaign's disk faults (slow syncs, a full
+//! disk, a bit flipped at the power loss), and a durable point moved before the syncs is
+//! caught.
 
 use velos_core::log::LogConfig;
 use velos_sim::rng::Rng;
@@ -29,6 +31,13 @@ fn drawn(case: u64, mutation: Mutation) -> (ClusterSpec, String) {
         log.max_snapshot_bytes = 64;
     }
     let replace = (rng.below(3) == 0).then(|| (1 + rng.below(u64::from(replicas) - 1), 60_000));
+    // Disk faults, as the campaign draws them: slow syncs on one replica, and on another
+    // a disk that fills or a bit flipped at the power loss.
+    let n = u64::from(replicas);
+    let slow_syncs = (rng.below(3) == 0).then(|| (rng.below(n) as u16, 2 + rng.below(30)));
+    let faulty = rng.below(n) as u16;
+    let full = (rng.below(4) == 0).then(|| (faulty, 1_024 + rng.below(16 << 10)));
+    let flip = (rng.below(3) == 0).then_some(faulty);
     let client = ClientScript {
         count: 1 << 20,
         size: 16,
@@ -41,9 +50,11 @@ fn drawn(case: u64, mutation: Mutation) -> (ClusterSpec, String) {
             .unwrap_or_default(),
         durable: Some(DurableSpec {
             power_loss_at: Some(at),
+            flip_at_loss: flip,
             faults: DiskFaults {
+                slow_syncs,
+                full,
                 mutation,
-                ..DiskFaults::default()
             },
         }),
         ..ClusterSpec::new(log, case, duration_ns, client)
@@ -58,6 +69,15 @@ fn drawn(case: u64, mutation: Mutation) -> (ClusterSpec, String) {
     }
     if let Some((r, t)) = replace {
         replay += &format!(" --replace {r}@{t}+20000");
+    }
+    if let Some((r, f)) = slow_syncs {
+        replay += &format!(" --slow-syncs {r}@{f}");
+    }
+    if let Some((r, b)) = full {
+        replay += &format!(" --disk-full {r}@{b}");
+    }
+    if let Some(r) = flip {
+        replay += &format!(" --flip-bit {r}");
     }
     (spec, replay)
 }
@@ -80,6 +100,7 @@ fn figures(report: &ClusterReport) -> (u64, u64, u64, usize, usize) {
 #[test]
 fn every_durable_entry_survives_a_power_loss_at_any_instant() {
     let (mut cuts, mut snapshots, mut replaced, mut lost_undurable) = (0, 0, 0, 0);
+    let (mut stopped, mut flipped) = (0, 0);
     for case in 0..24 {
         let (spec, replay) = drawn(case, Mutation::None);
         let report = durable::run(&spec);
@@ -104,12 +125,16 @@ fn every_durable_entry_survives_a_power_loss_at_any_instant() {
             .as_ref()
             .unwrap();
         lost_undurable += p.decided - p.recovered;
+        stopped += p.stopped;
+        flipped += usize::from(p.flipped.is_some());
         (cuts, snapshots) = (cuts + c, snapshots + s);
         replaced += usize::from(!spec.replace.is_empty());
     }
     // What the drawn runs went through, so that the checks held on something.
     assert!(snapshots > 0, "no recovered snapshot was checked");
     assert!(replaced > 0, "no run replaced a replica before the loss");
+    assert!(stopped > 0, "no disk filled");
+    assert!(flipped > 0, "no bit was flipped at a power loss");
     assert!(cuts > 0, "no power loss tore a write (no record was cut)");
     assert!(
         lost_undurable > 0,

@@ -123,6 +123,19 @@ pub struct SimArgs {
     /// from its disks for the rest of `--duration`. Faults come before T.
     #[arg(long, value_parser = parse_duration, requires = "durable")]
     power_loss_at: Option<u64>,
+    /// With `--durable`: replica NODE's syncs take FACTOR times as long (`NODE@FACTOR`,
+    /// 2 to 1000).
+    #[arg(long, value_parser = parse_slow_syncs, requires = "durable")]
+    slow_syncs: Option<(u16, u64)>,
+    /// With `--durable`: replica NODE's disk holds BYTES at most (`NODE@BYTES`, 1 byte to
+    /// 1 TiB): it fills, that replica stops persisting and says so, the others go on.
+    #[arg(long, value_parser = parse_disk_full, requires = "durable")]
+    disk_full: Option<(u16, u64)>,
+    /// With `--power-loss-at`: replica NODE's disk has a bit flipped at the power loss (a
+    /// bad sector): its checksums catch it, and the recovery takes what it lost from the
+    /// others' logs.
+    #[arg(long, requires = "power_loss_at")]
+    flip_bit: Option<u16>,
     /// Print one JSON object (the last line of standard output) instead of the report.
     #[arg(long)]
     json: bool,
@@ -154,6 +167,30 @@ fn parse_crash(s: &str) -> Result<(u16, u64), String> {
         .parse()
         .map_err(|_| format!("{node:?} is not a replica id"))?;
     Ok((node, parse_duration(at)?))
+}
+
+/// `NODE@N` with `N` in `lo..=hi` (`what` names it in errors).
+fn parse_node_number(s: &str, what: &str, (lo, hi): (u64, u64)) -> Result<(u16, u64), String> {
+    let (node, n) = s
+        .split_once('@')
+        .ok_or_else(|| format!("{s:?}: expected NODE@{what}"))?;
+    let node = node
+        .parse()
+        .map_err(|_| format!("{node:?} is not a replica id"))?;
+    let n: u64 = n
+        .parse()
+        .ok()
+        .filter(|n| (lo..=hi).contains(n))
+        .ok_or_else(|| format!("{n:?}: {what} is a whole number from {lo} to {hi}"))?;
+    Ok((node, n))
+}
+
+fn parse_slow_syncs(s: &str) -> Result<(u16, u64), String> {
+    parse_node_number(s, "FACTOR", (2, 1_000))
+}
+
+fn parse_disk_full(s: &str) -> Result<(u16, u64), String> {
+    parse_node_number(s, "BYTES", (1, 1 << 40))
 }
 
 fn parse_members(s: &str) -> Result<Members, String> {
@@ -281,6 +318,21 @@ pub fn run_cli(a: SimArgs) -> ExitCode {
         );
         return ExitCode::from(2);
     }
+    let disk_nodes = [
+        ("--slow-syncs", a.slow_syncs.map(|f| f.0)),
+        ("--disk-full", a.disk_full.map(|f| f.0)),
+        ("--flip-bit", a.flip_bit),
+    ];
+    if let Some((flag, Some(node))) = disk_nodes
+        .iter()
+        .find(|(_, n)| n.is_some_and(|n| n >= a.replicas))
+    {
+        eprintln!(
+            "velos sim: {flag} {node}: there are {} replicas",
+            a.replicas
+        );
+        return ExitCode::from(2);
+    }
     for (flag, delays) in [("--delay", &a.delay), ("--delay-from", &a.delay_from)] {
         if let Some(&(node, ..)) = delays.iter().find(|d| d.0 >= a.replicas) {
             eprintln!(
@@ -326,7 +378,12 @@ pub fn run_cli(a: SimArgs) -> ExitCode {
         told_late: a.told_late.clone(),
         durable: a.durable.then(|| DurableSpec {
             power_loss_at: a.power_loss_at,
-            faults: DiskFaults::default(),
+            flip_at_loss: a.flip_bit,
+            faults: DiskFaults {
+                slow_syncs: a.slow_syncs,
+                full: a.disk_full,
+                ..DiskFaults::default()
+            },
         }),
     };
     if let Err(e) = check_times(&a, &spec).and_then(|()| check_power_loss(&a, &spec)) {
@@ -412,6 +469,15 @@ pub fn run_cli(a: SimArgs) -> ExitCode {
         }
         if let Some(t) = a.power_loss_at {
             replay += &format!(" --power-loss-at {t}");
+        }
+        if let Some((n, f)) = a.slow_syncs {
+            replay += &format!(" --slow-syncs {n}@{f}");
+        }
+        if let Some((n, b)) = a.disk_full {
+            replay += &format!(" --disk-full {n}@{b}");
+        }
+        if let Some(n) = a.flip_bit {
+            replay += &format!(" --flip-bit {n}");
         }
         if let Some(m) = a.members {
             replay += &format!(" --members {}", list(m));

@@ -114,6 +114,15 @@ fn print_durable(d: &DurableReport, interval: u64) {
         p.recovered,
         p.decided - p.recovered
     );
+    if p.stopped > 0 || p.flipped.is_some() {
+        println!(
+            "disk faults at the power loss: {} disk(s) full (stopped persisting){}",
+            p.stopped,
+            p.flipped.map_or(String::new(), |r| format!(
+                ", a bit flipped on replica {r}'s"
+            ))
+        );
+    }
     println!(
         "restarted from disk: first decision {} after the restart, {} slots decided",
         us(p.first_decision_ns),

@@ -125,7 +125,9 @@ fn restart(
 ) -> PowerLossReport {
     assert!(at < spec.duration_ns, "the power loss falls inside the run");
     let mut rng = Rng::new(spec.seed ^ 0x0BAD_D15C);
-    let found = persisting.disks.power_loss(&mut rng, None);
+    let flip = spec.durable.expect("durable").flip_at_loss;
+    let stopped = persisting.disks.stopped();
+    let found = persisting.disks.power_loss(&mut rng, flip);
     let bytes = spec.snapshot_bytes.max(8);
     let state_at = |point: u64| {
         let entries: Option<Vec<(u64, String)>> = (0..point)
@@ -136,14 +138,21 @@ fn restart(
             .fold(EMPTY, |d, (s, h)| step(d, *s, h.as_bytes()));
         Some(padded(digest, bytes))
     };
+    // A damaged copy is a lost one: after a flipped bit, the disks are held together to
+    // the durable index (what they reach merged), not each majority of them.
+    let merged = merge(&found);
+    let together = flip.map(|_| merged.as_ref().map_or(0, |m| m.next_slot));
     let mut looked = check::Looked::default();
-    let mut failures = check::recovered(&found, decided, (durable, None), state_at, &mut looked);
+    let mut failures =
+        check::recovered(&found, decided, (durable, together), state_at, &mut looked);
     let mut out = PowerLossReport {
         at_ns: at,
         decided: decided.keys().next_back().map_or(0, |s| s + 1),
         recovered_by_disk: found.iter().map(|f| f.next_slot).collect(),
         recovered: 0,
         cuts: looked.cuts,
+        stopped,
+        flipped: flip,
         snapshots_checked: looked.snapshots_checked,
         first_decision_ns: None,
         decided_after: 0,
@@ -157,7 +166,7 @@ fn restart(
              the recovery held on nothing (a later --power-loss-at)"
         ));
     }
-    let source = match merge(&found) {
+    let source = match merged {
         Ok(source) => source,
         Err(e) => {
             failures.push(format!("durability: the disks disagree: {e}"));
@@ -179,6 +188,7 @@ fn restart(
         device_memory: spec.device_memory,
         durable: Some(DurableSpec {
             power_loss_at: None,
+            flip_at_loss: None,
             faults: spec.durable.expect("durable").faults,
         }),
         ..ClusterSpec::new(

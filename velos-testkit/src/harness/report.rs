@@ -103,6 +103,10 @@ pub struct PowerLossReport {
     pub recovered: u64,
     /// Records cut or files passed over by the recoveries.
     pub cuts: usize,
+    /// Disks that had stopped persisting (full) when the power went.
+    pub stopped: usize,
+    /// The replica whose disk had a bit flipped at the power loss, if one had.
+    pub flipped: Option<u16>,
     /// Recovered snapshots checked against the decided log.
     pub snapshots_checked: usize,
     /// From the restart to the first slot a leader acknowledged (ns).

@@ -88,6 +88,9 @@ pub struct DurableSpec {
     pub power_loss_at: Option<u64>,
     /// The disks' faults.
     pub faults: DiskFaults,
+    /// This replica's disk has a bit flipped at the power loss (a bad sector): the
+    /// checksums must catch it, and the recovery take that replica's log from the others.
+    pub flip_at_loss: Option<u16>,
 }
 
 impl ClusterSpec {
