@@ -33,7 +33,7 @@ fn disk_snapshot(replica: &Replica, point: u64, snapshot: &[u8]) -> Option<Vec<u
         tracing::warn!(
             replica = replica.id(),
             point,
-            "a snapshot whose membership does not fit: not written to disk"
+            "a snapshot the log cannot wrap (its membership does not fit): not written to disk"
         );
     }
     wrapped

@@ -522,6 +522,11 @@ fn a_joiner_resumes_at_its_disks_snapshot_and_bad_ones_are_refused() {
     let config = Shared::new(config);
     let mut earlier = Replica::new(config.clone(), 2).expect("valid");
     earlier.next_apply = 9; // nine entries applied
+    assert_eq!(
+        earlier.wrap_snapshot(10, b"state"),
+        None,
+        "past its next slot"
+    );
     let wrapped = earlier.wrap_snapshot(9, b"state").expect("fits");
     let mut r = Replica::joining(config.clone(), 2, &[0, 0, 1]).expect("a joiner");
     assert_eq!(r.resume_at(9, &wrapped), Ok(()));
