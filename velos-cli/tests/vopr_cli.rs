@@ -44,6 +44,10 @@ fn thousand_seeds(flags: &[&str]) {
         );
         assert!(count("disks_stopped") > 0, "premise: some disk filled: {p}");
         assert!(
+            count("resumes_checked") > 0,
+            "premise: replaced processes resumed from their disks, their state checked: {p}"
+        );
+        assert!(
             count("seeds_durable_after_restart") >= 900,
             "premise: the restarted clusters made entries durable: {p}"
         );

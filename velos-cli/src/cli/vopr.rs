@@ -115,6 +115,8 @@ struct PowerSummary {
     disks_stopped: u64,
     snapshots_checked: u64,
     decided_after_restart: u64,
+    resumed: u64,
+    resumes_checked: u64,
 }
 
 impl PowerSummary {
@@ -134,6 +136,8 @@ impl PowerSummary {
             disks_stopped: sum(&|p| p.stopped as u64),
             snapshots_checked: sum(&|p| p.snapshots_checked as u64),
             decided_after_restart: sum(&|p| p.decided_after),
+            resumed: sum(&|p| p.resumed as u64),
+            resumes_checked: sum(&|p| p.resumes_checked as u64),
         })
     }
 }
@@ -388,14 +392,17 @@ pub fn run_cli(a: VoprArgs) -> ExitCode {
                 "power losses: {} entries durable at the first power loss ({} seeds with some); \
                  {} records cut or files passed over by the recoveries; {} \
                  disks full; {} snapshots checked against the decided log; {} entries decided \
-                 after the restarts from disk ({} seeds made some durable)",
+                 after the restarts from disk ({} seeds made some durable); {} replaced \
+                 processes resumed from their disks ({} checked against the decided log)",
                 p.durable_entries,
                 p.seeds_with_durable,
                 p.cuts,
                 p.disks_stopped,
                 p.snapshots_checked,
                 p.decided_after_restart,
-                p.seeds_durable_after_restart
+                p.seeds_durable_after_restart,
+                p.resumed,
+                p.resumes_checked
             );
         }
     }

@@ -249,6 +249,9 @@ pub struct Replica {
     snap: Snapshots,
     /// The point of every snapshot this replica installed, in order.
     pub installs: Vec<u64>,
+    /// Where this process resumed from its own disk's snapshot
+    /// ([`Replica::resume_at`]), if it did: every slot below was applied before it ran.
+    pub resumed_at: Option<u64>,
     /// The members of the slots from my snapshot point on ([`super::membership`]).
     membership: Membership,
     /// Every configuration entry applied here that changed the configuration (neither void
@@ -372,6 +375,7 @@ impl Replica {
             shape: config.shape(),
             ring: config.ring(),
             installs: Vec::new(),
+            resumed_at: None,
             membership: Membership::new(config.members, config.replicas),
             memberships: Vec::new(),
             links: Links::new(scratch.clone(), config.replicas, config.cas_cells()),

@@ -131,13 +131,17 @@ impl Disks {
 
     /// Replica `r`'s process crashed and a new one starts in its place: the disk loses
     /// what was not synced (the machine may have gone down with it), and the new
-    /// process's writer goes on from what the disk holds.
-    pub fn restart(&mut self, r: usize, rng: &mut Rng) {
+    /// process's writer goes on from what the disk holds. The newest snapshot there, if
+    /// the running engine took it (past its slot 0): `(engine point, bytes)`, where the
+    /// new process may resume.
+    pub fn restart(&mut self, r: usize, rng: &mut Rng) -> Option<(u64, Vec<u8>)> {
         self.disks[r].power_loss(&mut |n| rng.below(n as u64) as usize);
         let found = recover_owned(self.disks[r].files());
         self.writers[r] = writer(&found, self.mutation);
         self.pending[r].clear();
         self.out[r] = false;
+        let (point, bytes) = found.snapshot?;
+        (point > self.base).then(|| (point - self.base, bytes))
     }
 
     /// The durable index of `members`' disks (each one's durable point as its writer

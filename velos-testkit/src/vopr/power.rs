@@ -23,6 +23,7 @@ use crate::durable::disks::Disks;
 use crate::harness::cluster::{ClusterSpec, machine, sim_config};
 use crate::harness::script::{ClientScript, Scripted};
 use std::collections::BTreeMap;
+use velos_core::log::membership::Membership;
 use velos_rdma::NodeId;
 use velos_sim::rng::Rng;
 use velos_sim::simulate::Simulator;
@@ -47,6 +48,11 @@ pub struct PowerReport {
     pub stopped: usize,
     /// Recovered snapshots checked against the decided log.
     pub snapshots_checked: usize,
+    /// Replaced processes that resumed at their disk's snapshot (the others started at
+    /// the log's start).
+    pub resumed: usize,
+    /// Of those, the ones whose state was checked against the decided log.
+    pub resumes_checked: usize,
 }
 
 impl PowerReport {
@@ -58,7 +64,7 @@ impl PowerReport {
 }
 
 /// Every entry any process of the run applied, by the engine's slot.
-fn decided(sim: &Simulator<Scripted>, retired: &[Scripted]) -> BTreeMap<u64, Vec<u8>> {
+pub(super) fn decided(sim: &Simulator<Scripted>, retired: &[Scripted]) -> BTreeMap<u64, Vec<u8>> {
     let live = sim.machine().threads.iter().map(|t| &t.process);
     let mut out = BTreeMap::new();
     for p in retired.iter().chain(live) {
@@ -69,6 +75,27 @@ fn decided(sim: &Simulator<Scripted>, retired: &[Scripted]) -> BTreeMap<u64, Vec
     out
 }
 
+/// The key-value state of a snapshot as the disks keep it (as the log's banks do: the
+/// membership from its point on, then the service's bytes); `None` if it is not one.
+pub(super) fn state_of(bytes: &[u8], replicas: u16) -> Option<&[u8]> {
+    Membership::unwrap_snapshot(bytes, replicas).map(|(_, state)| state)
+}
+
+/// A replaced process resumed at `point` from `state`, its disk's snapshot: it must be
+/// the state the decided entries below `point` make (`None`: some of them are unknown
+/// — every process that applied them copied past them —, so it cannot be checked).
+pub(super) fn resumed_state_holds(
+    decided: &BTreeMap<u64, Vec<u8>>,
+    point: u64,
+    state: &[u8],
+) -> Option<bool> {
+    let mut kv = KvMachine::default();
+    for s in 0..point {
+        kv.apply(decided.get(&s)?);
+    }
+    Some(kv.snapshot() == state)
+}
+
 /// The checks of one power loss ([`check::recovered`]), the snapshots rebuilt as the
 /// key-value state the decided entries below their point make.
 fn check(
@@ -77,6 +104,26 @@ fn check(
     durable: (u64, Option<u64>),
     report: &mut PowerReport,
 ) -> Vec<String> {
+    let replicas = found.len() as u16;
+    let mut violations = Vec::new();
+    // The recovered snapshots compared by their state: unwrapped (one that is no wrapped
+    // snapshot is a violation of its own, and compared as is).
+    let found: Vec<Recovered> = found
+        .iter()
+        .enumerate()
+        .map(|(r, f)| {
+            let mut f = f.clone();
+            if let Some((point, bytes)) = &mut f.snapshot {
+                match state_of(bytes, replicas) {
+                    Some(state) => *bytes = state.to_vec(),
+                    None => violations.push(format!(
+                        "durability: replica {r}'s snapshot at {point} is no snapshot of the log"
+                    )),
+                }
+            }
+            f
+        })
+        .collect();
     let state_at = |point: u64| {
         let mut kv = KvMachine::default();
         for s in 0..point {
@@ -85,7 +132,13 @@ fn check(
         Some(kv.snapshot())
     };
     let mut looked = check::Looked::default();
-    let violations = check::recovered(found, decided, durable, state_at, &mut looked);
+    violations.extend(check::recovered(
+        &found,
+        decided,
+        durable,
+        state_at,
+        &mut looked,
+    ));
     report.cuts += looked.cuts;
     report.snapshots_checked += looked.snapshots_checked;
     violations
@@ -125,7 +178,9 @@ pub(crate) fn restart(
     report.durable[0] = durable;
     report.recovered[0] = base;
     let mut kv = match &source.snapshot {
-        Some((_, bytes)) => KvMachine::restore(bytes).unwrap_or_default(),
+        Some((_, bytes)) => state_of(bytes, scenario.log.replicas)
+            .and_then(KvMachine::restore)
+            .unwrap_or_default(),
         None => KvMachine::default(),
     };
     source.entries.iter().for_each(|e| kv.apply(e.bytes()));

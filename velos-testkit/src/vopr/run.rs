@@ -11,7 +11,7 @@ use super::services::Services;
 use crate::check::{self, AppliedLog};
 use crate::durable::disks::Disks;
 use crate::harness::cluster::{
-    ClusterSpec, crash_leader, machine, restart, sim_config, tell_replaced,
+    ClusterSpec, crash_leader, machine, restart_from, sim_config, tell_replaced,
 };
 use crate::harness::script::{ClientScript, Scripted};
 use serde::Serialize;
@@ -235,6 +235,8 @@ pub fn run(scenario: &Scenario) -> RunReport {
         .as_ref()
         .map(|p| Disks::new(replicas, &p.faults()));
     let mut disk_rng = velos_sim::rng::Rng::new(scenario.seed ^ 0xD15C);
+    let (mut resumed, mut resumes_checked) = (0, 0);
+    let mut resume_violations = Vec::new();
     let mut powered_off = false;
     let mut clients = Clients::new(scenario);
     let log = &scenario.log;
@@ -322,11 +324,30 @@ pub fn run(scenario: &Scenario) -> RunReport {
                 })
                 .into_iter()
                 .collect();
-            retired.push(restart(log, &spec.client, &mut sim, r, &late));
+            // With disks (`--power-loss`) the new process finds what its disk kept, and
+            // resumes at the newest snapshot there, as `Cluster::replace` does.
+            let resume = disks
+                .as_mut()
+                .and_then(|d| d.restart(usize::from(r), &mut disk_rng));
+            let from = resume.as_ref().map(|(point, bytes)| (*point, &bytes[..]));
+            retired.push(restart_from(log, &spec.client, &mut sim, (r, &late), from));
             after_join.replaced = Some(r);
             services.restart(usize::from(r));
-            if let Some(d) = &mut disks {
-                d.restart(usize::from(r), &mut disk_rng);
+            if let Some((point, bytes)) = &resume {
+                resumed += 1;
+                let state = power::state_of(bytes, log.replicas)
+                    .expect("restart_from resumed from it: a wrapped snapshot");
+                // The state it resumed with is the decided log's at its point.
+                let decided = power::decided(&sim, &retired);
+                match power::resumed_state_holds(&decided, *point, state) {
+                    Some(true) => resumes_checked += 1,
+                    Some(false) => resume_violations.push(format!(
+                        "snapshots: replica {r} resumed from its disk at {point} with a state \
+                         the decided log does not make there"
+                    )),
+                    None => {}
+                }
+                services.resume(usize::from(r), *point, state);
             }
             let per = log.epochs as usize * log.slots as usize;
             promises.forget(usize::from(r) * per..(usize::from(r) + 1) * per);
@@ -390,6 +411,7 @@ pub fn run(scenario: &Scenario) -> RunReport {
         services.visit(&mut sim, None);
     }
     let mut violations = std::mem::take(&mut services.violations);
+    violations.append(&mut resume_violations);
     // The power loss ended the run: what is pending was cut by it, not by the log.
     let lagging = replacements(&sim).into_iter().filter(|_| !powered_off);
     for (id, incarnation, next) in lagging.filter(|&(.., n)| n < target) {
@@ -424,7 +446,11 @@ pub fn run(scenario: &Scenario) -> RunReport {
         (clients, &retired, power.as_ref()),
         violations,
     );
-    report.power = power;
+    report.power = power.map(|p| PowerReport {
+        resumed,
+        resumes_checked,
+        ..p
+    });
     report.crashed_after_join = after_join.fired;
     report.longest_gap = gaps.longest;
     report.gap_visits = gaps.charged_visits;
@@ -451,7 +477,8 @@ fn report(
                 .iter()
                 .map(|(s, v)| (*s, v.iter().map(|b| format!("{b:02x}")).collect()))
                 .collect(),
-            jumps: p.installs.clone(),
+            // A copied snapshot, or the disk's snapshot a new process resumed at.
+            jumps: p.resumed_at.iter().chain(&p.installs).copied().collect(),
         })
         .collect();
     let mut proposed: BTreeSet<&str> = clients.proposed().iter().map(String::as_str).collect();

@@ -27,6 +27,19 @@ impl Services {
         self.last_snapshot[r] = 0;
     }
 
+    /// Replica `r`'s fresh process resumed at `point` from its disk's snapshot: its
+    /// service restored from `state` (the key-value snapshot), every entry below `point`
+    /// applied.
+    pub(super) fn resume(&mut self, r: usize, point: u64, state: &[u8]) {
+        assert_eq!(self.next[r], 0, "a fresh process's service resumes");
+        match KvMachine::restore(state) {
+            Some(kv) => (self.kv[r], self.next[r], self.last_snapshot[r]) = (kv, point, point),
+            None => self.violations.push(format!(
+                "snapshots: replica {r}'s disk kept a snapshot at {point} that does not decode"
+            )),
+        }
+    }
+
     pub(super) fn new(replicas: usize, every: u64) -> Services {
         Services {
             kv: vec![KvMachine::default(); replicas],
@@ -49,8 +62,12 @@ impl Services {
             }
             let replica = &mut m.threads[r].process;
             for (point, bytes) in replica.take_installed() {
-                if let Some(d) = disks.as_deref_mut() {
-                    d.installed(r, point, &bytes);
+                // The disk keeps a snapshot as the log's banks do (the membership from its
+                // point on first), so that a later process resumes from it.
+                if let Some(d) = disks.as_deref_mut()
+                    && let Some(wrapped) = replica.wrap_snapshot(point, &bytes)
+                {
+                    d.installed(r, point, &wrapped);
                 }
                 match KvMachine::restore(&bytes) {
                     Some(kv) => (self.kv[r], self.next[r]) = (kv, point),
@@ -75,8 +92,10 @@ impl Services {
             let writing = replica.snapshot_writing().is_some();
             if self.next[r] >= self.last_snapshot[r] + self.every && !writing {
                 let bytes = self.kv[r].snapshot();
-                if let Some(d) = disks.as_deref_mut() {
-                    d.snapshot(r, self.next[r], &bytes);
+                if let Some(d) = disks.as_deref_mut()
+                    && let Some(wrapped) = replica.wrap_snapshot(self.next[r], &bytes)
+                {
+                    d.snapshot(r, self.next[r], &wrapped);
                 }
                 if let Err(e) = replica.snapshot_taken(self.next[r], bytes) {
                     self.violations

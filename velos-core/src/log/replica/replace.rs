@@ -126,6 +126,7 @@ impl Replica {
         }
         let image = self.adopt_snapshot(point, membership, service.to_vec());
         self.publish_resumed(point, image);
+        self.resumed_at = Some(point);
         assert_eq!(self.next_apply, point, "resumed at its disk's snapshot");
         Ok(())
     }
