@@ -1,6 +1,6 @@
 //! Durable simulated runs (`velos sim --durable --power-loss-at T`): every replica
-//! persists on a simulated disk, the whole cluster loses power at a drawn instant, and
-//! restarts from its disks. Over drawn runs (seed, instant, snapshots, a replacement
+//! persists on a simulated disk (a replaced one resumes from it), the whole cluster loses
+//! power at a drawn instant, and restarts from its disks. Over drawn runs (seed, instant, snapshots, a replacement
 //! before the loss) every check holds — the recovered logs are prefixes of the decided
 //! log, every majority of the disks reaches the durable index, the restarted services
 //! continue the recovered state —, with the campaign's disk faults (slow syncs, a full
@@ -25,12 +25,12 @@ fn drawn(case: u64, mutation: Mutation) -> (ClusterSpec, String) {
     let mut log = LogConfig::new(replicas, slots, 16);
     log.pipeline = 1 + rng.below(8) as u32;
     let duration_ns = 1_200_000;
-    let at = 150_000 + rng.below(700_000);
+    let at = 300_000 + rng.below(600_000);
     let snapshots = (slots < 4096 || rng.below(2) == 0).then(|| 8 + rng.below(40));
     if snapshots.is_some() {
         log.max_snapshot_bytes = 64;
     }
-    let replace = (rng.below(3) == 0).then(|| (1 + rng.below(u64::from(replicas) - 1), 60_000));
+    let replace = (rng.below(3) == 0).then(|| (1 + rng.below(u64::from(replicas) - 1), 250_000));
     // Disk faults, as the campaign draws them: slow syncs on one replica, and on another
     // a disk that fills or a bit flipped at the power loss.
     let n = u64::from(replicas);
@@ -100,7 +100,7 @@ fn figures(report: &ClusterReport) -> (u64, u64, u64, usize, usize) {
 #[test]
 fn every_durable_entry_survives_a_power_loss_at_any_instant() {
     let (mut cuts, mut snapshots, mut replaced, mut lost_undurable) = (0, 0, 0, 0);
-    let (mut stopped, mut flipped) = (0, 0);
+    let (mut stopped, mut flipped, mut resumed) = (0, 0, 0);
     for case in 0..24 {
         let (spec, replay) = drawn(case, Mutation::None);
         let report = durable::run(&spec);
@@ -127,6 +127,7 @@ fn every_durable_entry_survives_a_power_loss_at_any_instant() {
         lost_undurable += p.decided - p.recovered;
         stopped += p.stopped;
         flipped += usize::from(p.flipped.is_some());
+        resumed += report.durable.as_ref().unwrap().resumed;
         (cuts, snapshots) = (cuts + c, snapshots + s);
         replaced += usize::from(!spec.replace.is_empty());
     }
@@ -135,6 +136,7 @@ fn every_durable_entry_survives_a_power_loss_at_any_instant() {
     assert!(replaced > 0, "no run replaced a replica before the loss");
     assert!(stopped > 0, "no disk filled");
     assert!(flipped > 0, "no bit was flipped at a power loss");
+    assert!(resumed > 0, "no replaced process resumed from its disk");
     assert!(cuts > 0, "no power loss tore a write (no record was cut)");
     assert!(
         lost_undurable > 0,

@@ -99,6 +99,12 @@ fn print_durable(d: &DurableReport, interval: u64) {
         us(d.ack_to_durable_p50_ns),
         us(d.ack_to_durable_p99_ns)
     );
+    if d.resumed > 0 {
+        println!(
+            "{} replaced process(es) resumed at their disk's newest snapshot",
+            d.resumed
+        );
+    }
     let Some(p) = &d.power_loss else { return };
     let by_disk: Vec<String> = p.recovered_by_disk.iter().map(u64::to_string).collect();
     println!(

@@ -7,6 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use velos_core::AcceptorState;
 use velos_core::freeze::Freezer;
 use velos_core::log::Replica;
+use velos_core::log::membership::Membership;
 use velos_rdma::{NodeId, Shared};
 use velos_sim::machine::{CrashMode, Machine};
 use velos_sim::simulate::{Fault, ScheduledFault, SimConfig, Simulator};
@@ -139,8 +140,16 @@ pub fn run_with(
 /// tells every live replica; the old process is kept for the report.
 pub fn replace(spec: &ClusterSpec, sim: &mut Simulator<Scripted>, services: &mut Services, r: u16) {
     let late: Vec<u16> = spec.told_late.iter().map(|&(j, _)| j).collect();
-    let old = restart(&spec.log, &spec.client, sim, r, &late);
+    // With durability the new process finds its disk, and resumes at its newest snapshot.
+    let resume = services.restart_disk(r);
+    let from = resume.as_ref().map(|(point, bytes)| (*point, &bytes[..]));
+    let old = restart_from(&spec.log, &spec.client, sim, (r, &late), from);
     services.retire(r, old);
+    if let Some((point, bytes)) = &resume {
+        let (_, state) = Membership::unwrap_snapshot(bytes, spec.log.replicas)
+            .expect("restart_from resumed from it: a wrapped snapshot");
+        services.resume(r, *point, state);
+    }
 }
 
 /// Starts a fresh process of `log` (proposing `client`'s values when it leads) in crashed

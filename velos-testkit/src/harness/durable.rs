@@ -19,6 +19,7 @@ use super::service::{EMPTY, Origin, Persisting, Services, digest_from, hex, padd
 use super::spec::{ClusterSpec, DurableSpec};
 use crate::durable::check;
 use std::collections::BTreeMap;
+use velos_core::log::membership::Membership;
 use velos_sim::rng::Rng;
 use velos_sim::simulate::Simulator;
 use velos_store::merge::merge;
@@ -35,6 +36,7 @@ pub fn run(spec: &ClusterSpec) -> ClusterReport {
     let decided = decided(&sim, &services);
     let persisting = services.take_disks().expect("durable services persist");
     let mut d = at_end(&report, &persisting, 0);
+    d.resumed = services.resumed();
     // The premise of every durability figure: something became durable.
     let durable_moved = d.durable > 0;
     report.checks.insert("durable".into(), durable_moved);
@@ -91,6 +93,7 @@ fn at_end(report: &ClusterReport, persisting: &Persisting, base: u64) -> Durable
         acknowledged_not_durable: not_durable,
         ack_to_durable_p50_ns: quantile(0.5),
         ack_to_durable_p99_ns: quantile(0.99),
+        resumed: 0,
         power_loss: None,
     }
 }
@@ -143,8 +146,31 @@ fn restart(
     let merged = merge(&found);
     let together = flip.map(|_| merged.as_ref().map_or(0, |m| m.next_slot));
     let mut looked = check::Looked::default();
-    let mut failures =
-        check::recovered(&found, decided, (durable, together), state_at, &mut looked);
+    let mut failures = Vec::new();
+    // The disks keep snapshots as the log's banks do: compared by their service's bytes.
+    let unwrapped: Vec<Recovered> = found
+        .iter()
+        .enumerate()
+        .map(|(r, f)| {
+            let mut f = f.clone();
+            if let Some((point, bytes)) = &mut f.snapshot {
+                match Membership::unwrap_snapshot(bytes, spec.log.replicas) {
+                    Some((_, service)) => *bytes = service.to_vec(),
+                    None => failures.push(format!(
+                        "durability: replica {r}'s snapshot at {point} is no snapshot of the log"
+                    )),
+                }
+            }
+            f
+        })
+        .collect();
+    failures.extend(check::recovered(
+        &unwrapped,
+        decided,
+        (durable, together),
+        state_at,
+        &mut looked,
+    ));
     let mut out = PowerLossReport {
         at_ns: at,
         decided: decided.keys().next_back().map_or(0, |s| s + 1),
@@ -179,7 +205,7 @@ fn restart(
     persisting.disks.resume(&found, &source);
     let origin = Origin {
         base: source.next_slot,
-        digest: recovered_digest(&source),
+        digest: recovered_digest(&source, spec.log.replicas),
     };
     let rest = ClusterSpec {
         latency: spec.latency.clone(),
@@ -289,11 +315,12 @@ fn finish(report: &mut ClusterReport, failures: Vec<String>, checks: Vec<(String
 
 /// The services' digest after the recovered log `source`: its snapshot's, continued by its
 /// entries.
-fn recovered_digest(source: &Recovered) -> u64 {
+fn recovered_digest(source: &Recovered, replicas: u16) -> u64 {
     let start = match &source.snapshot {
-        // A snapshot shorter than a digest restores to no log's state (the checks of the
-        // restarted run then fail on it).
-        Some((_, bytes)) => bytes
+        // A snapshot that is no wrapped one, or whose service is shorter than a digest,
+        // restores to no log's state (the checks of the restarted run then fail on it).
+        Some((_, bytes)) => Membership::unwrap_snapshot(bytes, replicas)
+            .map_or(&[][..], |(_, service)| service)
             .get(..8)
             .and_then(|b| b.try_into().ok())
             .map_or(0, u64::from_le_bytes),

@@ -86,6 +86,8 @@ pub struct DurableReport {
     pub ack_to_durable_p50_ns: Option<u64>,
     /// See `ack_to_durable_p50_ns`.
     pub ack_to_durable_p99_ns: Option<u64>,
+    /// Replaced processes that resumed at their disk's newest snapshot.
+    pub resumed: usize,
     /// The whole-cluster power loss and the restart from disk, if there was one.
     pub power_loss: Option<PowerLossReport>,
 }

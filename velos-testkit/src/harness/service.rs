@@ -120,6 +120,8 @@ pub struct Services {
     /// With durability: every replica's disk, fed what its service applies, takes and
     /// copies.
     disks: Option<Persisting>,
+    /// Replaced processes that resumed at their disk's snapshot.
+    resumed: usize,
 }
 
 /// Every replica's disk in a durable run, and the durable index over time.
@@ -190,7 +192,13 @@ impl Services {
             seen_next: vec![0; replicas],
             origin,
             disks,
+            resumed: 0,
         }
+    }
+
+    /// Replaced processes that resumed at their disk's snapshot.
+    pub fn resumed(&self) -> usize {
+        self.resumed
     }
 
     /// The disks of a durable run, and the durable index over time.
@@ -213,10 +221,6 @@ impl Services {
     pub fn retire(&mut self, r: u16, process: Scripted) {
         let i = usize::from(r);
         let old = std::mem::replace(&mut self.services[i], Service::empty(self.origin));
-        if let Some(p) = &mut self.disks {
-            // The crash took the process, and its machine's unsynced writes with it.
-            p.disks.restart(i, &mut p.rng);
-        }
         self.retired.push(Retired {
             id: r,
             digest: match self.every {
@@ -233,6 +237,7 @@ impl Services {
     /// `bytes` (the snapshot as [`Services::snapshot_of`] made it). The snapshot checks
     /// count it as a jump of its log, its digest held to the decided entries below it.
     pub fn resume(&mut self, r: u16, point: u64, bytes: &[u8]) {
+        self.resumed += 1;
         let service = &mut self.services[usize::from(r)];
         assert_eq!(service.next, 0, "a fresh process's service resumes");
         let digest = u64::from_le_bytes(bytes[..8].try_into().expect("a digest"));
@@ -251,6 +256,16 @@ impl Services {
                 padded(service.snapshot_digest, self.bytes),
             )
         })
+    }
+
+    /// Replica `r` crashed and a new process starts in its place: with durability, its
+    /// disk loses what it had not synced (the machine may have gone down with it) and its
+    /// writer goes on from what the disk holds; the newest snapshot there that the
+    /// running engine took, where the new process resumes — `(engine point, the snapshot
+    /// as the disk keeps it)` ([`super::cluster::restart_from`]).
+    pub fn restart_disk(&mut self, r: u16) -> Option<(u64, Vec<u8>)> {
+        let p = self.disks.as_mut()?;
+        p.disks.restart(usize::from(r), &mut p.rng)
     }
 
     /// The processes replaced so far, in the order they were.
@@ -357,8 +372,12 @@ impl Services {
             }
             let mut disks = self.disks.as_mut().map(|p| &mut p.disks);
             for (point, bytes) in replica.take_installed() {
-                if let Some(d) = disks.as_deref_mut() {
-                    d.installed(i, point, &bytes);
+                // The disk keeps a snapshot as the log's banks do (the membership from its
+                // point on first), so that a later process in the place resumes from it.
+                if let Some(d) = disks.as_deref_mut()
+                    && let Some(wrapped) = replica.wrap_snapshot(point, &bytes)
+                {
+                    d.installed(i, point, &wrapped);
                 }
                 // A copy whose filler is not the digest's (or of another size) is corrupt:
                 // a digest no log has, which the snapshot check reports.
@@ -393,8 +412,10 @@ impl Services {
             let writing = replica.snapshot_writing().is_some();
             if service.next >= service.last_snapshot + every && !writing {
                 let bytes = padded(service.digest, self.bytes);
-                if let Some(d) = disks {
-                    d.snapshot(i, service.next, &bytes);
+                if let Some(d) = disks
+                    && let Some(wrapped) = replica.wrap_snapshot(service.next, &bytes)
+                {
+                    d.snapshot(i, service.next, &wrapped);
                 }
                 replica
                     .snapshot_taken(service.next, bytes)
