@@ -101,7 +101,12 @@ fn figures(report: &ClusterReport) -> (u64, u64, u64, usize, usize) {
 fn every_durable_entry_survives_a_power_loss_at_any_instant() {
     let (mut cuts, mut snapshots, mut replaced, mut lost_undurable) = (0, 0, 0, 0);
     let (mut stopped, mut flipped, mut resumed) = (0, 0, 0);
-    for case in 0..24 {
+    // 24 drawn runs; `DURABLE_SIM_CASES=N` draws more (a longer local campaign).
+    let cases: u64 = std::env::var("DURABLE_SIM_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(24);
+    for case in 0..cases {
         let (spec, replay) = drawn(case, Mutation::None);
         let report = durable::run(&spec);
         assert!(
