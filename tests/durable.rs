@@ -92,6 +92,26 @@ fn submit(
     durable
 }
 
+/// Crashes a follower of `cluster` (the replica after the leader); which one.
+fn crash_a_follower(cluster: &Cluster<History>) -> u16 {
+    let leader = cluster
+        .wait_for_leader(Duration::from_secs(10))
+        .expect("a leader");
+    let follower = (leader + 1) % 3;
+    cluster.crash(follower).expect("a follower crashes");
+    follower
+}
+
+/// Replaces crashed `replica` by a process with an empty history and waits until it votes.
+fn replace_until_it_votes(cluster: &Cluster<History>, replica: u16) {
+    let voting = cluster
+        .replace(replica, History::default())
+        .expect("a crashed replica is replaced");
+    voting
+        .wait_timeout(Duration::from_secs(10))
+        .expect("the replacement votes");
+}
+
 /// Every durable command is in `history` at its position, in order.
 fn holds_in_order(history: &History, durable: &[(u64, u32, Vec<u8>)]) {
     let mut at = 0;
@@ -318,18 +338,9 @@ fn a_replacement_goes_on_writing_its_directory() {
     let dir = tempfile::tempdir().expect("a temporary directory");
     let cluster = Cluster::start(config(dir.path()), machines()).expect("starts");
     let mut durable = submit(&cluster, "a", 30, 3);
-    let leader = cluster
-        .wait_for_leader(Duration::from_secs(10))
-        .expect("a leader");
-    let follower = (leader + 1) % 3;
-    cluster.crash(follower).expect("a follower crashes");
+    let follower = crash_a_follower(&cluster);
     durable.extend(submit(&cluster, "b", 30, 3));
-    let voting = cluster
-        .replace(follower, History::default())
-        .expect("a crashed replica is replaced");
-    voting
-        .wait_timeout(Duration::from_secs(10))
-        .expect("the replacement votes");
+    replace_until_it_votes(&cluster, follower);
     durable.extend(submit(&cluster, "c", 30, 3));
     cluster
         .catch_up(Duration::from_secs(10))
@@ -413,19 +424,10 @@ fn a_replica_restarting_with_its_disk_reads_only_the_tail() {
         // Some durable waits with durability on (none without: refused there).
         let every = if durable { 50 } else { usize::MAX };
         submit(&cluster, "a", 200, every);
-        let leader = cluster
-            .wait_for_leader(Duration::from_secs(10))
-            .expect("a leader");
-        let follower = (leader + 1) % 3;
-        cluster.crash(follower).expect("a follower crashes");
+        let follower = crash_a_follower(&cluster);
         submit(&cluster, "b", 10, every);
         let before = cluster.metrics().installs;
-        let voting = cluster
-            .replace(follower, History::default())
-            .expect("a crashed replica is replaced");
-        voting
-            .wait_timeout(Duration::from_secs(10))
-            .expect("the replacement votes");
+        replace_until_it_votes(&cluster, follower);
         submit(&cluster, "c", 10, every);
         cluster
             .catch_up(Duration::from_secs(10))

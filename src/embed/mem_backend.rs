@@ -6,7 +6,7 @@
 
 use super::driver::{Command, Driver};
 use super::error::StartError;
-use super::recovery::{Resume, unwrap_disk_snapshot};
+use super::recovery::Resume;
 use super::serve::{serve, sleep_max_ns};
 use super::state_machine::StateMachine;
 use crossbeam_channel::{Receiver, Sender, unbounded};
@@ -125,18 +125,13 @@ fn resume_from_disk<S: StateMachine>(
     bytes: &[u8],
 ) {
     let me = replica.id();
-    let Some((_, service)) = unwrap_disk_snapshot(bytes, replica.config().replicas) else {
-        tracing::warn!(
-            replica = me,
-            point,
-            "its disk's snapshot has no membership: blank"
-        );
-        return;
+    let service = match replica.resume_at(point, bytes) {
+        Ok(service) => service,
+        Err(why) => {
+            tracing::warn!(replica = me, point, why, "not resumed from its disk: blank");
+            return;
+        }
     };
-    if let Err(why) = replica.resume_at(point, bytes) {
-        tracing::warn!(replica = me, point, why, "not resumed from its disk: blank");
-        return;
-    }
     driver
         .resume_from_disk(point, service)
         .unwrap_or_else(|e| panic!("replica {me}: its own snapshot does not restore: {e}"));

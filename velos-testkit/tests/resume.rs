@@ -62,9 +62,14 @@ fn rejoin(seed: u64, slots: u32, down_ns: u64, resume: bool) -> Rejoined {
     let wrapped = old.wrap_snapshot(point, &bytes).expect("it fits");
     let reached = velos_testkit::harness::cluster::most_applied(&sim, Some(2));
     let resumed = resume.then_some((point, &wrapped[..]));
-    let old = restart_from(&spec.log, &spec.client, &mut sim, (2, &[]), resumed);
+    let (old, state) = restart_from(&spec.log, &spec.client, &mut sim, (2, &[]), resumed);
     services.retire(2, old);
     if resume {
+        assert_eq!(
+            state,
+            Some(&bytes[..]),
+            "it resumed with its disk's service"
+        );
         services.resume(2, point, &bytes);
     }
     services.run(&mut sim, END_NS);

@@ -3,6 +3,7 @@
 //! showed when the power went.
 
 use std::collections::BTreeMap;
+use velos_core::log::membership::Membership;
 use velos_store::recover::Recovered;
 
 /// What the checks looked at, for the reports (their premises).
@@ -14,10 +15,12 @@ pub struct Looked {
     pub snapshots_checked: usize,
 }
 
-/// Checks one power loss: `found` (each disk's recovery) against `decided` (the log's slot
-/// → the entry decided there) and `durable` (the index at the loss). `state_at(point)`
-/// is the snapshot the decided entries below `point` make, `None` where some of them are
-/// unknown (that snapshot cannot be checked). After a flipped bit (a damaged copy is a
+/// Checks one power loss: `found` (each disk's recovery, one per replica) against
+/// `decided` (the log's slot → the entry decided there) and `durable` (the index at the
+/// loss). The disks keep snapshots as the log's banks do (`Replica::wrap_snapshot`), so a
+/// snapshot is compared by its service's bytes: `state_at(point)` is what the decided
+/// entries below `point` make, `None` where some of them are unknown (that snapshot cannot
+/// be checked); one that is no wrapped snapshot is a violation. After a flipped bit (a damaged copy is a
 /// lost one), `together` is how far all the disks reach merged; otherwise every majority
 /// of the disks must reach the index, so the worst one is checked. A line per violation.
 pub fn recovered(
@@ -47,7 +50,14 @@ pub fn recovered(
             && let Some(state) = state_at(*point)
         {
             looked.snapshots_checked += 1;
-            if state != *bytes {
+            let replicas = u16::try_from(found.len()).expect("replica ids are u16");
+            let Some((_, service)) = Membership::unwrap_snapshot(bytes, replicas) else {
+                violations.push(format!(
+                    "durability: replica {r}'s snapshot at {point} is no snapshot of the log"
+                ));
+                continue;
+            };
+            if state != service {
                 violations.push(format!(
                     "durability: replica {r}'s snapshot at {point} is not the state the \
                      decided log makes there"

@@ -7,7 +7,6 @@ use std::collections::{BTreeMap, BTreeSet};
 use velos_core::AcceptorState;
 use velos_core::freeze::Freezer;
 use velos_core::log::Replica;
-use velos_core::log::membership::Membership;
 use velos_rdma::{NodeId, Shared};
 use velos_sim::machine::{CrashMode, Machine};
 use velos_sim::simulate::{Fault, ScheduledFault, SimConfig, Simulator};
@@ -143,12 +142,10 @@ pub fn replace(spec: &ClusterSpec, sim: &mut Simulator<Scripted>, services: &mut
     // With durability the new process finds its disk, and resumes at its newest snapshot.
     let resume = services.restart_disk(r);
     let from = resume.as_ref().map(|(point, bytes)| (*point, &bytes[..]));
-    let old = restart_from(&spec.log, &spec.client, sim, (r, &late), from);
+    let (old, state) = restart_from(&spec.log, &spec.client, sim, (r, &late), from);
     services.retire(r, old);
-    if let Some((point, bytes)) = &resume {
-        let (_, state) = Membership::unwrap_snapshot(bytes, spec.log.replicas)
-            .expect("restart_from resumed from it: a wrapped snapshot");
-        services.resume(r, *point, state);
+    if let (Some(point), Some(state)) = (from.map(|(point, _)| point), state) {
+        services.resume(r, point, state);
     }
 }
 
@@ -163,19 +160,20 @@ pub fn restart(
     r: u16,
     late: &[u16],
 ) -> Scripted {
-    restart_from(log, client, sim, (r, late), None)
+    restart_from(log, client, sim, (r, late), None).0
 }
 
 /// [`restart`], the fresh process resuming at `resume` — `(point, snapshot)`: a
 /// snapshot an earlier process of replica `r` took, wrapped as its disk keeps it
 /// ([`Replica::wrap_snapshot`], [`Replica::resume_at`]) — instead of at the log's start.
-pub fn restart_from(
+/// The crashed process, and the service's bytes the new one resumed with.
+pub fn restart_from<'a>(
     log: &velos_core::log::LogConfig,
     client: &ClientScript,
     sim: &mut Simulator<Scripted>,
     (r, late): (u16, &[u16]),
-    resume: Option<(u64, &[u8])>,
-) -> Scripted {
+    resume: Option<(u64, &'a [u8])>,
+) -> (Scripted, Option<&'a [u8]>) {
     let m = sim.machine();
     let i = usize::from(r);
     assert!(!m.is_up(NodeId(r)), "restart: replica {r} crashed first");
@@ -185,11 +183,11 @@ pub fn restart_from(
     incarnations[i] = incarnation;
     let mut joining = Replica::joining(Shared::new(log.clone()), r, &incarnations)
         .unwrap_or_else(|e| panic!("cluster spec: {e}"));
-    if let Some((point, snapshot)) = resume {
+    let service = resume.map(|(point, snapshot)| {
         joining
             .resume_at(point, snapshot)
-            .unwrap_or_else(|e| panic!("a disk's snapshot: {e}"));
-    }
+            .unwrap_or_else(|e| panic!("a disk's snapshot: {e}"))
+    });
     let mut fresh =
         Scripted::new(joining, client.clone()).unwrap_or_else(|e| panic!("cluster spec: {e}"));
     fresh.keep_acknowledged();
@@ -200,7 +198,7 @@ pub fn restart_from(
             tell_replaced(sim, j, r);
         }
     }
-    old
+    (old, service)
 }
 
 /// Tells live replica `j` that the process now in replica `r`'s place is new (the join

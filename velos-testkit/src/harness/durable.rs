@@ -146,31 +146,8 @@ fn restart(
     let merged = merge(&found);
     let together = flip.map(|_| merged.as_ref().map_or(0, |m| m.next_slot));
     let mut looked = check::Looked::default();
-    let mut failures = Vec::new();
-    // The disks keep snapshots as the log's banks do: compared by their service's bytes.
-    let unwrapped: Vec<Recovered> = found
-        .iter()
-        .enumerate()
-        .map(|(r, f)| {
-            let mut f = f.clone();
-            if let Some((point, bytes)) = &mut f.snapshot {
-                match Membership::unwrap_snapshot(bytes, spec.log.replicas) {
-                    Some((_, service)) => *bytes = service.to_vec(),
-                    None => failures.push(format!(
-                        "durability: replica {r}'s snapshot at {point} is no snapshot of the log"
-                    )),
-                }
-            }
-            f
-        })
-        .collect();
-    failures.extend(check::recovered(
-        &unwrapped,
-        decided,
-        (durable, together),
-        state_at,
-        &mut looked,
-    ));
+    let mut failures =
+        check::recovered(&found, decided, (durable, together), state_at, &mut looked);
     let mut out = PowerLossReport {
         at_ns: at,
         decided: decided.keys().next_back().map_or(0, |s| s + 1),

@@ -77,23 +77,28 @@ pub(super) fn decided(sim: &Simulator<Scripted>, retired: &[Scripted]) -> BTreeM
 
 /// The key-value state of a snapshot as the disks keep it (as the log's banks do: the
 /// membership from its point on, then the service's bytes); `None` if it is not one.
-pub(super) fn state_of(bytes: &[u8], replicas: u16) -> Option<&[u8]> {
+fn state_of(bytes: &[u8], replicas: u16) -> Option<&[u8]> {
     Membership::unwrap_snapshot(bytes, replicas).map(|(_, state)| state)
 }
 
+/// The key-value state the decided entries below `point` make (`None`: some of them are
+/// unknown — every process that applied them copied past them).
+fn state_at(decided: &BTreeMap<u64, Vec<u8>>, point: u64) -> Option<Vec<u8>> {
+    let mut kv = KvMachine::default();
+    for s in 0..point {
+        kv.apply(decided.get(&s)?);
+    }
+    Some(kv.snapshot())
+}
+
 /// A replaced process resumed at `point` from `state`, its disk's snapshot: it must be
-/// the state the decided entries below `point` make (`None`: some of them are unknown
-/// — every process that applied them copied past them —, so it cannot be checked).
+/// the state the decided entries below `point` make (`None`: it cannot be checked).
 pub(super) fn resumed_state_holds(
     decided: &BTreeMap<u64, Vec<u8>>,
     point: u64,
     state: &[u8],
 ) -> Option<bool> {
-    let mut kv = KvMachine::default();
-    for s in 0..point {
-        kv.apply(decided.get(&s)?);
-    }
-    Some(kv.snapshot() == state)
+    state_at(decided, point).map(|kv| kv == state)
 }
 
 /// The checks of one power loss ([`check::recovered`]), the snapshots rebuilt as the
@@ -104,41 +109,9 @@ fn check(
     durable: (u64, Option<u64>),
     report: &mut PowerReport,
 ) -> Vec<String> {
-    let replicas = found.len() as u16;
-    let mut violations = Vec::new();
-    // The recovered snapshots compared by their state: unwrapped (one that is no wrapped
-    // snapshot is a violation of its own, and compared as is).
-    let found: Vec<Recovered> = found
-        .iter()
-        .enumerate()
-        .map(|(r, f)| {
-            let mut f = f.clone();
-            if let Some((point, bytes)) = &mut f.snapshot {
-                match state_of(bytes, replicas) {
-                    Some(state) => *bytes = state.to_vec(),
-                    None => violations.push(format!(
-                        "durability: replica {r}'s snapshot at {point} is no snapshot of the log"
-                    )),
-                }
-            }
-            f
-        })
-        .collect();
-    let state_at = |point: u64| {
-        let mut kv = KvMachine::default();
-        for s in 0..point {
-            kv.apply(decided.get(&s)?);
-        }
-        Some(kv.snapshot())
-    };
     let mut looked = check::Looked::default();
-    violations.extend(check::recovered(
-        &found,
-        decided,
-        durable,
-        state_at,
-        &mut looked,
-    ));
+    let at = |point| state_at(decided, point);
+    let violations = check::recovered(found, decided, durable, at, &mut looked);
     report.cuts += looked.cuts;
     report.snapshots_checked += looked.snapshots_checked;
     violations

@@ -330,16 +330,15 @@ pub fn run(scenario: &Scenario) -> RunReport {
                 .as_mut()
                 .and_then(|d| d.restart(usize::from(r), &mut disk_rng));
             let from = resume.as_ref().map(|(point, bytes)| (*point, &bytes[..]));
-            retired.push(restart_from(log, &spec.client, &mut sim, (r, &late), from));
+            let (old, state) = restart_from(log, &spec.client, &mut sim, (r, &late), from);
+            retired.push(old);
             after_join.replaced = Some(r);
             services.restart(usize::from(r));
-            if let Some((point, bytes)) = &resume {
+            if let (Some(point), Some(state)) = (from.map(|(point, _)| point), state) {
                 resumed += 1;
-                let state = power::state_of(bytes, log.replicas)
-                    .expect("restart_from resumed from it: a wrapped snapshot");
                 // The state it resumed with is the decided log's at its point.
                 let decided = power::decided(&sim, &retired);
-                match power::resumed_state_holds(&decided, *point, state) {
+                match power::resumed_state_holds(&decided, point, state) {
                     Some(true) => resumes_checked += 1,
                     Some(false) => resume_violations.push(format!(
                         "snapshots: replica {r} resumed from its disk at {point} with a state \
@@ -347,7 +346,7 @@ pub fn run(scenario: &Scenario) -> RunReport {
                     )),
                     None => {}
                 }
-                services.resume(usize::from(r), *point, state);
+                services.resume(usize::from(r), point, state);
             }
             let per = log.epochs as usize * log.slots as usize;
             promises.forget(usize::from(r) * per..(usize::from(r) + 1) * per);

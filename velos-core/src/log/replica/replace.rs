@@ -102,8 +102,8 @@ impl Replica {
     /// it — instead of at the log's start. Only decided state came back: its acceptor
     /// memory is blank and its incarnation new all the same (rule (no amnesia)). Refused
     /// for a process that applied anything, and for bytes that are no wrapped snapshot of
-    /// this log.
-    pub fn resume_at(&mut self, point: u64, snapshot: &[u8]) -> Result<(), String> {
+    /// this log. The service's bytes it resumed with, to restore the service from.
+    pub fn resume_at<'a>(&mut self, point: u64, snapshot: &'a [u8]) -> Result<&'a [u8], String> {
         if self.next_apply != 0 || self.beat.points[usize::from(self.me)] != 0 {
             return Err(format!(
                 "replica {}: only a process that applied nothing resumes from its disk \
@@ -122,13 +122,13 @@ impl Replica {
             ));
         }
         if point == 0 {
-            return Ok(()); // the log's start: nothing to resume
+            return Ok(service); // the log's start: nothing to resume
         }
         let image = self.adopt_snapshot(point, membership, service.to_vec());
         self.publish_resumed(point, image);
         self.resumed_at = Some(point);
         assert_eq!(self.next_apply, point, "resumed at its disk's snapshot");
-        Ok(())
+        Ok(service)
     }
 
     /// My incarnation.

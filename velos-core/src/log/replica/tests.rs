@@ -529,7 +529,11 @@ fn a_joiner_resumes_at_its_disks_snapshot_and_bad_ones_are_refused() {
     );
     let wrapped = earlier.wrap_snapshot(9, b"state").expect("fits");
     let mut r = Replica::joining(config.clone(), 2, &[0, 0, 1]).expect("a joiner");
-    assert_eq!(r.resume_at(9, &wrapped), Ok(()));
+    assert_eq!(
+        r.resume_at(9, &wrapped),
+        Ok(&b"state"[..]),
+        "the service's bytes"
+    );
     assert_eq!(r.next_apply(), 9, "resumed at the snapshot's point");
     assert_eq!(r.incarnation(), 1, "a new incarnation all the same");
     assert!(
