@@ -294,7 +294,8 @@ impl Config {
     /// the decision path); an entry is durable once a majority of the members hold it on
     /// disk ([`Cluster::wait_durable`](super::Cluster::wait_durable)), and a cluster that
     /// lost power as a whole comes back with [`Cluster::recover`](super::Cluster::recover).
-    /// On the in-process backend ([`Cluster`](super::Cluster)) for now.
+    /// A [`Node`](super::Node) keeps its replica's directory under `dir` too
+    /// ([`Node::wait_durable`](super::Node::wait_durable)). Not on the emulator.
     pub fn durable(mut self, dir: impl Into<PathBuf>) -> Config {
         self.durable_dir = Some(dir.into());
         self
@@ -362,10 +363,11 @@ impl Config {
                 self.group_commit
             ));
         }
-        if self.durable_dir.is_some() && self.backend != Backend::Mem {
+        if self.durable_dir.is_some() && matches!(self.backend, Backend::Emulator(_)) {
             return Err(
-                "durability (Config::durable) runs on the in-process backend for \
-                        now: the emulator and real RDMA do not persist yet"
+                "durability (Config::durable) runs on the in-process and verbs backends: \
+                 the emulator's runs persist on velos-sim's simulated disk (velos-testkit), \
+                 not on files"
                     .into(),
             );
         }

@@ -8,6 +8,7 @@ use super::batch::{self, Packing, Queue};
 use super::config::Config;
 use super::error::{Error, member_ids};
 use super::metrics::Metrics;
+use super::peer_points::PeerPoints;
 use super::persist::Persist;
 use super::receipt::{AnswerTx, CommitInfo, Completer};
 use super::session::{self, Sessions, Verdict};
@@ -155,6 +156,8 @@ pub(crate) struct Driver<S: StateMachine> {
     /// Rule (durable nudge): the slots applied here when this leader last proposed a
     /// no-op for its followers to learn the entries before it.
     nudged_through: u64,
+    /// A [`super::Node`] with durability on: its durable word, its peers' read.
+    peer_points: Option<PeerPoints>,
 }
 
 impl<S: StateMachine> Driver<S> {
@@ -203,7 +206,31 @@ impl<S: StateMachine> Driver<S> {
             base: 0,
             memberships_seen: 0,
             nudged_through: 0,
+            peer_points: None,
         }
+    }
+
+    /// A node whose peers' disks are seen through their durable words.
+    pub(crate) fn see_peers_by(&mut self, points: PeerPoints) {
+        assert!(
+            self.peer_points.is_none(),
+            "set once, before the replica runs"
+        );
+        self.peer_points = Some(points);
+    }
+
+    /// A turn's start, between two of the engine's operations: the node's durable word
+    /// kept, its peers' read while a durable wait is under way ([`PeerPoints::turn`]).
+    pub(crate) fn peer_turn<E: velos_rdma::Endpoint>(&mut self, endpoint: &mut E) {
+        if let Some(points) = self.peer_points.as_mut() {
+            points.turn(endpoint);
+        }
+    }
+
+    /// Nothing waits here: no receipt, read or change, no peer read out or wanted. An
+    /// idle replica's pauses may grow to a long sleep.
+    pub(crate) fn quiet(&self) -> bool {
+        self.idle() && self.peer_points.as_ref().is_none_or(|p| !p.busy())
     }
 
     /// This driver's replica persists what it applies on `persist`; its engine's slot 0

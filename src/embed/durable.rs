@@ -20,7 +20,7 @@ use velos_core::log::membership::Members;
 
 /// The durable index of `shown`'s replicas: every slot below it is on the disks of a
 /// majority of `members`.
-fn durable_index(shown: &[Arc<Shown>], members: Members) -> u64 {
+pub(super) fn durable_index(shown: &[Arc<Shown>], members: Members) -> u64 {
     let points: Vec<u64> = members
         .iter()
         .filter_map(|r| shown.get(usize::from(r)))
@@ -30,7 +30,7 @@ fn durable_index(shown: &[Arc<Shown>], members: Members) -> u64 {
 }
 
 /// The replicas of `members` whose disks stopped, with the first one's reason.
-fn disks_stopped(shown: &[Arc<Shown>], members: Members) -> (Vec<u16>, Option<String>) {
+pub(super) fn disks_stopped(shown: &[Arc<Shown>], members: Members) -> (Vec<u16>, Option<String>) {
     let mut stopped = Vec::new();
     let mut reason = None;
     for r in members.iter() {
@@ -162,7 +162,7 @@ impl<S: StateMachine> Cluster<S> {
     }
 }
 
-fn wait_durable(
+pub(super) fn wait_durable(
     shown: &[Arc<Shown>],
     watch: &DiskWatch,
     members: Members,

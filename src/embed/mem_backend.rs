@@ -6,7 +6,7 @@
 
 use super::driver::{Command, Driver};
 use super::error::StartError;
-use super::recovery::Resume;
+use super::recovery::{self, Resume};
 use super::serve::{serve, sleep_max_ns};
 use super::state_machine::StateMachine;
 use crossbeam_channel::{Receiver, Sender, unbounded};
@@ -100,7 +100,7 @@ pub(crate) fn replace<S: StateMachine>(
     let mut replica = Replica::joining(log.clone(), me, incarnations)
         .expect("one incarnation per replica, checked by the handle");
     if let Some((point, bytes)) = resume {
-        resume_from_disk(&mut replica, &mut driver, point, &bytes);
+        recovery::resume(&mut replica, &mut driver, point, &bytes);
     }
     // A removed replica's process ended with its node up (rule (retire)): it goes first.
     fabric.crash(NodeId(me));
@@ -110,37 +110,6 @@ pub(crate) fn replace<S: StateMachine>(
         fabric.reconnect(NodeId(me), NodeId(peer));
     }
     spawn(fabric, replica, driver, inbox)
-}
-
-/// A replacement restarting with its disk: the engine resumes at the disk's newest
-/// snapshot (`Replica::resume_at`: the tail after it read from the ring, or a peer's
-/// snapshot copied if the ring moved past it) and the service is restored from it. A
-/// snapshot the engine refuses leaves the process blank (it copies a peer's, as without a
-/// disk); one the engine takes but the service cannot restore — its own snapshot, read
-/// back intact — is the service's bug, as a copied one that does not restore is.
-fn resume_from_disk<S: StateMachine>(
-    replica: &mut Replica,
-    driver: &mut Driver<S>,
-    point: u64,
-    bytes: &[u8],
-) {
-    let me = replica.id();
-    let service = match replica.resume_at(point, bytes) {
-        Ok(service) => service,
-        Err(why) => {
-            tracing::warn!(replica = me, point, why, "not resumed from its disk: blank");
-            return;
-        }
-    };
-    driver
-        .resume_from_disk(point, service)
-        .unwrap_or_else(|e| panic!("replica {me}: its own snapshot does not restore: {e}"));
-    tracing::info!(replica = me, point, "resumed from its disk");
-    assert_eq!(
-        replica.next_apply(),
-        point,
-        "the engine resumed at the disk's point"
-    );
 }
 
 /// One replica's thread: its state machine, or `None` if it crashed.

@@ -170,8 +170,13 @@ mod handle;
 mod mem_backend;
 mod metrics;
 mod node;
+mod node_dir;
+#[cfg(test)]
+mod node_disk_tests;
+mod node_durable;
 #[cfg(test)]
 mod node_tests;
+mod peer_points;
 mod persist;
 mod receipt;
 mod recovery;

@@ -6,7 +6,9 @@ use super::driver::{Command, Driver, Framed};
 use super::error::{Error, StartError};
 use super::handle::read_job;
 use super::metrics::{Metrics, MetricsSnapshot};
+use super::node_dir::{self, NodeDisk};
 use super::receipt::{Answer, Outcome, Receipt, answer, pair};
+use super::recovery::Resume;
 use super::shown::{Role, STOPPED, Shown, admit, role_of, too_large};
 use super::state_machine::StateMachine;
 use super::verbs_backend;
@@ -62,10 +64,14 @@ use velos_core::log::membership::Members;
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub struct Node<S: StateMachine> {
-    config: Config,
+    pub(super) config: Config,
     id: u16,
     inbox: Sender<Command<S::Response>>,
-    shown: Arc<Shown>,
+    pub(super) shown: Arc<Shown>,
+    /// Every replica's view: this one's, and the peers' durable points as last read.
+    pub(super) peers: Arc<[Arc<Shown>]>,
+    /// With durability on: its disk.
+    pub(super) disk: Option<NodeDisk>,
     metrics: Arc<Metrics>,
     runner: Option<JoinHandle<Option<S>>>,
     max_command: usize,
@@ -73,11 +79,13 @@ pub struct Node<S: StateMachine> {
     voting: std::sync::Mutex<Option<Answer<u64>>>,
 }
 
-/// Starts a node's runner: given its driver and inbox, the thread that runs it, once the
-/// replica is connected.
+/// Starts a node's runner: given its driver, inbox and where it resumes from its disk
+/// (a process joining with durability on), the thread that runs it, once the replica is
+/// connected.
 pub(crate) type Launch<S> = dyn FnOnce(
     Driver<S>,
     Receiver<Command<<S as StateMachine>::Response>>,
+    Option<Resume>,
 ) -> Result<JoinHandle<Option<S>>, StartError>;
 
 impl<S: StateMachine> Node<S> {
@@ -103,7 +111,9 @@ impl<S: StateMachine> Node<S> {
             config,
             id,
             machine,
-            Box::new(move |driver, inbox| verbs_backend::start(log, &verbs, driver, inbox)),
+            Box::new(move |driver, inbox, resume| {
+                verbs_backend::start(log, &verbs, (driver, resume), inbox)
+            }),
         )
     }
 
@@ -128,7 +138,20 @@ impl<S: StateMachine> Node<S> {
             })
             .collect();
         let me = Arc::clone(&shown[usize::from(id)]);
-        let mut driver = Driver::new(id, machine, &config, Arc::clone(&metrics), shown);
+        let mut driver = Driver::new(
+            id,
+            machine,
+            &config,
+            Arc::clone(&metrics),
+            Arc::clone(&shown),
+        );
+        let (disk, resume) = match config.durable_dir {
+            Some(_) => {
+                let (disk, resume) = node_dir::open(&config, id, &mut driver, &shown)?;
+                (Some(disk), resume)
+            }
+            None => (None, None),
+        };
         let joining = matches!(
             &config.backend,
             Backend::Verbs(v) if matches!(v.start, Start::Join { .. })
@@ -139,7 +162,7 @@ impl<S: StateMachine> Node<S> {
             voting
         });
         let (inbox, commands) = unbounded();
-        let runner = launch(driver, commands)?;
+        let runner = launch(driver, commands, resume)?;
         let max_command = config.max_command_bytes();
         assert!(max_command > 0, "validated: a batch holds a command");
         Ok(Node {
@@ -147,6 +170,8 @@ impl<S: StateMachine> Node<S> {
             id,
             inbox,
             shown: me,
+            peers: shown,
+            disk,
             metrics,
             runner: Some(runner),
             max_command,
@@ -165,6 +190,12 @@ impl<S: StateMachine> Node<S> {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .take()
+    }
+
+    /// Wakes the replica's loop: a durable wait is under way (a leader also lets its
+    /// followers learn what it applied, rule (durable nudge)).
+    pub(super) fn nudge(&self) {
+        let _ = self.inbox.send(Command::Nudge);
     }
 
     /// This replica's id.
@@ -262,7 +293,11 @@ impl<S: StateMachine> Node<S> {
 
     /// This replica's counters so far.
     pub fn metrics(&self) -> MetricsSnapshot {
-        self.metrics.snapshot()
+        let mut m = self.metrics.snapshot();
+        m.durable = self.durable_points();
+        m.durable_index = self.durable_index();
+        m.disk_syncs = self.shown.disk_syncs.load(Ordering::Relaxed);
+        m
     }
 
     /// Stops the replica (outstanding receipts resolve) and returns its state machine.

@@ -12,9 +12,9 @@ use velos_rdma::Shared;
 use velos_rdma::mem::{MemFabric, MemOptions, Mode};
 
 #[derive(Debug, Default, PartialEq, Eq)]
-struct Sum {
-    count: u64,
-    sum: u64,
+pub(super) struct Sum {
+    pub(super) count: u64,
+    pub(super) sum: u64,
 }
 
 impl StateMachine for Sum {
@@ -41,7 +41,7 @@ impl StateMachine for Sum {
     }
 }
 
-fn config() -> Config {
+pub(super) fn config() -> Config {
     let mut config = Config::new(3);
     config.wait_timeout = Duration::from_secs(5);
     config
@@ -49,7 +49,14 @@ fn config() -> Config {
 
 /// Three nodes, each launched alone on a shared fabric.
 fn start() -> Vec<Node<Sum>> {
-    let config = config();
+    start_on(&config())
+        .into_iter()
+        .map(|n| n.expect("started"))
+        .collect()
+}
+
+/// Three nodes under `config`, each launched alone on a shared fabric.
+pub(super) fn start_on(config: &Config) -> Vec<Result<Node<Sum>, StartError>> {
     let shape = config.log.shape();
     let options = MemOptions {
         mode: Mode::Worker,
@@ -60,18 +67,21 @@ fn start() -> Vec<Node<Sum>> {
     (0..3)
         .map(|id| {
             let (fabric, log) = (Arc::clone(&fabric), Shared::new(config.log.clone()));
-            let launch = Box::new(move |driver, inbox: crossbeam_channel::Receiver<_>| {
-                let replica = velos_core::log::Replica::new(log, id).expect("valid");
-                Ok(std::thread::spawn(move || {
-                    mem_backend::run(&fabric, replica, driver, &inbox)
-                }))
-            });
-            Node::launch(config.clone(), id, Sum::default(), launch).expect("started")
+            let launch = Box::new(
+                move |driver, inbox: crossbeam_channel::Receiver<_>, resume: Option<_>| {
+                    assert!(resume.is_none(), "a process that starts with the cluster");
+                    let replica = velos_core::log::Replica::new(log, id).expect("valid");
+                    Ok(std::thread::spawn(move || {
+                        mem_backend::run(&fabric, replica, driver, &inbox)
+                    }))
+                },
+            );
+            Node::launch(config.clone(), id, Sum::default(), launch)
         })
         .collect()
 }
 
-fn wait_until(what: &str, done: impl Fn() -> bool) {
+pub(super) fn wait_until(what: &str, done: impl Fn() -> bool) {
     let start = Instant::now();
     while !done() {
         assert!(start.elapsed() < Duration::from_secs(20), "no {what}");

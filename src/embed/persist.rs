@@ -69,6 +69,11 @@ impl DiskWatch {
         Wanting(self)
     }
 
+    /// Whether a durable wait is under way.
+    pub(crate) fn wanted(&self) -> bool {
+        *self.waiters.lock().unwrap_or_else(|e| e.into_inner()) > 0
+    }
+
     /// A disk thread's pause before its next batch: until `since + group_commit`, or
     /// until a durable wait is under way (at once if one is).
     fn pause(&self, since: Instant) {
@@ -88,7 +93,7 @@ impl DiskWatch {
     }
 
     /// A durable point moved (or a disk stopped).
-    fn bump(&self) {
+    pub(crate) fn bump(&self) {
         let mut moved = self.moved.lock().unwrap_or_else(|e| e.into_inner());
         *moved += 1;
         self.cv.notify_all();

@@ -22,6 +22,7 @@ use super::state_machine::StateMachine;
 use std::fs;
 use std::path::Path;
 use std::sync::Arc;
+use velos_core::log::Replica;
 use velos_core::log::membership::{Members, Membership};
 use velos_store::merge::merge;
 use velos_store::recover::{Recovered, recover_owned};
@@ -77,7 +78,7 @@ fn error(why: String) -> StartError {
 }
 
 /// Reads one directory: `None` if it does not exist.
-fn read_dir(dir: &Path) -> Result<Option<Recovered>, StartError> {
+pub(crate) fn read_dir(dir: &Path) -> Result<Option<Recovered>, StartError> {
     if !dir.exists() {
         return Ok(None);
     }
@@ -338,4 +339,35 @@ pub(crate) fn reopen<S: StateMachine>(
         }
     }
     resume
+}
+
+/// A replacement restarting with its disk: the engine resumes at the disk's newest
+/// snapshot (`Replica::resume_at`: the tail after it read from the ring, or a peer's
+/// snapshot copied if the ring moved past it) and the service is restored from it. A
+/// snapshot the engine refuses leaves the process blank (it copies a peer's, as without a
+/// disk); one the engine takes but the service cannot restore — its own snapshot, read
+/// back intact — is the service's bug, as a copied one that does not restore is.
+pub(crate) fn resume<S: StateMachine>(
+    replica: &mut Replica,
+    driver: &mut Driver<S>,
+    point: u64,
+    bytes: &[u8],
+) {
+    let me = replica.id();
+    let service = match replica.resume_at(point, bytes) {
+        Ok(service) => service,
+        Err(why) => {
+            tracing::warn!(replica = me, point, why, "not resumed from its disk: blank");
+            return;
+        }
+    };
+    driver
+        .resume_from_disk(point, service)
+        .unwrap_or_else(|e| panic!("replica {me}: its own snapshot does not restore: {e}"));
+    tracing::info!(replica = me, point, "resumed from its disk");
+    assert_eq!(
+        replica.next_apply(),
+        point,
+        "the engine resumed at the disk's point"
+    );
 }

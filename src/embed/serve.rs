@@ -147,7 +147,7 @@ pub(crate) fn serve<S: StateMachine, E: Endpoint>(
                 &Op::Pause { ns } => {
                     // While something waits here (a batch held back for a follower, a
                     // read), sleeps do not grow past the pause asked.
-                    let most = if driver.idle() { sleep_max_ns } else { 0 };
+                    let most = if driver.quiet() { sleep_max_ns } else { 0 };
                     backoff.set_policy(if replica.leader() == me.0 {
                         leader_policy(most)
                     } else {
@@ -161,6 +161,7 @@ pub(crate) fn serve<S: StateMachine, E: Endpoint>(
                         turn_apply = replica.next_apply();
                         arrived = false;
                         turn(endpoint, &mut replica);
+                        driver.peer_turn(endpoint);
                     }
                     backoff.saw(op);
                     endpoint.execute(op)

@@ -6,6 +6,7 @@
 use super::config::VerbsConfig;
 use super::driver::{Command, Driver};
 use super::error::StartError;
+use super::recovery::Resume;
 use super::state_machine::StateMachine;
 use crossbeam_channel::Receiver;
 use std::thread::JoinHandle;
@@ -17,7 +18,7 @@ use velos_core::log::LogConfig;
 pub(crate) fn start<S: StateMachine>(
     log: LogConfig,
     verbs: &VerbsConfig,
-    driver: Driver<S>,
+    (mut driver, resume): (Driver<S>, Option<Resume>),
     inbox: Receiver<Command<S::Response>>,
 ) -> Result<JoinHandle<Option<S>>, StartError> {
     use super::serve::{serve, sleep_max_ns};
@@ -50,6 +51,10 @@ pub(crate) fn start<S: StateMachine>(
             };
             let sleep_max = sleep_max_ns(&log);
             let mut replica = met.replica(Shared::new(log), id).expect("validated");
+            if let Some((point, bytes)) = resume {
+                // A joining process with a snapshot on its disk reads only the log after it.
+                super::recovery::resume(&mut replica, &mut driver, point, &bytes);
+            }
             let Met {
                 node,
                 listener,
@@ -126,7 +131,7 @@ pub(crate) fn start<S: StateMachine>(
 pub(crate) fn start<S: StateMachine>(
     _log: LogConfig,
     _verbs: &VerbsConfig,
-    _driver: Driver<S>,
+    _driver: (Driver<S>, Option<Resume>),
     _inbox: Receiver<Command<S::Response>>,
 ) -> Result<JoinHandle<Option<S>>, StartError> {
     Err(StartError::Backend(

@@ -11,7 +11,9 @@ use velos_rdma::{Layout, Loc, NodeId};
 /// (a begin stamp, `value_words` words, an end stamp); the heartbeat counter; scratch words
 /// for the node's own operations; the snapshot region (a header naming the newest of two
 /// banks, each a begin stamp, the snapshot point, its length in bytes, `snapshot_words`
-/// words of content and an end stamp; see `crate::log::snapshot`).
+/// words of content and an end stamp; see `crate::log::snapshot`); the durable point (how
+/// far the node's disk holds the log, stored by its CPU, read by its peers on request)
+/// and a landing word per node for the node's reads of its peers' durable points.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct ClusterShape {
     /// Nodes (acceptors and proposers).
@@ -132,6 +134,28 @@ impl ClusterShape {
         start..start + 1 + 2 * self.snapshot_bank_words()
     }
 
+    fn durable_base(&self) -> u32 {
+        self.snapshot_region().end
+    }
+
+    /// `node`'s durable point: how far its disk holds the log (0 with durability off).
+    /// Its owner stores it; every peer may read it. The embedding gives its meaning
+    /// (velos's `embed`); the engine never touches it.
+    pub fn durable_point(&self, node: u16) -> Loc {
+        assert!(node < self.nodes, "node {node} of {}", self.nodes);
+        Loc::word(NodeId(node), self.durable_base())
+    }
+
+    /// Where `node`'s read of `peer`'s durable point lands (a local word of `node`).
+    pub fn durable_landing(&self, node: u16, peer: u16) -> Loc {
+        assert!(
+            node < self.nodes && peer < self.nodes,
+            "landing of {peer} at {node} of {}",
+            self.nodes
+        );
+        Loc::word(NodeId(node), self.durable_base() + 1 + u32::from(peer))
+    }
+
     /// The word indices of a node's acceptor words, every slot in every epoch (the same
     /// on every node).
     pub fn acceptor_words(&self) -> Range<u32> {
@@ -153,7 +177,7 @@ impl ClusterShape {
 
     /// The registered memory of every node.
     pub fn layout(&self) -> Layout {
-        Layout::uniform(self.nodes, self.snapshot_region().end)
+        Layout::uniform(self.nodes, self.durable_base() + 1 + u32::from(self.nodes))
     }
 
     /// The least remote access `node`'s memory needs (its region plan, see
@@ -167,7 +191,9 @@ impl ClusterShape {
     /// * the heartbeat counter: read by every node (the owner bumps it with a CPU store);
     /// * scratch words: nothing (they are the local operands of the node's own requests);
     /// * the snapshot region: read by every node (the owner writes it with CPU stores; a
-    ///   replica that fell off the ring copies it).
+    ///   replica that fell off the ring copies it);
+    /// * the durable point: read by every node (the owner stores it); the landing words:
+    ///   nothing (local destinations of the owner's reads).
     pub fn region_plan(&self, node: u16) -> Vec<Grant> {
         assert!(node < self.nodes, "node {node} of {}", self.nodes);
         let acceptor_words = 0..self.epochs * self.slots;
@@ -183,6 +209,8 @@ impl ClusterShape {
         let beat = self.heartbeat_index();
         plan.push(Grant::new(beat..beat + 1, Access::Read));
         plan.push(Grant::new(self.snapshot_region(), Access::Read));
+        let durable = self.durable_base();
+        plan.push(Grant::new(durable..durable + 1, Access::Read));
         debug_assert_eq!(
             velos_rdma::plan::check_plan(&self.layout(), NodeId(node), &plan),
             Ok(())
@@ -265,8 +293,16 @@ mod tests {
                     }
                 }
                 let end = shape.snapshot_word(node, 1, shape.snapshot_bank_words() - 1);
+                let point = shape.durable_point(node);
+                assert_eq!(end.offset / 8 + 1, point.offset / 8, "the point follows");
+                assert_eq!(may(&shape, peer, point), (true, false, false));
+                for p in 0..3 {
+                    let landing = shape.durable_landing(node, p);
+                    assert_eq!(may(&shape, peer, landing), (false, false, false));
+                }
+                let last = shape.durable_landing(node, 2);
                 let words = shape.layout().words(NodeId(node));
-                assert_eq!(end.offset / 8 + 1, words, "the region ends the node");
+                assert_eq!(last.offset / 8 + 1, words, "the landing words end the node");
             }
         }
     }

@@ -19,6 +19,16 @@ pub fn value_regions(replicas: u16) -> u32 {
     u32::from(replicas.saturating_sub(1)) / 2 + 1
 }
 
+/// The work id of an embedding's read of replica `a`'s durable point
+/// ([`crate::cluster::ClusterShape::durable_point`]): one the engine never uses, so that
+/// the embedding may post it on the replica's endpoint between the engine's operations.
+pub fn durable_read_id(a: u16) -> velos_rdma::WorkId {
+    assert!(a < 64, "replica {a}: at most 64");
+    let id = velos_rdma::WorkId(ids::DURABLE + u32::from(a));
+    debug_assert!(id.0 < ids::CAS && id.0 > ids::BULK_VALUES + value_regions(64));
+    id
+}
+
 /// How a Velos log is set up: the same on every replica.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct LogConfig {
@@ -244,6 +254,9 @@ pub(super) mod ids {
     pub const HEARTBEAT: u32 = 1_000;
     /// The catch-up gets of a slot's words (every epoch) at acceptor a: `CATCH_UP + a`.
     pub const CATCH_UP: u32 = 2_000;
+    /// Left to the embedding: its reads of replica a's durable point, `DURABLE + a`
+    /// ([`super::durable_read_id`]).
+    pub const DURABLE: u32 = 9_000;
     /// The CAS in cell c of acceptor a: `CAS + a * cells + c`.
     pub const CAS: u32 = 10_000;
 

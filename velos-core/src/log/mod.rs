@@ -18,7 +18,7 @@ pub mod ring;
 pub mod snapshot;
 pub mod value;
 
-pub use config::LogConfig;
+pub use config::{LogConfig, durable_read_id};
 pub use event::Event;
 pub use lease::ReadError;
 pub use omega::Detector;
