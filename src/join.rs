@@ -54,6 +54,11 @@ pub enum Start {
         /// The new process's incarnation, above every earlier one in its place.
         incarnation: Option<u64>,
     },
+    /// With the cluster, after a power loss of every replica: every process of the file
+    /// restarts from its own durable directory and they go on from the longest log any
+    /// of them recovered (`embed::Node` with `Config::durable`; every process must take
+    /// part, one whose disk is gone with an empty directory).
+    Recover,
 }
 
 /// What a joiner sends a running node (JSON, as the rendezvous's information).

@@ -264,6 +264,22 @@ impl<S: StateMachine> Driver<S> {
         Ok(())
     }
 
+    /// The service's snapshot as the log keeps it: the session table and the state.
+    #[cfg_attr(not(feature = "verbs"), allow(dead_code))] // a `Node`'s recovery
+    pub(crate) fn service_snapshot(&self) -> Vec<u8> {
+        self.sessions.snapshot(self.machine.snapshot())
+    }
+
+    /// A process restarted from the recovered log whose service holds it whole
+    /// ([`Replica::restart_recovered`]): every slot below the engine's `point` applied.
+    #[cfg_attr(not(feature = "verbs"), allow(dead_code))] // a `Node`'s recovery
+    pub(crate) fn recovered_at(&mut self, point: u64) {
+        assert_eq!(self.slots_applied, 0, "a fresh process restarts");
+        self.slots_applied = point;
+        self.last_snapshot = point;
+        self.shown.slots_applied.store(point, Ordering::SeqCst);
+    }
+
     /// A replacement whose engine resumed at its disk's snapshot (the engine's `point`,
     /// [`Replica::resume_at`]): the service restored from `snapshot` (its session table
     /// and state), every slot below `point` applied here.

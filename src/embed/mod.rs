@@ -174,6 +174,10 @@ mod node_dir;
 #[cfg(test)]
 mod node_disk_tests;
 mod node_durable;
+// A whole cluster of `Node`s restarts over verbs only (the tests drive it on the
+// in-process fabric): without the feature, a library build leaves it unused.
+#[cfg_attr(not(feature = "verbs"), allow(dead_code))]
+mod node_recovery;
 #[cfg(test)]
 mod node_tests;
 mod peer_points;

@@ -6,9 +6,8 @@ use super::driver::{Command, Driver, Framed};
 use super::error::{Error, StartError};
 use super::handle::read_job;
 use super::metrics::{Metrics, MetricsSnapshot};
-use super::node_dir::{self, NodeDisk};
+use super::node_dir::{self, Begin, NodeDisk};
 use super::receipt::{Answer, Outcome, Receipt, answer, pair};
-use super::recovery::Resume;
 use super::shown::{Role, STOPPED, Shown, admit, role_of, too_large};
 use super::state_machine::StateMachine;
 use super::verbs_backend;
@@ -79,13 +78,12 @@ pub struct Node<S: StateMachine> {
     voting: std::sync::Mutex<Option<Answer<u64>>>,
 }
 
-/// Starts a node's runner: given its driver, inbox and where it resumes from its disk
-/// (a process joining with durability on), the thread that runs it, once the replica is
-/// connected.
+/// Starts a node's runner: given its driver, inbox and how it begins on its disk, the
+/// thread that runs it, once the replica is connected.
 pub(crate) type Launch<S> = dyn FnOnce(
     Driver<S>,
     Receiver<Command<<S as StateMachine>::Response>>,
-    Option<Resume>,
+    Begin,
 ) -> Result<JoinHandle<Option<S>>, StartError>;
 
 impl<S: StateMachine> Node<S> {
@@ -106,21 +104,21 @@ impl<S: StateMachine> Node<S> {
         config
             .check_snapshot(verbs.id, &machine)
             .map_err(StartError::InvalidConfig)?;
-        let (id, log) = (verbs.id, config.log.clone());
+        let (id, log, start) = (verbs.id, config.log.clone(), verbs.start);
         Node::launch(
             config,
-            id,
+            (id, start),
             machine,
-            Box::new(move |driver, inbox, resume| {
-                verbs_backend::start(log, &verbs, (driver, resume), inbox)
+            Box::new(move |driver, inbox, begin| {
+                verbs_backend::start(log, &verbs, (driver, begin), inbox)
             }),
         )
     }
 
-    /// Starts replica `id` with `launch` (a backend's runner).
+    /// Starts replica `id`, beginning as `start` says, with `launch` (a backend's runner).
     pub(crate) fn launch(
         config: Config,
-        id: u16,
+        (id, start): (u16, Start),
         machine: S,
         launch: Box<Launch<S>>,
     ) -> Result<Node<S>, StartError> {
@@ -145,24 +143,29 @@ impl<S: StateMachine> Node<S> {
             Arc::clone(&metrics),
             Arc::clone(&shown),
         );
-        let (disk, resume) = match config.durable_dir {
-            Some(_) => {
-                let (disk, resume) = node_dir::open(&config, id, &mut driver, &shown)?;
-                (Some(disk), resume)
+        let (disk, begin) = match (&config.durable_dir, start) {
+            (Some(_), _) => {
+                let (disk, begin) = node_dir::open(&config, (id, start), &mut driver, &shown)?;
+                (Some(disk), begin)
             }
-            None => (None, None),
+            (None, Start::WithCluster) => (None, Begin::Fresh),
+            (None, Start::Join { .. }) => (None, Begin::Join(None)),
+            (None, Start::Recover) => {
+                return Err(StartError::InvalidConfig(
+                    "a recovery (Start::Recover) restarts from the replica's directory: set \
+                     Config::durable"
+                        .into(),
+                ));
+            }
         };
-        let joining = matches!(
-            &config.backend,
-            Backend::Verbs(v) if matches!(v.start, Start::Join { .. })
-        );
+        let joining = matches!(start, Start::Join { .. });
         let voting = joining.then(|| {
             let (tx, voting) = answer(id);
             driver.tell_when_voting(tx);
             voting
         });
         let (inbox, commands) = unbounded();
-        let runner = launch(driver, commands, resume)?;
+        let runner = launch(driver, commands, begin)?;
         let max_command = config.max_command_bytes();
         assert!(max_command > 0, "validated: a batch holds a command");
         Ok(Node {

@@ -11,9 +11,10 @@
 use super::config::{Backend, Config, Start};
 use super::driver::Driver;
 use super::error::StartError;
+use super::node_recovery::Recovering;
 use super::peer_points::PeerPoints;
 use super::persist::{DiskWatch, Persist};
-use super::recovery::{ReplicaDisk, Resume, read_dir};
+use super::recovery::{ReplicaDisk, Resume, read_dir, rebuild};
 use super::shown::Shown;
 use super::state_machine::StateMachine;
 use std::fs;
@@ -57,25 +58,38 @@ fn own(dir: &Path, owner: &str) -> Result<(), StartError> {
     }
 }
 
-/// Opens replica `me`'s directory for a node ([`Config::durable`]): its disk thread
-/// started on `driver`, its durable word and its peers' seen through `shown`; where the
-/// replica resumes (a process joining with a snapshot on its disk).
+/// How a durable node's replica begins, as its directory says (consumed by the verbs
+/// backend, and by the tests on the in-process fabric).
+#[cfg_attr(not(feature = "verbs"), allow(dead_code))]
+pub(crate) enum Begin {
+    /// On an empty directory (with the cluster).
+    Fresh,
+    /// Joining the running cluster: at the newest snapshot its disk kept, if any.
+    Join(Option<Resume>),
+    /// After a power loss of every replica: once the processes agreed.
+    Recover(Box<Recovering>),
+}
+
+/// Opens replica `me`'s directory for a node ([`Config::durable`]) that begins as
+/// `start` says: its disk thread started (on `driver`, or in the [`Begin::Recover`]
+/// until the processes agree), its service rebuilt from the directory for a recovery,
+/// its durable word and its peers' seen through `shown`.
 pub(crate) fn open<S: StateMachine>(
     config: &Config,
-    me: u16,
+    (me, start): (u16, Start),
     driver: &mut Driver<S>,
     shown: &Arc<[Arc<Shown>]>,
-) -> Result<(NodeDisk, Option<Resume>), StartError> {
+) -> Result<(NodeDisk, Begin), StartError> {
     let dir = config.replica_dir(me).expect("durability is on");
-    let joining =
-        matches!(&config.backend, Backend::Verbs(v) if matches!(v.start, Start::Join { .. }));
+    let there = dir.exists();
     let found = read_dir(&dir)?.unwrap_or_default();
     let holds = found.next_slot > 0 || found.snapshot.is_some();
-    if holds && !joining {
+    if holds && start == Start::WithCluster {
         return Err(error(format!(
             "{} holds a log (to slot {}): a process that starts with the cluster needs an \
              empty directory; one that restarts into the running cluster joins it \
-             (Start::Join) and goes on from its directory",
+             (Start::Join), and after a power loss of every replica each restarts with \
+             Start::Recover",
             dir.display(),
             found.next_slot
         )));
@@ -85,11 +99,6 @@ pub(crate) fn open<S: StateMachine>(
     for cut in &found.cuts {
         tracing::warn!(replica = me, cut = %cut, "the disk's log was cut");
     }
-    let resume = found
-        .snapshot
-        .as_ref()
-        .filter(|(point, _)| *point > 0)
-        .map(|(point, bytes)| (*point, bytes.clone()));
     let report = ReplicaDisk {
         found: holds,
         snapshot: found.snapshot.as_ref().map(|s| s.0),
@@ -100,7 +109,27 @@ pub(crate) fn open<S: StateMachine>(
     let mine = Arc::clone(&shown[usize::from(me)]);
     let persist = Persist::start(me, dir, (&found, None), mine, Arc::clone(&watch))
         .map_err(|e| StartError::Backend(format!("spawning the disk thread: {e}")))?;
-    driver.persist_on(Some(persist), 0);
+    let begin = match start {
+        Start::WithCluster => {
+            driver.persist_on(Some(persist), 0);
+            Begin::Fresh
+        }
+        Start::Join { .. } => {
+            driver.persist_on(Some(persist), 0);
+            let resume = found
+                .snapshot
+                .as_ref()
+                .filter(|(point, _)| *point > 0)
+                .map(|(point, bytes)| (*point, bytes.clone()));
+            Begin::Join(resume)
+        }
+        Start::Recover => {
+            rebuild(driver, &found, config.log.replicas)?;
+            let replicas = config.log.replicas;
+            let recovering = Recovering::new(&found, there, replicas, persist)?;
+            Begin::Recover(Box::new(recovering))
+        }
+    };
     let shape = config.log.shape();
     driver.see_peers_by(PeerPoints::new(
         me,
@@ -108,11 +137,9 @@ pub(crate) fn open<S: StateMachine>(
         Arc::clone(shown),
         Arc::clone(&watch),
     ));
-    Ok((
-        NodeDisk {
-            watch,
-            found: report,
-        },
-        resume,
-    ))
+    let disk = NodeDisk {
+        watch,
+        found: report,
+    };
+    Ok((disk, begin))
 }

@@ -2,12 +2,18 @@
 //! process's handle would be (one replica, its peers unseen): what a verbs deployment
 //! does, without an RDMA device.
 
+use super::Start;
 use super::mem_backend;
+use super::node_dir::Begin;
 use super::{Cluster, Config, Error, Node, Position, RestoreError, Role, StartError};
 use super::{StateMachine, VerbsConfig};
 use crate::cluster_file::ClusterFile;
+use crossbeam_channel::Receiver;
+use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
+use velos_core::log::Replica;
 use velos_rdma::Shared;
 use velos_rdma::mem::{MemFabric, MemOptions, Mode};
 
@@ -55,8 +61,14 @@ fn start() -> Vec<Node<Sum>> {
         .collect()
 }
 
-/// Three nodes under `config`, each launched alone on a shared fabric.
+/// Three nodes under `config`, each launched alone on a shared fabric, with the cluster.
 pub(super) fn start_on(config: &Config) -> Vec<Result<Node<Sum>, StartError>> {
+    start_as(config, Start::WithCluster)
+}
+
+/// Three nodes under `config`, each launched alone on a shared fabric, beginning as
+/// `start` says (a recovery's summaries exchanged here, as the rendezvous would).
+pub(super) fn start_as(config: &Config, start: Start) -> Vec<Result<Node<Sum>, StartError>> {
     let shape = config.log.shape();
     let options = MemOptions {
         mode: Mode::Worker,
@@ -64,19 +76,33 @@ pub(super) fn start_on(config: &Config) -> Vec<Result<Node<Sum>, StartError>> {
     };
     let fabric = MemFabric::with_plans(shape.layout(), options, shape.region_plans());
     let fabric = Arc::new(fabric.expect("a fabric"));
+    let board = Arc::new(Mutex::new(BTreeMap::new()));
     (0..3)
         .map(|id| {
-            let (fabric, log) = (Arc::clone(&fabric), Shared::new(config.log.clone()));
-            let launch = Box::new(
-                move |driver, inbox: crossbeam_channel::Receiver<_>, resume: Option<_>| {
-                    assert!(resume.is_none(), "a process that starts with the cluster");
-                    let replica = velos_core::log::Replica::new(log, id).expect("valid");
-                    Ok(std::thread::spawn(move || {
-                        mem_backend::run(&fabric, replica, driver, &inbox)
-                    }))
-                },
-            );
-            Node::launch(config.clone(), id, Sum::default(), launch)
+            let (fabric, mut log) = (Arc::clone(&fabric), config.log.clone());
+            let board = Arc::clone(&board);
+            let launch = Box::new(move |mut driver, inbox: Receiver<_>, begin| {
+                Ok(std::thread::spawn(move || {
+                    let recovering = match begin {
+                        Begin::Fresh => None,
+                        Begin::Recover(r) => Some(r),
+                        Begin::Join(_) => unreachable!("no join here"),
+                    };
+                    let agreed = recovering.as_ref().map(|r| {
+                        board.lock().expect("board").insert(id, r.summary.clone());
+                        wait_until("every summary", || board.lock().expect("board").len() == 3);
+                        let summaries = board.lock().expect("board").clone();
+                        r.agree_on(id, &summaries, &mut log).expect("agreed")
+                    });
+                    let mut replica = Replica::new(Shared::new(log), id).expect("valid");
+                    if let (Some(r), Some(agreement)) = (recovering, agreed) {
+                        r.start(&agreement, &mut driver, &mut replica)
+                            .expect("restarted");
+                    }
+                    mem_backend::run(&fabric, replica, driver, &inbox)
+                }))
+            });
+            Node::launch(config.clone(), (id, start), Sum::default(), launch)
         })
         .collect()
 }

@@ -136,7 +136,7 @@ pub(crate) fn unwrap_disk_snapshot(bytes: &[u8], replicas: u16) -> Option<(Membe
 }
 
 /// The members the log recovered: its last configuration entry, else its snapshot's.
-fn members_of(log: &Recovered, replicas: u16) -> Result<Option<Members>, StartError> {
+pub(crate) fn members_of(log: &Recovered, replicas: u16) -> Result<Option<Members>, StartError> {
     let word = |bytes: &[u8], what: &str| -> Result<Members, StartError> {
         let b: [u8; 8] = bytes
             .get(..8)
@@ -259,6 +259,28 @@ pub(crate) fn read(config: &Config) -> Result<Disks, StartError> {
     })
 }
 
+/// Rebuilds `driver`'s service from `log` read back from disk (a log of `replicas`): its
+/// snapshot restored, the service entries after it replayed.
+pub(crate) fn rebuild<S: StateMachine>(
+    driver: &mut Driver<S>,
+    log: &Recovered,
+    replicas: u16,
+) -> Result<(), StartError> {
+    if let Some((point, bytes)) = &log.snapshot {
+        let (_, service) = unwrap_disk_snapshot(bytes, replicas)
+            .ok_or_else(|| error(format!("the snapshot at {point} without its membership")))?;
+        driver.restore_from_disk(service).map_err(|why| {
+            StartError::Recovery(format!("the snapshot at {point} does not restore: {why}"))
+        })?;
+    }
+    for e in &log.entries {
+        if e.kind == Kind::Service {
+            driver.replay(e.slot, e.bytes());
+        }
+    }
+    Ok(())
+}
+
 /// Rebuilds every driver's state machine from the recovered log, starts each replica's
 /// disk thread on its directory (the entries its disk lacks handed first), and sets
 /// where the engine's slot 0 stands.
@@ -272,18 +294,7 @@ pub(crate) fn open<S: StateMachine>(
     let source = &disks.source;
     for (i, driver) in drivers.iter_mut().enumerate() {
         let me = i as u16;
-        if let Some((point, bytes)) = &source.snapshot {
-            let (_, service) = unwrap_disk_snapshot(bytes, config.log.replicas)
-                .ok_or_else(|| error(format!("the snapshot at {point} without its membership")))?;
-            driver.restore_from_disk(service).map_err(|why| {
-                StartError::Recovery(format!("the snapshot at {point} does not restore: {why}"))
-            })?;
-        }
-        for e in &source.entries {
-            if e.kind == velos_store::segment::Kind::Service {
-                driver.replay(e.slot, e.bytes());
-            }
-        }
+        rebuild(driver, source, config.log.replicas)?;
         let dir = config.replica_dir(me).expect("durability is on");
         let persist = Persist::start(
             me,

@@ -6,7 +6,7 @@
 use super::config::VerbsConfig;
 use super::driver::{Command, Driver};
 use super::error::StartError;
-use super::recovery::Resume;
+use super::node_dir::Begin;
 use super::state_machine::StateMachine;
 use crossbeam_channel::Receiver;
 use std::thread::JoinHandle;
@@ -18,7 +18,7 @@ use velos_core::log::LogConfig;
 pub(crate) fn start<S: StateMachine>(
     log: LogConfig,
     verbs: &VerbsConfig,
-    (mut driver, resume): (Driver<S>, Option<Resume>),
+    (mut driver, begin): (Driver<S>, Begin),
     inbox: Receiver<Command<S::Response>>,
 ) -> Result<JoinHandle<Option<S>>, StartError> {
     use super::serve::{serve, sleep_max_ns};
@@ -50,10 +50,36 @@ pub(crate) fn start<S: StateMachine>(
                 }
             };
             let sleep_max = sleep_max_ns(&log);
+            // After a power loss of every replica, the processes agree on the log to go on
+            // from before the engine starts (its members among it).
+            let mut log = log;
+            let agreed = match &begin {
+                Begin::Recover(r) => {
+                    let timeout = verbs.rendezvous_timeout;
+                    match r.agree_over(&met.listener, &verbs.cluster, (id, &mut log), timeout) {
+                        Ok(agreement) => Some(agreement),
+                        Err(e) => {
+                            let _ = ready.send(Err(StartError::Recovery(e)));
+                            return None;
+                        }
+                    }
+                }
+                _ => None,
+            };
             let mut replica = met.replica(Shared::new(log), id).expect("validated");
-            if let Some((point, bytes)) = resume {
-                // A joining process with a snapshot on its disk reads only the log after it.
-                super::recovery::resume(&mut replica, &mut driver, point, &bytes);
+            match (begin, agreed) {
+                (Begin::Join(Some((point, bytes))), _) => {
+                    // A joining process with a snapshot on its disk reads only the log
+                    // after it.
+                    super::recovery::resume(&mut replica, &mut driver, point, &bytes);
+                }
+                (Begin::Recover(r), Some(agreement)) => {
+                    if let Err(e) = r.start(&agreement, &mut driver, &mut replica) {
+                        let _ = ready.send(Err(StartError::Recovery(e)));
+                        return None;
+                    }
+                }
+                _ => {}
             }
             let Met {
                 node,
@@ -131,7 +157,7 @@ pub(crate) fn start<S: StateMachine>(
 pub(crate) fn start<S: StateMachine>(
     _log: LogConfig,
     _verbs: &VerbsConfig,
-    _driver: (Driver<S>, Option<Resume>),
+    _driver: (Driver<S>, Begin),
     _inbox: Receiver<Command<S::Response>>,
 ) -> Result<JoinHandle<Option<S>>, StartError> {
     Err(StartError::Backend(

@@ -43,7 +43,8 @@ impl Met {
 }
 
 /// Meets the cluster of `cluster` as node `id` as `start` says: with the others as they
-/// start ([`crate::connect::connect`]) or into the running cluster ([`join`]).
+/// start, or restart after a power loss ([`crate::connect::connect`]), or into the
+/// running cluster ([`join`]).
 ///
 /// # Errors
 /// As `connect` or `join`.
@@ -55,7 +56,7 @@ pub fn meet(
     timeout: Duration,
 ) -> Result<Met, ConnectError> {
     match start {
-        Start::WithCluster => {
+        Start::WithCluster | Start::Recover => {
             let (node, listener) = crate::connect::connect(log, cluster, id, timeout)?;
             Ok(Met {
                 node,

@@ -339,6 +339,7 @@ impl Replica {
                 snapshot_bank: None,
                 writing: None,
                 behind: false,
+                recovering: false,
                 transfer: None,
                 transfer_poisoned: vec![None; banks],
                 installed: Vec::new(),

@@ -31,7 +31,8 @@ impl Replica {
         if end || !self.learn.reads.is_empty() || self.learn.bulk.under_way.is_some() {
             return;
         }
-        if self.snap.behind && self.snap.transfer.is_none() && !self.snapshot_past(k) {
+        let waiting = self.snap.recovering; // rule (recovered behind)
+        if self.snap.behind && !waiting && self.snap.transfer.is_none() && !self.snapshot_past(k) {
             // Rule (behind only with a source): nobody trusted holds a snapshot past k, so
             // k is not retired (a majority's snapshots would include one live peer's):
             // leading from k is safe — a later lap's word still stops a proposer (lemma

@@ -131,6 +131,47 @@ impl Replica {
         Ok(service)
     }
 
+    /// A process restarting after a power loss of the whole cluster, every process on
+    /// blank memory from its own disk, once they agreed that the longest log any of them
+    /// recovered ends at `point` (this log's numbering goes on). With `service` — the
+    /// service's snapshot there, my disk holding that whole log — I resume at `point` and
+    /// publish it in my bank. Without — my disk holds less — I copy a peer's snapshot at
+    /// `point` or later before I apply, lead or answer anything, even while nobody shows
+    /// one yet (rule (recovered behind)). The slots below `point` are never decided in
+    /// this memory: every replica starts at or past them. No acceptor word of this memory
+    /// existed before it, so rule (no amnesia) holds whatever the incarnation. Refused for
+    /// a replica that applied anything, `point` 0, or a snapshot above the log's size.
+    pub fn restart_recovered(&mut self, point: u64, service: Option<&[u8]>) -> Result<(), String> {
+        if self.next_apply != 0 || self.beat.points[usize::from(self.me)] != 0 || point == 0 {
+            return Err(format!(
+                "replica {}: only a replica that applied nothing restarts from a recovered \
+                 log, and only past its start (point {point})",
+                self.me
+            ));
+        }
+        let Some(service) = service else {
+            self.snap.behind = true;
+            self.snap.recovering = true;
+            assert!(
+                !self.able_to_lead(),
+                "rule (recovered behind): no lead before a copy"
+            );
+            return Ok(());
+        };
+        let wrapped = self
+            .membership
+            .wrap_snapshot(point, service)
+            .ok_or_else(|| {
+                format!(
+                    "replica {}: the membership does not fit a snapshot",
+                    self.me
+                )
+            })?;
+        self.resume_at(point, &wrapped)?;
+        assert_eq!(self.next_apply, point, "resumed at the recovered log's end");
+        Ok(())
+    }
+
     /// My incarnation.
     pub fn incarnation(&self) -> Incarnation {
         self.membership.incarnation(self.me)

@@ -63,6 +63,10 @@ pub(super) struct Snapshots {
     /// My next instance was retired: I copy a snapshot before anything else (and do not
     /// lead meanwhile).
     pub(super) behind: bool,
+    /// Rule (recovered behind): restarted from a disk that holds less than the longest
+    /// recovered log ([`Replica::restart_recovered`]), I stay behind until a copy
+    /// installs, even while nobody I trust shows a snapshot to copy yet.
+    pub(super) recovering: bool,
     pub(super) transfer: Option<Box<transfer::Transfer>>,
     /// Per incoming bank: the source of an abandoned copy whose gets may still land there.
     /// Rule (one bank per silent source): a source with such a bank is not copied from

@@ -555,3 +555,37 @@ fn a_joiner_resumes_at_its_disks_snapshot_and_bad_ones_are_refused() {
     );
     assert_eq!(blank.next_apply(), 0, "nothing refused moved it");
 }
+
+/// After a whole-cluster power loss: a replica whose disk holds the whole recovered log
+/// resumes at its end and publishes it; one whose disk holds less stays behind, unable to
+/// lead, until it copies (rule (recovered behind)); point 0, a second call and a snapshot
+/// above the log's size are refused.
+#[test]
+fn a_recovered_replica_resumes_at_the_logs_end_or_stays_behind_until_it_copies() {
+    let mut config = LogConfig::new(3, 16, 16);
+    config.max_snapshot_bytes = 64;
+    let config = Shared::new(config);
+    let mut whole = Replica::new(config.clone(), 0).expect("valid");
+    assert!(
+        whole.restart_recovered(0, Some(b"state")).is_err(),
+        "point 0"
+    );
+    assert_eq!(whole.restart_recovered(40, Some(b"state")), Ok(()));
+    assert_eq!(whole.next_apply(), 40, "its numbering goes on");
+    assert!(
+        whole.snapshot_writing() == Some(40) || whole.beat.points[0] == 40,
+        "it publishes the state, for the short disks to copy"
+    );
+    assert!(whole.restart_recovered(40, Some(b"state")).is_err(), "once");
+    let mut short = Replica::new(config.clone(), 1).expect("valid");
+    assert_eq!(short.restart_recovered(40, None), Ok(()));
+    assert_eq!(short.next_apply(), 0, "nothing applied before a copy");
+    assert!(short.snap.behind && short.snap.recovering);
+    assert!(!short.able_to_lead(), "rule (recovered behind)");
+    let mut large = Replica::new(config, 2).expect("valid");
+    assert!(
+        large.restart_recovered(40, Some(&[7; 65])).is_err(),
+        "above the size"
+    );
+    assert_eq!(large.next_apply(), 0, "nothing refused moved it");
+}

@@ -399,6 +399,7 @@ impl Replica {
             self.start_snapshot_write(image);
         }
         self.snap.behind = false;
+        self.snap.recovering = false;
         self.learn.catch_up = None;
         self.learn.repair = None;
         self.learn.stuck_since = None;
