@@ -104,8 +104,8 @@ done < "$CACHE/logs/executables.txt"
 # The cluster step: tests/node_cluster.rs (three `velos node` processes) and the velos
 # binary it starts, which the guest finds through VELOS_BIN (cargo's compile-time path
 # does not exist there). Not in tests/: run as its own step, "cluster".
-log "cargo test -p velos-cli --features verbs --release --test node_cluster --test node_embed --test node_latency --test node_replace --no-run; cargo build -p velos-cli --features verbs --release --bin velos"
-(cd "$REPO" && "$CARGO" test -p velos-cli --features verbs --release --test node_cluster --test node_embed --test node_latency --test node_replace --no-run --message-format=json \
+log "cargo test -p velos-cli --features verbs --release --test node_cluster --test node_embed --test node_latency --test node_replace --test node_durable --no-run; cargo build -p velos-cli --features verbs --release --bin velos"
+(cd "$REPO" && "$CARGO" test -p velos-cli --features verbs --release --test node_cluster --test node_embed --test node_latency --test node_replace --test node_durable --no-run --message-format=json \
     && "$CARGO" build -p velos-cli --features verbs --release --bin velos --message-format=json) \
     > "$CACHE/logs/cargo-cluster.json" 2> "$CACHE/logs/cargo-cluster.log" \
     || { tail -30 "$CACHE/logs/cargo-cluster.log"; die "cargo build of the cluster test failed (log: $CACHE/logs/cargo-cluster.log)"; }
@@ -118,6 +118,7 @@ cluster_test=$(cargo_test_exe node_cluster)
 embed_test=$(cargo_test_exe node_embed)
 latency_test=$(cargo_test_exe node_latency)
 replace_test=$(cargo_test_exe node_replace)
+durable_test=$(cargo_test_exe node_durable)
 velos_bin=$(jq -r 'select(.reason == "compiler-artifact" and .executable != null
                           and .profile.test == false and .target.name == "velos"
                           and (.target.kind | index("bin")))
@@ -126,19 +127,21 @@ velos_bin=$(jq -r 'select(.reason == "compiler-artifact" and .executable != null
 [ -x "$embed_test" ] || die "no node_embed test executable in $CACHE/logs/cargo-cluster.json"
 [ -x "$latency_test" ] || die "no node_latency test executable in $CACHE/logs/cargo-cluster.json"
 [ -x "$replace_test" ] || die "no node_replace test executable in $CACHE/logs/cargo-cluster.json"
+[ -x "$durable_test" ] || die "no node_durable test executable in $CACHE/logs/cargo-cluster.json"
 [ -x "$velos_bin" ] || die "no velos binary in $CACHE/logs/cargo-cluster.json"
 mkdir -p "$SHARE/cluster"
 install -m755 "$cluster_test" "$SHARE/cluster/node_cluster"
 install -m755 "$embed_test" "$SHARE/cluster/node_embed"
 install -m755 "$latency_test" "$SHARE/cluster/node_latency"
 install -m755 "$replace_test" "$SHARE/cluster/node_replace"
+install -m755 "$durable_test" "$SHARE/cluster/node_durable"
 install -m755 "$velos_bin" "$SHARE/cluster/velos"
 T_CARGO=$(since "$t")
 
 # The guest's steps, in order: a step without a verdict is a failure.
 EXPECTED="rxe_up ibv_devinfo ib_atomic_lat"
 for f in "$SHARE"/tests/*; do EXPECTED="$EXPECTED test/$(basename "$f")"; done
-EXPECTED="$EXPECTED cluster embed replace latency"
+EXPECTED="$EXPECTED cluster embed replace durable latency"
 install -m755 "$HERE/guest/run-tests.sh" "$SHARE/run-tests.sh"
 sq() { printf "'%s'" "$(printf '%s' "$1" | sed "s/'/'\\\\''/g")"; }   # shell-quote for config.env
 {

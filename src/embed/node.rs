@@ -104,6 +104,7 @@ impl<S: StateMachine> Node<S> {
         config
             .check_snapshot(verbs.id, &machine)
             .map_err(StartError::InvalidConfig)?;
+        verbs_backend::available()?;
         let (id, log, start) = (verbs.id, config.log.clone(), verbs.start);
         Node::launch(
             config,

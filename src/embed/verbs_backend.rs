@@ -152,6 +152,18 @@ pub(crate) fn start<S: StateMachine>(
     }
 }
 
+/// Whether this build has the RDMA backend: refused before anything is touched (a
+/// durable node's directory among it) if not.
+pub(crate) fn available() -> Result<(), StartError> {
+    if cfg!(feature = "verbs") {
+        Ok(())
+    } else {
+        Err(StartError::Backend(
+            "this build of velos has no RDMA backend: rebuild with `--features verbs`".into(),
+        ))
+    }
+}
+
 /// Without the `verbs` feature there is no RDMA backend.
 #[cfg(not(feature = "verbs"))]
 pub(crate) fn start<S: StateMachine>(

@@ -70,6 +70,24 @@ fn bad_input_is_refused_with_its_reason() {
     let (code, err) = velos(&["node", "--config", &file, "--id", "2", "--incarnation", "5"]);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("--join"), "{err}");
+    // A durable log runs through the embedding handle; a recovery needs its directory and
+    // is no join.
+    let data = dir.path().join("data");
+    let data = data.to_str().expect("utf-8");
+    let base = ["node", "--config", &file, "--id", "0"];
+    let refused: [(&[&str], &str); 3] = [
+        (&["--data-dir", data], "--embed"),
+        (&["--embed", "--recover"], "--data-dir"),
+        (
+            &["--embed", "--data-dir", data, "--recover", "--join"],
+            "--join",
+        ),
+    ];
+    for (more, says) in refused {
+        let (code, err) = velos(&[&base[..], more].concat());
+        assert_eq!(code, 2, "{more:?}: {err}");
+        assert!(err.contains(says), "{more:?}: {err}");
+    }
 }
 
 #[cfg(not(feature = "verbs"))]
@@ -77,7 +95,15 @@ fn bad_input_is_refused_with_its_reason() {
 fn a_build_without_rdma_says_how_to_get_it() {
     let dir = tempfile::tempdir().expect("a temporary directory");
     let file = cluster_file(&dir, "three.toml", THREE);
-    let (code, err) = velos(&["node", "--config", &file, "--id", "0"]);
-    assert_eq!(code, 2, "{err}");
-    assert!(err.contains("--features verbs"), "{err}");
+    let data = dir.path().join("data");
+    let data = data.to_str().expect("utf-8");
+    for more in [&[][..], &["--embed", "--data-dir", data, "--recover"][..]] {
+        let (code, err) = velos(&[&["node", "--config", &file, "--id", "0"][..], more].concat());
+        assert_eq!(code, 2, "{err}");
+        assert!(err.contains("--features verbs"), "{err}");
+    }
+    assert!(
+        !dir.path().join("data").exists(),
+        "refused before touching the disk"
+    );
 }

@@ -175,6 +175,25 @@ if [ -x "$SHARE/cluster/node_replace" ]; then
     fi
 fi
 
+# ---------------------------------------------------------------- durable
+# tests/node_durable.rs: three `velos node --embed --data-dir` processes; the leader
+# reports how far the log is durable; all three killed at once and restarted with
+# --recover on their directories: every durable command back, new ones decided.
+if [ -x "$SHARE/cluster/node_durable" ]; then
+    step durable
+    log=$OUT/durable.txt
+    (cd /tmp && VELOS_BIN=$SHARE/cluster/velos timeout "$TEST_TIMEOUT" \
+        "$SHARE/cluster/node_durable" --nocapture) > "$log" 2>&1; rc=$?
+    grep -oE '(test result:|killed all|restarted:|node [0-9]: disk).*' "$log" | sed 's/^/    /'
+    if [ $rc -eq 0 ] && grep -q '^test result: ok. 1 passed' "$log"; then
+        pass durable
+    else
+        show "$log"
+        msg=$(grep -A2 'panicked at' "$log" | head -3 | tr '\n' ' ' | cut -c1-400)
+        [ $rc -eq 124 ] && fail durable "timed out after $TEST_TIMEOUT s" || fail durable "exit status $rc: $msg"
+    fi
+fi
+
 # ---------------------------------------------------------------- latency
 # tests/node_latency.rs: three `velos node` processes, node 0 deciding LATENCY_VALUES
 # values one at a time; its decision latency is set next to ib_atomic_lat's t_typical

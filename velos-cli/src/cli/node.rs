@@ -6,7 +6,10 @@
 //! (`{"latency": {"count": N, "p50_us": …, …}}`). With `--join`, the process joins the
 //! running cluster in a crashed replica's place (`{"joined": incarnation}`, then
 //! `{"voting": incarnation}` once it votes); the others print `{"replaced": node,
-//! "incarnation": N}` when it connects.
+//! "incarnation": N}` when it connects. With `--embed --data-dir DIR` the replica keeps its
+//! log on disk (`{"disk": S}` at the start: what its directory held; the leader prints
+//! `{"durable": S}` as the durable index moves); after a power loss of every node, each
+//! restarts with `--recover` and they go on from the longest log any of them recovered.
 
 use super::flags::MAX_DURATION_NS;
 use super::flags::{duration, number};
@@ -74,6 +77,17 @@ pub struct NodeArgs {
     /// its start time in microseconds since the Unix epoch).
     #[arg(long, requires = "join")]
     incarnation: Option<u64>,
+    /// Keep the replica's log on disk in `DIR/replica-ID` (with `--embed`): it appends
+    /// what it applies and writes its snapshots there, the leader prints `{"durable": S}`
+    /// once every slot below S is on a majority's disks. A process starting with the
+    /// cluster needs an empty directory; with `--join` it goes on from its directory.
+    #[arg(long, requires = "embed")]
+    data_dir: Option<PathBuf>,
+    /// Restart with the cluster after a power loss of every node: every process of the
+    /// file restarts with `--recover` on its `--data-dir`, and they go on from the longest
+    /// log any of them recovered.
+    #[arg(long, requires = "data_dir", conflicts_with = "join")]
+    recover: bool,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -127,9 +141,12 @@ pub fn run_cli(a: NodeArgs) -> ExitCode {
             Start::Join {
                 incarnation: a.incarnation,
             }
+        } else if a.recover {
+            Start::Recover
         } else {
             Start::WithCluster
         },
+        data_dir: a.data_dir,
     };
     if let Err(e) = spec.check() {
         eprintln!("velos node: {e}");

@@ -63,7 +63,10 @@ pub fn config(spec: &NodeSpec) -> Config {
         v.rendezvous_timeout = spec.rendezvous_timeout;
         v.start = spec.start;
     }
-    config
+    match &spec.data_dir {
+        Some(dir) => config.durable(dir),
+        None => config,
+    }
 }
 
 /// Runs the node through [`embed::Node`] until `spec.run_for` has passed; `on_event`
@@ -84,18 +87,27 @@ pub fn run(spec: &NodeSpec, mut on_event: impl FnMut(Event)) -> Result<NodeRepor
     let recorder = Recorder { applied: 0, seen };
     let node = embed::Node::start(config, recorder).map_err(|e| match e {
         embed::StartError::InvalidConfig(m) => NodeError::Spec(m),
+        embed::StartError::Recovery(m) => NodeError::Spec(m),
         embed::StartError::Backend(m) if m.contains("--features verbs") => NodeError::NoVerbs,
         other => NodeError::Rdma(other.to_string()),
     })?;
     let started = Instant::now();
     let mut report = Reporter::default();
     let mut client = ClientState::new(spec.values);
+    if let Some(disk) = node.disk() {
+        on_event(Event::Disk {
+            disk: disk.next_slot,
+            snapshot: disk.snapshot,
+        });
+    }
+    let mut durable = Durable::default();
     let mut next_status = Duration::from_secs(1);
     // A process that joined the running cluster says when it votes.
     let mut voting = node.voting();
     while started.elapsed() < spec.run_for {
-        let busy =
-            report.drain(&applied, &mut on_event) | client.step(&node, spec, window, &mut on_event);
+        let busy = report.drain(&applied, &mut on_event)
+            | client.step(&node, spec, window, &mut on_event)
+            | durable.step(&node, client.committed, &mut on_event);
         if let Some(answer) = voting.take_if(|a| a.is_ready()) {
             match answer.wait_timeout(Duration::ZERO) {
                 Ok(incarnation) => on_event(Event::Voting {
@@ -171,12 +183,56 @@ impl Reporter {
     }
 }
 
+/// With a durable log: one durable wait at a time for the last slot the client's
+/// commands committed in, reported once it returns.
+#[derive(Default)]
+struct Durable {
+    /// Every slot below it was reported durable.
+    below: u64,
+    waiting: Option<(u64, embed::Answer<()>)>,
+}
+
+impl Durable {
+    /// Collects the wait under way, or starts one for `committed`; whether anything
+    /// happened.
+    fn step<S: StateMachine>(
+        &mut self,
+        node: &embed::Node<S>,
+        committed: Option<u64>,
+        on_event: &mut impl FnMut(Event),
+    ) -> bool {
+        if node.disk().is_none() {
+            return false;
+        }
+        if let Some((slot, answer)) = self.waiting.take_if(|(_, a)| a.is_ready()) {
+            // A wait that timed out (a majority's disks slow, or stopped) is tried again.
+            if answer.wait_timeout(Duration::ZERO).is_ok() {
+                self.below = self.below.max(slot + 1);
+                on_event(Event::Durable {
+                    durable: self.below,
+                });
+            }
+            return true;
+        }
+        match committed {
+            Some(slot) if self.waiting.is_none() && slot >= self.below => {
+                let answer = node.wait_durable_async(slot, Duration::from_secs(5));
+                self.waiting = Some((slot, answer));
+                true
+            }
+            _ => false,
+        }
+    }
+}
+
 /// The built-in client: proposals to make (retries first), receipts outstanding.
 struct ClientState {
     next: u64,
     values: u64,
     retry: VecDeque<u64>,
     outstanding: VecDeque<(u64, Receipt)>,
+    /// The last slot a command of its committed in.
+    committed: Option<u64>,
 }
 
 impl ClientState {
@@ -186,6 +242,7 @@ impl ClientState {
             values,
             retry: VecDeque::new(),
             outstanding: VecDeque::new(),
+            committed: None,
         }
     }
 
@@ -203,7 +260,11 @@ impl ClientState {
             any = true;
             let (n, receipt) = self.outstanding.pop_front().expect("one is there");
             match receipt.wait() {
-                Ok(info) => on_event(outcome(n, Ok(info.position.slot))),
+                Ok(info) => {
+                    let slot = info.position.slot;
+                    self.committed = self.committed.max(Some(slot));
+                    on_event(outcome(n, Ok(slot)));
+                }
                 // Not proposed (leadership moved, the log full): proposed again later.
                 Err(e) if e.not_proposed() => self.retry.push_back(n),
                 Err(e) => on_event(outcome(n, Err(e.to_string()))),

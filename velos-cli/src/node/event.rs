@@ -42,6 +42,21 @@ pub enum Event {
         /// The number of the next command applied.
         command: u64,
     },
+    /// With a durable log (`--data-dir`): every slot below `durable` is on the disks of a
+    /// majority of the members, as this leader's handle waited for it.
+    Durable {
+        /// The slot below which the log is durable.
+        durable: u64,
+    },
+    /// What this process's directory held when it started (`--data-dir`): the slot after
+    /// its last entry, and the snapshot's point.
+    Disk {
+        /// The slot after the last entry read back (0: none).
+        disk: u64,
+        /// The newest snapshot's point, if one was there.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        snapshot: Option<u64>,
+    },
     /// Once a second (`--embed`): what the node's handle reports.
     Status {
         /// The handle's view.

@@ -37,8 +37,12 @@ pub struct NodeSpec {
     pub run_for: Duration,
     /// How long to wait for the other processes at connection setup.
     pub rendezvous_timeout: Duration,
-    /// With the cluster, or into it running in a crashed replica's place (`--join`).
+    /// With the cluster, into it running in a crashed replica's place (`--join`), or
+    /// with it again after a power loss of every node (`--recover`).
     pub start: Start,
+    /// Where the replica keeps its durable log (`--data-dir`, through the embedding
+    /// handle only): `DIR/replica-ID`.
+    pub data_dir: Option<std::path::PathBuf>,
 }
 
 /// Why a node could not run.
@@ -107,6 +111,13 @@ pub struct NodeReport {
 /// order, and the client's reports.
 pub fn run(spec: &NodeSpec, on_event: impl FnMut(Event)) -> Result<NodeReport, NodeError> {
     spec.check()?;
+    if spec.data_dir.is_some() || spec.start == Start::Recover {
+        return Err(NodeError::Spec(
+            "a durable log (--data-dir, --recover) runs through the embedding handle: add \
+             --embed"
+                .into(),
+        ));
+    }
     run_verbs(spec, on_event)
 }
 
@@ -225,6 +236,7 @@ mod tests {
             run_for: Duration::from_millis(1),
             rendezvous_timeout: Duration::from_millis(1),
             start: Start::WithCluster,
+            data_dir: None,
         }
     }
 

@@ -1,5 +1,6 @@
 //! Running `velos node` processes from a test: spawning, what they print, waiting.
-//! Shared by `tests/node_cluster.rs`, `tests/node_embed.rs` and `tests/node_latency.rs`.
+//! Shared by `tests/node_cluster.rs`, `tests/node_embed.rs`, `tests/node_latency.rs`,
+//! `tests/node_replace.rs` and `tests/node_durable.rs`.
 //!
 //! Timing. `LogConfig`'s defaults (heartbeat every 1 µs, suspicion after 20 µs of the
 //! node's wall clock) suit real RDMA. Under soft-RoCE in a TCG-emulated guest one
@@ -91,6 +92,8 @@ pub fn velos_bin() -> String {
 pub struct Entry {
     /// The slot; with `--embed`, the command's number.
     pub slot: u64,
+    /// With `--embed`, the log slot of the command's batch.
+    pub batch: Option<u64>,
     pub value: String,
     pub at: Instant,
 }
@@ -162,9 +165,11 @@ impl Node {
                     .unwrap_or_else(|error| panic!("node {id}: {line:?} is not JSON: {error}"));
                 // `--embed` numbers the commands applied; a plain node, the slots.
                 let number = v["command"].as_u64().or_else(|| v["slot"].as_u64());
+                let batch = v["command"].as_u64().and(v["slot"].as_u64());
                 match (number, v["value"].as_str()) {
                     (Some(slot), Some(value)) => e.lock().unwrap().push(Entry {
                         slot,
+                        batch,
                         value: value.to_owned(),
                         at: Instant::now(),
                     }),
