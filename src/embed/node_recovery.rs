@@ -99,8 +99,9 @@ pub(crate) fn agree(
 /// from its own log, waiting for the others' summaries.
 pub(crate) struct Recovering {
     pub(crate) summary: Summary,
-    /// Its entries' fingerprints, by slot (the prefix check).
-    fingerprints: BTreeMap<u64, u64>,
+    /// Its entries, consecutive (the prefix check fingerprints the few it needs; the
+    /// bytes are the recovery's buffers, shared).
+    entries: Vec<Entry>,
     /// Its disk thread, going on from what the directory holds.
     persist: Persist,
 }
@@ -114,11 +115,7 @@ impl Recovering {
         replicas: u16,
         persist: Persist,
     ) -> Result<Recovering, StartError> {
-        let fingerprints = own
-            .entries
-            .iter()
-            .map(|e| (e.slot, fingerprint(e)))
-            .collect();
+        let entries = own.entries.clone();
         let last = own.entries.last().map(|e| (e.slot, fingerprint(e)));
         let members = members_of(own, replicas)?.map(|m| m.0);
         Ok(Recovering {
@@ -128,7 +125,7 @@ impl Recovering {
                 last,
                 members,
             },
-            fingerprints,
+            entries,
             persist,
         })
     }
@@ -141,8 +138,13 @@ impl Recovering {
             let Some((slot, print)) = s.last else {
                 continue;
             };
-            if let Some(&mine) = self.fingerprints.get(&slot)
-                && mine != print
+            let first = self.entries.first().map_or(u64::MAX, |e| e.slot);
+            let mine = slot
+                .checked_sub(first)
+                .and_then(|i| self.entries.get(usize::try_from(i).ok()?));
+            assert!(mine.is_none_or(|e| e.slot == slot), "consecutive entries");
+            if let Some(mine) = mine
+                && fingerprint(mine) != print
             {
                 return Err(format!(
                     "replica {peer}'s directory and this one disagree at slot {slot}: \
@@ -269,5 +271,49 @@ mod tests {
             (2, summary(true, 0, None)),
         ]);
         assert_eq!(agree(&s, all).map(|a| a.end), Ok(0), "nothing to recover");
+    }
+
+    #[test]
+    fn a_log_that_holds_a_peers_last_slot_with_another_entry_refuses() {
+        use velos_store::segment::Kind;
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let shown = std::sync::Arc::new(super::super::shown::Shown::default());
+        let watch = std::sync::Arc::new(super::super::persist::DiskWatch::default());
+        let empty = Recovered::default();
+        let persist = Persist::start(0, dir.path().to_path_buf(), (&empty, None), shown, watch)
+            .expect("a disk thread");
+        let entry = |slot: u64, b: u8| Entry::new(slot, Kind::Service, vec![b; 4]);
+        let own = Recovered {
+            entries: (0..4).map(|s| entry(s, s as u8)).collect(),
+            next_slot: 4,
+            ..Recovered::default()
+        };
+        let r = Recovering::new(&own, true, 3, persist).expect("read");
+        assert_eq!(r.summary.next_slot, 4);
+        let peer = |last: Option<(u64, u64)>| {
+            BTreeMap::from([
+                (0, r.summary.clone()),
+                (
+                    1,
+                    Summary {
+                        found: true,
+                        next_slot: 3,
+                        last,
+                        members: None,
+                    },
+                ),
+            ])
+        };
+        assert_eq!(
+            r.check(0, &peer(Some((2, fingerprint(&entry(2, 2)))))),
+            Ok(())
+        );
+        assert_eq!(r.check(0, &peer(None)), Ok(()), "an empty directory");
+        let e = r
+            .check(0, &peer(Some((2, fingerprint(&entry(2, 9))))))
+            .expect_err("differs");
+        assert!(e.contains("replica 1") && e.contains("slot 2"), "{e}");
+        // A slot past this log is the longer one's to check.
+        assert_eq!(r.check(0, &peer(Some((7, 1)))), Ok(()));
     }
 }
