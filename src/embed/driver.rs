@@ -289,6 +289,9 @@ impl<S: StateMachine> Driver<S> {
         self.slots_applied = point;
         self.last_snapshot = point;
         self.shown.slots_applied.store(point, Ordering::SeqCst);
+        self.shown
+            .resumed
+            .store(self.base + point, Ordering::SeqCst);
         assert_eq!(self.slots_applied, point, "resumed at the disk's point");
         Ok(())
     }

@@ -20,6 +20,14 @@ impl<S: StateMachine> Node<S> {
         self.disk.as_ref().map(|d| &d.found)
     }
 
+    /// The point of the snapshot this process resumed at, if it joined with a snapshot on
+    /// its disk ([`Start::Join`](super::Start::Join) with durability on: it read only the
+    /// log after it).
+    pub fn resumed_at(&self) -> Option<u64> {
+        let point = self.shown.resumed.load(Ordering::SeqCst);
+        (point > 0).then_some(point)
+    }
+
     /// The members whose disks count: the configuration in effect here.
     fn disk_members(&self) -> Members {
         let here = self.shown.members.load(Ordering::SeqCst);

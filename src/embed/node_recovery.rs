@@ -36,6 +36,10 @@ pub(crate) struct Summary {
     pub(crate) last: Option<(u64, u64)>,
     /// The members of the last configuration its log recorded.
     pub(crate) members: Option<u64>,
+    /// Its log holds entries but no valid start (its snapshot damaged, the segments
+    /// below it deleted): it counts as empty, and its state must come from another.
+    #[serde(default)]
+    pub(crate) startless: bool,
 }
 
 /// What every process computes alike from the summaries.
@@ -47,6 +51,12 @@ pub(crate) struct Agreement {
     pub(crate) source: u16,
     /// The members it recorded, if it recorded any.
     pub(crate) members: Option<Members>,
+}
+
+/// Whether `log` holds the state from the log's start: a snapshot, or entries from slot 0
+/// (or none).
+pub(crate) fn starts(log: &Recovered) -> bool {
+    log.snapshot.is_some() || log.entries.first().is_none_or(|e| e.slot == 0)
 }
 
 /// An entry's fingerprint: its kind and bytes, hashed.
@@ -83,6 +93,14 @@ pub(crate) fn agree(
             voters.majority()
         ));
     }
+    if longest.next_slot == 0
+        && let Some((r, _)) = summaries.iter().find(|(_, s)| s.startless)
+    {
+        return Err(format!(
+            "replica {r}'s directory holds entries but no valid start (its snapshot \
+             damaged) and no directory holds one: the state below them is gone"
+        ));
+    }
     let agreement = Agreement {
         end: longest.next_slot,
         source,
@@ -115,15 +133,21 @@ impl Recovering {
         replicas: u16,
         persist: Persist,
     ) -> Result<Recovering, StartError> {
-        let entries = own.entries.clone();
-        let last = own.entries.last().map(|e| (e.slot, fingerprint(e)));
+        let startless = !starts(own);
+        let entries = if startless {
+            Vec::new()
+        } else {
+            own.entries.clone()
+        };
+        let last = entries.last().map(|e| (e.slot, fingerprint(e)));
         let members = members_of(own, replicas)?.map(|m| m.0);
         Ok(Recovering {
             summary: Summary {
                 found,
-                next_slot: own.next_slot,
+                next_slot: if startless { 0 } else { own.next_slot },
                 last,
                 members,
+                startless,
             },
             entries,
             persist,
@@ -240,6 +264,7 @@ mod tests {
             next_slot,
             last: next_slot.checked_sub(1).map(|s| (s, s * 7)),
             members,
+            startless: false,
         }
     }
 
@@ -271,6 +296,10 @@ mod tests {
             (2, summary(true, 0, None)),
         ]);
         assert_eq!(agree(&s, all).map(|a| a.end), Ok(0), "nothing to recover");
+        let mut lost = s.clone();
+        lost.get_mut(&2).expect("there").startless = true;
+        let e = agree(&lost, all).expect_err("entries without a start");
+        assert!(e.contains("replica 2") && e.contains("gone"), "{e}");
     }
 
     #[test]
@@ -300,6 +329,7 @@ mod tests {
                         next_slot: 3,
                         last,
                         members: None,
+                        startless: false,
                     },
                 ),
             ])

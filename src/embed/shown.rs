@@ -53,6 +53,9 @@ pub(crate) struct Shown {
     pub(crate) durable: AtomicU64,
     /// With durability on: the `fdatasync`s its disk ran (files and the directory).
     pub(crate) disk_syncs: AtomicU64,
+    /// A process that resumed at its disk's newest snapshot: that snapshot's point (0:
+    /// it did not).
+    pub(crate) resumed: AtomicU64,
     /// Why this replica's disk stopped persisting, if it did.
     pub(crate) disk_stopped: Mutex<Option<velos_store::writer::Stopped>>,
     /// Bumped when `leader`, `leading` or `status` changes (one watch per cluster).

@@ -75,8 +75,9 @@ fn bad_input_is_refused_with_its_reason() {
     let data = dir.path().join("data");
     let data = data.to_str().expect("utf-8");
     let base = ["node", "--config", &file, "--id", "0"];
-    let refused: [(&[&str], &str); 3] = [
+    let refused: [(&[&str], &str); 4] = [
         (&["--data-dir", data], "--embed"),
+        (&["--snapshot-every", "4"], "--embed"),
         (&["--embed", "--recover"], "--data-dir"),
         (
             &["--embed", "--data-dir", data, "--recover", "--join"],

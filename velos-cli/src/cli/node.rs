@@ -88,6 +88,11 @@ pub struct NodeArgs {
     /// log any of them recovered.
     #[arg(long, requires = "data_dir", conflicts_with = "join")]
     recover: bool,
+    /// Every this many log slots the service's snapshot goes to the log (with `--embed`;
+    /// default 4096, 0: never): a replica behind copies it, and with `--data-dir` a
+    /// process joining in this node's place resumes at the newest one on its disk.
+    #[arg(long, requires = "embed", value_parser = number::<u64>(0, 1 << 32, " slots"))]
+    snapshot_every: Option<u64>,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -147,6 +152,7 @@ pub fn run_cli(a: NodeArgs) -> ExitCode {
             Start::WithCluster
         },
         data_dir: a.data_dir,
+        snapshot_every: a.snapshot_every,
     };
     if let Err(e) = spec.check() {
         eprintln!("velos node: {e}");

@@ -63,6 +63,9 @@ pub fn config(spec: &NodeSpec) -> Config {
         v.rendezvous_timeout = spec.rendezvous_timeout;
         v.start = spec.start;
     }
+    if let Some(every) = spec.snapshot_every {
+        config.snapshot_every_slots = every;
+    }
     match &spec.data_dir {
         Some(dir) => config.durable(dir),
         None => config,
@@ -99,6 +102,9 @@ pub fn run(spec: &NodeSpec, mut on_event: impl FnMut(Event)) -> Result<NodeRepor
             disk: disk.next_slot,
             snapshot: disk.snapshot,
         });
+    }
+    if let Some(point) = node.resumed_at() {
+        on_event(Event::Resumed { resumed: point });
     }
     let mut durable = Durable::default();
     let mut next_status = Duration::from_secs(1);

@@ -57,6 +57,12 @@ pub enum Event {
         #[serde(skip_serializing_if = "Option::is_none")]
         snapshot: Option<u64>,
     },
+    /// This joining process resumed at the snapshot its disk kept at `resumed`
+    /// (`--join --data-dir`): it reads only the log after it.
+    Resumed {
+        /// The snapshot's point.
+        resumed: u64,
+    },
     /// Once a second (`--embed`): what the node's handle reports.
     Status {
         /// The handle's view.

@@ -43,6 +43,9 @@ pub struct NodeSpec {
     /// Where the replica keeps its durable log (`--data-dir`, through the embedding
     /// handle only): `DIR/replica-ID`.
     pub data_dir: Option<std::path::PathBuf>,
+    /// Every this many slots the service's snapshot goes to the log (`--snapshot-every`,
+    /// through the embedding handle only; `None`: the handle's default).
+    pub snapshot_every: Option<u64>,
 }
 
 /// Why a node could not run.
@@ -111,10 +114,10 @@ pub struct NodeReport {
 /// order, and the client's reports.
 pub fn run(spec: &NodeSpec, on_event: impl FnMut(Event)) -> Result<NodeReport, NodeError> {
     spec.check()?;
-    if spec.data_dir.is_some() || spec.start == Start::Recover {
+    if spec.data_dir.is_some() || spec.start == Start::Recover || spec.snapshot_every.is_some() {
         return Err(NodeError::Spec(
-            "a durable log (--data-dir, --recover) runs through the embedding handle: add \
-             --embed"
+            "a durable log (--data-dir, --recover) and snapshots (--snapshot-every) run \
+             through the embedding handle: add --embed"
                 .into(),
         ));
     }
@@ -237,6 +240,7 @@ mod tests {
             rendezvous_timeout: Duration::from_millis(1),
             start: Start::WithCluster,
             data_dir: None,
+            snapshot_every: None,
         }
     }
 
