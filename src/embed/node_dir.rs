@@ -11,7 +11,7 @@
 use super::config::{Backend, Config, Start};
 use super::driver::Driver;
 use super::error::StartError;
-use super::node_recovery::{Recovering, starts};
+use super::node_recovery::Recovering;
 use super::peer_points::PeerPoints;
 use super::persist::{DiskWatch, Persist};
 use super::recovery::{ReplicaDisk, Resume, read_dir, rebuild};
@@ -124,7 +124,7 @@ pub(crate) fn open<S: StateMachine>(
             Begin::Join(resume)
         }
         Start::Recover => {
-            if starts(&found) {
+            if found.has_start() {
                 rebuild(driver, &found, config.log.replicas)?;
             } else {
                 tracing::warn!(replica = me, "the disk holds no valid start: it copies");

@@ -53,12 +53,6 @@ pub(crate) struct Agreement {
     pub(crate) members: Option<Members>,
 }
 
-/// Whether `log` holds the state from the log's start: a snapshot, or entries from slot 0
-/// (or none).
-pub(crate) fn starts(log: &Recovered) -> bool {
-    log.snapshot.is_some() || log.entries.first().is_none_or(|e| e.slot == 0)
-}
-
 /// An entry's fingerprint: its kind and bytes, hashed.
 fn fingerprint(e: &Entry) -> u64 {
     let mut h = Sha256::new();
@@ -133,7 +127,7 @@ impl Recovering {
         replicas: u16,
         persist: Persist,
     ) -> Result<Recovering, StartError> {
-        let startless = !starts(own);
+        let startless = !own.has_start();
         let entries = if startless {
             Vec::new()
         } else {

@@ -48,6 +48,10 @@ fn thousand_seeds(flags: &[&str]) {
             "premise: replaced processes resumed from their disks, their state checked: {p}"
         );
         assert!(
+            count("own_restarts") >= 400 && count("own_states_checked") > 0,
+            "premise: restarts from each replica's own disk, their services checked: {p}"
+        );
+        assert!(
             count("seeds_durable_after_restart") >= 900,
             "premise: the restarted clusters made entries durable: {p}"
         );

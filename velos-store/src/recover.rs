@@ -87,6 +87,13 @@ pub struct Recovered {
 }
 
 impl Recovered {
+    /// Whether it holds the state from the log's start: a snapshot, or entries from slot 0
+    /// (or none at all). A log whose snapshot was damaged after the segments below it
+    /// were deleted holds entries without one: alone, it cannot rebuild the state.
+    pub fn has_start(&self) -> bool {
+        self.snapshot.is_some() || self.entries.first().is_none_or(|e| e.slot == 0)
+    }
+
     /// An empty log in this one's place: a writer resumed from it deletes every file this
     /// one read or passed over before it writes (a log that holds entries past a hole
     /// no other directory fills is given up, [`crate::merge`]).

@@ -117,6 +117,8 @@ struct PowerSummary {
     decided_after_restart: u64,
     resumed: u64,
     resumes_checked: u64,
+    own_restarts: u64,
+    own_states_checked: u64,
 }
 
 impl PowerSummary {
@@ -138,6 +140,8 @@ impl PowerSummary {
             decided_after_restart: sum(&|p| p.decided_after),
             resumed: sum(&|p| p.resumed as u64),
             resumes_checked: sum(&|p| p.resumes_checked as u64),
+            own_restarts: sum(&|p| p.own_restarts as u64),
+            own_states_checked: sum(&|p| p.own_states_checked as u64),
         })
     }
 }
@@ -393,7 +397,8 @@ pub fn run_cli(a: VoprArgs) -> ExitCode {
                  {} records cut or files passed over by the recoveries; {} \
                  disks full; {} snapshots checked against the decided log; {} entries decided \
                  after the restarts from disk ({} seeds made some durable); {} replaced \
-                 processes resumed from their disks ({} checked against the decided log)",
+                 processes resumed from their disks ({} checked against the decided log); {} \
+                 restarts from each replica's own disk ({} services checked at the end)",
                 p.durable_entries,
                 p.seeds_with_durable,
                 p.cuts,
@@ -402,7 +407,9 @@ pub fn run_cli(a: VoprArgs) -> ExitCode {
                 p.decided_after_restart,
                 p.seeds_durable_after_restart,
                 p.resumed,
-                p.resumes_checked
+                p.resumes_checked,
+                p.own_restarts,
+                p.own_states_checked
             );
         }
     }

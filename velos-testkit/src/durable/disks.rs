@@ -180,6 +180,19 @@ impl Disks {
         self.base = base;
     }
 
+    /// After a whole-cluster power loss restarted as a deployment of `Node`s does
+    /// (`Replica::restart_recovered`): every disk's writer goes on from what its own
+    /// recovery `found` holds, the log's numbering going on (no base).
+    pub fn resume_own(&mut self, found: &[Recovered]) {
+        for (r, f) in found.iter().enumerate() {
+            self.writers[r] = writer(f, self.mutation);
+            self.pending[r].clear();
+            self.out[r] = false;
+            self.ready_at[r] = 0; // the restarted cluster's clock starts again
+        }
+        self.base = 0;
+    }
+
     /// Every replica loses power (and `flip`'s disk a bit); what each disk recovers.
     pub fn power_loss(&mut self, rng: &mut Rng, flip: Option<u16>) -> Vec<Recovered> {
         for d in &mut self.disks {

@@ -13,7 +13,10 @@
 //! before exists: rule (no amnesia) cannot be broken) whose slot 0 stands for the
 //! recovered log's next slot, every disk brought up to the longest log, every service
 //! rebuilt from it, and a scripted client deciding on; a second power loss at its end is
-//! checked the same way against the whole decided log, both runs' entries.
+//! checked the same way against the whole decided log, both runs' entries. Odd seeds
+//! restart as a deployment of `Node`s does instead ([`restart_own`]): each replica from
+//! its own disk, the log's numbering going on at the longest own log, the replicas whose
+//! disks hold less copying first (rule (recovered behind)).
 
 use super::kv::KvMachine;
 use super::scenario::Scenario;
@@ -53,6 +56,10 @@ pub struct PowerReport {
     pub resumed: usize,
     /// Of those, the ones whose state was checked against the decided log.
     pub resumes_checked: usize,
+    /// Restarts from each replica's own disk (`Replica::restart_recovered`, odd seeds).
+    pub own_restarts: usize,
+    /// Services of those restarts checked at the end against the decided log.
+    pub own_states_checked: usize,
 }
 
 impl PowerReport {
@@ -139,6 +146,21 @@ pub(crate) fn restart(
         .flip
         .map(|_| merged.as_ref().map_or(0, |m| m.next_slot));
     let mut violations = check(&found, &decided_a, (durable, together), &mut report);
+    report.durable[0] = durable;
+    // Odd seeds restart as a deployment of `Node`s does: each replica from its own disk.
+    if scenario.seed % 2 == 1
+        && let Some(end) = own_end(&found)
+    {
+        let run = (decided_a, disks);
+        let violations = restart_own(
+            scenario,
+            (&found, end),
+            run,
+            (&mut rng, violations),
+            &mut report,
+        );
+        return (violations, report);
+    }
     // The restart: the longest log, every disk brought up to it, every service rebuilt.
     let source = match merged {
         Ok(source) => source,
@@ -148,34 +170,13 @@ pub(crate) fn restart(
         }
     };
     let base = source.next_slot;
-    report.durable[0] = durable;
     report.recovered[0] = base;
-    let mut kv = match &source.snapshot {
-        Some((_, bytes)) => state_of(bytes, scenario.log.replicas)
-            .and_then(KvMachine::restore)
-            .unwrap_or_default(),
-        None => KvMachine::default(),
-    };
-    source.entries.iter().for_each(|e| kv.apply(e.bytes()));
+    let kv = rebuilt(&source, scenario.log.replicas);
     disks.resume(&found, &source);
-    let client = ClientScript {
-        count: 1 << 40,
-        size: 16.min(scenario.log.max_value_bytes as usize),
-    };
-    let spec = ClusterSpec::new(scenario.log.clone(), scenario.seed, RESTARTED_NS, client);
-    let mut after = Simulator::new(machine(&spec), sim_config(&spec));
+    let mut after = restarted(scenario);
     let mut services = Services::new(replicas, scenario.snapshot_every);
     services.kv = vec![kv; replicas];
-    let mut now = 0;
-    while now < RESTARTED_NS {
-        now += 1_000;
-        after.run(now, u64::MAX);
-        services.visit(&mut after, Some(&mut disks));
-        let up: Vec<bool> = (0..replicas)
-            .map(|r| after.machine().is_up(NodeId(r as u16)))
-            .collect();
-        disks.visit(now, &up);
-    }
+    run_restarted(&mut after, &mut services, &mut disks);
     violations.append(&mut services.violations);
     // The whole decided log: the first run's below the base, the restarted one's after.
     let decided_b = decided(&after, &[]);
@@ -186,12 +187,138 @@ pub(crate) fn restart(
     let mut whole: BTreeMap<u64, Vec<u8>> =
         decided_a.into_iter().filter(|&(s, _)| s < base).collect();
     whole.extend(decided_b.into_iter().map(|(s, v)| (base + s, v)));
-    let durable = disks.durable_index(majority);
+    second_loss(&mut disks, &whole, (&mut rng, &mut violations), &mut report);
+    (violations, report)
+}
+
+/// The second power loss, at the restarted run's end: checked against `whole`, both
+/// runs' decided log.
+fn second_loss(
+    disks: &mut Disks,
+    whole: &BTreeMap<u64, Vec<u8>>,
+    (rng, violations): (&mut Rng, &mut Vec<String>),
+    report: &mut PowerReport,
+) {
+    let durable = disks.durable_index(disks.points().len() / 2 + 1);
     report.durable[1] = durable;
     report.stopped = report.stopped.max(disks.stopped());
-    let found = disks.power_loss(&mut rng, None);
+    let found = disks.power_loss(rng, None);
     report.recovered[1] = found.iter().map(|f| f.next_slot).max().unwrap_or(0);
     // No bit flips at this loss: every majority of the disks must reach the index.
-    violations.extend(check(&found, &whole, (durable, None), &mut report));
-    (violations, report)
+    violations.extend(check(&found, whole, (durable, None), report));
+}
+
+/// The key-value service `log` (a disk's recovery, or several merged) rebuilds.
+fn rebuilt(log: &Recovered, replicas: u16) -> KvMachine {
+    let mut kv = match &log.snapshot {
+        Some((_, bytes)) => state_of(bytes, replicas)
+            .and_then(KvMachine::restore)
+            .unwrap_or_default(),
+        None => KvMachine::default(),
+    };
+    log.entries.iter().for_each(|e| kv.apply(e.bytes()));
+    kv
+}
+
+/// The restarted cluster: fresh engines on blank memory, a scripted client.
+fn restarted(scenario: &Scenario) -> Simulator<Scripted> {
+    let client = ClientScript {
+        count: 1 << 40,
+        size: 16.min(scenario.log.max_value_bytes as usize),
+    };
+    let spec = ClusterSpec::new(scenario.log.clone(), scenario.seed, RESTARTED_NS, client);
+    Simulator::new(machine(&spec), sim_config(&spec))
+}
+
+/// Runs the restarted cluster for [`RESTARTED_NS`], its services and disks following.
+fn run_restarted(after: &mut Simulator<Scripted>, services: &mut Services, disks: &mut Disks) {
+    let replicas = services.kv.len();
+    let mut now = 0;
+    while now < RESTARTED_NS {
+        now += 1_000;
+        after.run(now, u64::MAX);
+        services.visit(after, Some(disks));
+        let up: Vec<bool> = (0..replicas)
+            .map(|r| after.machine().is_up(NodeId(r as u16)))
+            .collect();
+        disks.visit(now, &up);
+    }
+}
+
+/// Where a restart from each replica's own disk goes on: the longest own log that holds
+/// its start; `None` if none holds anything (the merged restart then).
+fn own_end(found: &[Recovered]) -> Option<u64> {
+    let ends = found.iter().filter(|f| f.has_start()).map(|f| f.next_slot);
+    ends.max().filter(|&end| end > 0)
+}
+
+/// The restart of a deployment of `Node`s (`Start::Recover`): the log's numbering goes
+/// on at `end`, the longest own log; a replica whose disk holds it whole resumes there
+/// with its service rebuilt from its own disk, the others start behind and copy
+/// (`Replica::restart_recovered`, rule (recovered behind)); every disk goes on from its
+/// own recovery. Checked besides the second power loss: `end` reaches the durable index,
+/// and at the end every service holds the state the decided log makes below its next
+/// slot (a replica that applied on a state it lacked fails it).
+fn restart_own(
+    scenario: &Scenario,
+    (found, end): (&[Recovered], u64),
+    (decided_a, mut disks): (BTreeMap<u64, Vec<u8>>, Disks),
+    (rng, mut violations): (&mut Rng, Vec<String>),
+    report: &mut PowerReport,
+) -> Vec<String> {
+    let replicas = usize::from(scenario.log.replicas);
+    report.recovered[0] = end;
+    report.own_restarts += 1;
+    if end < report.durable[0] {
+        violations.push(format!(
+            "durability: the processes' own disks go on at {end}, below the durable index {}",
+            report.durable[0]
+        ));
+    }
+    let mut after = restarted(scenario);
+    let mut services = Services::new(replicas, scenario.snapshot_every);
+    for (r, f) in found.iter().enumerate() {
+        let whole = f.has_start() && f.next_slot == end;
+        let state = whole.then(|| rebuilt(f, scenario.log.replicas).snapshot());
+        if let Some(state) = &state {
+            services.resume(r, end, state);
+        }
+        let replica = &mut after.machine_mut().threads[r].process;
+        if let Err(e) = replica.restart_recovered(end, state.as_deref()) {
+            violations.push(format!("recovery: replica {r} refused its restart: {e}"));
+        }
+    }
+    disks.resume_own(found);
+    run_restarted(&mut after, &mut services, &mut disks);
+    violations.append(&mut services.violations);
+    let decided_b = decided(&after, &[]);
+    report.decided_after = decided_b.len() as u64;
+    if decided_b.is_empty() {
+        violations.push("liveness: the cluster restarted from its disks decided nothing".into());
+    }
+    // The numbering goes on: nothing below `end` is decided in the new memory.
+    if let Some(&slot) = decided_b.keys().next().filter(|&&s| s < end) {
+        violations.push(format!(
+            "recovery: slot {slot}, below the log's end {end}, decided again"
+        ));
+    }
+    let mut whole: BTreeMap<u64, Vec<u8>> =
+        decided_a.into_iter().filter(|&(s, _)| s < end).collect();
+    whole.extend(decided_b);
+    for (r, kv) in services.kv.iter().enumerate() {
+        let next = services.next[r];
+        if next <= end {
+            continue; // applied nothing new (a short replica still copying)
+        }
+        match state_at(&whole, next) {
+            Some(state) if state == kv.snapshot() => report.own_states_checked += 1,
+            Some(_) => violations.push(format!(
+                "recovered behind: replica {r}'s service at slot {next} is not the state the \
+                 decided log makes"
+            )),
+            None => {}
+        }
+    }
+    second_loss(&mut disks, &whole, (rng, &mut violations), report);
+    violations
 }
