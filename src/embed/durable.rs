@@ -29,6 +29,14 @@ pub(super) fn durable_index(shown: &[Arc<Shown>], members: Members) -> u64 {
     velos_store::quorum::durable_index(&points, members.majority())
 }
 
+/// How far each of `shown`'s replicas' disks holds the log.
+pub(super) fn durable_points(shown: &[Arc<Shown>]) -> Vec<u64> {
+    shown
+        .iter()
+        .map(|s| s.durable.load(Ordering::SeqCst))
+        .collect()
+}
+
 /// The replicas of `members` whose disks stopped, with the first one's reason.
 pub(super) fn disks_stopped(shown: &[Arc<Shown>], members: Members) -> (Vec<u16>, Option<String>) {
     let mut stopped = Vec::new();
@@ -112,8 +120,7 @@ impl<S: StateMachine> Cluster<S> {
         if self.disk.is_none() {
             return Vec::new();
         }
-        let points = self.shown.iter().map(|s| s.durable.load(Ordering::SeqCst));
-        points.collect()
+        durable_points(&self.shown)
     }
 
     /// Waits until the entry of `slot` is durable (a majority of the members hold it on

@@ -3,7 +3,7 @@
 //! durable once a majority of the members hold it on disk, as this node reads its peers'
 //! durable words (`peer_points.rs`).
 
-use super::durable::{durable_index, wait_durable};
+use super::durable::{durable_index, durable_points, wait_durable};
 use super::error::Error;
 use super::node::Node;
 use super::receipt::{Answer, Outcome, answer};
@@ -53,8 +53,7 @@ impl<S: StateMachine> Node<S> {
         if self.disk.is_none() {
             return Vec::new();
         }
-        let points = self.peers.iter().map(|s| s.durable.load(Ordering::SeqCst));
-        points.collect()
+        durable_points(&self.peers)
     }
 
     /// Waits until the entry of `slot` is durable (a majority of the members hold it on

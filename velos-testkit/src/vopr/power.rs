@@ -176,14 +176,13 @@ pub(crate) fn restart(
     let mut after = restarted(scenario);
     let mut services = Services::new(replicas, scenario.snapshot_every);
     services.kv = vec![kv; replicas];
-    run_restarted(&mut after, &mut services, &mut disks);
-    violations.append(&mut services.violations);
+    let decided_b = run_restarted(
+        &mut after,
+        (&mut services, &mut disks),
+        &mut violations,
+        &mut report,
+    );
     // The whole decided log: the first run's below the base, the restarted one's after.
-    let decided_b = decided(&after, &[]);
-    report.decided_after = decided_b.len() as u64;
-    if decided_b.is_empty() {
-        violations.push("liveness: the cluster restarted from disk decided nothing".into());
-    }
     let mut whole: BTreeMap<u64, Vec<u8>> =
         decided_a.into_iter().filter(|&(s, _)| s < base).collect();
     whole.extend(decided_b.into_iter().map(|(s, v)| (base + s, v)));
@@ -230,8 +229,14 @@ fn restarted(scenario: &Scenario) -> Simulator<Scripted> {
     Simulator::new(machine(&spec), sim_config(&spec))
 }
 
-/// Runs the restarted cluster for [`RESTARTED_NS`], its services and disks following.
-fn run_restarted(after: &mut Simulator<Scripted>, services: &mut Services, disks: &mut Disks) {
+/// Runs the restarted cluster for [`RESTARTED_NS`], its services and disks following;
+/// what it decided, by the engine's slot (something, or a liveness violation).
+fn run_restarted(
+    after: &mut Simulator<Scripted>,
+    (services, disks): (&mut Services, &mut Disks),
+    violations: &mut Vec<String>,
+    report: &mut PowerReport,
+) -> BTreeMap<u64, Vec<u8>> {
     let replicas = services.kv.len();
     let mut now = 0;
     while now < RESTARTED_NS {
@@ -243,6 +248,13 @@ fn run_restarted(after: &mut Simulator<Scripted>, services: &mut Services, disks
             .collect();
         disks.visit(now, &up);
     }
+    violations.append(&mut services.violations);
+    let decided = decided(after, &[]);
+    report.decided_after = decided.len() as u64;
+    if decided.is_empty() {
+        violations.push("liveness: the cluster restarted from disk decided nothing".into());
+    }
+    decided
 }
 
 /// Where a restart from each replica's own disk goes on: the longest own log that holds
@@ -289,13 +301,12 @@ fn restart_own(
         }
     }
     disks.resume_own(found);
-    run_restarted(&mut after, &mut services, &mut disks);
-    violations.append(&mut services.violations);
-    let decided_b = decided(&after, &[]);
-    report.decided_after = decided_b.len() as u64;
-    if decided_b.is_empty() {
-        violations.push("liveness: the cluster restarted from its disks decided nothing".into());
-    }
+    let decided_b = run_restarted(
+        &mut after,
+        (&mut services, &mut disks),
+        &mut violations,
+        report,
+    );
     // The numbering goes on: nothing below `end` is decided in the new memory.
     if let Some(&slot) = decided_b.keys().next().filter(|&&s| s < end) {
         violations.push(format!(
