@@ -107,7 +107,12 @@ pub(crate) fn open<S: StateMachine>(
     };
     let watch = Arc::new(DiskWatch::new(config.group_commit));
     let mine = Arc::clone(&shown[usize::from(me)]);
-    let persist = Persist::start(me, dir, (&found, None), mine, Arc::clone(&watch))
+    // At a recovery, a log without its start (its snapshot damaged) cannot rebuild the
+    // state, and its entries may run past where the cluster goes on, slots decided anew:
+    // it is given up (the replica copies the state).
+    let discarded = (start == Start::Recover && !found.has_start()).then(|| found.discarded());
+    let kept = discarded.as_ref().unwrap_or(&found);
+    let persist = Persist::start(me, dir, (kept, None), mine, Arc::clone(&watch))
         .map_err(|e| StartError::Backend(format!("spawning the disk thread: {e}")))?;
     let begin = match start {
         Start::WithCluster => {

@@ -182,10 +182,16 @@ impl Disks {
 
     /// After a whole-cluster power loss restarted as a deployment of `Node`s does
     /// (`Replica::restart_recovered`): every disk's writer goes on from what its own
-    /// recovery `found` holds, the log's numbering going on (no base).
+    /// recovery `found` holds, the log's numbering going on (no base) — but a log without
+    /// its start is given up: it cannot rebuild the state, and its entries may run past
+    /// where the cluster goes on, slots decided anew (its replica copies the state).
     pub fn resume_own(&mut self, found: &[Recovered]) {
         for (r, f) in found.iter().enumerate() {
-            self.writers[r] = writer(f, self.mutation);
+            self.writers[r] = if f.has_start() {
+                writer(f, self.mutation)
+            } else {
+                writer(&f.discarded(), self.mutation)
+            };
             self.pending[r].clear();
             self.out[r] = false;
             self.ready_at[r] = 0; // the restarted cluster's clock starts again
