@@ -243,6 +243,17 @@ impl Config {
         config
     }
 
+    /// [`Config::verbs`] for a process restarting with the others after a power loss of
+    /// every replica ([`Start::Recover`]): with [`Config::durable`] on the directory the
+    /// replica kept, every process of the cluster file restarting so.
+    pub fn verbs_recovering(cluster: ClusterFile, id: u16) -> Config {
+        let mut config = Config::verbs(cluster, id);
+        if let Backend::Verbs(verbs) = &mut config.backend {
+            verbs.start = Start::Recover;
+        }
+        config
+    }
+
     /// The packing the leaders use, in the backend's nanoseconds.
     pub(crate) fn packing(&self) -> Packing {
         let max_value = self.log.max_value_bytes as usize;

@@ -196,6 +196,22 @@ fn a_node_or_cluster_on_the_wrong_backend_is_refused_with_its_reason() {
         &v.backend,
         super::Backend::Verbs(VerbsConfig { id: 1, .. })
     ));
+    let r = Config::verbs_recovering(file.clone(), 2);
+    assert!(matches!(
+        &r.backend,
+        super::Backend::Verbs(VerbsConfig {
+            id: 2,
+            start: Start::Recover,
+            ..
+        })
+    ));
+    // A recovery without a directory to recover from is refused with its reason.
+    let launch = Box::new(|_, _, _| unreachable!("refused before it launches"));
+    let e = Node::launch(config(), (0, Start::Recover), Sum::default(), launch).err();
+    assert!(
+        matches!(&e, Some(StartError::InvalidConfig(m)) if m.contains("Config::durable")),
+        "{e:?}"
+    );
     #[cfg(not(feature = "verbs"))]
     {
         let e = Node::start(Config::verbs(file, 0), Sum::default()).err();
