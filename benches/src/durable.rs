@@ -12,6 +12,7 @@
 
 use crate::embed::latency_histogram;
 use crate::embed::submit::Count;
+use crate::stats::median;
 use hdrhistogram::Histogram;
 use serde::Serialize;
 use std::collections::VecDeque;
@@ -135,22 +136,11 @@ pub struct DurableReport {
     pub recoveries: Vec<RecoveryRun>,
 }
 
-/// The median of `values` (0 for none).
-pub fn median(mut values: Vec<f64>) -> f64 {
-    values.sort_by(f64::total_cmp);
-    values.get(values.len() / 2).copied().unwrap_or(0.0)
-}
-
 impl DurableReport {
     /// The median over repeats of `f` of the runs with durability `durable`.
     pub fn median_of(&self, durable: bool, f: impl Fn(&ClusterRun) -> Option<f64>) -> f64 {
-        median(
-            self.runs
-                .iter()
-                .filter(|r| r.durable == durable)
-                .filter_map(f)
-                .collect(),
-        )
+        let values = self.runs.iter().filter(|r| r.durable == durable);
+        median(values.filter_map(f).collect()).unwrap_or(0.0)
     }
 }
 

@@ -1,6 +1,7 @@
 //! Speed of the emulator: explorer states per second over a litmus suite, and emulated
 //! operations per second of the simulation driver.
 
+use crate::stats::median;
 use serde::Serialize;
 use std::path::Path;
 use std::time::Instant;
@@ -34,11 +35,6 @@ pub struct EmulatorReport {
     pub sim_steps_per_s: f64,
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(|a, b| a.total_cmp(b));
-    v[v.len() / 2]
-}
-
 /// Explores every file under `suite` `repeats` times; simulates `ops_per_thread`
 /// operations on each of 4 threads `repeats` times.
 pub fn measure(
@@ -58,7 +54,7 @@ pub fn measure(
         }
         times.push(start.elapsed().as_secs_f64());
     }
-    let suite_seconds_median = median(times);
+    let suite_seconds_median = median(times).expect("at least one repeat");
     let mut sim_times = Vec::new();
     let (mut sim_ops, mut sim_steps) = (0, 0);
     for _ in 0..repeats.max(1) {
@@ -74,7 +70,7 @@ pub fn measure(
         sim_ops = sim.cpu_steps();
         sim_steps = sim.steps();
     }
-    let sim_seconds_median = median(sim_times);
+    let sim_seconds_median = median(sim_times).expect("at least one repeat");
     Ok(EmulatorReport {
         suite_files: files.len(),
         suite_states,

@@ -8,6 +8,7 @@
 //! 200 µs before the replacement started, and its longest gap between two decisions from
 //! then to the end of the run.
 
+use crate::stats::median;
 use serde::Serialize;
 use velos_core::log::LogConfig;
 use velos_sim::latency::LatencyModel;
@@ -101,11 +102,6 @@ pub struct JoinReport {
 
 /// The window before the crash that the rate is measured over (ns).
 const BEFORE_NS: u64 = 200_000;
-
-fn median<T: Copy + PartialOrd>(mut v: Vec<T>) -> Option<T> {
-    v.sort_by(|a, b| a.partial_cmp(b).expect("comparable"));
-    v.get(v.len() / 2).copied()
-}
 
 /// Entries `r` applied in `[from, to)` per µs.
 fn rate(r: &ReplicaReport, from: u64, to: u64) -> f64 {

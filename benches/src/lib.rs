@@ -29,5 +29,6 @@ pub mod join;
 pub mod latency;
 pub mod locks;
 mod op_kind;
+pub mod stats;
 pub mod sweep;
 mod trace;

@@ -5,7 +5,8 @@ use super::flags::{duration, number};
 use clap::Args;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use velos_bench::durable::{ClusterRun, DurableConfig, DurableReport, LoadRun, measure, median};
+use velos_bench::durable::{ClusterRun, DurableConfig, DurableReport, LoadRun, measure};
+use velos_bench::stats::median;
 
 /// Arguments of `velos bench durable` (defaults: the full run, [`DurableConfig::full`]).
 #[derive(Args)]
@@ -97,8 +98,9 @@ fn text(r: &DurableReport) -> String {
         us(bound),
         us(bound3)
     );
-    let read = median(r.recoveries.iter().map(|x| x.read_bytes_per_s).collect());
-    let recover = median(r.recoveries.iter().map(|x| x.recover_bytes_per_s).collect());
+    let read = median(r.recoveries.iter().map(|x| x.read_bytes_per_s).collect()).unwrap_or(0.0);
+    let recover =
+        median(r.recoveries.iter().map(|x| x.recover_bytes_per_s).collect()).unwrap_or(0.0);
     let first = r.recoveries.first();
     out += &format!(
         "recovery of {} MiB ({} entries and a 64 MiB snapshot), warm page cache: {:.0} MiB/s \
