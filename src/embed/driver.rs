@@ -271,8 +271,8 @@ impl<S: StateMachine> Driver<S> {
     }
 
     /// A process restarted from the recovered log whose service holds it whole
-    /// ([`Replica::restart_recovered`]): every slot below the engine's `point` applied.
-    #[cfg_attr(not(feature = "verbs"), allow(dead_code))] // a `Node`'s recovery
+    /// ([`Replica::restart_recovered`]), or resumed from its disk: every slot below the
+    /// engine's `point` applied.
     pub(crate) fn recovered_at(&mut self, point: u64) {
         assert_eq!(self.slots_applied, 0, "a fresh process restarts");
         self.slots_applied = point;
@@ -286,9 +286,7 @@ impl<S: StateMachine> Driver<S> {
     pub(crate) fn resume_from_disk(&mut self, point: u64, snapshot: &[u8]) -> Result<(), String> {
         assert_eq!(self.slots_applied, 0, "a fresh process resumes");
         self.restore_from_disk(snapshot)?;
-        self.slots_applied = point;
-        self.last_snapshot = point;
-        self.shown.slots_applied.store(point, Ordering::SeqCst);
+        self.recovered_at(point);
         self.shown
             .resumed
             .store(self.base + point, Ordering::SeqCst);

@@ -145,16 +145,9 @@ impl<S: StateMachine> Cluster<S> {
 
     /// [`Cluster::wait_durable`] as a future (a helper thread waits: no runtime needed).
     pub fn wait_durable_async(&self, slot: u64, timeout: Duration) -> Answer<()> {
-        let (tx, answer) = answer(0);
-        let Some(disk) = self.disk.as_ref() else {
-            tx.send(Err(Error::DurabilityOff));
-            return answer;
-        };
-        let (shown, watch) = (Arc::clone(&self.shown), Arc::clone(&disk.watch));
-        let members = self.disk_members();
-        self.nudge_for(slot);
-        thread::spawn(move || tx.send(wait_durable(&shown, &watch, members, slot, timeout)));
-        answer
+        self.nudge_for(slot); // nothing without durability
+        let on = self.disk.as_ref().map(|d| (&self.shown, &d.watch));
+        wait_durable_async(0, on, self.disk_members(), (slot, timeout))
     }
 
     /// [`Cluster::submit`], then [`Cluster::wait_durable`] for its slot, within
@@ -167,6 +160,27 @@ impl<S: StateMachine> Cluster<S> {
         self.wait_durable(info.position.slot, left)?;
         Ok(info)
     }
+}
+
+/// Every replica's view, shared with a helper thread.
+type Views = Arc<[Arc<Shown>]>;
+
+/// [`wait_durable`] on a helper thread, as an answer of replica `id`'s: at once
+/// [`Error::DurabilityOff`] without the replicas' views and their disk watch (`on`).
+pub(super) fn wait_durable_async(
+    id: u16,
+    on: Option<(&Views, &Arc<DiskWatch>)>,
+    members: Members,
+    (slot, timeout): (u64, Duration),
+) -> Answer<()> {
+    let (tx, answer) = answer(id);
+    let Some((shown, watch)) = on else {
+        tx.send(Err(Error::DurabilityOff));
+        return answer;
+    };
+    let (shown, watch) = (Arc::clone(shown), Arc::clone(watch));
+    thread::spawn(move || tx.send(wait_durable(&shown, &watch, members, slot, timeout)));
+    answer
 }
 
 pub(super) fn wait_durable(

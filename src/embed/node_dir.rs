@@ -11,15 +11,16 @@
 use super::config::{Backend, Config, Start};
 use super::driver::Driver;
 use super::error::StartError;
-use super::node_recovery::Recovering;
+use super::node_recovery::{Agreement, Recovering};
 use super::peer_points::PeerPoints;
 use super::persist::{DiskWatch, Persist};
-use super::recovery::{ReplicaDisk, Resume, read_dir, rebuild};
+use super::recovery::{ReplicaDisk, Resume, read_dir, rebuild, resume};
 use super::shown::Shown;
 use super::state_machine::StateMachine;
 use std::fs;
 use std::path::Path;
 use std::sync::Arc;
+use velos_core::log::Replica;
 
 /// A durable node's disk: who waits for durable points, and what its directory held.
 pub(crate) struct NodeDisk {
@@ -68,6 +69,31 @@ pub(crate) enum Begin {
     Join(Option<Resume>),
     /// After a power loss of every replica: once the processes agreed.
     Recover(Box<Recovering>),
+}
+
+impl Begin {
+    /// The replica begins on its disk, once connected (`replica` fresh or joining, a
+    /// recovery's `agreed` computed): a joiner resumes at its disk's snapshot
+    /// (`recovery::resume`), a recovering replica restarts as the agreement says
+    /// ([`Recovering::start`]).
+    #[cfg_attr(not(feature = "verbs"), allow(dead_code))]
+    pub(crate) fn start<S: StateMachine>(
+        self,
+        agreed: Option<Agreement>,
+        driver: &mut Driver<S>,
+        replica: &mut Replica,
+    ) -> Result<(), String> {
+        match (self, agreed) {
+            (Begin::Fresh | Begin::Join(None), _) => Ok(()),
+            (Begin::Join(Some((point, bytes))), _) => {
+                // A joining process with a snapshot on its disk reads only the log after it.
+                resume(replica, driver, point, &bytes);
+                Ok(())
+            }
+            (Begin::Recover(r), Some(agreement)) => r.start(&agreement, driver, replica),
+            (Begin::Recover(_), None) => unreachable!("a recovery agrees before it starts"),
+        }
+    }
 }
 
 /// Opens replica `me`'s directory for a node ([`Config::durable`]) that begins as

@@ -3,13 +3,12 @@
 //! durable once a majority of the members hold it on disk, as this node reads its peers'
 //! durable words (`peer_points.rs`).
 
-use super::durable::{durable_index, durable_points, wait_durable};
+use super::durable::{durable_index, durable_points, wait_durable, wait_durable_async};
 use super::error::Error;
 use super::node::Node;
-use super::receipt::{Answer, Outcome, answer};
+use super::receipt::{Answer, Outcome};
 use super::recovery::ReplicaDisk;
 use super::state_machine::StateMachine;
-use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 use velos_core::log::membership::Members;
@@ -75,16 +74,11 @@ impl<S: StateMachine> Node<S> {
 
     /// [`Node::wait_durable`] as a future (a helper thread waits: no runtime needed).
     pub fn wait_durable_async(&self, slot: u64, timeout: Duration) -> Answer<()> {
-        let (tx, answer) = answer(self.id());
-        let Some(disk) = self.disk.as_ref() else {
-            tx.send(Err(Error::DurabilityOff));
-            return answer;
-        };
-        let (peers, watch) = (Arc::clone(&self.peers), Arc::clone(&disk.watch));
-        let members = self.disk_members();
-        self.nudge();
-        std::thread::spawn(move || tx.send(wait_durable(&peers, &watch, members, slot, timeout)));
-        answer
+        let on = self.disk.as_ref().map(|d| (&self.peers, &d.watch));
+        if on.is_some() {
+            self.nudge();
+        }
+        wait_durable_async(self.id(), on, self.disk_members(), (slot, timeout))
     }
 
     /// [`Node::propose`], then [`Node::wait_durable`] for its slot, within

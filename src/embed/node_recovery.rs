@@ -16,7 +16,7 @@
 use super::driver::Driver;
 use super::error::StartError;
 use super::persist::Persist;
-use super::recovery::members_of;
+use super::recovery::{majority_there, members_of};
 use super::state_machine::StateMachine;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -76,17 +76,7 @@ pub(crate) fn agree(
         .ok_or("no summary")?;
     let members = longest.members.map(Members);
     let voters = members.unwrap_or(configured);
-    let there = voters
-        .iter()
-        .filter(|r| summaries.get(r).is_some_and(|s| s.found))
-        .count();
-    if there < voters.majority() {
-        return Err(format!(
-            "{there} of the members {voters}'s directories are there; a majority ({}) is \
-             needed to recover every durable entry",
-            voters.majority()
-        ));
-    }
+    majority_there(voters, |r| summaries.get(&r).is_some_and(|s| s.found))?;
     if longest.next_slot == 0
         && let Some((r, _)) = summaries.iter().find(|(_, s)| s.startless)
     {

@@ -81,24 +81,23 @@ pub(super) fn start_as(config: &Config, start: Start) -> Vec<Result<Node<Sum>, S
         .map(|id| {
             let (fabric, mut log) = (Arc::clone(&fabric), config.log.clone());
             let board = Arc::clone(&board);
-            let launch = Box::new(move |mut driver, inbox: Receiver<_>, begin| {
+            let launch = Box::new(move |mut driver, inbox: Receiver<_>, begin: Begin| {
                 Ok(std::thread::spawn(move || {
-                    let recovering = match begin {
-                        Begin::Fresh => None,
-                        Begin::Recover(r) => Some(r),
-                        Begin::Join(_) => unreachable!("no join here"),
+                    assert!(!matches!(begin, Begin::Join(_)), "no join here");
+                    // A recovery's summaries exchanged on the board, as the rendezvous would.
+                    let agreed = match &begin {
+                        Begin::Recover(r) => {
+                            board.lock().expect("board").insert(id, r.summary.clone());
+                            wait_until("every summary", || board.lock().expect("board").len() == 3);
+                            let summaries = board.lock().expect("board").clone();
+                            Some(r.agree_on(id, &summaries, &mut log).expect("agreed"))
+                        }
+                        _ => None,
                     };
-                    let agreed = recovering.as_ref().map(|r| {
-                        board.lock().expect("board").insert(id, r.summary.clone());
-                        wait_until("every summary", || board.lock().expect("board").len() == 3);
-                        let summaries = board.lock().expect("board").clone();
-                        r.agree_on(id, &summaries, &mut log).expect("agreed")
-                    });
                     let mut replica = Replica::new(Shared::new(log), id).expect("valid");
-                    if let (Some(r), Some(agreement)) = (recovering, agreed) {
-                        r.start(&agreement, &mut driver, &mut replica)
-                            .expect("restarted");
-                    }
+                    begin
+                        .start(agreed, &mut driver, &mut replica)
+                        .expect("restarted");
                     mem_backend::run(&fabric, replica, driver, &inbox)
                 }))
             });

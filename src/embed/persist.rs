@@ -13,7 +13,7 @@
 use super::shown::Shown;
 use crossbeam_channel::{Receiver, Sender, unbounded};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -31,8 +31,10 @@ pub(crate) const SEGMENT_BYTES: usize = 64 << 20;
 pub(crate) struct DiskWatch {
     moved: Mutex<u64>,
     cv: Condvar,
-    /// Durable waits under way.
-    waiters: Mutex<usize>,
+    /// Durable waits under way (read without a lock at a `Node`'s every turn); changed
+    /// under `hurry_lock`, so that a pausing disk thread misses no wake-up.
+    waiters: AtomicUsize,
+    hurry_lock: Mutex<()>,
     hurry: Condvar,
     /// The least time from one batch's start to the next's while nobody waits.
     group_commit: Duration,
@@ -44,9 +46,9 @@ pub(crate) struct Wanting<'a>(&'a DiskWatch);
 
 impl Drop for Wanting<'_> {
     fn drop(&mut self) {
-        let mut waiters = self.0.waiters.lock().unwrap_or_else(|e| e.into_inner());
-        assert!(*waiters > 0, "a wait ends once");
-        *waiters -= 1;
+        let _lock = self.0.hurry_lock.lock().unwrap_or_else(|e| e.into_inner());
+        let before = self.0.waiters.fetch_sub(1, Ordering::SeqCst);
+        assert!(before > 0, "a wait ends once");
     }
 }
 
@@ -63,30 +65,30 @@ impl DiskWatch {
     /// Rule (hurried disk): a durable wait begins; every disk thread pausing between
     /// batches starts its next at once, and none pauses until the wait ends.
     pub(crate) fn want(&self) -> Wanting<'_> {
-        let mut waiters = self.waiters.lock().unwrap_or_else(|e| e.into_inner());
-        *waiters += 1;
+        let _lock = self.hurry_lock.lock().unwrap_or_else(|e| e.into_inner());
+        self.waiters.fetch_add(1, Ordering::SeqCst);
         self.hurry.notify_all();
         Wanting(self)
     }
 
     /// Whether a durable wait is under way.
     pub(crate) fn wanted(&self) -> bool {
-        *self.waiters.lock().unwrap_or_else(|e| e.into_inner()) > 0
+        self.waiters.load(Ordering::SeqCst) > 0
     }
 
     /// A disk thread's pause before its next batch: until `since + group_commit`, or
     /// until a durable wait is under way (at once if one is).
     fn pause(&self, since: Instant) {
         let deadline = since + self.group_commit;
-        let mut waiters = self.waiters.lock().unwrap_or_else(|e| e.into_inner());
-        while *waiters == 0 {
+        let mut lock = self.hurry_lock.lock().unwrap_or_else(|e| e.into_inner());
+        while !self.wanted() {
             let now = Instant::now();
             if now >= deadline {
                 return;
             }
-            waiters = self
+            lock = self
                 .hurry
-                .wait_timeout(waiters, deadline - now)
+                .wait_timeout(lock, deadline - now)
                 .unwrap_or_else(|e| e.into_inner())
                 .0;
         }

@@ -164,7 +164,20 @@ pub(crate) fn members_of(log: &Recovered, replicas: u16) -> Result<Option<Member
     }
 }
 
-/// The first slot `log`'s entries hold (its next slot if none).
+/// A recovery needs a majority of `voters`' directories (`there(r)`: replica r's is):
+/// fewer cannot vouch for every durable entry.
+pub(crate) fn majority_there(voters: Members, there: impl Fn(u16) -> bool) -> Result<(), String> {
+    let count = voters.iter().filter(|&r| there(r)).count();
+    if count < voters.majority() {
+        return Err(format!(
+            "{count} of the members {voters}'s directories are there; a majority ({}) is \
+             needed to recover every durable entry",
+            voters.majority()
+        ));
+    }
+    Ok(())
+}
+
 /// Reads every replica's directory after a crash or power loss; the state to start from.
 pub(crate) fn read(config: &Config) -> Result<Disks, StartError> {
     let mut found = Vec::new();
@@ -205,17 +218,10 @@ pub(crate) fn read(config: &Config) -> Result<Disks, StartError> {
     }
     let members = members_of(&log, config.log.replicas)?;
     let voters = members.unwrap_or(config.log.members);
-    let there = voters
-        .iter()
-        .filter(|&r| found.get(usize::from(r)).is_some_and(Option::is_some))
-        .count();
-    if there < voters.majority() {
-        return Err(error(format!(
-            "{there} of the members {voters}'s directories are there; a majority ({}) is \
-             needed to recover every durable entry",
-            voters.majority()
-        )));
-    }
+    majority_there(voters, |r| {
+        found.get(usize::from(r)).is_some_and(Option::is_some)
+    })
+    .map_err(error)?;
     let report = Recovery {
         next_slot: log.next_slot,
         source: Some(source as u16),

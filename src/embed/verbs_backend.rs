@@ -67,19 +67,9 @@ pub(crate) fn start<S: StateMachine>(
                 _ => None,
             };
             let mut replica = met.replica(Shared::new(log), id).expect("validated");
-            match (begin, agreed) {
-                (Begin::Join(Some((point, bytes))), _) => {
-                    // A joining process with a snapshot on its disk reads only the log
-                    // after it.
-                    super::recovery::resume(&mut replica, &mut driver, point, &bytes);
-                }
-                (Begin::Recover(r), Some(agreement)) => {
-                    if let Err(e) = r.start(&agreement, &mut driver, &mut replica) {
-                        let _ = ready.send(Err(StartError::Recovery(e)));
-                        return None;
-                    }
-                }
-                _ => {}
+            if let Err(e) = begin.start(agreed, &mut driver, &mut replica) {
+                let _ = ready.send(Err(StartError::Recovery(e)));
+                return None;
             }
             let Met {
                 node,
@@ -158,10 +148,14 @@ pub(crate) fn available() -> Result<(), StartError> {
     if cfg!(feature = "verbs") {
         Ok(())
     } else {
-        Err(StartError::Backend(
-            "this build of velos has no RDMA backend: rebuild with `--features verbs`".into(),
-        ))
+        Err(no_backend())
     }
+}
+
+fn no_backend() -> StartError {
+    StartError::Backend(
+        "this build of velos has no RDMA backend: rebuild with `--features verbs`".into(),
+    )
 }
 
 /// Without the `verbs` feature there is no RDMA backend.
@@ -172,7 +166,5 @@ pub(crate) fn start<S: StateMachine>(
     _driver: (Driver<S>, Begin),
     _inbox: Receiver<Command<S::Response>>,
 ) -> Result<JoinHandle<Option<S>>, StartError> {
-    Err(StartError::Backend(
-        "this build of velos has no RDMA backend: rebuild with `--features verbs`".into(),
-    ))
+    Err(no_backend())
 }

@@ -169,15 +169,20 @@ impl Disks {
     /// together, [`Writer::rejoin`]), and the engine's slot 0 stands for `source`'s next
     /// slot.
     pub fn resume(&mut self, found: &[Recovered], source: &Recovered) {
-        let base = source.next_slot;
         for (r, f) in found.iter().enumerate() {
-            self.writers[r] = Writer::rejoin(f, source, SEGMENT_BYTES);
-            self.writers[r].mutate(self.mutation);
-            self.pending[r].clear();
-            self.out[r] = false;
-            self.ready_at[r] = 0; // the restarted cluster's clock starts again
+            self.go_on(r, Writer::rejoin(f, source, SEGMENT_BYTES));
         }
-        self.base = base;
+        self.base = source.next_slot;
+    }
+
+    /// After a whole-cluster power loss: replica `r`'s disk goes on with `writer`, the
+    /// restarted cluster's clock starting again.
+    fn go_on(&mut self, r: usize, mut writer: Writer) {
+        writer.mutate(self.mutation);
+        self.writers[r] = writer;
+        self.pending[r].clear();
+        self.out[r] = false;
+        self.ready_at[r] = 0;
     }
 
     /// After a whole-cluster power loss restarted as a deployment of `Node`s does
@@ -187,14 +192,8 @@ impl Disks {
     /// where the cluster goes on, slots decided anew (its replica copies the state).
     pub fn resume_own(&mut self, found: &[Recovered]) {
         for (r, f) in found.iter().enumerate() {
-            self.writers[r] = if f.has_start() {
-                writer(f, self.mutation)
-            } else {
-                writer(&f.discarded(), self.mutation)
-            };
-            self.pending[r].clear();
-            self.out[r] = false;
-            self.ready_at[r] = 0; // the restarted cluster's clock starts again
+            let kept = if f.has_start() { f } else { &f.discarded() };
+            self.go_on(r, Writer::resume(kept, SEGMENT_BYTES));
         }
         self.base = 0;
     }
