@@ -126,7 +126,7 @@ pub(crate) fn open<S: StateMachine>(
         tracing::warn!(replica = me, cut = %cut, "the disk's log was cut");
     }
     let report = ReplicaDisk {
-        found: holds,
+        found: there,
         snapshot: found.snapshot.as_ref().map(|s| s.0),
         next_slot: found.next_slot,
         cuts: found.cuts.clone(),

@@ -22,6 +22,8 @@ fn on_disk(dir: &std::path::Path, r: u16) -> u64 {
 fn a_durable_command_is_on_a_majority_of_disks_as_the_nodes_read_each_others_words() {
     let dir = tempfile::tempdir().expect("a temporary directory");
     let nodes = durable_nodes(dir.path());
+    let absent = nodes.iter().all(|n| n.disk().is_some_and(|d| !d.found));
+    assert!(absent, "the directories were not there before the start");
     wait_until("leader", || nodes[0].role() == Role::Leader);
     let mut last = 0;
     for i in 0..20u8 {
@@ -160,6 +162,10 @@ fn power_loss_with_a_short_disk(short: usize) {
         .collect();
     let end = (0..3).map(|r| on_disk(dir.path(), r)).max().expect("three");
     assert_eq!(restarted[short].disk().map(|d| d.next_slot), Some(held));
+    assert!(
+        restarted.iter().all(|n| n.disk().is_some_and(|d| d.found)),
+        "every directory there"
+    );
     let slots: Vec<Option<u64>> = restarted
         .iter()
         .map(|n| n.disk().map(|d| d.next_slot))
