@@ -18,6 +18,7 @@ mod summary;
 #[cfg(test)]
 mod tests;
 mod velos;
+pub mod verbs;
 
 use crate::latency::Protocol;
 use crate::sweep::run_jobs;

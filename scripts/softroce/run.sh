@@ -25,6 +25,8 @@
 #   VELOS_SOFTROCE_LATENCY_VALUES  values the latency step decides one at a time (1000)
 #   VELOS_SOFTROCE_LITMUS_RUNS   executions per litmus test in the litmus step (40)
 #   VELOS_SOFTROCE_CLUSTER_RUNS  how many times the cluster step runs its test (1)
+#   VELOS_SOFTROCE_FAILOVER_TRIALS  leader crashes per protocol in the failover step (20)
+#   VELOS_SOFTROCE_FAILOVER_TIME_SCALE  the factor on both protocols' timing there (1000)
 #   VELOS_SOFTROCE_ACCEL         qemu -accel value (tcg,thread=multi; KVM hangs on PVM hosts)
 #   VELOS_SOFTROCE_SMP, VELOS_SOFTROCE_MEM   guest vCPUs (2) and MiB (2048)
 #   VELOS_SOFTROCE_QEMU          a qemu-system-x86_64 to use instead of the default
@@ -141,7 +143,7 @@ T_CARGO=$(since "$t")
 # The guest's steps, in order: a step without a verdict is a failure.
 EXPECTED="rxe_up ibv_devinfo ib_atomic_lat"
 for f in "$SHARE"/tests/*; do EXPECTED="$EXPECTED test/$(basename "$f")"; done
-EXPECTED="$EXPECTED cluster embed replace durable latency"
+EXPECTED="$EXPECTED permission cluster embed replace durable latency failover"
 install -m755 "$HERE/guest/run-tests.sh" "$SHARE/run-tests.sh"
 sq() { printf "'%s'" "$(printf '%s' "$1" | sed "s/'/'\\\\''/g")"; }   # shell-quote for config.env
 {
@@ -150,6 +152,8 @@ sq() { printf "'%s'" "$(printf '%s' "$1" | sed "s/'/'\\\\''/g")"; }   # shell-qu
     echo "TEST_ARGS=$(sq "${VELOS_SOFTROCE_TEST_ARGS:-}")"
     echo "LATENCY_VALUES=$(sq "${VELOS_SOFTROCE_LATENCY_VALUES:-1000}")"
     echo "CLUSTER_RUNS=$(sq "${VELOS_SOFTROCE_CLUSTER_RUNS:-1}")"
+    echo "FAILOVER_TRIALS=$(sq "${VELOS_SOFTROCE_FAILOVER_TRIALS:-20}")"
+    echo "FAILOVER_TIME_SCALE=$(sq "${VELOS_SOFTROCE_FAILOVER_TIME_SCALE:-1000}")"
 } > "$SHARE/config.env"
 
 # ---------------------------------------------------------------- litmus

@@ -88,3 +88,42 @@ fn bad_input_exits_2() {
         assert_eq!(out.status.code(), Some(2), "{args:?}");
     }
 }
+
+/// `--backend verbs` takes its own options and refuses the simulated sweep's; a build
+/// without the verbs feature says how to get one, before any device is opened.
+#[test]
+fn the_verbs_backend_refuses_the_simulators_options_and_says_what_it_needs() {
+    let status = |args: &[&str]| {
+        let out = velos().args(args).output().expect("velos runs");
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (code, err) = status(&["bench", "failover", "--backend", "verbs", "--seeds", "3"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("--seeds is an option of the simulated sweep"),
+        "{err}"
+    );
+    let (code, err) = status(&["bench", "failover", "--trials", "3"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("--trials is an option of --backend verbs"),
+        "{err}"
+    );
+    let (code, err) = status(&[
+        "bench",
+        "failover",
+        "--backend",
+        "verbs",
+        "--time-scale",
+        "0",
+    ]);
+    assert_eq!(code, Some(2), "{err}");
+    if !cfg!(feature = "verbs") {
+        let (code, err) = status(&["bench", "failover", "--backend", "verbs", "--trials", "1"]);
+        assert_eq!(code, Some(2), "{err}");
+        assert!(err.contains("--features verbs"), "{err}");
+    }
+}

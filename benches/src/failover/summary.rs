@@ -118,7 +118,7 @@ fn premise_missing(s: &ProtocolSummary) -> Option<String> {
 }
 
 /// The `q` quantile (nearest rank) of `ns`, in µs.
-fn quantile_us(ns: &[u64], q: f64) -> Option<f64> {
+pub(super) fn quantile_us(ns: &[u64], q: f64) -> Option<f64> {
     let mut v = ns.to_vec();
     v.sort_unstable();
     let rank = ((q * v.len() as f64).ceil() as usize).clamp(1, v.len().max(1));

@@ -91,6 +91,28 @@ for exe in "$SHARE"/tests/*; do
     fi
 done
 
+# ---------------------------------------------------------------- permission
+# Mu's permission switch on rxe0, both routes (velos-rdma's verbs::access tests): the
+# queue pair's access flags (what Op::SetWriteAccess does) and the memory region's
+# re-registration, each shown to refuse a write and timed. Printed, not asserted.
+if [ -x "$SHARE/tests/lib-velos_rdma" ]; then
+    step permission
+    log=$OUT/permission.txt
+    (cd /tmp && timeout "$TEST_TIMEOUT" "$SHARE/tests/lib-velos_rdma" permission_routes \
+        --nocapture) > "$log" 2>&1; rc=$?
+    grep -E '^(test result:|permission switch)' "$log" | sed 's/^/    /'
+    f=$(sed -n 's/^permission switch .*queue-pair access flags p50 \([0-9.]*\) .*/\1/p' "$log")
+    r=$(sed -n 's/^permission switch .*; memory region [^;]* p50 \([0-9.]*\) .*/\1/p' "$log")
+    [ -z "$f" ] || echo "@@ METRIC permission_qp_flags_p50_us=$f"
+    [ -z "$r" ] || echo "@@ METRIC permission_rereg_mr_p50_us=$r"
+    if [ $rc -eq 0 ] && [ -n "$f" ] && [ -n "$r" ]; then
+        pass permission
+    else
+        show "$log"
+        fail permission "exit status $rc, timings: ${f:-none} / ${r:-none}"
+    fi
+fi
+
 # ---------------------------------------------------------------- cluster
 # tests/node_cluster.rs: three `velos node` processes on rxe0, the leader killed. The
 # test starts the binary VELOS_BIN names (copied to the share by the host).
@@ -225,6 +247,34 @@ if [ -x "$SHARE/cluster/node_latency" ]; then
     else
         show "$log"
         [ $rc -eq 124 ] && fail latency "timed out after $TEST_TIMEOUT s" || fail latency "exit status $rc"
+    fi
+fi
+
+# ---------------------------------------------------------------- failover
+# `velos bench failover --backend verbs`: Velos's and the Mu baseline's leaders crashed
+# FAILOVER_TRIALS times each on rxe0 in this boot, every node in one process, both
+# protocols' published timing scaled by FAILOVER_TIME_SCALE (under TCG a decision takes
+# about a thousand times a NIC's). The absolute figures are the emulator's; the ratio of
+# the two in one boot is the result (target: Velos >= 10x faster at p50, reported).
+if [ -x "$SHARE/cluster/velos" ]; then
+    step failover
+    log=$OUT/failover.txt
+    (cd /tmp && timeout "$TEST_TIMEOUT" "$SHARE/cluster/velos" bench failover --backend verbs \
+        --trials "${FAILOVER_TRIALS:-20}" --time-scale "${FAILOVER_TIME_SCALE:-1000}") > "$log" 2>&1; rc=$?
+    sed 's/^/    /' "$log"
+    for p in velos mu; do
+        row=$(grep -E "^$p " "$log" | tr -s ' ')
+        [ -z "$row" ] && continue
+        echo "@@ METRIC failover_${p}_detect_p50_us=$(echo "$row" | cut -d' ' -f2)"
+        echo "@@ METRIC failover_${p}_p50_us=$(echo "$row" | cut -d' ' -f8)"
+        echo "@@ METRIC failover_${p}_p99_us=$(echo "$row" | cut -d' ' -f10)"
+    done
+    ratio=$(sed -n 's/^Mu \/ Velos failover: p50 \([0-9.]*\)x.*/\1/p' "$log")
+    [ -z "$ratio" ] || echo "@@ METRIC failover_mu_over_velos_p50=$ratio"
+    if [ $rc -eq 0 ] && [ -n "$ratio" ]; then
+        pass failover
+    else
+        [ $rc -eq 124 ] && fail failover "timed out after $TEST_TIMEOUT s" || fail failover "exit status $rc: $(tail -1 "$log")"
     fi
 fi
 

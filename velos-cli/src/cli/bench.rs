@@ -1,9 +1,10 @@
 //! `velos bench`: measurements. Benchmarks report; they never assert speed.
 
-use super::flags::{MAX_JOBS, check_out, number};
+use super::bench_failover_verbs::VerbsWanted;
+use super::flags::{MAX_JOBS, number};
+use super::report::Job;
 use clap::{Args, Subcommand};
-use std::io::IsTerminal;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use velos::sim::latency::LatencyModel;
 use velos_bench::embed::{EmbedConfig, FollowerIdle};
@@ -192,9 +193,22 @@ const MAX_COMMITS: u64 = 10_000_000;
 /// with `--quick`, the small sweep's).
 #[derive(Args)]
 struct FailoverArgs {
-    /// A small sweep (3 seeds, short runs), for tests and a first look.
+    /// Where: `sim` (default) runs the simulated sweep in virtual time; `verbs` crashes
+    /// both protocols' leaders on a real RDMA device, every node in this process (a
+    /// build with `--features verbs`).
+    #[arg(long, value_enum, default_value = "sim")]
+    backend: FailoverBackend,
+    /// A small sweep (3 seeds, short runs; with `--backend verbs`, 3 trials), for tests
+    /// and a first look.
     #[arg(long)]
     quick: bool,
+    /// With `--backend verbs`: crashes per protocol, 1 to 1000 (default 20).
+    #[arg(long, value_parser = number::<u32>(1, 1_000, ""))]
+    trials: Option<u32>,
+    /// With `--backend verbs`: the factor on both protocols' published timing, 1 to
+    /// 100000 (default 1: the papers'; 1000 under soft-RoCE in an emulated machine).
+    #[arg(long, value_parser = number::<u64>(1, 100_000, ""))]
+    time_scale: Option<u64>,
     /// Protocols, comma-separated (default: all).
     #[arg(long, value_delimiter = ',', value_parser = parse_protocol)]
     protocols: Option<Vec<Protocol>>,
@@ -231,8 +245,52 @@ struct FailoverArgs {
     json: bool,
 }
 
+/// Where `velos bench failover` runs.
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum FailoverBackend {
+    /// The simulator, in virtual time.
+    Sim,
+    /// A real RDMA device.
+    Verbs,
+}
+
 impl FailoverArgs {
+    /// What `--backend verbs` runs with; the simulator's own options are refused.
+    fn verbs_wanted(&self) -> Result<VerbsWanted, String> {
+        let sim_only = [
+            ("--seeds", self.seeds.is_some()),
+            ("--first-seed", self.first_seed.is_some()),
+            ("--velos-crash-us", self.velos_crash_us.is_some()),
+            ("--velos-after-us", self.velos_after_us.is_some()),
+            ("--mu-crash-us", self.mu_crash_us.is_some()),
+            ("--mu-after-us", self.mu_after_us.is_some()),
+            ("--latency", self.latency.is_some()),
+            ("--jobs", self.jobs.is_some()),
+            ("--out", self.out.is_some()),
+        ];
+        if let Some((flag, _)) = sim_only.iter().find(|(_, set)| *set) {
+            return Err(format!(
+                "{flag} is an option of the simulated sweep, not of --backend verbs"
+            ));
+        }
+        Ok(VerbsWanted {
+            protocols: self.protocols.clone(),
+            trials: self.trials.or(self.quick.then_some(3)),
+            time_scale: self.time_scale,
+            value_bytes: self.value_bytes,
+            json: self.json,
+        })
+    }
+
     fn config(&self) -> Result<FailoverConfig, String> {
+        for (flag, set) in [
+            ("--trials", self.trials.is_some()),
+            ("--time-scale", self.time_scale.is_some()),
+        ] {
+            if set {
+                return Err(format!("{flag} is an option of --backend verbs"));
+            }
+        }
         let mut c = if self.quick {
             FailoverConfig::quick()
         } else {
@@ -280,6 +338,15 @@ impl FailoverArgs {
 
 fn run_failover(args: &FailoverArgs) -> ExitCode {
     use velos_bench::failover;
+    if args.backend == FailoverBackend::Verbs {
+        return match args.verbs_wanted() {
+            Ok(wanted) => super::bench_failover_verbs::run(&wanted),
+            Err(e) => {
+                eprintln!("bench failover: {e}");
+                ExitCode::from(2)
+            }
+        };
+    }
     let job = Job {
         name: "failover",
         run: failover::run,
@@ -572,64 +639,6 @@ fn run_locks(args: &LocksArgs) -> ExitCode {
         },
     };
     job.main(args.config(), args.out.as_deref(), args.json)
-}
-
-/// One benchmark as the command line runs it: its name, how it runs, writes its files,
-/// which premises of its verdicts did not hold, and prints its table.
-struct Job<'a, C, R> {
-    name: &'static str,
-    run: fn(&C, bool) -> anyhow::Result<R>,
-    write: fn(&R, &Path) -> anyhow::Result<()>,
-    missing_premises: fn(&R) -> Vec<String>,
-    text: &'a dyn Fn(&R) -> String,
-}
-
-impl<C, R: serde::Serialize> Job<'_, C, R> {
-    /// Runs with `config` (an error in it is a usage error: exit 2), writes the files
-    /// into `out`, prints JSON or the table; a verdict whose premise did not hold fails
-    /// the run (exit 1), named on stderr.
-    fn main(&self, config: Result<C, String>, out: Option<&Path>, json: bool) -> ExitCode {
-        let name = self.name;
-        // A usage error, the `--out` directory's included, stops before the run.
-        let config = config
-            .map_err(|e| format!("bench {name}: {e}"))
-            .and_then(|c| check_out(&format!("bench {name}"), out).map(|()| c));
-        let config = match config {
-            Ok(c) => c,
-            Err(e) => {
-                eprintln!("{e}");
-                return ExitCode::from(2);
-            }
-        };
-        let report = match (self.run)(&config, std::io::stderr().is_terminal()) {
-            Ok(r) => r,
-            Err(e) => {
-                eprintln!("bench {name}: {e:#}");
-                return ExitCode::FAILURE;
-            }
-        };
-        if let Some(dir) = out
-            && let Err(e) = (self.write)(&report, dir)
-        {
-            eprintln!("bench {name}: {e:#}");
-            return ExitCode::FAILURE;
-        }
-        if json {
-            let line = serde_json::to_string(&report).expect("report serialises");
-            println!("{line}");
-        } else {
-            print!("{}", (self.text)(&report));
-        }
-        let missing = (self.missing_premises)(&report);
-        for m in &missing {
-            eprintln!("bench {name}: {m}");
-        }
-        if missing.is_empty() {
-            ExitCode::SUCCESS
-        } else {
-            ExitCode::FAILURE
-        }
-    }
 }
 
 /// Runs the subcommand.

@@ -3,6 +3,7 @@
 pub mod bench;
 pub mod bench_bank;
 pub mod bench_durable;
+pub mod bench_failover_verbs;
 pub mod bench_join;
 pub mod demo;
 pub mod flags;

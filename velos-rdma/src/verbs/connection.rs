@@ -19,7 +19,12 @@ use sideway::ibverbs::queue_pair::{
     ExtendedQueuePair, PostSendGuard, QueuePair, QueuePairAttribute, QueuePairState,
     SendOperationFlags, SetInlineData, SetScatterGatherEntry, WorkRequestFlags,
 };
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
+
+/// A responder queue pair of the single-process fabric, shared by the endpoint whose
+/// requester it serves (which cycles it) and the node whose words it writes (which
+/// changes its access: `super::access`).
+pub(super) type SharedQp = Arc<Mutex<ExtendedQueuePair>>;
 
 /// Bytes of inline data a requester queue pair accepts: one word for `PutInline`, and a
 /// `PutWords` of up to 8 words; a longer one goes through the lane's staging ring.
@@ -181,11 +186,16 @@ pub(super) struct Connection {
     /// Posts the thread's requests; its completions go to the lane's CQ.
     requester: ExtendedQueuePair,
     /// Executes them against the target node's region, when it lives in this endpoint
-    /// (the single-process fabric's loopback). It posts nothing itself.
-    responder: Option<ExtendedQueuePair>,
+    /// (the single-process fabric's loopback). It posts nothing itself; the target node
+    /// changes its access (`super::access`).
+    responder: Option<SharedQp>,
     /// Whether a request failed on the NIC: the requester is then in the error state and
     /// everything later on it fails (flushed).
     broken: bool,
+    /// Whether it broke because the target refused a request (a remote access or invalid
+    /// request error: a write its permission switch revoked), so that a grant may
+    /// reconnect it (`super::access`).
+    refused: bool,
     /// Whether it leads to a new process in the target's place that has not connected
     /// its side yet ([`Connection::park`]): refused like a broken one, and not the
     /// process an `Op::Disconnect` of the place means.
@@ -259,7 +269,7 @@ impl Connection {
         let requester = connection.qp_number();
         connection.connect_to(device, RemoteQp::local(device, responder.qp_number()))?;
         bring_up(&mut responder, device, RemoteQp::local(device, requester))?;
-        connection.responder = Some(responder);
+        connection.responder = Some(Arc::new(Mutex::new(responder)));
         assert_eq!(connection.requester.state(), QueuePairState::ReadyToSend);
         Ok(connection)
     }
@@ -278,6 +288,7 @@ impl Connection {
             requester: create_qp(device, cq, send_queue_slots(depth), MAX_INLINE)?,
             responder: None,
             broken: false,
+            refused: false,
             parked: false,
             scratch: Vec::new(),
         };
@@ -328,6 +339,52 @@ impl Connection {
     /// Notes that the requester is in the error state (a completion said so).
     pub(super) fn mark_broken(&mut self) {
         self.broken = true;
+    }
+
+    /// Notes that the requester is in the error state because the target refused a
+    /// request (see [`Connection::refused`]).
+    pub(super) fn mark_refused(&mut self) {
+        self.broken = true;
+        self.refused = true;
+    }
+
+    /// Whether it broke because the target refused a request.
+    pub(super) fn refused(&self) -> bool {
+        self.refused
+    }
+
+    /// The responder of a loopback connection.
+    pub(super) fn responder(&self) -> Option<&SharedQp> {
+        self.responder.as_ref()
+    }
+
+    /// Cycles both queue pairs of a loopback connection through RESET back to RTS,
+    /// connected to each other again, the responder with write access or without: a
+    /// broken connection takes requests again. Every request on it must have completed.
+    pub(super) fn cycle(&mut self, device: &Device, write: bool) -> Result<(), VerbsError> {
+        let responder = self
+            .responder
+            .as_ref()
+            .expect("only a loopback connection is cycled");
+        let mut responder = responder.lock().unwrap_or_else(PoisonError::into_inner);
+        for qp in [&mut self.requester, &mut *responder] {
+            let mut reset = QueuePairAttribute::new();
+            reset.setup_state(QueuePairState::Reset);
+            qp.modify(&reset)
+                .map_err(|e| VerbsError::verbs("ibv_modify_qp(RESET)", e))?;
+        }
+        let (near, far) = (self.requester.qp_number(), responder.qp_number());
+        bring_up(&mut self.requester, device, RemoteQp::local(device, far))?;
+        bring_up_with(
+            &mut responder,
+            device,
+            RemoteQp::local(device, near),
+            responder_access(write),
+        )?;
+        self.broken = false;
+        self.refused = false;
+        assert_eq!(self.requester.state(), QueuePairState::ReadyToSend);
+        Ok(())
     }
 
     /// Moves the requester into the error state (fault injection): the NIC flushes its
@@ -461,22 +518,39 @@ impl RemoteQp {
     }
 }
 
+/// The access flags of a responder queue pair: remote reads and atomics always, remote
+/// writes when `write` (`super::access` takes them away and gives them back).
+pub(super) fn responder_access(write: bool) -> AccessFlags {
+    let access = AccessFlags::LocalWrite | AccessFlags::RemoteRead | AccessFlags::RemoteAtomic;
+    if write {
+        access | AccessFlags::RemoteWrite
+    } else {
+        access
+    }
+}
+
 /// Moves `qp` (in the RESET state) through INIT, RTR and RTS, connected to the queue pair
-/// `remote`.
+/// `remote`, with every access.
 pub(super) fn bring_up(
     qp: &mut ExtendedQueuePair,
     device: &Device,
     remote: RemoteQp,
+) -> Result<(), VerbsError> {
+    bring_up_with(qp, device, remote, responder_access(true))
+}
+
+/// [`bring_up`] with the responder's `access`.
+fn bring_up_with(
+    qp: &mut ExtendedQueuePair,
+    device: &Device,
+    remote: RemoteQp,
+    access: AccessFlags,
 ) -> Result<(), VerbsError> {
     assert_eq!(
         qp.state(),
         QueuePairState::Reset,
         "bringing up a used queue pair"
     );
-    let access = AccessFlags::LocalWrite
-        | AccessFlags::RemoteWrite
-        | AccessFlags::RemoteRead
-        | AccessFlags::RemoteAtomic;
     let mut init = QueuePairAttribute::new();
     init.setup_state(QueuePairState::Init)
         .setup_pkey_index(0)

@@ -5,6 +5,7 @@
 
 mod late;
 mod posting;
+mod regrant;
 mod rejoin;
 mod retire;
 mod waits;
@@ -370,7 +371,9 @@ impl<'f> VerbsEndpoint<'f> {
             // flushed one after it.
             if let Some((target, failed)) = self.completions.work_completion(wr_id, status) {
                 progress = true;
-                if failed {
+                if failed && Request::refusal(status) {
+                    self.connections[target.index()].mark_refused();
+                } else if failed {
                     self.connections[target.index()].mark_broken();
                 }
                 self.submit_waiting(target.index());
@@ -504,15 +507,10 @@ impl<'f> VerbsEndpoint<'f> {
                     .pause(ns, || host.now_ns(), || false, std::thread::sleep);
                 Ok(Reply::Done)
             }
-            // The responder's ends of the queue pairs towards this node belong to the
-            // peers' endpoints (or, one node per process, to the node's connections):
-            // changing their access flags (ibv_modify_qp with IBV_QP_ACCESS_FLAGS, or a
-            // reset and reconnect) is not written yet.
             Op::Disconnect { node } => done(self.disconnect(node)),
-            Op::SetWriteAccess { .. } => Err(RdmaError::Unsupported {
-                operation: "SetWriteAccess",
-                backend: "the verbs backend (not written yet)",
-            }),
+            // The responders serving the requesters towards this node change their
+            // access; in effect on return (`crate::verbs::access`).
+            Op::SetWriteAccess { writers } => done(self.host.set_writers(self.node, writers)),
         }
     }
 }

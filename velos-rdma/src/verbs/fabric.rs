@@ -1,6 +1,7 @@
 //! The fabric: the device, the registered memory of every node, and running processes.
 
-use super::connection::Lane;
+use super::access::WriteAccess;
+use super::connection::{Connection, Lane};
 use super::device::{Device, VerbsOptions};
 use super::endpoint::VerbsEndpoint;
 use super::error::VerbsError;
@@ -29,6 +30,8 @@ pub struct VerbsFabric {
     /// Declared before `device`: the regions are deregistered before the protection
     /// domain goes.
     memory: Memory,
+    /// Who may write into each node, and the responders that enforce it.
+    access: WriteAccess,
     device: Device,
     options: VerbsOptions,
     /// Operations executed by endpoints that have been dropped.
@@ -57,8 +60,10 @@ impl VerbsFabric {
     /// in the list.
     pub fn with_options(layout: Layout, options: VerbsOptions) -> Result<VerbsFabric, VerbsError> {
         let device = Device::open(&options)?;
+        let access = WriteAccess::new(layout.nodes());
         let memory = Memory::register(layout, &device.pd)?;
         let fabric = VerbsFabric {
+            access,
             memory,
             device,
             options,
@@ -70,6 +75,12 @@ impl VerbsFabric {
         Ok(fabric)
     }
 
+    /// The registered memory and the device (the permission routes' timing test).
+    #[cfg(test)]
+    pub(super) fn parts(&self) -> (&Memory, &Device) {
+        (&self.memory, &self.device)
+    }
+
     /// The layout of the registered memory.
     pub fn layout(&self) -> &Layout {
         self.memory.layout()
@@ -78,6 +89,11 @@ impl VerbsFabric {
     /// The options the fabric was built with.
     pub fn options(&self) -> &VerbsOptions {
         &self.options
+    }
+
+    /// The fabric's clock: ns since it was made, what `Op::Now` replies on every node.
+    pub fn clock_ns(&self) -> u64 {
+        Host::now_ns(self)
     }
 
     /// The name of the device in use (`rxe0`, ...).
@@ -113,6 +129,7 @@ impl VerbsFabric {
             return Err(VerbsError::UnknownNode { node });
         }
         let lane = Lane::loopback(&self.device, self.layout(), self.options.queue_depth)?;
+        self.access.register(node, &lane)?;
         Ok(VerbsEndpoint::new(self, node, lane))
     }
 
@@ -206,6 +223,19 @@ impl Host for VerbsFabric {
     fn release(&self, lane: Lane, ops: u64) {
         drop(lane);
         self.ops.fetch_add(ops, Ordering::SeqCst);
+    }
+
+    fn set_writers(&self, node: NodeId, writers: u64) -> Result<(), RdmaError> {
+        self.access.set(node, writers)
+    }
+
+    fn regrant(
+        &self,
+        from: NodeId,
+        target: NodeId,
+        connection: &mut Connection,
+    ) -> Result<bool, VerbsError> {
+        self.access.regrant(&self.device, from, target, connection)
     }
 
     fn count_work_requests(&self, counts: WorkRequests) {

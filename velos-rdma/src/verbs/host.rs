@@ -114,6 +114,30 @@ pub(super) trait Host: Debug + Sync {
         })
     }
 
+    /// `Op::SetWriteAccess` by a thread of `node`: from now on only `writers` may put
+    /// into its words (see `super::access`).
+    fn set_writers(&self, node: NodeId, writers: u64) -> Result<(), RdmaError> {
+        let _ = (node, writers);
+        Err(RdmaError::Unsupported {
+            operation: "SetWriteAccess",
+            backend: "a node of a cluster (VerbsNode): the peers' requesters are in other \
+                      processes; the single-process VerbsFabric switches permissions",
+        })
+    }
+
+    /// Whether `from`'s `connection` towards `target`, broken by a refused write, is
+    /// granted again; if so it was cycled and takes requests again. The caller saw every
+    /// request on it complete.
+    fn regrant(
+        &self,
+        from: NodeId,
+        target: NodeId,
+        connection: &mut Connection,
+    ) -> Result<bool, VerbsError> {
+        let _ = (from, target, connection);
+        Ok(false)
+    }
+
     /// An endpoint that is going posted `counts` work requests: a host that sums them up
     /// adds them (by default they are not kept).
     fn count_work_requests(&self, counts: WorkRequests) {

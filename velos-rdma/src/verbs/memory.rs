@@ -232,6 +232,12 @@ impl Memory {
         }
     }
 
+    /// The registration of `node`'s region (the permission routes' timing test).
+    #[cfg(test)]
+    pub(super) fn registration(&self, node: NodeId) -> &MemoryRegion {
+        &self.held(node).mr
+    }
+
     /// A copy of every node's words, node by node; every node must be held here.
     pub(super) fn snapshot(&self) -> Vec<Vec<u64>> {
         self.layout

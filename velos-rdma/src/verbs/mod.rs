@@ -54,6 +54,7 @@
 //! crate's verbs tests skip then, unless `VELOS_REQUIRE_RDMA=1`.
 #![allow(unsafe_code)]
 
+mod access;
 mod completions;
 mod connection;
 mod device;

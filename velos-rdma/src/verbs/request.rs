@@ -176,6 +176,14 @@ impl Request {
         Ok(())
     }
 
+    /// Whether a work completion with `status` says the target refused the request (a
+    /// remote access or invalid request error), which breaks the queue pair until a grant
+    /// (`crate::verbs::access`).
+    pub(super) fn refusal(status: u32) -> bool {
+        status == WorkCompletionStatus::RemoteAccessError as u32
+            || status == WorkCompletionStatus::RemoteInvalidRequestError as u32
+    }
+
     /// The failure a work completion with the (unsuccessful) `status` reports.
     pub(super) fn failure(&self, status: u32) -> RdmaError {
         assert_ne!(

@@ -26,6 +26,9 @@ impl VerbsEndpoint<'_> {
         };
         let target = request.target();
         let t = target.index();
+        if self.connections[t].refused() {
+            self.regrant(t);
+        }
         self.seq += 1;
         self.posted[t] += 1;
         let ticket = Ticket {
