@@ -9,7 +9,10 @@
 //!   [`VerbsOptions`]), allocates one protection domain and registers one memory region
 //!   per node of a [`Layout`](crate::Layout). Each endpoint has its own completion queue
 //!   and, towards every node, its own connection: an RC queue pair connected over the
-//!   port's GID (loopback) to a responder queue pair of the same endpoint.
+//!   port's GID (loopback) to a responder queue pair of the same endpoint. Mu's
+//!   permission switch, `Op::SetWriteAccess`, changes the access flags of the responders
+//!   serving a peer's requesters (`access.rs`); a [`VerbsNode`] replies `Unsupported` to
+//!   it (the requesters it would refuse are in other processes).
 //! * **One node per process**: a [`VerbsNode`] registers only its own node's words and
 //!   makes, per thread and target node, a requester queue pair, and per peer node and
 //!   thread, the responder that peer thread connects to. Its [`NodeInfo`] (GID, region
