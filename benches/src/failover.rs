@@ -216,6 +216,28 @@ impl SeedRun {
             .min()
     }
 
+    /// Velos's detection and takeover after `leader` crashed at `crash_ns`, from the
+    /// survivors' replicas (ns after the crash): the first change of a survivor's view of
+    /// the leader away from it, and the first term a survivor starts.
+    fn velos_times<'a>(
+        survivors: impl Iterator<Item = &'a velos_core::log::Replica> + Clone,
+        leader: u16,
+        crash_ns: u64,
+    ) -> (Option<u64>, Option<u64>) {
+        let detect_ns = survivors
+            .clone()
+            .flat_map(|r| r.leader_changes.iter())
+            .filter(|&&(t, l)| t >= crash_ns && l != leader)
+            .map(|&(t, _)| t - crash_ns)
+            .min();
+        let takeover_ns = survivors
+            .flat_map(|r| r.terms_started.iter())
+            .filter(|&&t| t >= crash_ns)
+            .map(|&t| t - crash_ns)
+            .min();
+        (detect_ns, takeover_ns)
+    }
+
     /// Crash → the next decision once a survivor took over, `takeover_ns` after the crash:
     /// the premise of a failover is a takeover, so none without one, whatever the
     /// survivors applied (the old leader's pipelined accepts still land).

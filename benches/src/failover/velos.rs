@@ -74,24 +74,14 @@ pub(super) fn run_seed(config: &FailoverConfig, seed: u64) -> anyhow::Result<See
         most < Some(slots as usize),
         "the log ({slots} slots) filled before the end"
     );
-    let survivors = || {
-        sim.machine()
-            .threads
-            .iter()
-            .enumerate()
-            .filter(move |(i, _)| *i != usize::from(leader))
-            .map(|(_, t)| &t.process)
-    };
-    let detect_ns = survivors()
-        .flat_map(|r| r.leader_changes.iter())
-        .filter(|&&(t, l)| t >= crash_ns && l != leader)
-        .map(|&(t, _)| t - crash_ns)
-        .min();
-    let takeover_ns = survivors()
-        .flat_map(|r| r.terms_started.iter())
-        .filter(|&&t| t >= crash_ns)
-        .map(|&t| t - crash_ns)
-        .min();
+    let survivors = sim
+        .machine()
+        .threads
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| *i != usize::from(leader))
+        .map(|(_, t)| &t.process.replica);
+    let (detect_ns, takeover_ns) = SeedRun::velos_times(survivors, leader, crash_ns);
     // Terms: the first leader's, and one taking over after the crash; any other is a
     // leader change no crash caused.
     let before = report

@@ -17,6 +17,10 @@ const REPLICAS: u16 = 3;
 /// Log slots: room for a trial's entries with a wide margin (no snapshots, no recycling).
 const SLOTS: u32 = 4096;
 
+fn hex(bytes: impl IntoIterator<Item = u8>) -> String {
+    bytes.into_iter().map(|b| format!("{b:02x}")).collect()
+}
+
 impl Observed for Scripted {
     fn leads(&self) -> bool {
         self.replica.is_leader()
@@ -24,6 +28,18 @@ impl Observed for Scripted {
 
     fn applied(&self) -> u64 {
         self.replica.applied.len() as u64
+    }
+
+    fn log(&self) -> Vec<(u64, String)> {
+        let applied = &self.replica.applied;
+        applied
+            .iter()
+            .map(|(s, v)| (*s, hex(v.iter().copied())))
+            .collect()
+    }
+
+    fn applied_at(&self) -> &[u64] {
+        &self.replica.applied_at
     }
 }
 
@@ -35,30 +51,77 @@ impl Observed for MuNode {
     fn applied(&self) -> u64 {
         self.applied.len() as u64
     }
+
+    fn log(&self) -> Vec<(u64, String)> {
+        let bytes = |v: &Vec<u64>| hex(v.iter().flat_map(|w| w.to_le_bytes()));
+        self.applied.iter().map(|(s, v)| (*s, bytes(v))).collect()
+    }
+
+    fn applied_at(&self) -> &[u64] {
+        &self.applied_at
+    }
 }
 
-/// `(slot, applied at, crashed)` per node, and the agreement check over the values.
-type Applied = Vec<(Vec<u64>, Vec<u64>, bool)>;
+/// A trial whose leader crashed, every node's log checked for agreement.
+struct Crashed<P> {
+    /// The nodes' processes as they stopped.
+    procs: Vec<P>,
+    crashed: u16,
+    /// The fabric's clock at the crash.
+    crash_ns: u64,
+    applied_before: u64,
+    /// Per node: `(slots, applied at, crashed)`, as [`SeedRun::failover`] takes them.
+    applied: Vec<(Vec<u64>, Vec<u64>, bool)>,
+    device: String,
+}
 
-fn checked(logs: Vec<AppliedLog>) -> anyhow::Result<()> {
-    let applied: usize = logs.iter().map(|l| l.entries.len()).sum();
-    ensure!(applied > 0, "no entry applied at all");
+/// Runs `procs` on a fresh fabric of `layout` until its leader crashed and a survivor went
+/// on (`trial::run`); the premises: a crash, something applied, and agreement.
+fn crash_one<P: Observed>(
+    config: &VerbsFailoverConfig,
+    layout: velos_rdma::Layout,
+    procs: Vec<P>,
+) -> anyhow::Result<Crashed<P>> {
+    let fabric = VerbsFabric::with_options(layout, VerbsOptions::from_env())
+        .map_err(|e| anyhow!("no usable RDMA device: {e}"))?;
+    let Finished {
+        procs,
+        crash,
+        applied_before,
+    } = trial::run(&fabric, procs, config)?;
+    let (crashed, crash_ns) = crash.context("no leader applied the warm-up entries in time")?;
+    let logs: Vec<AppliedLog> = (0..)
+        .zip(&procs)
+        .map(|(replica, p)| AppliedLog {
+            replica,
+            entries: p.log(),
+            jumps: Vec::new(),
+        })
+        .collect();
+    let entries: usize = logs.iter().map(|l| l.entries.len()).sum();
+    ensure!(entries > 0, "no entry applied at all");
     let failures = agreement(&logs);
     ensure!(
         failures.is_empty(),
         "agreement: {:?}",
         &failures[..failures.len().min(5)]
     );
-    Ok(())
-}
-
-fn hex(bytes: impl IntoIterator<Item = u8>) -> String {
-    bytes.into_iter().map(|b| format!("{b:02x}")).collect()
-}
-
-fn fabric(layout: velos_rdma::Layout) -> anyhow::Result<VerbsFabric> {
-    VerbsFabric::with_options(layout, VerbsOptions::from_env())
-        .map_err(|e| anyhow!("no usable RDMA device: {e}"))
+    let applied = logs
+        .iter()
+        .zip(&procs)
+        .map(|(log, p)| {
+            let slots = log.entries.iter().map(|(s, _)| *s).collect();
+            (slots, p.applied_at().to_vec(), log.replica == crashed)
+        })
+        .collect();
+    Ok(Crashed {
+        procs,
+        crashed,
+        crash_ns,
+        applied_before,
+        applied,
+        device: fabric.device_name().to_string(),
+    })
 }
 
 /// One crash of Velos's leader: the engine's default timing scaled, its clients' values
@@ -84,46 +147,19 @@ pub(super) fn velos_trial(
         })
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| anyhow!("the Velos replicas: {e}"))?;
-    let fabric = fabric(log.shape().layout())?;
-    let Finished {
+    let Crashed {
         procs,
-        crash,
+        crashed,
+        crash_ns,
         applied_before,
-    } = trial::run(&fabric, procs, config)?;
-    let (crashed, crash_ns) = crash.context("no leader applied the warm-up entries in time")?;
-    checked(
-        procs
-            .iter()
-            .enumerate()
-            .map(|(i, p)| AppliedLog {
-                replica: i as u16,
-                entries: p
-                    .replica
-                    .applied
-                    .iter()
-                    .map(|(s, v)| (*s, hex(v.iter().copied())))
-                    .collect(),
-                jumps: Vec::new(),
-            })
-            .collect(),
-    )?;
-    let survivors = || {
-        procs
-            .iter()
-            .enumerate()
-            .filter(move |(i, _)| *i != usize::from(crashed))
-            .map(|(_, p)| &p.replica)
-    };
-    let detect_ns = survivors()
-        .flat_map(|r| r.leader_changes.iter())
-        .filter(|&&(t, l)| t >= crash_ns && l != crashed)
-        .map(|&(t, _)| t - crash_ns)
-        .min();
-    let takeover_ns = survivors()
-        .flat_map(|r| r.terms_started.iter())
-        .filter(|&&t| t >= crash_ns)
-        .map(|&t| t - crash_ns)
-        .min();
+        applied,
+        device,
+    } = crash_one(config, log.shape().layout(), procs)?;
+    let survivors = (0..)
+        .zip(&procs)
+        .filter(|(i, _)| *i != crashed)
+        .map(|(_, p)| &p.replica);
+    let (detect_ns, takeover_ns) = SeedRun::velos_times(survivors, crashed, crash_ns);
     // Terms: the first leader's and one taking over after the crash; any other is a
     // leader change no crash caused.
     let terms = |before: bool| {
@@ -134,18 +170,6 @@ pub(super) fn velos_trial(
             .count() as u64
     };
     let false_suspicions = terms(true).saturating_sub(1) + terms(false).saturating_sub(1);
-    let applied: Applied = procs
-        .iter()
-        .enumerate()
-        .map(|(i, p)| {
-            let r = &p.replica;
-            (
-                r.applied.iter().map(|(s, _)| *s).collect(),
-                r.applied_at.clone(),
-                i == usize::from(crashed),
-            )
-        })
-        .collect();
     let trial = VerbsTrial {
         trial: k,
         crashed,
@@ -154,7 +178,7 @@ pub(super) fn velos_trial(
         failover_ns: SeedRun::failover(&applied, crash_ns, takeover_ns),
         false_suspicions: Some(false_suspicions),
     };
-    Ok((fabric.device_name().to_string(), trial))
+    Ok((device, trial))
 }
 
 /// One crash of Mu's leader: its published timing scaled, one entry at a time.
@@ -176,28 +200,14 @@ pub(super) fn mu_trial(
         .map(|r| MuNode::new(shared.clone(), r))
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| anyhow!("the Mu nodes: {e}"))?;
-    let fabric = fabric(mu.layout())?;
-    let Finished {
+    let Crashed {
         procs,
-        crash,
+        crashed,
+        crash_ns,
         applied_before,
-    } = trial::run(&fabric, procs, config)?;
-    let (crashed, crash_ns) = crash.context("no leader applied the warm-up entries in time")?;
-    checked(
-        procs
-            .iter()
-            .enumerate()
-            .map(|(i, p)| AppliedLog {
-                replica: i as u16,
-                entries: p
-                    .applied
-                    .iter()
-                    .map(|(s, v)| (*s, hex(v.iter().flat_map(|w| w.to_le_bytes()))))
-                    .collect(),
-                jumps: Vec::new(),
-            })
-            .collect(),
-    )?;
+        applied,
+        device,
+    } = crash_one(config, mu.layout(), procs)?;
     // Mu's detector suspecting the leader is when a survivor starts its takeover.
     let detect_ns = procs
         .iter()
@@ -207,17 +217,6 @@ pub(super) fn mu_trial(
         .filter(|&&t| t >= crash_ns)
         .map(|&t| t - crash_ns)
         .min();
-    let applied: Applied = procs
-        .iter()
-        .enumerate()
-        .map(|(i, p)| {
-            (
-                p.applied.iter().map(|(s, _)| *s).collect(),
-                p.applied_at.clone(),
-                i == usize::from(crashed),
-            )
-        })
-        .collect();
     let trial = VerbsTrial {
         trial: k,
         crashed,
@@ -226,5 +225,5 @@ pub(super) fn mu_trial(
         failover_ns: SeedRun::failover(&applied, crash_ns, detect_ns),
         false_suspicions: None,
     };
-    Ok((fabric.device_name().to_string(), trial))
+    Ok((device, trial))
 }

@@ -13,8 +13,12 @@ use velos_rdma::{Batch, NodeId, Op, Process, Reply, Shared, Step};
 pub(super) trait Observed: Process {
     /// Whether it leads now.
     fn leads(&self) -> bool;
-    /// Entries it applied so far.
+    /// Entries it applied so far (read after every step: cheap).
     fn applied(&self) -> u64;
+    /// Every entry it applied, in order: `(slot, value as hex)`.
+    fn log(&self) -> Vec<(u64, String)>;
+    /// When each entry of [`Observed::log`] was applied (the fabric's clock).
+    fn applied_at(&self) -> &[u64];
 }
 
 /// Per node: stop, leads, entries applied.
