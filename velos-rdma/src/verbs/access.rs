@@ -138,7 +138,7 @@ impl WriteAccess {
         if !may_write(grants.writers, from) {
             return Ok(false);
         }
-        connection.cycle(device, true)?;
+        connection.cycle(device)?;
         drop(grants);
         assert!(!connection.broken(), "rule (grant reconnects)");
         Ok(true)

@@ -359,9 +359,9 @@ impl Connection {
     }
 
     /// Cycles both queue pairs of a loopback connection through RESET back to RTS,
-    /// connected to each other again, the responder with write access or without: a
-    /// broken connection takes requests again. Every request on it must have completed.
-    pub(super) fn cycle(&mut self, device: &Device, write: bool) -> Result<(), VerbsError> {
+    /// connected to each other again with every access (a grant): a broken connection
+    /// takes requests again. Every request on it must have completed.
+    pub(super) fn cycle(&mut self, device: &Device) -> Result<(), VerbsError> {
         let responder = self
             .responder
             .as_ref()
@@ -375,12 +375,7 @@ impl Connection {
         }
         let (near, far) = (self.requester.qp_number(), responder.qp_number());
         bring_up(&mut self.requester, device, RemoteQp::local(device, far))?;
-        bring_up_with(
-            &mut responder,
-            device,
-            RemoteQp::local(device, near),
-            responder_access(write),
-        )?;
+        bring_up(&mut responder, device, RemoteQp::local(device, near))?;
         self.broken = false;
         self.refused = false;
         assert_eq!(self.requester.state(), QueuePairState::ReadyToSend);
@@ -536,16 +531,6 @@ pub(super) fn bring_up(
     device: &Device,
     remote: RemoteQp,
 ) -> Result<(), VerbsError> {
-    bring_up_with(qp, device, remote, responder_access(true))
-}
-
-/// [`bring_up`] with the responder's `access`.
-fn bring_up_with(
-    qp: &mut ExtendedQueuePair,
-    device: &Device,
-    remote: RemoteQp,
-    access: AccessFlags,
-) -> Result<(), VerbsError> {
     assert_eq!(
         qp.state(),
         QueuePairState::Reset,
@@ -555,7 +540,7 @@ fn bring_up_with(
     init.setup_state(QueuePairState::Init)
         .setup_pkey_index(0)
         .setup_port(device.port)
-        .setup_access_flags(access);
+        .setup_access_flags(responder_access(true));
     qp.modify(&init)
         .map_err(|e| VerbsError::verbs("ibv_modify_qp(INIT)", e))?;
     let mut address = AddressHandleAttribute::new();
